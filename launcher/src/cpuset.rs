@@ -1,0 +1,1 @@
+//! cpuset placement (owned by the cpuset work)

@@ -1,0 +1,4 @@
+//! The launcher library behind the `splitprover` CLI.
+#![deny(missing_docs)]
+
+pub mod cpuset;
