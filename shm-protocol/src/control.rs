@@ -1,0 +1,235 @@
+//! Control messages between the launcher and its children (synth-proc, gpu-proc).
+//!
+//! Bulk data never crosses this channel: it carries job assignments, slot hand-offs, heartbeats and
+//! timeline events, one JSON object per line over a Unix stream socket that the launcher creates with
+//! `socketpair` and hands to the child by inheritance. Every type here is an IPC interface: adding a
+//! field is compatible (serde ignores unknown fields and defaults missing `Option`s), renaming is not.
+
+use std::io::{self, BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
+
+/// A request to synthesize one partition into a ring slot.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SynthRequest {
+    /// Job the partition belongs to.
+    pub job_id: u64,
+    /// Partition index within the job.
+    pub partition: u32,
+    /// Circuit spec string (for example `sha-chain:38`).
+    pub circuit: String,
+    /// Identifier of the circuit (and of its SRS); written into the slot header.
+    pub circuit_id: u64,
+    /// Seed of the witness.
+    pub seed: u64,
+}
+
+/// Launcher → synth-proc.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ToSynth {
+    /// Synthesize this partition into a free slot and publish it.
+    Synthesize(SynthRequest),
+    /// Finish the syntheses in progress, then exit.
+    Shutdown,
+}
+
+/// Launcher → gpu-proc.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ToGpu {
+    /// Finish the batch in progress, then exit.
+    Shutdown,
+}
+
+/// What a child reports to the launcher.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum FromChild {
+    /// The child has mapped its regions and is serving.
+    Hello {
+        /// Process id.
+        pid: u32,
+        /// What it runs (`synth-proc: 2 workers`, `gpu-proc: cpu backend`).
+        detail: String,
+    },
+    /// A partition was published READY in `slot`.
+    Published {
+        /// Job id.
+        job_id: u64,
+        /// Partition index.
+        partition: u32,
+        /// Slot index.
+        slot: u32,
+        /// Slot generation at publish time.
+        generation: u32,
+    },
+    /// A partition could not be synthesized; the job fails with this reason.
+    SynthFailed {
+        /// Job id.
+        job_id: u64,
+        /// Partition index.
+        partition: u32,
+        /// Why.
+        error: String,
+    },
+    /// A slot reached DONE (proof or failure in its result area).
+    Proved {
+        /// Job id.
+        job_id: u64,
+        /// Partition index.
+        partition: u32,
+        /// Slot index.
+        slot: u32,
+        /// Slot generation at completion.
+        generation: u32,
+    },
+    /// Still alive.
+    Heartbeat,
+    /// One timeline event.
+    Event(TimelineEvent),
+}
+
+/// The moments of a proof's path that the timeline records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[allow(missing_docs)]
+pub enum EventKind {
+    SynthStart,
+    SynthEnd,
+    SlotPublish,
+    GpuClaim,
+    GpuStart,
+    GpuEnd,
+    ProofDone,
+}
+
+impl EventKind {
+    /// The upper-case name used in TIMELINE logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventKind::SynthStart => "SYNTH_START",
+            EventKind::SynthEnd => "SYNTH_END",
+            EventKind::SlotPublish => "SLOT_PUBLISH",
+            EventKind::GpuClaim => "GPU_CLAIM",
+            EventKind::GpuStart => "GPU_START",
+            EventKind::GpuEnd => "GPU_END",
+            EventKind::ProofDone => "PROOF_DONE",
+        }
+    }
+}
+
+/// One timeline event; `t_ns` is `CLOCK_MONOTONIC`, comparable across the processes of one host.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TimelineEvent {
+    /// What happened.
+    pub kind: EventKind,
+    /// Job id.
+    pub job_id: u64,
+    /// Partition index.
+    pub partition: u32,
+    /// Slot index (`u32::MAX` where no slot is involved).
+    pub slot: u32,
+    /// Process that recorded it.
+    pub pid: u32,
+    /// Monotonic clock, nanoseconds.
+    pub t_ns: u64,
+}
+
+impl TimelineEvent {
+    /// An event stamped now by this process.
+    pub fn now(kind: EventKind, job_id: u64, partition: u32, slot: u32) -> Self {
+        TimelineEvent { kind, job_id, partition, slot, pid: std::process::id(), t_ns: monotonic_ns() }
+    }
+}
+
+/// `CLOCK_MONOTONIC` in nanoseconds.
+pub fn monotonic_ns() -> u64 {
+    let ts = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Sending half of a control channel.
+#[derive(Debug)]
+pub struct Sender {
+    stream: UnixStream,
+}
+
+/// Receiving half of a control channel.
+#[derive(Debug)]
+pub struct Receiver {
+    reader: BufReader<UnixStream>,
+    line: String,
+}
+
+/// Splits a connected stream into its two halves.
+pub fn channel(stream: UnixStream) -> io::Result<(Sender, Receiver)> {
+    let read = stream.try_clone()?;
+    Ok((Sender { stream }, Receiver { reader: BufReader::new(read), line: String::new() }))
+}
+
+impl Sender {
+    /// Sends one message as a single line; the write is one `write_all` of the whole line.
+    pub fn send<T: Serialize>(&mut self, msg: &T) -> io::Result<()> {
+        let mut line = serde_json::to_vec(msg).map_err(io::Error::other)?;
+        line.push(b'\n');
+        self.stream.write_all(&line)
+    }
+
+    /// Another handle on the same socket (each thread keeps its own).
+    pub fn try_clone(&self) -> io::Result<Sender> {
+        Ok(Sender { stream: self.stream.try_clone()? })
+    }
+}
+
+impl Receiver {
+    /// Receives the next message; `Ok(None)` when the peer closed the channel. A line that is not a
+    /// valid message is an `InvalidData` error naming the problem.
+    pub fn recv<T: DeserializeOwned>(&mut self) -> io::Result<Option<T>> {
+        self.line.clear();
+        if self.reader.read_line(&mut self.line)? == 0 {
+            return Ok(None);
+        }
+        serde_json::from_str(self.line.trim_end()).map(Some).map_err(|e| {
+            io::Error::new(io::ErrorKind::InvalidData, format!("bad control message: {e}"))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_round_trip_over_a_socketpair() {
+        let (a, b) = UnixStream::pair().unwrap();
+        let (mut tx, _) = channel(a).unwrap();
+        let (_, mut rx) = channel(b).unwrap();
+        let req = ToSynth::Synthesize(SynthRequest {
+            job_id: 7,
+            partition: 2,
+            circuit: "sha-chain:1".into(),
+            circuit_id: 99,
+            seed: 5,
+        });
+        tx.send(&req).unwrap();
+        tx.send(&FromChild::Event(TimelineEvent::now(EventKind::GpuEnd, 1, 0, 3))).unwrap();
+        assert_eq!(rx.recv::<ToSynth>().unwrap(), Some(req));
+        match rx.recv::<FromChild>().unwrap() {
+            Some(FromChild::Event(e)) => {
+                assert_eq!((e.kind, e.job_id, e.slot), (EventKind::GpuEnd, 1, 3));
+                assert!(e.t_ns > 0);
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        drop(tx);
+        assert_eq!(rx.recv::<ToSynth>().unwrap(), None);
+    }
+
+    #[test]
+    fn garbage_line_is_a_clear_error() {
+        let (mut a, b) = UnixStream::pair().unwrap();
+        let (_, mut rx) = channel(b).unwrap();
+        a.write_all(b"{not json\n").unwrap();
+        let err = rx.recv::<ToSynth>().unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidData);
+        assert!(err.to_string().contains("bad control message"), "{err}");
+    }
+}
