@@ -1,0 +1,330 @@
+//! The job table: which partitions of which job are where, independent of processes and transport.
+//!
+//! A job is a circuit spec, a seed and a number of partitions. Each partition moves
+//! `Pending → Synthesizing → InRing → Done`, or the whole job fails with the first reason reported.
+//! The table is pure bookkeeping: the pipeline feeds it what the children report and asks it what to
+//! re-send after a crash, which is why it can be tested without a single process.
+
+use std::collections::{BTreeMap, HashSet};
+use std::time::{Duration, Instant};
+
+use shm_protocol::control::SynthRequest;
+
+/// What a client asks for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JobSpec {
+    /// Circuit spec, for example `sha-chain:2`.
+    pub circuit: String,
+    /// Identifier of the circuit and its SRS.
+    pub circuit_id: u64,
+    /// Seed of the witness; partition `p` uses `seed + p`.
+    pub seed: u64,
+    /// Number of partitions (independent circuits) in the job.
+    pub partitions: u32,
+}
+
+/// Where one partition is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PartitionState {
+    /// Not yet handed to synth-proc.
+    Pending,
+    /// Handed to synth-proc, not yet published.
+    Synthesizing,
+    /// Published into a slot; a gpu-proc will prove it.
+    InRing {
+        /// Slot index.
+        slot: u32,
+    },
+    /// Proof received.
+    Done,
+}
+
+/// The end of a job.
+#[derive(Clone, Debug)]
+pub struct JobOutcome {
+    /// Job id.
+    pub job_id: u64,
+    /// What was asked.
+    pub spec: JobSpec,
+    /// The proof of every partition in order (192 bytes each), or the reason the job failed.
+    pub result: Result<Vec<Vec<u8>>, String>,
+    /// Time from submission to outcome.
+    pub elapsed: Duration,
+}
+
+#[derive(Debug)]
+struct Job {
+    spec: JobSpec,
+    partitions: Vec<PartitionState>,
+    proofs: Vec<Option<Vec<u8>>>,
+    submitted: Instant,
+}
+
+/// Counters the tests and `status` read.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct JobCounters {
+    /// Jobs accepted.
+    pub submitted: u64,
+    /// Jobs finished with every proof.
+    pub succeeded: u64,
+    /// Jobs failed.
+    pub failed: u64,
+    /// Synthesis requests sent, re-sends after a crash included.
+    pub syntheses_requested: u64,
+    /// Results that arrived for a partition already done or a job already ended (ignored).
+    pub duplicate_results: u64,
+}
+
+/// One job as `status` shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JobSummary {
+    /// Job id.
+    pub job_id: u64,
+    /// Circuit spec.
+    pub circuit: String,
+    /// Partitions done out of all.
+    pub done: usize,
+    /// Partitions in total.
+    pub partitions: usize,
+    /// Partitions waiting in the ring.
+    pub in_ring: usize,
+}
+
+/// All live jobs.
+#[derive(Debug, Default)]
+pub struct JobTable {
+    next_id: u64,
+    jobs: BTreeMap<u64, Job>,
+    counters: JobCounters,
+}
+
+impl JobTable {
+    /// An empty table whose first job id is `first_id` (lets a restarted launcher avoid reusing ids).
+    pub fn new(first_id: u64) -> Self {
+        JobTable { next_id: first_id.max(1), ..Default::default() }
+    }
+
+    /// Accepts a job; returns its id. Its partitions are `Pending` until [`JobTable::take_pending`].
+    pub fn submit(&mut self, spec: JobSpec) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        let n = spec.partitions as usize;
+        self.jobs.insert(
+            id,
+            Job {
+                spec,
+                partitions: vec![PartitionState::Pending; n],
+                proofs: vec![None; n],
+                submitted: Instant::now(),
+            },
+        );
+        self.counters.submitted += 1;
+        id
+    }
+
+    /// Every `Pending` partition as a request, now marked `Synthesizing`.
+    pub fn take_pending(&mut self) -> Vec<SynthRequest> {
+        let mut out = Vec::new();
+        for (&job_id, job) in &mut self.jobs {
+            for (p, state) in job.partitions.iter_mut().enumerate() {
+                if *state == PartitionState::Pending {
+                    *state = PartitionState::Synthesizing;
+                    out.push(request(job_id, &job.spec, p as u32));
+                }
+            }
+        }
+        self.counters.syntheses_requested += out.len() as u64;
+        out
+    }
+
+    /// synth-proc died: every partition it had not published goes back to `Pending`, except those
+    /// the ring still holds (`in_ring`: (job, partition) of slots READY, CLAIMED or DONE).
+    pub fn synth_lost(&mut self, in_ring: &HashSet<(u64, u32)>) {
+        for (&job_id, job) in &mut self.jobs {
+            for (p, state) in job.partitions.iter_mut().enumerate() {
+                if *state == PartitionState::Synthesizing {
+                    *state = if in_ring.contains(&(job_id, p as u32)) {
+                        PartitionState::InRing { slot: u32::MAX }
+                    } else {
+                        PartitionState::Pending
+                    };
+                }
+            }
+        }
+    }
+
+    /// synth-proc published a partition.
+    pub fn published(&mut self, job_id: u64, partition: u32, slot: u32) {
+        if let Some(state) = self.partition_mut(job_id, partition) {
+            if *state != PartitionState::Done {
+                *state = PartitionState::InRing { slot };
+            }
+        }
+    }
+
+    /// A partition's result (proof bytes or failure). Returns the job's outcome when this result
+    /// ends the job: its last proof, or its first failure.
+    pub fn result(
+        &mut self,
+        job_id: u64,
+        partition: u32,
+        result: Result<Vec<u8>, String>,
+    ) -> Option<JobOutcome> {
+        let Some(job) = self.jobs.get_mut(&job_id) else {
+            self.counters.duplicate_results += 1;
+            return None;
+        };
+        let p = partition as usize;
+        if p >= job.partitions.len() || job.partitions[p] == PartitionState::Done {
+            self.counters.duplicate_results += 1;
+            return None;
+        }
+        match result {
+            Err(reason) => {
+                let job = self.jobs.remove(&job_id).expect("present above");
+                self.counters.failed += 1;
+                Some(JobOutcome {
+                    job_id,
+                    elapsed: job.submitted.elapsed(),
+                    spec: job.spec,
+                    result: Err(format!("partition {partition}: {reason}")),
+                })
+            }
+            Ok(proof) => {
+                job.partitions[p] = PartitionState::Done;
+                job.proofs[p] = Some(proof);
+                if job.partitions.iter().all(|s| *s == PartitionState::Done) {
+                    let job = self.jobs.remove(&job_id).expect("present above");
+                    self.counters.succeeded += 1;
+                    let proofs = job.proofs.into_iter().map(|p| p.unwrap_or_default()).collect();
+                    Some(JobOutcome {
+                        job_id,
+                        elapsed: job.submitted.elapsed(),
+                        spec: job.spec,
+                        result: Ok(proofs),
+                    })
+                } else {
+                    None
+                }
+            }
+        }
+    }
+
+    /// Fails a whole job (for example when its circuit has no SRS).
+    pub fn fail(&mut self, job_id: u64, reason: String) -> Option<JobOutcome> {
+        let job = self.jobs.remove(&job_id)?;
+        self.counters.failed += 1;
+        Some(JobOutcome { job_id, elapsed: job.submitted.elapsed(), spec: job.spec, result: Err(reason) })
+    }
+
+    /// Whether the job is still live.
+    pub fn contains(&self, job_id: u64) -> bool {
+        self.jobs.contains_key(&job_id)
+    }
+
+    /// Jobs still live.
+    pub fn live(&self) -> usize {
+        self.jobs.len()
+    }
+
+    /// The counters.
+    pub fn counters(&self) -> JobCounters {
+        self.counters
+    }
+
+    /// One line per live job.
+    pub fn summaries(&self) -> Vec<JobSummary> {
+        self.jobs
+            .iter()
+            .map(|(&job_id, job)| JobSummary {
+                job_id,
+                circuit: job.spec.circuit.clone(),
+                done: job.partitions.iter().filter(|s| **s == PartitionState::Done).count(),
+                partitions: job.partitions.len(),
+                in_ring: job
+                    .partitions
+                    .iter()
+                    .filter(|s| matches!(s, PartitionState::InRing { .. }))
+                    .count(),
+            })
+            .collect()
+    }
+
+    fn partition_mut(&mut self, job_id: u64, partition: u32) -> Option<&mut PartitionState> {
+        self.jobs.get_mut(&job_id)?.partitions.get_mut(partition as usize)
+    }
+}
+
+fn request(job_id: u64, spec: &JobSpec, partition: u32) -> SynthRequest {
+    SynthRequest {
+        job_id,
+        partition,
+        circuit: spec.circuit.clone(),
+        circuit_id: spec.circuit_id,
+        seed: spec.seed.wrapping_add(u64::from(partition)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(partitions: u32) -> JobSpec {
+        JobSpec { circuit: "sha-chain:1".into(), circuit_id: 9, seed: 100, partitions }
+    }
+
+    #[test]
+    fn a_job_completes_when_every_partition_has_a_proof_in_order() {
+        let mut t = JobTable::new(1);
+        let id = t.submit(spec(3));
+        let reqs = t.take_pending();
+        assert_eq!(reqs.len(), 3);
+        assert_eq!(reqs[2].seed, 102);
+        assert!(t.take_pending().is_empty(), "requests are handed out once");
+        t.published(id, 1, 4);
+        assert!(t.result(id, 1, Ok(vec![1])).is_none());
+        assert!(t.result(id, 0, Ok(vec![0])).is_none());
+        let out = t.result(id, 2, Ok(vec![2])).expect("last partition ends the job");
+        assert_eq!(out.result.unwrap(), vec![vec![0], vec![1], vec![2]]);
+        assert_eq!(t.live(), 0);
+        assert_eq!(t.counters().succeeded, 1);
+    }
+
+    #[test]
+    fn a_failure_ends_the_job_and_later_results_are_ignored() {
+        let mut t = JobTable::new(1);
+        let id = t.submit(spec(2));
+        t.take_pending();
+        let out = t.result(id, 0, Err("bad slot: a offset".into())).unwrap();
+        assert!(out.result.unwrap_err().contains("partition 0: bad slot"));
+        assert!(t.result(id, 1, Ok(vec![1])).is_none());
+        assert_eq!(t.counters().duplicate_results, 1);
+        assert_eq!(t.counters().failed, 1);
+    }
+
+    #[test]
+    fn synth_crash_resends_only_partitions_the_ring_does_not_hold() {
+        let mut t = JobTable::new(1);
+        let id = t.submit(spec(4));
+        t.take_pending();
+        t.published(id, 0, 0); // known READY
+        // partition 1 was published but its message was lost with the process
+        let in_ring: HashSet<_> = [(id, 0), (id, 1)].into_iter().collect();
+        t.synth_lost(&in_ring);
+        let again: Vec<u32> = t.take_pending().iter().map(|r| r.partition).collect();
+        assert_eq!(again, vec![2, 3]);
+        assert_eq!(t.counters().syntheses_requested, 6);
+    }
+
+    #[test]
+    fn duplicate_proof_for_a_done_partition_is_counted_not_used() {
+        let mut t = JobTable::new(1);
+        let id = t.submit(spec(2));
+        t.take_pending();
+        assert!(t.result(id, 0, Ok(vec![7])).is_none());
+        assert!(t.result(id, 0, Ok(vec![8])).is_none());
+        let out = t.result(id, 1, Ok(vec![9])).unwrap();
+        assert_eq!(out.result.unwrap()[0], vec![7]);
+        assert_eq!(t.counters().duplicate_results, 1);
+    }
+}
