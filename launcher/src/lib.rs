@@ -2,3 +2,4 @@
 #![deny(missing_docs)]
 
 pub mod cpuset;
+pub mod notify;
