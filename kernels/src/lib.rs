@@ -1,5 +1,50 @@
 //! Groth16 provers that work from borrowed assignments (what a ring slot holds), SRS tooling and
-//! built-in circuits. (Overview to be completed by the crate owner.)
+//! built-in circuits.
+//!
+//! - [`synth`]: [`synth::ProvingCs`] synthesizes a bellperson circuit into any
+//!   [`synth::AssignmentSink`] (a ring slot, or [`synth::VecSink`]) exactly as bellperson's prover
+//!   does; [`synth::circuit_shape`] counts a circuit.
+//! - [`backend`]: the [`Backend`] trait (prove a batch of [`Assignment`]s sharing one SRS) and
+//!   [`CpuBackend`], bit-exact with `bellperson::groth16::create_proof`.
+//! - [`srs`]: the flat SRS image ([`srs::SrsView`], zero-copy over any 64-byte aligned bytes, e.g.
+//!   a shared mapping) and bellperson's `.params` file format (read, write, stream into an image).
+//! - [`paramgen`]: a fast random parameter generator with progress reporting.
+//! - [`circuits`]: built-in circuits named by a [`circuits::CircuitSpec`] (`sha-chain:38`,
+//!   `pubinputs:8`, `bits:4096`).
+//!
+//! # Example
+//!
+//! ```
+//! use kernels::circuits::CircuitSpec;
+//! use kernels::srs::SrsImage;
+//! use kernels::{Backend, CpuBackend};
+//!
+//! let spec: CircuitSpec = "pubinputs:2".parse()?;
+//! // Random parameters (seeded), laid out as an SRS image.
+//! let params = kernels::paramgen::generate_parameters_seeded(spec.circuit(None), 7, &|_| {})?;
+//! let image = SrsImage::from_parameters(&params, spec.circuit_id())?;
+//! let backend = CpuBackend::new(image)?;
+//!
+//! // Synthesize into plain Vecs and prove.
+//! let seed = 42;
+//! let assignment = spec.synthesize_into(seed, kernels::synth::VecSink::new())?.finish();
+//! let r = blstrs::Scalar::from(3u64);
+//! let s = blstrs::Scalar::from(4u64);
+//! let proofs = backend.prove_batch(&[assignment.as_assignment()], &[r], &[s])?;
+//! assert!(backend.verify(&proofs[0], &spec.public_inputs(seed)?)?);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 #![deny(missing_docs)]
 
 pub mod backend;
+pub mod circuits;
+mod error;
+mod msm;
+pub mod ntt;
+pub mod paramgen;
+pub mod srs;
+pub mod synth;
+
+pub use backend::cpu::CpuBackend;
+pub use backend::{Assignment, Backend, Density, Proof};
+pub use error::{Error, ErrorKind};

@@ -3,3 +3,5 @@
 
 pub mod cpuset;
 pub mod notify;
+pub mod report;
+pub mod timeline;

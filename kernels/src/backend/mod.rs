@@ -1,6 +1,16 @@
 //! The `Backend` concept: prove a batch of synthesized circuits that share one SRS.
+//!
+//! Implementations: [`cpu::CpuBackend`] (the reference, bit-exact with bellperson's CPU prover)
+//! and, with the `cuda` feature, the supraseal-c2 backend in `cuda`.
+
+pub mod cpu;
+#[cfg(feature = "cuda")]
+pub mod cuda;
 
 use blstrs::{Bls12, Scalar};
+
+use crate::synth::CircuitShape;
+use crate::Error;
 
 /// Proof type produced by every backend: bellperson's, so `Proof::write` gives the 192-byte
 /// serialization filecoin-proofs uses.
@@ -38,6 +48,67 @@ pub struct Assignment<'a> {
     pub b_input_density: Density<'a>,
     /// Density of B over aux variables.
     pub b_aux_density: Density<'a>,
+}
+
+impl Density<'_> {
+    /// Checks the bitmap against its claimed length and popcount: enough words, no bit set past
+    /// `bit_len`, `popcount` equal to the set bits. Costs one pass over the words.
+    pub fn validate(&self, what: &'static str, bit_len: usize) -> Result<(), Error> {
+        let bad = |reason: String| -> Error { crate::ErrorKind::InvalidDensity { what, reason }.into() };
+        if self.bit_len != bit_len {
+            return Err(bad(format!("{} bits, expected {bit_len}", self.bit_len)));
+        }
+        let need = bit_len.div_ceil(64);
+        if self.words.len() < need {
+            return Err(bad(format!("{} words for {bit_len} bits", self.words.len())));
+        }
+        let words = &self.words[..need];
+        if bit_len % 64 != 0 {
+            if let Some(last) = words.last() {
+                if last >> (bit_len % 64) != 0 {
+                    return Err(bad("bits set past the end".into()));
+                }
+            }
+        }
+        let count: usize = words.iter().map(|w| w.count_ones() as usize).sum();
+        if count != self.popcount {
+            return Err(bad(format!("popcount {} but {count} bits set", self.popcount)));
+        }
+        Ok(())
+    }
+
+    /// Whether bit `i` is set (`i < bit_len`, checked by [`Density::validate`]).
+    #[inline]
+    pub fn get(&self, i: usize) -> bool {
+        self.words[i / 64] >> (i % 64) & 1 == 1
+    }
+}
+
+impl Assignment<'_> {
+    /// Checks every length and bitmap for consistency and returns the shape. Never panics.
+    pub fn validate(&self) -> Result<CircuitShape, Error> {
+        let n = self.a.len();
+        if self.b.len() != n {
+            return Err(Error::shape("b evaluations", n, self.b.len()));
+        }
+        if self.c.len() != n {
+            return Err(Error::shape("c evaluations", n, self.c.len()));
+        }
+        if self.input.is_empty() {
+            return Err(Error::shape("inputs (ONE at least)", 1, 0));
+        }
+        if n < self.input.len() {
+            return Err(Error::shape("a/b/c evaluations (at least one per input)", self.input.len(), n));
+        }
+        self.a_aux_density.validate("a_aux", self.aux.len())?;
+        self.b_input_density.validate("b_input", self.input.len())?;
+        self.b_aux_density.validate("b_aux", self.aux.len())?;
+        Ok(CircuitShape {
+            inputs: self.input.len(),
+            aux: self.aux.len(),
+            constraints: n - self.input.len(),
+        })
+    }
 }
 
 /// A Groth16 prover bound to one SRS.

@@ -1,0 +1,149 @@
+//! The CPU backend: NTTs and multi-exponentiations on the ambient rayon pool, bit-exact with
+//! bellperson 0.27's native `create_proof`.
+//!
+//! # Where the SRS lives
+//!
+//! [`CpuBackend<S>`] owns any `S: AsRef<[u8]> + Send + Sync` holding an SRS image (see
+//! [`crate::srs`]): an [`AlignedBytes`] buffer, an `Arc` around a shared read-only mapping made by
+//! the launcher, or anything else that derefs to 64-byte aligned bytes. The image is validated
+//! at construction and re-validated (header only, O(1)) at every call, so no `unsafe` depends on
+//! `S` returning the same bytes each time. Points are read in place: nothing is copied.
+//!
+//! # What a proof is
+//!
+//! For each circuit, with `k` inputs, aux `w`, densities `dA`, `dBi`, `dBa`:
+//! - `H`: [`compute_h`] then an MSM over `h`;
+//! - `L`: MSM of all aux over `l`;
+//! - `A`: inputs followed by the aux selected by `dA`, over `a` (one MSM: the SRS stores the
+//!   input part first, then the dense aux part);
+//! - `B`: inputs selected by `dBi` then aux selected by `dBa`, over `b_g1` and `b_g2`;
+//! - `A = alpha + A + r delta`, `B = beta + B_g2 + s delta`,
+//!   `C = s A + r B_g1 + r s delta + s alpha + r beta + H + L` (bellperson's order of terms;
+//!   the affine result is unique, so the bytes match).
+
+use std::time::Instant;
+
+use bellperson::groth16::{prepare_verifying_key, verify_proof, PreparedVerifyingKey};
+use blstrs::{Bls12, G1Projective, G2Projective, Scalar};
+use group::Curve;
+use rayon::prelude::*;
+
+use super::{Assignment, Backend, Proof};
+use crate::msm::{all_bytes, msm_g1, msm_g2, ScalarBytes};
+use crate::ntt::compute_h;
+use crate::srs::{AlignedBytes, SrsView};
+use crate::{Error, ErrorKind};
+
+/// Groth16 on the CPU over an SRS image held in `S`.
+pub struct CpuBackend<S = AlignedBytes> {
+    srs: S,
+    pvk: PreparedVerifyingKey<Bls12>,
+}
+
+impl<S: AsRef<[u8]> + Send + Sync> CpuBackend<S> {
+    /// Validates the SRS image in `srs` and prepares the verifying key.
+    pub fn new(srs: S) -> Result<Self, Error> {
+        let pvk = prepare_verifying_key(&SrsView::new(srs.as_ref())?.verifying_key());
+        Ok(Self { srs, pvk })
+    }
+
+    /// A view of the SRS.
+    pub fn srs(&self) -> Result<SrsView<'_>, Error> {
+        SrsView::new(self.srs.as_ref())
+    }
+
+    /// Verifies a proof against this SRS's verifying key with bellperson's verifier.
+    pub fn verify(&self, proof: &Proof, public_inputs: &[Scalar]) -> Result<bool, Error> {
+        Ok(verify_proof(&self.pvk, proof, public_inputs)?)
+    }
+
+    /// The underlying storage.
+    pub fn storage(&self) -> &S {
+        &self.srs
+    }
+
+    fn prove_one(&self, srs: &SrsView<'_>, asg: &Assignment<'_>, r: Scalar, s: Scalar) -> Result<Proof, Error> {
+        let shape = asg.validate()?;
+        srs.check_shape(&shape)?;
+        let a_len = shape.inputs + asg.a_aux_density.popcount;
+        if srs.a().len() != a_len {
+            return Err(Error::shape("SRS a (inputs + A-aux density)", a_len, srs.a().len()));
+        }
+        let b_len = asg.b_input_density.popcount + asg.b_aux_density.popcount;
+        if srs.b_g1().len() != b_len {
+            return Err(Error::shape("SRS b_g1 (B densities)", b_len, srs.b_g1().len()));
+        }
+
+        let t = Instant::now();
+        let h = compute_h(asg.a, asg.b, asg.c)?;
+        let h = all_bytes(&h);
+        let t_ntt = t.elapsed();
+        let aux = all_bytes(asg.aux);
+        let input = all_bytes(asg.input);
+        let filtered = |v: &[ScalarBytes], d: &super::Density<'_>| -> Vec<ScalarBytes> {
+            v.par_iter()
+                .enumerate()
+                .filter(|(i, _)| d.get(*i))
+                .map(|(_, b)| *b)
+                .collect()
+        };
+        let mut a_sc = input.clone();
+        a_sc.extend(filtered(&aux, &asg.a_aux_density));
+        let mut b_sc = filtered(&input, &asg.b_input_density);
+        b_sc.extend(filtered(&aux, &asg.b_aux_density));
+
+        let h_acc = msm_g1(srs.h(), &h);
+        let l_acc = msm_g1(srs.l(), &aux);
+        let a_acc = msm_g1(srs.a(), &a_sc);
+        let b1_acc = msm_g1(srs.b_g1(), &b_sc);
+        let b2_acc = msm_g2(srs.b_g2(), &b_sc);
+        tracing::debug!(
+            n = asg.a.len(),
+            ntt_ms = t_ntt.as_millis() as u64,
+            total_ms = t.elapsed().as_millis() as u64,
+            "cpu proof"
+        );
+
+        let (alpha_g1, beta_g1, delta_g1) = (srs.alpha_g1(), srs.beta_g1(), srs.delta_g1());
+        let (beta_g2, delta_g2) = (srs.beta_g2(), srs.delta_g2());
+        let g_a = G1Projective::from(delta_g1) * r + alpha_g1 + a_acc;
+        let g_b = G2Projective::from(delta_g2) * s + beta_g2 + b2_acc;
+        let g_c = a_acc * s
+            + b1_acc * r
+            + G1Projective::from(delta_g1) * (r * s)
+            + G1Projective::from(alpha_g1) * s
+            + G1Projective::from(beta_g1) * r
+            + h_acc
+            + l_acc;
+        Ok(Proof {
+            a: g_a.to_affine(),
+            b: g_b.to_affine(),
+            c: g_c.to_affine(),
+        })
+    }
+}
+
+impl<S: AsRef<[u8]> + Send + Sync> Backend for CpuBackend<S> {
+    fn name(&self) -> &'static str {
+        "cpu"
+    }
+
+    fn prove_batch(&self, batch: &[Assignment<'_>], r: &[Scalar], s: &[Scalar]) -> Result<Vec<Proof>, Error> {
+        if r.len() != batch.len() {
+            return Err(Error::shape("r values", batch.len(), r.len()));
+        }
+        if s.len() != batch.len() {
+            return Err(Error::shape("s values", batch.len(), s.len()));
+        }
+        let srs = self.srs()?;
+        // `SrsView::new` already refused an identity delta; keep bellperson's guard explicit.
+        if bool::from(group::prime::PrimeCurveAffine::is_identity(&srs.delta_g1())) {
+            return Err(ErrorKind::UnexpectedIdentity.into());
+        }
+        batch
+            .iter()
+            .zip(r.iter().zip(s))
+            .map(|(asg, (r, s))| self.prove_one(&srs, asg, *r, *s))
+            .collect()
+    }
+}

@@ -1,0 +1,376 @@
+//! Built-in circuits for tests and benches, named by a [`CircuitSpec`].
+//!
+//! | spec | circuit | public inputs |
+//! |---|---|---|
+//! | `sha-chain:N` | [`ShaChain`]: N chained `sha256_block_no_padding` blocks (38 → 2^20 domain) | the final digest, multipacked (2) |
+//! | `pubinputs:K` | [`PubInputs`]: a MiMC-like cube chain exposing K intermediate values | K |
+//! | `bits:N` | [`Bits`]: N witness bits, boolean-decomposed from 64-bit words (mostly 0/1 assignments) | 1 (the sum of the words) |
+//!
+//! Witnesses derive deterministically from a `u64` seed (ChaCha20), and [`CircuitSpec::public_inputs`]
+//! computes the public inputs natively, so a verifier can check a proof from the seed alone.
+
+use std::fmt;
+use std::str::FromStr;
+
+use bellpepper_core::boolean::{AllocatedBit, Boolean};
+use bellpepper_core::{Circuit, ConstraintSystem, SynthesisError};
+use bellperson::gadgets::multipack;
+use bellperson::gadgets::sha256::sha256_block_no_padding;
+use blstrs::Scalar;
+use ff::Field;
+use rand_core::{RngCore, SeedableRng};
+
+use crate::synth::{circuit_shape, synthesize, AssignmentSink, CircuitShape};
+use crate::{Error, ErrorKind};
+
+fn rng(seed: u64) -> rand_chacha::ChaCha20Rng {
+    rand_chacha::ChaCha20Rng::seed_from_u64(seed)
+}
+
+/// A chain of SHA-256 compression blocks: block 0 hashes 512 witness bits; block `i + 1` hashes
+/// `digest_i || digest_(i-1)` (with `digest_(-1)` the second half of the witness). The last
+/// digest is the public input (multipacked into 2 field elements).
+#[derive(Clone, Debug)]
+pub struct ShaChain {
+    /// Number of blocks (>= 1).
+    pub blocks: usize,
+    /// The witness seed; `None` for parameter generation.
+    pub seed: Option<u64>,
+}
+
+impl ShaChain {
+    fn witness_bytes(seed: u64) -> [u8; 64] {
+        let mut b = [0u8; 64];
+        rng(seed).fill_bytes(&mut b);
+        b
+    }
+
+    /// The final digest, computed natively.
+    pub fn digest(blocks: usize, seed: u64) -> [u8; 32] {
+        let x0 = Self::witness_bytes(seed);
+        let mut block = x0;
+        let mut prev: [u8; 32] = x0[32..].try_into().unwrap_or([0; 32]);
+        let mut digest = [0u8; 32];
+        for _ in 0..blocks {
+            let mut state = IV;
+            sha2::compress256(&mut state, &[block.into()]);
+            for (i, w) in state.iter().enumerate() {
+                digest[4 * i..4 * i + 4].copy_from_slice(&w.to_be_bytes());
+            }
+            block[..32].copy_from_slice(&digest);
+            block[32..].copy_from_slice(&prev);
+            prev = digest;
+        }
+        digest
+    }
+}
+
+const IV: [u32; 8] = [
+    0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19,
+];
+
+impl Circuit<Scalar> for ShaChain {
+    fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
+        let bits = self.seed.map(|s| multipack::bytes_to_bits(&Self::witness_bytes(s)));
+        let mut cur = (0..512)
+            .map(|i| {
+                let v = bits.as_ref().map(|b| b[i]);
+                Ok(Boolean::from(AllocatedBit::alloc(cs.namespace(|| format!("bit {i}")), v)?))
+            })
+            .collect::<Result<Vec<_>, SynthesisError>>()?;
+        let mut prev = cur[256..].to_vec();
+        let mut digest = Vec::new();
+        for i in 0..self.blocks {
+            digest = sha256_block_no_padding(cs.namespace(|| format!("block {i}")), &cur)?;
+            cur = digest.iter().chain(prev.iter()).cloned().collect();
+            prev = digest.clone();
+        }
+        multipack::pack_into_inputs(cs.namespace(|| "digest"), &digest)
+    }
+}
+
+/// Rounds between two exposed values of [`PubInputs`].
+pub const PUB_ROUNDS: usize = 16;
+
+/// A MiMC-like chain `x <- (x + c_r)^3` over the field; after every [`PUB_ROUNDS`] rounds the
+/// current `x` becomes a public input (K of them).
+#[derive(Clone, Debug)]
+pub struct PubInputs {
+    /// Public outputs (>= 1).
+    pub outputs: usize,
+    /// The witness seed; `None` for parameter generation.
+    pub seed: Option<u64>,
+}
+
+fn round_constant(i: usize) -> Scalar {
+    Scalar::from((i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15))
+}
+
+impl PubInputs {
+    /// The public outputs, computed natively.
+    pub fn outputs_for(outputs: usize, seed: u64) -> Vec<Scalar> {
+        let mut x = Scalar::random(rng(seed));
+        let mut out = Vec::with_capacity(outputs);
+        for o in 0..outputs {
+            for r in 0..PUB_ROUNDS {
+                let t = x + round_constant(o * PUB_ROUNDS + r);
+                x = t.square() * t;
+            }
+            out.push(x);
+        }
+        out
+    }
+}
+
+impl Circuit<Scalar> for PubInputs {
+    fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
+        let mut xv = self.seed.map(|s| Scalar::random(rng(s)));
+        let mut x = cs.alloc(|| "x0", || xv.ok_or(SynthesisError::AssignmentMissing))?;
+        for o in 0..self.outputs {
+            for r in 0..PUB_ROUNDS {
+                let c = round_constant(o * PUB_ROUNDS + r);
+                let tv = xv.map(|v| v + c);
+                let sq_v = tv.map(|t| t.square());
+                let sq = cs.alloc(|| format!("sq {o} {r}"), || sq_v.ok_or(SynthesisError::AssignmentMissing))?;
+                cs.enforce(|| format!("square {o} {r}"), |lc| lc + x + (c, CS::one()), |lc| lc + x + (c, CS::one()), |lc| lc + sq);
+                xv = sq_v.zip(tv).map(|(s, t)| s * t);
+                let next = cs.alloc(|| format!("cube {o} {r}"), || xv.ok_or(SynthesisError::AssignmentMissing))?;
+                cs.enforce(|| format!("cube constraint {o} {r}"), |lc| lc + sq, |lc| lc + x + (c, CS::one()), |lc| lc + next);
+                x = next;
+            }
+            let out = cs.alloc_input(|| format!("out {o}"), || xv.ok_or(SynthesisError::AssignmentMissing))?;
+            cs.enforce(|| format!("expose {o}"), |lc| lc + x, |lc| lc + CS::one(), |lc| lc + out);
+        }
+        Ok(())
+    }
+}
+
+/// `bits` witness bits in 64-bit words: each word is allocated, decomposed into boolean-constrained
+/// bits and recomposed; the sum of the words is the one public input.
+#[derive(Clone, Debug)]
+pub struct Bits {
+    /// Number of bits (>= 1).
+    pub bits: usize,
+    /// The witness seed; `None` for parameter generation.
+    pub seed: Option<u64>,
+}
+
+impl Bits {
+    fn words(bits: usize, seed: u64) -> Vec<u64> {
+        let mut r = rng(seed);
+        (0..bits.div_ceil(64))
+            .map(|j| {
+                let len = (bits - 64 * j).min(64);
+                let v = r.next_u64();
+                if len == 64 {
+                    v
+                } else {
+                    v & ((1u64 << len) - 1)
+                }
+            })
+            .collect()
+    }
+
+    /// The public input, computed natively.
+    pub fn sum_for(bits: usize, seed: u64) -> Scalar {
+        Self::words(bits, seed).into_iter().map(Scalar::from).sum()
+    }
+}
+
+impl Circuit<Scalar> for Bits {
+    fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
+        let words = self.seed.map(|s| Self::words(self.bits, s));
+        let mut total = bellpepper_core::LinearCombination::zero();
+        for j in 0..self.bits.div_ceil(64) {
+            let len = (self.bits - 64 * j).min(64);
+            let wv = words.as_ref().map(|w| w[j]);
+            let num = cs.alloc(|| format!("word {j}"), || wv.map(Scalar::from).ok_or(SynthesisError::AssignmentMissing))?;
+            let mut lc = bellpepper_core::LinearCombination::zero();
+            let mut coeff = Scalar::ONE;
+            for i in 0..len {
+                let b = AllocatedBit::alloc(cs.namespace(|| format!("w{j} b{i}")), wv.map(|w| w >> i & 1 == 1))?;
+                lc = lc + (coeff, b.get_variable());
+                coeff = coeff.double();
+            }
+            cs.enforce(|| format!("pack {j}"), |_| lc, |l| l + CS::one(), |l| l + num);
+            total = total + num;
+        }
+        let sum = words.map(|w| w.into_iter().map(Scalar::from).sum::<Scalar>());
+        let input = cs.alloc_input(|| "sum", || sum.ok_or(SynthesisError::AssignmentMissing))?;
+        cs.enforce(|| "sum constraint", |_| total, |l| l + CS::one(), |l| l + input);
+        Ok(())
+    }
+}
+
+/// A built-in circuit with its size knob, parsed from `sha-chain:N`, `pubinputs:K` or `bits:N`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CircuitSpec {
+    /// [`ShaChain`] with this many blocks.
+    ShaChain {
+        /// Blocks.
+        blocks: usize,
+    },
+    /// [`PubInputs`] with this many public outputs.
+    PubInputs {
+        /// Public outputs.
+        outputs: usize,
+    },
+    /// [`Bits`] with this many bits.
+    Bits {
+        /// Bits.
+        bits: usize,
+    },
+}
+
+/// Any built-in circuit, as one type (what [`CircuitSpec::circuit`] returns).
+#[derive(Clone, Debug)]
+pub enum SpecCircuit {
+    /// See [`ShaChain`].
+    ShaChain(ShaChain),
+    /// See [`PubInputs`].
+    PubInputs(PubInputs),
+    /// See [`Bits`].
+    Bits(Bits),
+}
+
+impl Circuit<Scalar> for SpecCircuit {
+    fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
+        match self {
+            Self::ShaChain(c) => c.synthesize(cs),
+            Self::PubInputs(c) => c.synthesize(cs),
+            Self::Bits(c) => c.synthesize(cs),
+        }
+    }
+}
+
+impl CircuitSpec {
+    /// The circuit, with the witness of `seed` (`None`: no witness, for parameter generation).
+    pub fn circuit(&self, seed: Option<u64>) -> SpecCircuit {
+        match *self {
+            Self::ShaChain { blocks } => SpecCircuit::ShaChain(ShaChain { blocks, seed }),
+            Self::PubInputs { outputs } => SpecCircuit::PubInputs(PubInputs { outputs, seed }),
+            Self::Bits { bits } => SpecCircuit::Bits(Bits { bits, seed }),
+        }
+    }
+
+    /// The shape the prover sees (counting pass; no witness is computed).
+    pub fn shape(&self) -> Result<CircuitShape, Error> {
+        circuit_shape(self.circuit(None))
+    }
+
+    /// The public inputs for `seed` (without the leading ONE), computed natively.
+    pub fn public_inputs(&self, seed: u64) -> Result<Vec<Scalar>, Error> {
+        Ok(match *self {
+            Self::ShaChain { blocks } => {
+                let bits = multipack::bytes_to_bits(&ShaChain::digest(blocks, seed));
+                multipack::compute_multipacking(&bits)
+            }
+            Self::PubInputs { outputs } => PubInputs::outputs_for(outputs, seed),
+            Self::Bits { bits } => vec![Bits::sum_for(bits, seed)],
+        })
+    }
+
+    /// Synthesizes the circuit with the witness of `seed` into `sink` (bellperson's prover
+    /// sequence, see [`crate::synth::synthesize`]).
+    pub fn synthesize_into<S: AssignmentSink>(&self, seed: u64, sink: S) -> Result<S, Error> {
+        synthesize(self.circuit(Some(seed)), sink)
+    }
+
+    /// A stable 64-bit id of this spec (FNV-1a of a versioned canonical string): the same on
+    /// every build and host, used to match SRS images and files to circuits and ring slots.
+    pub fn circuit_id(&self) -> u64 {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in format!("splitprover-circuit-v1:{self}").bytes() {
+            h ^= b as u64;
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        h
+    }
+}
+
+impl fmt::Display for CircuitSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::ShaChain { blocks } => write!(f, "sha-chain:{blocks}"),
+            Self::PubInputs { outputs } => write!(f, "pubinputs:{outputs}"),
+            Self::Bits { bits } => write!(f, "bits:{bits}"),
+        }
+    }
+}
+
+impl FromStr for CircuitSpec {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self, Error> {
+        let bad = |reason: String| -> Error {
+            ErrorKind::InvalidSpec {
+                spec: s.to_string(),
+                reason,
+            }
+            .into()
+        };
+        let (kind, arg) = s
+            .split_once(':')
+            .ok_or_else(|| bad("expected `KIND:N` with KIND one of `sha-chain`, `pubinputs`, `bits`".into()))?;
+        let n: usize = arg
+            .trim()
+            .parse()
+            .map_err(|_| bad(format!("`{arg}` is not a non-negative integer")))?;
+        let check = |max: usize| {
+            if n == 0 || n > max {
+                Err(bad(format!("{n} is out of range 1..={max}")))
+            } else {
+                Ok(n)
+            }
+        };
+        match kind.trim() {
+            "sha-chain" => Ok(Self::ShaChain { blocks: check(1 << 12)? }),
+            "pubinputs" => Ok(Self::PubInputs { outputs: check(1 << 16)? }),
+            "bits" => Ok(Self::Bits { bits: check(1 << 26)? }),
+            other => Err(bad(format!(
+                "unknown circuit `{other}` (expected `sha-chain`, `pubinputs` or `bits`)"
+            ))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bellpepper_core::test_cs::TestConstraintSystem;
+
+    #[test]
+    fn specs_parse_and_round_trip() {
+        for s in ["sha-chain:38", "pubinputs:8", "bits:4096"] {
+            let spec: CircuitSpec = s.parse().unwrap();
+            assert_eq!(spec.to_string(), s);
+        }
+        for bad in ["", "sha-chain", "sha-chain:", "sha-chain:0", "sha-chain:-1", "nope:3", "bits:x", "bits:999999999999"] {
+            let err = bad.parse::<CircuitSpec>().unwrap_err();
+            assert!(matches!(err.kind(), ErrorKind::InvalidSpec { .. }), "{bad}");
+            assert!(err.to_string().contains("invalid circuit spec"), "{err}");
+        }
+        let a: CircuitSpec = "bits:64".parse().unwrap();
+        let b: CircuitSpec = "bits:65".parse().unwrap();
+        assert_ne!(a.circuit_id(), b.circuit_id());
+        assert_eq!(a.circuit_id(), "bits:64".parse::<CircuitSpec>().unwrap().circuit_id());
+    }
+
+    fn satisfied_with_inputs(spec: CircuitSpec, seed: u64) {
+        let mut cs = TestConstraintSystem::<Scalar>::new();
+        spec.circuit(Some(seed)).synthesize(&mut cs).unwrap();
+        assert!(cs.is_satisfied(), "{spec}: {:?}", cs.which_is_unsatisfied());
+        let inputs = spec.public_inputs(seed).unwrap();
+        assert!(cs.verify(&inputs), "{spec}: public inputs differ");
+        let shape = spec.shape().unwrap();
+        assert_eq!(shape.inputs, inputs.len() + 1);
+        assert_eq!(shape.constraints, cs.num_constraints());
+    }
+
+    #[test]
+    fn circuits_are_satisfied_and_inputs_match() {
+        satisfied_with_inputs("sha-chain:2".parse().unwrap(), 3);
+        satisfied_with_inputs("pubinputs:3".parse().unwrap(), 4);
+        satisfied_with_inputs("bits:100".parse().unwrap(), 5);
+    }
+}

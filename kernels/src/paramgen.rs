@@ -1,0 +1,490 @@
+//! Fast random Groth16 parameters (an SRS for tests and benches; never for production).
+//!
+//! Same mathematics and the same randomness as bellperson's `generate_random_parameters`: with
+//! the same RNG state the output is identical, point for point. What makes it faster:
+//! - the QAP is evaluated at tau during synthesis (Lagrange coefficients from one inverse NTT
+//!   of the powers of tau, as bellperson does), instead of building per-variable term lists;
+//! - fixed-base multiplications use a signed-digit comb table (no doublings at all: about
+//!   `256 / w` mixed additions per point, `w` up to 12) instead of wNAF (255 doublings each);
+//! - projective results are normalised with one batch inversion per chunk (blst), where
+//!   bellperson's `batch_normalize` falls back to one inversion per point.
+//!
+//! Progress is reported through a callback (no terminal code here).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use bellpepper_core::{Circuit, ConstraintSystem, Index, LinearCombination, SynthesisError, Variable};
+use bellperson::groth16::{Parameters, VerifyingKey};
+use blstrs::{Bls12, G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
+use ff::Field;
+use group::{Curve, Group};
+use rand_core::{RngCore, SeedableRng};
+use rayon::prelude::*;
+
+use crate::ntt::{intt, powers, Domain};
+use crate::synth::circuit_shape;
+use crate::Error;
+
+/// A phase of parameter generation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GenPhase {
+    /// Counting the circuit and evaluating its QAP at tau.
+    Synthesis,
+    /// Building fixed-base tables.
+    Tables,
+    /// Fixed-base multiplications (H, IC, L, A, B in G1 and G2).
+    Exponentiations,
+    /// Done.
+    Done,
+}
+
+/// A progress report: `done` of `total` units of `phase`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GenProgress {
+    /// Current phase.
+    pub phase: GenPhase,
+    /// Units done.
+    pub done: u64,
+    /// Units in the phase.
+    pub total: u64,
+}
+
+/// Points per parallel work item (and per batch inversion).
+const CHUNK: usize = 1024;
+
+/// A signed-digit fixed-base comb table: `table[j][k] = (k + 1) * 2^(j w) * base`.
+struct FixedBase<A> {
+    w: usize,
+    windows: usize,
+    table: Vec<A>,
+}
+
+fn window_for(count: usize) -> usize {
+    match count {
+        0..=1023 => 6,
+        1024..=65535 => 9,
+        _ => 12,
+    }
+}
+
+/// Scalar limbs (canonical, little-endian).
+fn limbs(s: &Scalar) -> [u64; 4] {
+    let b = s.to_bytes_le();
+    std::array::from_fn(|i| u64::from_le_bytes(b[8 * i..8 * i + 8].try_into().unwrap_or([0; 8])))
+}
+
+fn bits_at(l: &[u64; 4], pos: usize, w: usize) -> u64 {
+    let (i, sh) = (pos / 64, pos % 64);
+    if i >= 4 {
+        return 0;
+    }
+    let mut v = l[i] >> sh;
+    if sh + w > 64 && i + 1 < 4 {
+        v |= l[i + 1] << (64 - sh);
+    }
+    v & ((1u64 << w) - 1)
+}
+
+/// Signed digits `d_j` in `[-2^(w-1), 2^(w-1)]` with `s = sum d_j 2^(j w)`.
+fn signed_digits(s: &Scalar, w: usize, windows: usize, out: &mut Vec<i64>) {
+    out.clear();
+    let l = limbs(s);
+    let half = 1i64 << (w - 1);
+    let mut carry = 0i64;
+    for j in 0..windows {
+        let mut v = bits_at(&l, j * w, w) as i64 + carry;
+        if v > half {
+            v -= 1 << w;
+            carry = 1;
+        } else {
+            carry = 0;
+        }
+        out.push(v);
+    }
+}
+
+macro_rules! fixed_base_impl {
+    ($build:ident, $mul_all:ident, $proj:ty, $affine:ty, $raw:ty, $raw_affine:ty, $to_affine:path) => {
+        fn $build(base: $proj, count: usize) -> FixedBase<$affine> {
+            let w = window_for(count);
+            // 255-bit scalars plus a final carry digit.
+            let windows = 256usize.div_ceil(w) + 1;
+            let per = 1usize << (w - 1);
+            let mut bases = Vec::with_capacity(windows);
+            let mut b = base;
+            for _ in 0..windows {
+                bases.push(b);
+                for _ in 0..w {
+                    b = b.double();
+                }
+            }
+            let mut table = vec![<$affine>::default(); windows * per];
+            table.par_chunks_mut(per).zip(bases.par_iter()).for_each(|(row, b)| {
+                let mut proj = Vec::with_capacity(per);
+                let mut acc = *b;
+                for _ in 0..per {
+                    proj.push(acc);
+                    acc += b;
+                }
+                $to_affine(&proj, row);
+            });
+            FixedBase { w, windows, table }
+        }
+
+        /// `scalars[i] * base` for every i, in parallel, normalised to affine.
+        fn $mul_all(fb: &FixedBase<$affine>, scalars: &[Scalar], tick: &(dyn Fn(u64) + Sync)) -> Vec<$affine> {
+            let mut out = vec![<$affine>::default(); scalars.len()];
+            let per = 1usize << (fb.w - 1);
+            out.par_chunks_mut(CHUNK).zip(scalars.par_chunks(CHUNK)).for_each(|(o, sc)| {
+                let mut digits = Vec::with_capacity(fb.windows);
+                let proj: Vec<$proj> = sc
+                    .iter()
+                    .map(|s| {
+                        signed_digits(s, fb.w, fb.windows, &mut digits);
+                        let mut acc = <$proj>::identity();
+                        for (j, &d) in digits.iter().enumerate() {
+                            if d == 0 {
+                                continue;
+                            }
+                            let p = &fb.table[j * per + (d.unsigned_abs() as usize - 1)];
+                            if d > 0 {
+                                acc += p;
+                            } else {
+                                acc -= p;
+                            }
+                        }
+                        acc
+                    })
+                    .collect();
+                $to_affine(&proj, o);
+                tick(sc.len() as u64);
+            });
+            out
+        }
+    };
+}
+
+macro_rules! batch_affine_impl {
+    ($name:ident, $proj:ty, $affine:ty, $raw:ty, $raw_affine:ty, $blst:path) => {
+        /// Batch normalisation with one inversion (blst), falling back to per-point conversion
+        /// when a point is the identity (which a batch inversion cannot take).
+        fn $name(proj: &[$proj], out: &mut [$affine]) {
+            let n = proj.len().min(out.len());
+            if n == 0 {
+                return;
+            }
+            if proj[..n].iter().any(|p| bool::from(p.is_identity())) {
+                for (p, o) in proj.iter().zip(out.iter_mut()) {
+                    *o = p.to_affine();
+                }
+                return;
+            }
+            let ptrs: [*const $raw; 2] = [proj.as_ptr().cast::<$raw>(), std::ptr::null()];
+            // SAFETY: blstrs' projective and affine types are `#[repr(transparent)]` over the blst
+            // structs; `ptrs` is a null-terminated list whose first entry points at `n`
+            // contiguous points (blst then reads them as a flat array), `out` has room for `n`
+            // affine points, and no point is the identity (checked above).
+            unsafe { $blst(out.as_mut_ptr().cast::<$raw_affine>(), ptrs.as_ptr(), n) };
+        }
+    };
+}
+
+batch_affine_impl!(g1_to_affine, G1Projective, G1Affine, blst::blst_p1, blst::blst_p1_affine, blst::blst_p1s_to_affine);
+batch_affine_impl!(g2_to_affine, G2Projective, G2Affine, blst::blst_p2, blst::blst_p2_affine, blst::blst_p2s_to_affine);
+fixed_base_impl!(g1_table, g1_mul_all, G1Projective, G1Affine, blst::blst_p1, blst::blst_p1_affine, g1_to_affine);
+fixed_base_impl!(g2_table, g2_mul_all, G2Projective, G2Affine, blst::blst_p2, blst::blst_p2_affine, g2_to_affine);
+
+/// Evaluates the QAP polynomials of every variable at tau while the circuit synthesizes.
+struct EvalCs<'l> {
+    lagrange: &'l [Scalar],
+    constraints: usize,
+    /// (at, bt, ct) per input and per aux variable.
+    inputs: Vec<[Scalar; 3]>,
+    aux: Vec<[Scalar; 3]>,
+    error: Option<SynthesisError>,
+}
+
+impl EvalCs<'_> {
+    fn add(&mut self, lc: &LinearCombination<Scalar>, which: usize, l: Scalar) {
+        for (var, coeff) in lc.iter() {
+            let slot = match var.get_unchecked() {
+                Index::Input(i) => self.inputs.get_mut(i),
+                Index::Aux(i) => self.aux.get_mut(i),
+            };
+            match slot {
+                Some(s) => s[which] += *coeff * l,
+                None => {
+                    self.error.get_or_insert(SynthesisError::IoError(std::io::Error::new(
+                        std::io::ErrorKind::InvalidInput,
+                        "variable index out of range",
+                    )));
+                }
+            }
+        }
+    }
+}
+
+impl ConstraintSystem<Scalar> for EvalCs<'_> {
+    type Root = Self;
+
+    fn alloc<F, A, AR>(&mut self, _: A, _: F) -> Result<Variable, SynthesisError>
+    where
+        F: FnOnce() -> Result<Scalar, SynthesisError>,
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+    {
+        self.aux.push([Scalar::ZERO; 3]);
+        Ok(Variable(Index::Aux(self.aux.len() - 1)))
+    }
+
+    fn alloc_input<F, A, AR>(&mut self, _: A, _: F) -> Result<Variable, SynthesisError>
+    where
+        F: FnOnce() -> Result<Scalar, SynthesisError>,
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+    {
+        self.inputs.push([Scalar::ZERO; 3]);
+        Ok(Variable(Index::Input(self.inputs.len() - 1)))
+    }
+
+    fn enforce<A, AR, LA, LB, LC>(&mut self, _: A, a: LA, b: LB, c: LC)
+    where
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+        LA: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+        LB: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+        LC: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+    {
+        let Some(&l) = self.lagrange.get(self.constraints) else {
+            self.error.get_or_insert(SynthesisError::IoError(std::io::Error::other(
+                "circuit made more constraints than in its counting pass",
+            )));
+            return;
+        };
+        self.add(&a(LinearCombination::zero()), 0, l);
+        self.add(&b(LinearCombination::zero()), 1, l);
+        self.add(&c(LinearCombination::zero()), 2, l);
+        self.constraints += 1;
+    }
+
+    fn push_namespace<NR, N>(&mut self, _: N)
+    where
+        NR: Into<String>,
+        N: FnOnce() -> NR,
+    {
+    }
+
+    fn pop_namespace(&mut self) {}
+
+    fn get_root(&mut self) -> &mut Self::Root {
+        self
+    }
+}
+
+/// Random parameters for `circuit`, drawing the toxic waste from `rng` in bellperson's order
+/// (g1, g2, alpha, beta, gamma, delta, tau): for the same RNG state the result equals
+/// `bellperson::groth16::generate_random_parameters`.
+///
+/// The circuit is synthesized twice (count, then evaluate), hence `Clone`.
+pub fn generate_parameters<C, R>(
+    circuit: C,
+    rng: &mut R,
+    progress: &(dyn Fn(GenProgress) + Sync),
+) -> Result<Parameters<Bls12>, Error>
+where
+    C: Circuit<Scalar> + Clone,
+    R: RngCore,
+{
+    let g1 = G1Projective::random(&mut *rng);
+    let g2 = G2Projective::random(&mut *rng);
+    let alpha = Scalar::random(&mut *rng);
+    let beta = Scalar::random(&mut *rng);
+    let gamma = Scalar::random(&mut *rng);
+    let delta = Scalar::random(&mut *rng);
+    let tau = Scalar::random(&mut *rng);
+    generate_with_trapdoor(circuit, Trapdoor { g1, g2, alpha, beta, gamma, delta, tau }, progress)
+}
+
+/// [`generate_parameters`] with a ChaCha20 RNG seeded from `seed`: reproducible.
+pub fn generate_parameters_seeded<C: Circuit<Scalar> + Clone>(
+    circuit: C,
+    seed: u64,
+    progress: &(dyn Fn(GenProgress) + Sync),
+) -> Result<Parameters<Bls12>, Error> {
+    let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(seed);
+    generate_parameters(circuit, &mut rng, progress)
+}
+
+/// The toxic waste.
+#[derive(Clone, Copy, Debug)]
+pub struct Trapdoor {
+    /// G1 generator used.
+    pub g1: G1Projective,
+    /// G2 generator used.
+    pub g2: G2Projective,
+    /// alpha.
+    pub alpha: Scalar,
+    /// beta.
+    pub beta: Scalar,
+    /// gamma.
+    pub gamma: Scalar,
+    /// delta.
+    pub delta: Scalar,
+    /// tau.
+    pub tau: Scalar,
+}
+
+/// Parameters for a given trapdoor (bellperson's `generate_parameters`).
+pub fn generate_with_trapdoor<C: Circuit<Scalar> + Clone>(
+    circuit: C,
+    t: Trapdoor,
+    progress: &(dyn Fn(GenProgress) + Sync),
+) -> Result<Parameters<Bls12>, Error> {
+    let shape = circuit_shape(circuit.clone())?;
+    let n = shape.n();
+    progress(GenProgress { phase: GenPhase::Synthesis, done: 0, total: n as u64 });
+    let d = Domain::for_len(n)?;
+    let gamma_inv: Scalar = Option::from(t.gamma.invert()).ok_or(SynthesisError::UnexpectedIdentity)?;
+    let delta_inv: Scalar = Option::from(t.delta.invert()).ok_or(SynthesisError::UnexpectedIdentity)?;
+
+    // Powers of tau; H scalars tau^i z(tau) / delta; Lagrange coefficients by an inverse NTT.
+    let pows = powers(t.tau, Scalar::ONE, d.m);
+    let coeff = d.z(&t.tau) * delta_inv;
+    if bool::from(coeff.is_zero()) {
+        return Err(SynthesisError::UnexpectedIdentity.into());
+    }
+    let h_sc: Vec<Scalar> = pows[..d.m - 1].par_iter().map(|p| *p * coeff).collect();
+    let mut lagrange = pows;
+    intt(&mut lagrange, &d);
+
+    let mut cs = EvalCs {
+        lagrange: &lagrange,
+        constraints: 0,
+        inputs: Vec::with_capacity(shape.inputs),
+        aux: Vec::with_capacity(shape.aux),
+        error: None,
+    };
+    cs.alloc_input(|| "", || Ok(Scalar::ONE))?;
+    circuit.synthesize(&mut cs)?;
+    for i in 0..cs.inputs.len() {
+        cs.enforce(|| "", |lc| lc + Variable(Index::Input(i)), |lc| lc, |lc| lc);
+    }
+    if let Some(e) = cs.error.take() {
+        return Err(e.into());
+    }
+    if cs.constraints != n || cs.inputs.len() != shape.inputs || cs.aux.len() != shape.aux {
+        return Err(Error::shape("constraints in the second synthesis", n, cs.constraints));
+    }
+    progress(GenProgress { phase: GenPhase::Synthesis, done: n as u64, total: n as u64 });
+    let EvalCs { inputs, aux, .. } = cs;
+    drop(lagrange);
+
+    // Scalars of every query.
+    let ext = |v: &[[Scalar; 3]], inv: Scalar| -> Vec<Scalar> {
+        v.par_iter().map(|[at, bt, ct]| (*at * t.beta + *bt * t.alpha + ct) * inv).collect()
+    };
+    let ic_sc = ext(&inputs, gamma_inv);
+    let l_sc = ext(&aux, delta_inv);
+    if l_sc.par_iter().any(|e| bool::from(e.is_zero())) {
+        return Err(SynthesisError::UnconstrainedVariable.into());
+    }
+    let nonzero = |which: usize| -> Vec<Scalar> {
+        inputs
+            .par_iter()
+            .chain(aux.par_iter())
+            .map(|v| v[which])
+            .filter(|s| !bool::from(s.is_zero()))
+            .collect()
+    };
+    let a_sc = nonzero(0);
+    let b_sc = nonzero(1);
+    drop((inputs, aux));
+
+    let g1_count = h_sc.len() + ic_sc.len() + l_sc.len() + a_sc.len() + b_sc.len();
+    // A G2 multiplication costs about three G1 ones.
+    let total = (g1_count + 3 * b_sc.len()) as u64;
+    progress(GenProgress { phase: GenPhase::Tables, done: 0, total: 2 });
+    let (t1, t2) = rayon::join(|| g1_table(t.g1, g1_count), || g2_table(t.g2, b_sc.len()));
+    progress(GenProgress { phase: GenPhase::Tables, done: 2, total: 2 });
+
+    let done = AtomicU64::new(0);
+    let tick = |units: u64| {
+        // Relaxed: a progress counter, nothing is ordered by it.
+        let d = done.fetch_add(units, Ordering::Relaxed) + units;
+        progress(GenProgress { phase: GenPhase::Exponentiations, done: d, total });
+    };
+    let tick3 = |units: u64| tick(3 * units);
+    let h = g1_mul_all(&t1, &h_sc, &tick);
+    let ic = g1_mul_all(&t1, &ic_sc, &tick);
+    let l = g1_mul_all(&t1, &l_sc, &tick);
+    let a = g1_mul_all(&t1, &a_sc, &tick);
+    let b_g1 = g1_mul_all(&t1, &b_sc, &tick);
+    let b_g2 = g2_mul_all(&t2, &b_sc, &tick3);
+
+    let g1 = t.g1.to_affine();
+    let g2 = t.g2.to_affine();
+    let vk = VerifyingKey::<Bls12> {
+        alpha_g1: (g1 * t.alpha).to_affine(),
+        beta_g1: (g1 * t.beta).to_affine(),
+        beta_g2: (g2 * t.beta).to_affine(),
+        gamma_g2: (g2 * t.gamma).to_affine(),
+        delta_g1: (g1 * t.delta).to_affine(),
+        delta_g2: (g2 * t.delta).to_affine(),
+        ic,
+    };
+    progress(GenProgress { phase: GenPhase::Done, done: total, total });
+    Ok(Parameters {
+        vk,
+        h: h.into(),
+        l: l.into(),
+        a: a.into(),
+        b_g1: b_g1.into(),
+        b_g2: b_g2.into(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand_chacha::rand_core::SeedableRng;
+
+    #[test]
+    fn signed_digits_recompose() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(5);
+        let mut digits = Vec::new();
+        for w in [6, 9, 12] {
+            let windows = 256usize.div_ceil(w) + 1;
+            for s in [Scalar::ZERO, Scalar::ONE, -Scalar::ONE, Scalar::random(&mut rng), Scalar::random(&mut rng)] {
+                signed_digits(&s, w, windows, &mut digits);
+                let mut acc = Scalar::ZERO;
+                for &d in digits.iter().rev() {
+                    acc *= Scalar::from(1u64 << w);
+                    let v = Scalar::from(d.unsigned_abs());
+                    acc += if d < 0 { -v } else { v };
+                }
+                assert_eq!(acc, s, "w={w}");
+                assert!(digits.iter().all(|d| d.abs() <= 1 << (w - 1)));
+            }
+        }
+    }
+
+    #[test]
+    fn fixed_base_matches_scalar_mul() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(6);
+        let g = G1Projective::random(&mut rng);
+        let g2 = G2Projective::random(&mut rng);
+        let sc: Vec<Scalar> = (0..2100)
+            .map(|i| if i == 7 { Scalar::ZERO } else { Scalar::random(&mut rng) })
+            .collect();
+        let t = g1_table(g, sc.len());
+        let t2 = g2_table(g2, 10);
+        let out = g1_mul_all(&t, &sc, &|_| {});
+        let out2 = g2_mul_all(&t2, &sc[..10], &|_| {});
+        for (i, s) in sc.iter().enumerate() {
+            assert_eq!(out[i], (g * s).to_affine());
+        }
+        for (i, s) in sc[..10].iter().enumerate() {
+            assert_eq!(out2[i], (g2 * s).to_affine());
+        }
+    }
+}

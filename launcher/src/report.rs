@@ -1,0 +1,540 @@
+//! Benchmark statistics and the table an operator compares.
+//!
+//! [`TimelineStats::from_timeline`] measures one run from its [`Timeline`] (the definitions are on
+//! each field); [`BenchRow`] is one configuration's line of the table printed by
+//! [`render_table`] and written by [`rows_to_json`]; [`ratio_line`] states how close the split
+//! pipeline comes to the slower of its two capacities.
+//!
+//! ```
+//! use launcher::report::{render_table, BenchRow, TimelineStats};
+//! use launcher::timeline::Timeline;
+//! use shm_protocol::control::{EventKind, TimelineEvent};
+//!
+//! let ev = |kind, t_ms: u64| TimelineEvent {
+//!     kind, job_id: 1, partition: 0, slot: 0, pid: 7, t_ns: t_ms * 1_000_000,
+//! };
+//! let t = Timeline::from_events([
+//!     ev(EventKind::SynthStart, 0),
+//!     ev(EventKind::SynthEnd, 800),
+//!     ev(EventKind::GpuStart, 800),
+//!     ev(EventKind::GpuEnd, 1000),
+//!     ev(EventKind::ProofDone, 1000),
+//! ]);
+//! let stats = TimelineStats::from_timeline(&t);
+//! assert_eq!(stats.proofs, 1);
+//! assert!((stats.wall_s - 1.0).abs() < 1e-9);
+//! let row = BenchRow::from_stats("batch 1", "monolithic", &stats);
+//! assert!(render_table(&[row]).contains("monolithic"));
+//! ```
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+use shm_protocol::control::EventKind;
+
+use crate::timeline::{ns_to_s, union, Timeline};
+
+/// Idle gaps of the GPU: the time between consecutive busy intervals (the union of all GPU
+/// intervals, so overlapping batches or several GPUs count as one busy device).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct GapStats {
+    /// Number of gaps (busy intervals − 1, or 0).
+    pub count: usize,
+    /// Sum of the gaps, seconds.
+    pub total_s: f64,
+    /// Mean gap, seconds.
+    pub mean_s: Option<f64>,
+    /// Largest gap, seconds.
+    pub max_s: Option<f64>,
+    /// Median gap (nearest rank), seconds.
+    pub p50_s: Option<f64>,
+}
+
+/// What one run measured. Undefined quantities (no GPU events, nothing finished) are `None`, so
+/// an empty or partial timeline gives a value, never a panic or a NaN.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct TimelineStats {
+    /// Distinct (job, partition) pairs with a `PROOF_DONE`.
+    pub proofs: usize,
+    /// `SYNTH_START` events (a partition retried after a crash counts twice).
+    pub syntheses_started: usize,
+    /// Completed syntheses (`SYNTH_START` → `SYNTH_END`).
+    pub syntheses: usize,
+    /// GPU batches (partitions proved together share one).
+    pub gpu_batches: usize,
+    /// Wall span: first `SYNTH_START` (else the first event) → last `PROOF_DONE` (else the last
+    /// event), seconds.
+    pub wall_s: f64,
+    /// `proofs / wall_s`.
+    pub proofs_per_s: Option<f64>,
+    /// `wall_s / proofs`.
+    pub s_per_proof: Option<f64>,
+    /// `60 × proofs_per_s`.
+    pub proofs_per_min: Option<f64>,
+    /// Completed syntheses per second of wall span (the capacity figure of a synthesis-only run).
+    pub syntheses_per_s: Option<f64>,
+    /// Union of the GPU intervals, seconds.
+    pub gpu_busy_s: f64,
+    /// First `GPU_START` → last `GPU_END`, seconds.
+    pub gpu_span_s: f64,
+    /// `gpu_busy_s` as a percentage of `gpu_span_s`: how well the GPU is fed once it has started.
+    pub gpu_busy_pct_of_gpu_span: Option<f64>,
+    /// The GPU's busy time within the wall span, as a percentage of `wall_s` (includes the time
+    /// before the first batch and after the last).
+    pub gpu_busy_pct_of_wall: Option<f64>,
+    /// Idle gaps between consecutive GPU busy intervals.
+    pub idle_gaps: GapStats,
+    /// Mean completed synthesis time per partition, seconds.
+    pub mean_synth_s: Option<f64>,
+    /// Mean GPU time per proof: each batch's length divided among its partitions, seconds.
+    pub mean_gpu_s: Option<f64>,
+    /// Mean partitions per GPU batch.
+    pub mean_batch: Option<f64>,
+    /// Mean time in the ring (`SLOT_PUBLISH` → `GPU_CLAIM`), seconds.
+    pub mean_ring_wait_s: Option<f64>,
+    /// End events that had no open start (see [`crate::timeline`]'s pairing rules).
+    pub unpaired_ends: usize,
+}
+
+impl TimelineStats {
+    /// Measures a timeline.
+    pub fn from_timeline(timeline: &Timeline) -> Self {
+        let iv = timeline.intervals();
+        let events = timeline.events();
+        let first_synth = events
+            .iter()
+            .find(|e| e.kind == EventKind::SynthStart)
+            .map(|e| e.t_ns);
+        let last_done = events
+            .iter()
+            .rev()
+            .find(|e| e.kind == EventKind::ProofDone)
+            .map(|e| e.t_ns);
+        let start = first_synth.or(timeline.first_ns());
+        let end = last_done.or(timeline.last_ns());
+        let (wall_start, wall_end) = match (start, end) {
+            (Some(a), Some(b)) if b >= a => (a, b),
+            _ => (0, 0),
+        };
+        let wall_ns = wall_end - wall_start;
+        let wall_s = ns_to_s(wall_ns);
+        let proofs = iv.proofs_done.len();
+        let per_wall = |count: usize| (wall_ns > 0 && count > 0).then(|| count as f64 / wall_s);
+        let proofs_per_s = per_wall(proofs);
+
+        let busy = union(iv.batches.iter().map(|b| (b.start_ns, b.end_ns)));
+        let busy_ns: u64 = busy.iter().map(|(a, b)| b - a).sum();
+        let gpu_span_ns = match (busy.first(), busy.last()) {
+            (Some(f), Some(l)) => l.1 - f.0,
+            _ => 0,
+        };
+        let busy_in_wall_ns: u64 = busy
+            .iter()
+            .map(|&(a, b)| b.min(wall_end).saturating_sub(a.max(wall_start)))
+            .sum();
+        let gaps: Vec<u64> = busy.windows(2).map(|w| w[1].0 - w[0].1).collect();
+        let idle_gaps = gap_stats(&gaps);
+
+        let proofs_in_batches: usize = iv.batches.iter().map(|b| b.members.len()).sum();
+        let batch_ns: u64 = iv.batches.iter().map(|b| b.duration_ns()).sum();
+
+        TimelineStats {
+            proofs,
+            syntheses_started: iv.synth_started,
+            syntheses: iv.synth.len(),
+            gpu_batches: iv.batches.len(),
+            wall_s,
+            proofs_per_s,
+            s_per_proof: proofs_per_s.map(|r| 1.0 / r),
+            proofs_per_min: proofs_per_s.map(|r| 60.0 * r),
+            syntheses_per_s: per_wall(iv.synth.len()),
+            gpu_busy_s: ns_to_s(busy_ns),
+            gpu_span_s: ns_to_s(gpu_span_ns),
+            gpu_busy_pct_of_gpu_span: (gpu_span_ns > 0)
+                .then(|| 100.0 * busy_ns as f64 / gpu_span_ns as f64),
+            gpu_busy_pct_of_wall: (wall_ns > 0 && !busy.is_empty())
+                .then(|| 100.0 * busy_in_wall_ns as f64 / wall_ns as f64),
+            idle_gaps,
+            mean_synth_s: mean(iv.synth.iter().map(|s| s.duration_s())),
+            mean_gpu_s: (proofs_in_batches > 0)
+                .then(|| ns_to_s(batch_ns) / proofs_in_batches as f64),
+            mean_batch: (!iv.batches.is_empty())
+                .then(|| proofs_in_batches as f64 / iv.batches.len() as f64),
+            mean_ring_wait_s: mean(iv.ring_wait.iter().map(|s| s.duration_s())),
+            unpaired_ends: iv.unpaired_ends,
+        }
+    }
+}
+
+fn mean(values: impl Iterator<Item = f64>) -> Option<f64> {
+    let (n, sum) = values.fold((0usize, 0.0), |(n, s), v| (n + 1, s + v));
+    (n > 0).then(|| sum / n as f64)
+}
+
+fn gap_stats(gaps_ns: &[u64]) -> GapStats {
+    let mut sorted = gaps_ns.to_vec();
+    sorted.sort_unstable();
+    let total: u64 = sorted.iter().sum();
+    GapStats {
+        count: sorted.len(),
+        total_s: ns_to_s(total),
+        mean_s: (!sorted.is_empty()).then(|| ns_to_s(total) / sorted.len() as f64),
+        max_s: sorted.last().map(|&g| ns_to_s(g)),
+        // Nearest rank: the ceil(n/2)-th smallest.
+        p50_s: (!sorted.is_empty()).then(|| ns_to_s(sorted[sorted.len().div_ceil(2) - 1])),
+    }
+}
+
+/// One configuration's line of the bench table.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct BenchRow {
+    /// What was varied (`batch 10`, `gpu 2 cores / synth 14`, ...).
+    pub config: String,
+    /// `monolithic`, `inprocess`, `split`, `synth-only`, `gpu-only`.
+    pub mode: String,
+    /// Units completed: proofs, or syntheses for a synthesis-only capacity row.
+    pub proofs: usize,
+    /// Wall span, seconds.
+    pub wall_s: f64,
+    /// Seconds per unit.
+    pub s_per_proof: Option<f64>,
+    /// Units per second.
+    pub proofs_per_s: Option<f64>,
+    /// Units per minute.
+    pub proofs_per_min: Option<f64>,
+    /// GPU busy % over the span from the first GPU start to the last GPU end.
+    pub gpu_busy_pct: Option<f64>,
+    /// GPU busy % over the whole wall span.
+    pub gpu_busy_pct_wall: Option<f64>,
+    /// Mean GPU time per proof, seconds.
+    pub mean_gpu_s: Option<f64>,
+    /// Mean synthesis time per partition, seconds.
+    pub mean_synth_s: Option<f64>,
+    /// Mean GPU idle gap, seconds.
+    pub mean_idle_gap_s: Option<f64>,
+    /// Largest GPU idle gap, seconds.
+    pub max_idle_gap_s: Option<f64>,
+    /// Mean time in the ring, seconds.
+    pub mean_ring_wait_s: Option<f64>,
+    /// Mean partitions per GPU batch.
+    pub mean_batch: Option<f64>,
+}
+
+impl BenchRow {
+    /// A row whose unit is the proof.
+    pub fn from_stats(
+        config: impl Into<String>,
+        mode: impl Into<String>,
+        s: &TimelineStats,
+    ) -> Self {
+        BenchRow {
+            config: config.into(),
+            mode: mode.into(),
+            proofs: s.proofs,
+            wall_s: s.wall_s,
+            s_per_proof: s.s_per_proof,
+            proofs_per_s: s.proofs_per_s,
+            proofs_per_min: s.proofs_per_min,
+            gpu_busy_pct: s.gpu_busy_pct_of_gpu_span,
+            gpu_busy_pct_wall: s.gpu_busy_pct_of_wall,
+            mean_gpu_s: s.mean_gpu_s,
+            mean_synth_s: s.mean_synth_s,
+            mean_idle_gap_s: s.idle_gaps.mean_s,
+            max_idle_gap_s: s.idle_gaps.max_s,
+            mean_ring_wait_s: s.mean_ring_wait_s,
+            mean_batch: s.mean_batch,
+        }
+    }
+
+    /// A synthesis-only capacity row: its unit is the completed synthesis (no proof is made).
+    pub fn from_synth_stats(
+        config: impl Into<String>,
+        mode: impl Into<String>,
+        s: &TimelineStats,
+    ) -> Self {
+        let rate = s.syntheses_per_s;
+        BenchRow {
+            proofs: s.syntheses,
+            s_per_proof: rate.map(|r| 1.0 / r),
+            proofs_per_s: rate,
+            proofs_per_min: rate.map(|r| 60.0 * r),
+            ..BenchRow::from_stats(config, mode, s)
+        }
+    }
+}
+
+/// The bench table: one aligned line per row, text left-aligned, numbers right-aligned, `-` where
+/// a figure is undefined.
+pub fn render_table(rows: &[BenchRow]) -> String {
+    let header = [
+        "config",
+        "mode",
+        "proofs",
+        "wall s",
+        "s/proof",
+        "proofs/min",
+        "gpu busy %",
+        "busy % wall",
+        "mean gpu s",
+        "mean synth s",
+        "mean idle gap s",
+        "max idle gap s",
+        "ring wait s",
+    ];
+    let opt = |v: Option<f64>, digits: usize| {
+        v.map_or_else(|| "-".to_string(), |v| format!("{v:.digits$}"))
+    };
+    let cells: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            vec![
+                r.config.clone(),
+                r.mode.clone(),
+                r.proofs.to_string(),
+                format!("{:.2}", r.wall_s),
+                opt(r.s_per_proof, 4),
+                opt(r.proofs_per_min, 1),
+                opt(r.gpu_busy_pct, 1),
+                opt(r.gpu_busy_pct_wall, 1),
+                opt(r.mean_gpu_s, 4),
+                opt(r.mean_synth_s, 4),
+                opt(r.mean_idle_gap_s, 4),
+                opt(r.max_idle_gap_s, 4),
+                opt(r.mean_ring_wait_s, 4),
+            ]
+        })
+        .collect();
+    let widths: Vec<usize> = (0..header.len())
+        .map(|c| {
+            cells
+                .iter()
+                .map(|r| r[c].chars().count())
+                .chain([header[c].len()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let text_cols = 2;
+    let line = |out: &mut String, row: &[String]| {
+        let mut l = String::new();
+        for (c, cell) in row.iter().enumerate() {
+            if c > 0 {
+                l.push_str("  ");
+            }
+            let w = widths[c];
+            if c < text_cols {
+                let _ = write!(l, "{cell:<w$}");
+            } else {
+                let _ = write!(l, "{cell:>w$}");
+            }
+        }
+        out.push_str(l.trim_end());
+        out.push('\n');
+    };
+    let mut out = String::new();
+    line(&mut out, &header.map(String::from));
+    let rule: Vec<String> = widths.iter().map(|w| "-".repeat(*w)).collect();
+    line(&mut out, &rule);
+    for r in &cells {
+        line(&mut out, r);
+    }
+    out
+}
+
+/// The rows as a JSON array of objects (field names as in [`BenchRow`], `null` where undefined).
+pub fn rows_to_json(rows: &[BenchRow]) -> serde_json::Value {
+    serde_json::Value::Array(
+        rows.iter()
+            .map(|r| serde_json::to_value(r).unwrap_or(serde_json::Value::Null))
+            .collect(),
+    )
+}
+
+/// Throughput of `split` over the smallest capacity throughput; `None` when a figure is missing.
+pub fn capacity_ratio<'a>(
+    split: &BenchRow,
+    capacities: &'a [BenchRow],
+) -> Option<(f64, &'a BenchRow)> {
+    let min = capacities
+        .iter()
+        .filter_map(|c| c.proofs_per_s.filter(|r| *r > 0.0).map(|r| (r, c)))
+        .min_by(|a, b| a.0.total_cmp(&b.0))?;
+    split.proofs_per_s.map(|s| (s / min.0, min.1))
+}
+
+/// `split / min(capacities) = x.xx (split 5.10/s, min: synth-only 5.20/s)`, or a line saying
+/// which figure is missing.
+pub fn ratio_line(split: &BenchRow, capacities: &[BenchRow]) -> String {
+    match capacity_ratio(split, capacities) {
+        Some((ratio, min)) => format!(
+            "split / min(capacities) = {ratio:.2} (split {:.3}/s, min: {} {:.3}/s)",
+            split.proofs_per_s.unwrap_or(0.0),
+            min.mode,
+            min.proofs_per_s.unwrap_or(0.0)
+        ),
+        None => "split / min(capacities) = - (a throughput is missing)".to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::timeline::tests::{ev, sample};
+    use crate::timeline::Timeline;
+    use EventKind::*;
+
+    fn close(a: f64, b: f64) -> bool {
+        (a - b).abs() < 1e-9
+    }
+
+    #[test]
+    fn stats_of_a_known_timeline() {
+        let s = TimelineStats::from_timeline(&sample());
+        assert_eq!(
+            (s.proofs, s.syntheses_started, s.syntheses, s.gpu_batches),
+            (3, 3, 3, 2)
+        );
+        // First SYNTH_START at 0 → last PROOF_DONE at 262 ms.
+        assert!(close(s.wall_s, 0.262));
+        assert!(close(s.proofs_per_s.unwrap(), 3.0 / 0.262));
+        assert!(close(s.s_per_proof.unwrap(), 0.262 / 3.0));
+        assert!(close(s.proofs_per_min.unwrap(), 180.0 / 0.262));
+        // GPU busy 130–170 and 240–260: 60 ms over a GPU span of 130 ms and a wall of 262 ms.
+        assert!(close(s.gpu_busy_s, 0.060));
+        assert!(close(s.gpu_span_s, 0.130));
+        assert!(close(s.gpu_busy_pct_of_gpu_span.unwrap(), 6000.0 / 130.0));
+        assert!(close(s.gpu_busy_pct_of_wall.unwrap(), 6000.0 / 262.0));
+        assert_eq!(s.idle_gaps.count, 1);
+        assert!(close(s.idle_gaps.mean_s.unwrap(), 0.070));
+        assert!(close(s.idle_gaps.max_s.unwrap(), 0.070));
+        assert!(close(s.idle_gaps.p50_s.unwrap(), 0.070));
+        // Synthesis 100, 120, 100 ms.
+        assert!(close(s.mean_synth_s.unwrap(), 0.320 / 3.0));
+        // Batch of 2 in 40 ms and of 1 in 20 ms: 60 ms over 3 proofs.
+        assert!(close(s.mean_gpu_s.unwrap(), 0.020));
+        assert!(close(s.mean_batch.unwrap(), 1.5));
+        // Ring waits 30, 10, 10 ms.
+        assert!(close(s.mean_ring_wait_s.unwrap(), 0.050 / 3.0));
+    }
+
+    #[test]
+    fn gaps_percentiles() {
+        let g = gap_stats(&[5_000_000, 1_000_000, 3_000_000, 9_000_000]);
+        assert_eq!(g.count, 4);
+        assert!(close(g.total_s, 0.018));
+        assert!(close(g.mean_s.unwrap(), 0.0045));
+        assert!(close(g.max_s.unwrap(), 0.009));
+        assert!(close(g.p50_s.unwrap(), 0.003));
+        assert_eq!(gap_stats(&[]), GapStats::default());
+    }
+
+    #[test]
+    fn overlapping_gpu_intervals_count_once() {
+        let t = Timeline::from_events([
+            ev(SynthStart, 1, 0, 1, 0),
+            ev(GpuStart, 1, 0, 2, 100),
+            ev(GpuStart, 2, 0, 3, 150),
+            ev(GpuEnd, 1, 0, 2, 200),
+            ev(GpuEnd, 2, 0, 3, 250),
+            ev(GpuStart, 3, 0, 2, 300),
+            ev(GpuEnd, 3, 0, 2, 400),
+            ev(ProofDone, 3, 0, 9, 400),
+        ]);
+        let s = TimelineStats::from_timeline(&t);
+        assert!(close(s.gpu_busy_s, 0.250));
+        assert!(close(s.gpu_span_s, 0.300));
+        assert_eq!(s.idle_gaps.count, 1);
+        assert!(close(s.idle_gaps.max_s.unwrap(), 0.050));
+        assert!(close(s.mean_gpu_s.unwrap(), 0.300 / 3.0));
+        assert!(close(s.gpu_busy_pct_of_wall.unwrap(), 62.5));
+    }
+
+    #[test]
+    fn empty_and_partial_timelines_do_not_panic() {
+        let s = TimelineStats::from_timeline(&Timeline::new());
+        assert_eq!(s, TimelineStats::default());
+        let partial = Timeline::from_events([
+            ev(GpuEnd, 1, 0, 2, 10),
+            ev(SynthStart, 1, 0, 1, 20),
+            ev(ProofDone, 7, 0, 9, 5),
+        ]);
+        let s = TimelineStats::from_timeline(&partial);
+        assert_eq!((s.proofs, s.syntheses_started, s.syntheses), (1, 1, 0));
+        assert_eq!(s.unpaired_ends, 1);
+        // Last PROOF_DONE (5 ms) is before the first SYNTH_START (20 ms): no span.
+        assert_eq!(s.wall_s, 0.0);
+        assert_eq!(s.proofs_per_s, None);
+        assert_eq!(s.mean_gpu_s, None);
+        assert_eq!(s.gpu_busy_pct_of_gpu_span, None);
+        let row = BenchRow::from_stats("c", "m", &s);
+        assert!(render_table(&[row]).contains(" - "));
+    }
+
+    #[test]
+    fn synth_only_rows_count_syntheses() {
+        let t = Timeline::from_events([
+            ev(SynthStart, 1, 0, 1, 0),
+            ev(SynthStart, 2, 0, 1, 0),
+            ev(SynthEnd, 1, 0, 1, 400),
+            ev(SynthEnd, 2, 0, 1, 500),
+        ]);
+        let s = TimelineStats::from_timeline(&t);
+        assert_eq!(s.proofs, 0);
+        assert!(close(s.wall_s, 0.5));
+        let row = BenchRow::from_synth_stats("16 cores", "synth-only", &s);
+        assert_eq!(row.proofs, 2);
+        assert!(close(row.proofs_per_s.unwrap(), 4.0));
+        assert!(close(row.s_per_proof.unwrap(), 0.25));
+        assert_eq!(row.gpu_busy_pct, None);
+    }
+
+    #[test]
+    fn table_is_aligned() {
+        let a = BenchRow::from_stats(
+            "batch 10",
+            "monolithic",
+            &TimelineStats::from_timeline(&sample()),
+        );
+        let b = BenchRow::from_stats("gpu 2 cores / synth 14", "split", &TimelineStats::default());
+        let table = render_table(&[a, b]);
+        let lines: Vec<&str> = table.lines().collect();
+        assert_eq!(lines.len(), 4, "{table}");
+        assert!(lines[0].starts_with("config"));
+        assert!(lines[1].chars().all(|c| c == '-' || c == ' '));
+        // The `mode` column starts at the same place on every line.
+        let mode_at = lines[0].find("mode").unwrap();
+        assert_eq!(&lines[2][mode_at..mode_at + 10], "monolithic");
+        assert_eq!(&lines[3][mode_at..mode_at + 5], "split");
+        // Numbers are right-aligned: the `s/proof` column ends at the same place.
+        let end = lines[0].find("s/proof").unwrap() + "s/proof".len();
+        assert_eq!(&lines[2][end - 6..end], "0.0873");
+        assert_eq!(&lines[3][end - 1..end], "-");
+    }
+
+    #[test]
+    fn json_rows_and_ratio() {
+        let split = BenchRow {
+            proofs_per_s: Some(4.9),
+            ..BenchRow::from_stats("c", "split", &TimelineStats::default())
+        };
+        let synth = BenchRow {
+            proofs_per_s: Some(5.0),
+            ..BenchRow::from_stats("c", "synth-only", &TimelineStats::default())
+        };
+        let gpu = BenchRow {
+            proofs_per_s: Some(7.0),
+            ..BenchRow::from_stats("c", "gpu-only", &TimelineStats::default())
+        };
+        let v = rows_to_json(&[split.clone(), synth.clone()]);
+        assert_eq!(v[0]["mode"], "split");
+        assert_eq!(v[1]["proofs_per_s"], 5.0);
+        assert!(v[0]["mean_gpu_s"].is_null());
+        let caps = [synth.clone(), gpu.clone()];
+        let (r, min) = capacity_ratio(&split, &caps).unwrap();
+        assert!(close(r, 0.98));
+        assert_eq!(min.mode, "synth-only");
+        let line = ratio_line(&split, &[gpu, synth]);
+        assert!(line.starts_with("split / min(capacities) = 0.98"), "{line}");
+        assert!(ratio_line(&split, &[]).contains("missing"));
+    }
+}
