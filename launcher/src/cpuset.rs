@@ -995,6 +995,9 @@ fn foreign_pids(dir: &Path) -> std::result::Result<Vec<u32>, String> {
 }
 
 fn probe_v2() -> std::result::Result<PathBuf, String> {
+    // Under the lock: another thread may be between moving this process into the `launcher`
+    // leaf and enabling the controller, a state that would read as "no cpuset here".
+    let _guard = group_lock();
     let mounts = parse_mountinfo(&read_string(Path::new("/proc/self/mountinfo"))?);
     let mount = mounts
         .iter()
@@ -1835,6 +1838,28 @@ mod tests {
                 "{bad:?}"
             );
         }
+    }
+
+    #[test]
+    fn removes_only_empty_groups_of_dead_launchers() {
+        let root =
+            std::env::temp_dir().join(format!("splitprover-stale-test-{}", std::process::id()));
+        // 4194305 is above the kernel's largest pid_max, so no such process can exist.
+        let dead = root.join(format!("{GROUP_PREFIX}4194305"));
+        let mine = root.join(group_name());
+        let other = root.join("something-else");
+        for d in [
+            dead.join("synth"),
+            dead.join("gpu0"),
+            mine.join("synth"),
+            other.clone(),
+        ] {
+            fs::create_dir_all(d).unwrap();
+        }
+        assert_eq!(remove_stale_groups_in(&root).unwrap(), 1);
+        assert!(!dead.exists());
+        assert!(mine.join("synth").exists() && other.exists());
+        fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]

@@ -156,6 +156,14 @@ fn detected_mode_is_one_of_the_probed() {
         PinKind::ALL.iter().position(|&k| k == mode.kind()).unwrap()
     );
     assert_eq!(PinMode::probe(mode.kind()).unwrap(), mode);
+    // A mode required to work here is the one detected, or a better one is.
+    let rank = |k: PinKind| PinKind::ALL.iter().position(|&x| x == k).unwrap();
+    for kind in PinKind::ALL.into_iter().filter(|&k| required(k)) {
+        assert!(
+            rank(mode.kind()) <= rank(kind),
+            "{kind} is required but {mode} was detected"
+        );
+    }
     eprintln!("detected: {mode}");
 }
 
