@@ -1,0 +1,343 @@
+//! gpu-proc: proves circuits from slots of the shared-memory ring, in place.
+//!
+//! One gpu-proc runs per GPU, pinned to its own few cores (the CPU-side parts of proving — the
+//! B_G2 multi-exponentiation, supraseal's host thread pool — stay there). It maps the ring and the
+//! SRS images the launcher prepared (memfds inherited at fixed numbers, see
+//! `shm_protocol::control`), builds one [`Backend`] per circuit, then loops:
+//!
+//! 1. claim a READY slot (futex wait, no spinning) and up to `batch - 1` more of the same circuit;
+//! 2. validate each slot ([`Ring`]'s view checks every offset and length; a bad slot fails alone);
+//! 3. prove the batch from the slots' memory, with fresh randomness `r`, `s` per proof;
+//! 4. write each proof (or failure) into its slot's result area: DONE, and tell the launcher.
+//!
+//! A panic inside a backend (supraseal-c2 panics on CUDA errors) is caught at the call: the
+//! batch's slots are completed as failed with the message, and the process keeps serving.
+//!
+//! # Example
+//!
+//! [`Prover::prove_claimed`] is the whole proving step over claimed slots; see the integration
+//! tests for a complete ring round trip.
+#![deny(missing_docs)]
+
+use std::collections::HashMap;
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use blstrs::Scalar;
+use ff::Field;
+use kernels::{Assignment, Backend, CpuBackend, Density};
+use shm_protocol::control::{
+    self, ChildConfig, EventKind, FromChild, GpuConfig, SrsEntry, TimelineEvent, ToGpu,
+    CHILD_CONFIG_ENV, CONTROL_FD, RING_FD,
+};
+use shm_protocol::{ClaimedSlot, Region, Ring, SlotResult, SlotView};
+
+/// An SRS image in an inherited, read-only-by-contract memfd.
+pub struct SrsMapping(Region);
+
+impl SrsMapping {
+    /// Maps the SRS memfd `fd`.
+    ///
+    /// # Safety
+    ///
+    /// `fd` must be an SRS memfd that the launcher finished writing before starting this process
+    /// and never writes again (the launcher's contract), and nothing else in this process may
+    /// own that descriptor.
+    pub unsafe fn from_fd(fd: i32) -> anyhow::Result<SrsMapping> {
+        // SAFETY: forwarded to the caller.
+        let region = unsafe { Region::from_inherited_fd(OwnedFd::from_raw_fd(fd)) }?;
+        Ok(SrsMapping(region))
+    }
+}
+
+impl AsRef<[u8]> for SrsMapping {
+    fn as_ref(&self) -> &[u8] {
+        // SAFETY: an SRS region is written once by the launcher before any gpu-proc starts and
+        // never again (see `from_fd`), so no write can overlap this shared borrow.
+        unsafe { self.0.as_slice() }
+    }
+}
+
+/// The backends of one gpu-proc, by circuit id.
+pub struct Prover {
+    backends: HashMap<u64, (String, Box<dyn Backend>)>,
+}
+
+/// What happened to one slot of a batch.
+#[derive(Debug)]
+pub struct SlotOutcome {
+    /// Job id.
+    pub job_id: u64,
+    /// Partition.
+    pub partition: u32,
+    /// Slot index.
+    pub slot: u32,
+    /// Slot generation after completion.
+    pub generation: u64,
+    /// Proof bytes, or why not.
+    pub result: Result<Vec<u8>, String>,
+}
+
+impl Prover {
+    /// Builds the backends for every SRS of `config`.
+    ///
+    /// # Safety
+    ///
+    /// Every `fd` in `config.srs` must satisfy [`SrsMapping::from_fd`]'s contract.
+    pub unsafe fn from_config(config: &GpuConfig) -> anyhow::Result<Prover> {
+        let mut backends: HashMap<u64, (String, Box<dyn Backend>)> = HashMap::new();
+        for entry in &config.srs {
+            // SAFETY: forwarded to the caller.
+            let backend = unsafe { open_backend(&config.backend, entry) }
+                .with_context(|| format!("cannot open the SRS of `{}`", entry.circuit))?;
+            backends.insert(entry.circuit_id, (entry.circuit.clone(), backend));
+        }
+        Ok(Prover { backends })
+    }
+
+    /// A prover from ready backends (tests, benches).
+    pub fn from_backends(backends: HashMap<u64, (String, Box<dyn Backend>)>) -> Prover {
+        Prover { backends }
+    }
+
+    /// Proves claimed slots of one circuit, completing each slot with its proof or failure.
+    pub fn prove_claimed(&self, claims: Vec<ClaimedSlot<'_>>) -> Vec<SlotOutcome> {
+        let mut outcomes = Vec::with_capacity(claims.len());
+        // Validate every slot; a bad one fails alone.
+        let mut survivors = Vec::new();
+        for claim in claims {
+            let meta = claim.meta();
+            match claim.view() {
+                Ok(_) => survivors.push(claim),
+                Err(e) => outcomes.push(finish(claim, Err(format!("bad slot: {e}")), meta.job_id, meta.partition)),
+            }
+        }
+        if survivors.is_empty() {
+            return outcomes;
+        }
+        let circuit_id = survivors[0].meta().circuit_id;
+        let Some((name, backend)) = self.backends.get(&circuit_id) else {
+            for claim in survivors {
+                let meta = claim.meta();
+                let msg = format!("no SRS for circuit id {circuit_id:#x} in this gpu-proc");
+                outcomes.push(finish(claim, Err(msg), meta.job_id, meta.partition));
+            }
+            return outcomes;
+        };
+        let results = {
+            let views: Vec<SlotView<'_>> =
+                survivors.iter().map(|c| c.view().expect("validated above")).collect();
+            let assignments: Vec<Assignment<'_>> = views.iter().map(assignment_of).collect();
+            let mut rng = rand::thread_rng();
+            let r: Vec<Scalar> = (0..assignments.len()).map(|_| Scalar::random(&mut rng)).collect();
+            let s: Vec<Scalar> = (0..assignments.len()).map(|_| Scalar::random(&mut rng)).collect();
+            let proved = catch_unwind(AssertUnwindSafe(|| backend.prove_batch(&assignments, &r, &s)));
+            match proved {
+                Ok(Ok(proofs)) => proofs
+                    .iter()
+                    .map(|p| {
+                        let mut bytes = Vec::with_capacity(192);
+                        p.write(&mut bytes).map(|()| bytes).map_err(|e| format!("serializing the proof: {e}"))
+                    })
+                    .collect::<Vec<_>>(),
+                Ok(Err(e)) => vec![Err(format!("{name}: {e}")); assignments.len()],
+                Err(panic) => {
+                    let msg = panic_message(&*panic);
+                    tracing::error!("backend panicked: {msg}");
+                    vec![Err(format!("{name}: the {} backend panicked: {msg}", backend.name())); assignments.len()]
+                }
+            }
+        };
+        for (claim, result) in survivors.into_iter().zip(results) {
+            let meta = claim.meta();
+            outcomes.push(finish(claim, result, meta.job_id, meta.partition));
+        }
+        outcomes
+    }
+}
+
+fn finish(claim: ClaimedSlot<'_>, result: Result<Vec<u8>, String>, job_id: u64, partition: u32) -> SlotOutcome {
+    let slot = claim.index() as u32;
+    let stored = match &result {
+        Ok(bytes) => SlotResult::Proof(bytes),
+        Err(msg) => SlotResult::Failed(msg),
+    };
+    let generation = claim.generation();
+    if let Err(e) = claim.complete(stored) {
+        tracing::error!(slot, "cannot complete slot: {e}");
+    }
+    SlotOutcome { job_id, partition, slot, generation, result }
+}
+
+/// The kernels' view of a validated slot.
+pub fn assignment_of<'a>(v: &SlotView<'a>) -> Assignment<'a> {
+    let d = |which| {
+        let b = v.density(which);
+        Density { words: b.words, bit_len: b.bit_len as usize, popcount: b.popcount as usize }
+    };
+    Assignment {
+        a: v.a(),
+        b: v.b(),
+        c: v.c(),
+        input: v.input(),
+        aux: v.aux(),
+        a_aux_density: d(shm_protocol::Density::AAux),
+        b_input_density: d(shm_protocol::Density::BInput),
+        b_aux_density: d(shm_protocol::Density::BAux),
+    }
+}
+
+/// # Safety
+///
+/// As [`SrsMapping::from_fd`] for `entry.fd`.
+unsafe fn open_backend(kind: &str, entry: &SrsEntry) -> anyhow::Result<Box<dyn Backend>> {
+    match kind {
+        "cpu" => {
+            // SAFETY: forwarded to the caller.
+            let mapping = unsafe { SrsMapping::from_fd(entry.fd) }?;
+            let backend = CpuBackend::new(mapping)?;
+            Ok(Box::new(backend))
+        }
+        #[cfg(feature = "cuda")]
+        "cuda" => Ok(Box::new(kernels::backend::cuda::CudaBackend::open(&entry.params_path)?)),
+        #[cfg(not(feature = "cuda"))]
+        "cuda" => anyhow::bail!(
+            "this binary was built without the `cuda` feature\nhint: build with `--features cuda` (see scripts/cuda-env.sh)"
+        ),
+        other => anyhow::bail!("unknown backend `{other}`: use `cpu` or `cuda`"),
+    }
+}
+
+fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "unknown panic payload".to_owned()
+    }
+}
+
+/// Entry point of the process: configuration from [`CHILD_CONFIG_ENV`], ring at [`RING_FD`],
+/// control socket at [`CONTROL_FD`], SRS images from `FIRST_SRS_FD`.
+pub fn run_from_env() -> anyhow::Result<()> {
+    let raw = std::env::var(CHILD_CONFIG_ENV)
+        .with_context(|| format!("`{CHILD_CONFIG_ENV}` is not set: gpu-proc is started by `splitprover`"))?;
+    let config = match serde_json::from_str::<ChildConfig>(&raw).context("bad child configuration")? {
+        ChildConfig::Gpu(c) => c,
+        other => anyhow::bail!("gpu-proc was given another process's configuration: {other:?}"),
+    };
+    // SAFETY: the launcher passes the ring memfd at RING_FD; nothing else owns that number.
+    let region = unsafe { Region::from_inherited_fd(OwnedFd::from_raw_fd(RING_FD)) }
+        .context("cannot map the ring passed by the launcher")?;
+    let ring = Ring::open(region).context("the ring passed by the launcher is not valid")?;
+    // SAFETY: the launcher passes one end of a socketpair at CONTROL_FD; we take sole ownership.
+    let control = unsafe { UnixStream::from_raw_fd(CONTROL_FD) };
+    // SAFETY: the SRS fds come from the launcher, which sealed them before starting us.
+    let prover = unsafe { Prover::from_config(&config) }?;
+    serve(Arc::new(ring), control, &config, &prover)
+}
+
+/// Serves the ring until the launcher says `Shutdown` or goes away.
+pub fn serve(ring: Arc<Ring>, control: UnixStream, config: &GpuConfig, prover: &Prover) -> anyhow::Result<()> {
+    let (mut sender, mut receiver) = control::channel(control)?;
+    let pid = std::process::id();
+    let _lock = page_lock_ring(&ring, &config.backend);
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            // Any message other than a future extension, or EOF, means stop.
+            loop {
+                match receiver.recv::<ToGpu>() {
+                    Ok(Some(ToGpu::Shutdown)) | Ok(None) | Err(_) => break,
+                }
+            }
+            stop.store(true, std::sync::atomic::Ordering::SeqCst); // plain flag, polled per wait
+        });
+    }
+    tracing::info!(pid, backend = %config.backend, batch = config.batch, pages = %ring.page_kind(), "gpu-proc serving");
+    sender.send(&FromChild::Hello { pid, detail: format!("gpu-proc[{}]: {} backend", config.device, config.backend) })?;
+    let owner = shm_protocol::current_owner();
+    let batch = config.batch.max(1);
+    while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+        // plain flag
+        let first = match ring.claim_ready(owner, Some(Duration::from_millis(500))) {
+            Ok(c) => c,
+            Err(e) if e.is_timeout() => {
+                sender.send(&FromChild::Heartbeat)?;
+                continue;
+            }
+            Err(e) => return Err(e).context("claiming a ready slot"),
+        };
+        let circuit = first.meta().circuit_id;
+        let mut claims = vec![first];
+        while claims.len() < batch {
+            match ring.try_claim_ready(owner)? {
+                Some(c) if c.meta().circuit_id == circuit => claims.push(c),
+                Some(other) => {
+                    other.release()?;
+                    break;
+                }
+                None => break,
+            }
+        }
+        for c in &claims {
+            let m = c.meta();
+            sender.send(&FromChild::Event(TimelineEvent::now(EventKind::GpuClaim, m.job_id, m.partition, c.index() as u32)))?;
+        }
+        let start = control::monotonic_ns();
+        let metas: Vec<_> = claims.iter().map(|c| (c.meta(), c.index() as u32)).collect();
+        let outcomes = prover.prove_claimed(claims);
+        let end = control::monotonic_ns();
+        for (m, slot) in &metas {
+            for (kind, t) in [(EventKind::GpuStart, start), (EventKind::GpuEnd, end)] {
+                sender.send(&FromChild::Event(TimelineEvent { kind, job_id: m.job_id, partition: m.partition, slot: *slot, pid, t_ns: t }))?;
+            }
+        }
+        for o in outcomes {
+            if let Err(e) = &o.result {
+                tracing::warn!(job = o.job_id, partition = o.partition, "proof failed: {e}");
+            }
+            sender.send(&FromChild::Proved {
+                job_id: o.job_id,
+                partition: o.partition,
+                slot: o.slot,
+                generation: o.generation as u32,
+            })?;
+        }
+    }
+    tracing::info!("gpu-proc exiting");
+    Ok(())
+}
+
+/// Page-locks the whole ring mapping once for DMA-speed host-to-device copies (CUDA only).
+#[cfg(feature = "cuda")]
+fn page_lock_ring(ring: &Ring, backend: &str) -> Option<kernels::backend::cuda::PageLock> {
+    if backend != "cuda" {
+        return None;
+    }
+    let (ptr, len) = ring.mapping();
+    let t = std::time::Instant::now();
+    // SAFETY: the ring's mapping stays mapped for the life of `ring`, which outlives the returned
+    // lock (both live in `serve`, the lock dropped first).
+    match unsafe { kernels::backend::cuda::page_lock(ptr as *mut u8, len) } {
+        Ok(lock) => {
+            tracing::info!(mib = len >> 20, ms = t.elapsed().as_millis() as u64, "ring page-locked for DMA");
+            Some(lock)
+        }
+        Err(e) => {
+            tracing::warn!("cannot page-lock the ring, copies will be slower: {e}");
+            None
+        }
+    }
+}
+
+#[cfg(not(feature = "cuda"))]
+fn page_lock_ring(_ring: &Ring, _backend: &str) -> Option<()> {
+    None
+}

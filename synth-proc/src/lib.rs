@@ -1,0 +1,261 @@
+//! synth-proc: synthesizes circuits straight into slots of the shared-memory ring.
+//!
+//! The launcher starts this process pinned to its own cores, with the ring's memfd and a control
+//! socket inherited (see `shm_protocol::control`). For every [`SynthRequest`] it receives, a worker
+//! of its rayon pool (sized to the process's cpuset, or to the configured concurrency) takes a FREE
+//! slot — blocking while none is free, which is the pipeline's back-pressure — reserves the
+//! arrays the circuit's shape needs, synthesizes through [`SlotSink`] (no intermediate `Vec`,
+//! no copy) and publishes the slot READY for a gpu-proc. A failed synthesis abandons its slot and
+//! reports `SynthFailed`; only that job fails.
+//!
+//! # Example
+//!
+//! Synthesize one partition into a private ring, as the service loop does:
+//!
+//! ```
+//! use shm_protocol::{HugePagePolicy, Region, Ring, RingConfig};
+//! use shm_protocol::control::SynthRequest;
+//!
+//! let spec: kernels::circuits::CircuitSpec = "pubinputs:2".parse()?;
+//! let caps = synth_proc::capacity_for(&spec.shape()?);
+//! let config = RingConfig { slot_count: 1, slot_bytes: caps.slot_bytes().unwrap() };
+//! let region = Region::create("doc", config.region_bytes()?, HugePagePolicy::Plain)?;
+//! let ring = Ring::create(region, config)?;
+//! let req = SynthRequest { job_id: 1, partition: 0, circuit: spec.to_string(),
+//!                          circuit_id: spec.circuit_id(), seed: 7 };
+//! let mut shapes = synth_proc::ShapeCache::default();
+//! let published = synth_proc::synthesize_request(&ring, &mut shapes, &req)?;
+//! assert_eq!(published.index, 0);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+#![deny(missing_docs)]
+
+mod sink;
+
+use std::collections::HashMap;
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::Context;
+use kernels::circuits::CircuitSpec;
+use kernels::synth::CircuitShape;
+use shm_protocol::control::{
+    self, ChildConfig, EventKind, FromChild, SynthConfig, SynthRequest, TimelineEvent, ToSynth,
+    CHILD_CONFIG_ENV, CONTROL_FD, RING_FD,
+};
+use shm_protocol::{Published, Region, Ring, SlotCapacity, SlotMeta};
+
+pub use sink::SlotSink;
+
+/// Why one partition could not be synthesized.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SynthError {
+    /// The request names a circuit that does not parse.
+    #[error("bad circuit spec `{spec}`: {source}")]
+    BadSpec {
+        /// The spec.
+        spec: String,
+        /// Why.
+        source: kernels::Error,
+    },
+    /// The circuit id in the request is not the spec's.
+    #[error("circuit id {got:#x} does not match `{spec}` (expected {expected:#x})")]
+    CircuitIdMismatch {
+        /// The spec.
+        spec: String,
+        /// Its id.
+        expected: u64,
+        /// The id in the request.
+        got: u64,
+    },
+    /// The ring refused (slot too small, stale slot, ...).
+    #[error("ring: {0}")]
+    Ring(#[from] shm_protocol::Error),
+    /// Synthesis itself failed.
+    #[error("synthesis of `{spec}` failed: {source}")]
+    Synthesis {
+        /// The spec.
+        spec: String,
+        /// Why.
+        source: kernels::Error,
+    },
+}
+
+/// Slot capacities for a circuit shape.
+pub fn capacity_for(shape: &CircuitShape) -> SlotCapacity {
+    SlotCapacity { n: shape.n(), inputs: shape.inputs, aux: shape.aux }
+}
+
+/// Parsed specs and their shapes, counted once per circuit.
+#[derive(Default)]
+pub struct ShapeCache {
+    shapes: HashMap<String, (CircuitSpec, CircuitShape)>,
+}
+
+impl ShapeCache {
+    fn get(&mut self, spec: &str) -> Result<&(CircuitSpec, CircuitShape), SynthError> {
+        if !self.shapes.contains_key(spec) {
+            let parsed: CircuitSpec = spec
+                .parse()
+                .map_err(|source| SynthError::BadSpec { spec: spec.to_owned(), source })?;
+            let shape = parsed
+                .shape()
+                .map_err(|source| SynthError::BadSpec { spec: spec.to_owned(), source })?;
+            self.shapes.insert(spec.to_owned(), (parsed, shape));
+        }
+        Ok(&self.shapes[spec])
+    }
+}
+
+/// Synthesizes one request into a free slot of `ring` and publishes it; blocks while no slot is
+/// free. On error the slot goes back to FREE.
+pub fn synthesize_request(
+    ring: &Ring,
+    shapes: &mut ShapeCache,
+    req: &SynthRequest,
+) -> Result<Published, SynthError> {
+    let (spec, shape) = shapes.get(&req.circuit)?;
+    if spec.circuit_id() != req.circuit_id {
+        return Err(SynthError::CircuitIdMismatch {
+            spec: req.circuit.clone(),
+            expected: spec.circuit_id(),
+            got: req.circuit_id,
+        });
+    }
+    let mut writer = ring.acquire_free(shm_protocol::current_owner(), None)?;
+    let meta = SlotMeta { job_id: req.job_id, circuit_id: req.circuit_id, partition: req.partition, attempt: 0 };
+    writer.begin(meta, capacity_for(shape))?;
+    let lengths = {
+        let sink = SlotSink::new(writer.parts_mut()?);
+        let sink = spec
+            .synthesize_into(req.seed, sink)
+            .map_err(|source| SynthError::Synthesis { spec: req.circuit.clone(), source })?;
+        sink.lengths()
+    };
+    Ok(writer.publish(lengths)?)
+}
+
+/// Entry point of the process: configuration from [`CHILD_CONFIG_ENV`], ring at [`RING_FD`],
+/// control socket at [`CONTROL_FD`].
+pub fn run_from_env() -> anyhow::Result<()> {
+    let raw = std::env::var(CHILD_CONFIG_ENV)
+        .with_context(|| format!("`{CHILD_CONFIG_ENV}` is not set: synth-proc is started by `splitprover`"))?;
+    let config = match serde_json::from_str::<ChildConfig>(&raw).context("bad child configuration")? {
+        ChildConfig::Synth(c) => c,
+        other => anyhow::bail!("synth-proc was given another process's configuration: {other:?}"),
+    };
+    // SAFETY: the launcher passes the ring memfd at RING_FD and nothing else owns that number in
+    // this process; `from_inherited_fd` validates what it maps.
+    let region = unsafe { Region::from_inherited_fd(OwnedFd::from_raw_fd(RING_FD)) }
+        .context("cannot map the ring passed by the launcher")?;
+    let ring = Ring::open(region).context("the ring passed by the launcher is not valid")?;
+    // SAFETY: the launcher passes one end of a socketpair at CONTROL_FD; we take sole ownership.
+    let control = unsafe { UnixStream::from_raw_fd(CONTROL_FD) };
+    serve(Arc::new(ring), control, config)
+}
+
+/// Serves requests from `control` until `Shutdown` or until the launcher goes away.
+pub fn serve(ring: Arc<Ring>, control: UnixStream, config: SynthConfig) -> anyhow::Result<()> {
+    let (sender, mut receiver) = control::channel(control)?;
+    let sender = Arc::new(Mutex::new(sender));
+    let threads = config.concurrency.max(1);
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(|i| format!("synth-{i}"))
+        .build()
+        .context("cannot build the synthesis thread pool")?;
+    let pid = std::process::id();
+    tracing::info!(pid, threads, pages = %ring.page_kind(), slots = ring.slot_count(), "synth-proc serving");
+    send(&sender, &FromChild::Hello { pid, detail: format!("synth-proc: {threads} workers") });
+    let shapes = Arc::new(Mutex::new(ShapeCache::default()));
+    let heartbeat = spawn_heartbeat(sender.clone());
+    loop {
+        match receiver.recv::<ToSynth>() {
+            Ok(Some(ToSynth::Synthesize(req))) => {
+                let (ring, sender, shapes) = (ring.clone(), sender.clone(), shapes.clone());
+                pool.spawn(move || work(&ring, &sender, &shapes, req));
+            }
+            Ok(Some(ToSynth::Shutdown)) | Ok(None) => break,
+            Err(e) => {
+                tracing::error!("control channel: {e}");
+                break;
+            }
+        }
+    }
+    // Let running syntheses finish and publish before exiting.
+    drop(pool);
+    drop(heartbeat);
+    tracing::info!("synth-proc exiting");
+    Ok(())
+}
+
+fn work(ring: &Ring, sender: &Mutex<control::Sender>, shapes: &Mutex<ShapeCache>, req: SynthRequest) {
+    send(sender, &FromChild::Event(TimelineEvent::now(EventKind::SynthStart, req.job_id, req.partition, u32::MAX)));
+    // Shapes are counted once; the lock is held only for a lookup after that.
+    let mut local = ShapeCache::default();
+    let shape_ready = {
+        let mut cache = shapes.lock().unwrap_or_else(|e| e.into_inner());
+        match cache.get(&req.circuit) {
+            Ok(entry) => {
+                local.shapes.insert(req.circuit.clone(), entry.clone());
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    };
+    let result = shape_ready.and_then(|()| synthesize_request(ring, &mut local, &req));
+    match result {
+        Ok(p) => {
+            let slot = p.index as u32;
+            send(sender, &FromChild::Event(TimelineEvent::now(EventKind::SynthEnd, req.job_id, req.partition, slot)));
+            send(sender, &FromChild::Event(TimelineEvent::now(EventKind::SlotPublish, req.job_id, req.partition, slot)));
+            send(
+                sender,
+                &FromChild::Published {
+                    job_id: req.job_id,
+                    partition: req.partition,
+                    slot,
+                    generation: p.generation as u32,
+                },
+            );
+        }
+        Err(e) => {
+            tracing::warn!(job = req.job_id, partition = req.partition, "synthesis failed: {e}");
+            send(sender, &FromChild::SynthFailed { job_id: req.job_id, partition: req.partition, error: e.to_string() });
+        }
+    }
+}
+
+fn send(sender: &Mutex<control::Sender>, msg: &FromChild) {
+    let mut s = sender.lock().unwrap_or_else(|e| e.into_inner());
+    if let Err(e) = s.send(msg) {
+        // The launcher is gone; PDEATHSIG ends us shortly.
+        tracing::debug!("cannot report to the launcher: {e}");
+    }
+}
+
+struct Heartbeat {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Drop for Heartbeat {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed); // plain flag, polled
+    }
+}
+
+fn spawn_heartbeat(sender: Arc<Mutex<control::Sender>>) -> Heartbeat {
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = stop.clone();
+    std::thread::spawn(move || {
+        while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+            // plain flag, polled
+            std::thread::sleep(Duration::from_secs(1));
+            send(&sender, &FromChild::Heartbeat);
+        }
+    });
+    Heartbeat { stop }
+}
