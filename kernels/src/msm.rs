@@ -46,8 +46,8 @@ fn breakdown(nbits: usize, window: usize, ncpus: usize) -> (usize, usize, usize)
         if (window + wnd) > 18 {
             wnd = window - wnd;
         } else {
-            wnd = (nbits / window + ncpus - 1) / ncpus;
-            if (nbits / (window + 1) + ncpus - 1) / ncpus < wnd {
+            wnd = (nbits / window).div_ceil(ncpus);
+            if (nbits / (window + 1)).div_ceil(ncpus) < wnd {
                 wnd = window + 1;
             } else {
                 wnd = window;

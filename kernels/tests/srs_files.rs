@@ -1,0 +1,140 @@
+//! SRS files and images: bellperson's `.params` format round trips, streaming into an image,
+//! clear errors for truncated, foreign or mismatched data, and the fast generator against
+//! bellperson's own.
+
+use std::io::Write;
+
+use bellperson::groth16::{generate_random_parameters, Parameters};
+use blstrs::Bls12;
+use kernels::circuits::CircuitSpec;
+use kernels::paramgen::{generate_parameters, generate_parameters_seeded, GenPhase};
+use kernels::srs::{read_params_file, scan_params_file, write_params_file, SrsImage, SrsLengths, SrsView};
+use kernels::ErrorKind;
+use rand_chacha::rand_core::SeedableRng;
+
+fn params(spec: &str, seed: u64) -> (CircuitSpec, Parameters<Bls12>) {
+    let spec: CircuitSpec = spec.parse().unwrap();
+    let p = generate_parameters_seeded(spec.circuit(None), seed, &|_| {}).unwrap();
+    (spec, p)
+}
+
+#[test]
+fn generator_equals_bellperson_for_the_same_rng() {
+    for s in ["pubinputs:2", "bits:70"] {
+        let spec: CircuitSpec = s.parse().unwrap();
+        let mut r1 = rand_chacha::ChaCha20Rng::seed_from_u64(21);
+        let mut r2 = rand_chacha::ChaCha20Rng::seed_from_u64(21);
+        let ours = generate_parameters(spec.circuit(None), &mut r1, &|_| {}).unwrap();
+        let theirs = generate_random_parameters::<Bls12, _, _>(spec.circuit(None), &mut r2).unwrap();
+        assert!(ours == theirs, "{s}: parameters differ from bellperson's");
+    }
+}
+
+#[test]
+fn seeded_generation_is_reproducible_and_reports_progress() {
+    let spec: CircuitSpec = "bits:200".parse().unwrap();
+    let seen = std::sync::Mutex::new(Vec::new());
+    let a = generate_parameters_seeded(spec.circuit(None), 5, &|p| seen.lock().unwrap().push(p)).unwrap();
+    let b = generate_parameters_seeded(spec.circuit(None), 5, &|_| {}).unwrap();
+    let c = generate_parameters_seeded(spec.circuit(None), 6, &|_| {}).unwrap();
+    assert!(a == b);
+    assert!(a != c);
+    let seen = seen.into_inner().unwrap();
+    let last = seen.last().unwrap();
+    assert_eq!(last.phase, GenPhase::Done);
+    assert_eq!(last.done, last.total);
+    assert!(seen.iter().any(|p| p.phase == GenPhase::Exponentiations));
+}
+
+#[test]
+fn params_file_round_trips_and_streams_into_the_same_image() {
+    let (spec, p) = params("pubinputs:3", 1);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("test.params");
+    write_params_file(&path, &p).unwrap();
+
+    let back = read_params_file(&path, true).unwrap();
+    assert!(back == p);
+    assert_eq!(scan_params_file(&path).unwrap(), SrsLengths::of(&p));
+
+    let from_params = SrsImage::from_parameters(&p, spec.circuit_id()).unwrap();
+    for checked in [false, true] {
+        let streamed = SrsImage::from_params_file(&path, spec.circuit_id(), checked).unwrap();
+        assert_eq!(streamed.as_ref(), from_params.as_ref(), "checked={checked}");
+    }
+
+    // The image writes the file bellperson writes.
+    let view = SrsView::new(from_params.as_ref()).unwrap();
+    let mut ours = Vec::new();
+    view.write_params(&mut ours).unwrap();
+    assert_eq!(ours, std::fs::read(&path).unwrap());
+    assert!(view.to_parameters() == p);
+    view.validate_points().unwrap();
+    view.check_shape(&spec.shape().unwrap()).unwrap();
+    assert_eq!(view.circuit_id(), spec.circuit_id());
+}
+
+#[test]
+fn image_is_written_into_a_caller_provided_region() {
+    let (spec, p) = params("bits:64", 2);
+    let size = SrsImage::size_for(&SrsLengths::of(&p)).unwrap();
+    // A region larger than needed (as a mapping rounded to pages would be).
+    let mut region = kernels::srs::AlignedBytes::zeroed(size + 4096);
+    SrsImage::write_parameters(&p, spec.circuit_id(), region.as_mut()).unwrap();
+    let view = SrsView::new(region.as_ref()).unwrap();
+    assert_eq!(view.len_bytes(), size);
+    assert!(view.to_parameters() == p);
+
+    // Too small a region is refused.
+    let mut small = kernels::srs::AlignedBytes::zeroed(size - 1);
+    let err = SrsImage::write_parameters(&p, 0, small.as_mut()).unwrap_err();
+    assert!(matches!(err.kind(), ErrorKind::ShapeMismatch { .. }), "{err}");
+}
+
+#[test]
+fn bad_files_and_images_are_clear_errors() {
+    let (spec, p) = params("pubinputs:2", 3);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.params");
+    write_params_file(&path, &p).unwrap();
+    let full = std::fs::read(&path).unwrap();
+
+    // truncated file
+    let short = dir.path().join("short.params");
+    std::fs::write(&short, &full[..full.len() - 100]).unwrap();
+    for err in [
+        scan_params_file(&short).unwrap_err(),
+        read_params_file(&short, false).err().unwrap(),
+        SrsImage::from_params_file(&short, 0, false).unwrap_err(),
+    ] {
+        assert!(matches!(err.kind(), ErrorKind::Truncated(_)), "{err}");
+        assert!(err.to_string().starts_with("truncated SRS data"), "{err}");
+    }
+
+    // not a params file: valid-looking lengths but garbage points
+    let garbage = dir.path().join("garbage.params");
+    let mut bytes = full.clone();
+    for b in &mut bytes[..96] {
+        *b = 0x5a;
+    }
+    std::fs::File::create(&garbage).unwrap().write_all(&bytes).unwrap();
+    let err = SrsImage::from_params_file(&garbage, 0, false).unwrap_err();
+    assert!(matches!(err.kind(), ErrorKind::SrsFormat(_)), "{err}");
+    let err = read_params_file(&garbage, false).err().unwrap();
+    assert!(matches!(err.kind(), ErrorKind::SrsFormat(_)), "{err}");
+
+    // image: wrong magic, truncated
+    let mut image = SrsImage::from_parameters(&p, spec.circuit_id()).unwrap();
+    let len = image.as_ref().len();
+    let err = SrsView::new(&image.as_ref()[..len - 64]).unwrap_err();
+    assert!(matches!(err.kind(), ErrorKind::Truncated(_)), "{err}");
+    image.as_mut()[8] ^= 0xff;
+    let err = SrsView::new(image.as_ref()).unwrap_err();
+    assert!(matches!(err.kind(), ErrorKind::BadMagic), "{err}");
+
+    // an SRS of another circuit size
+    let other: CircuitSpec = "pubinputs:5".parse().unwrap();
+    let image = SrsImage::from_parameters(&p, spec.circuit_id()).unwrap();
+    let err = SrsView::new(image.as_ref()).unwrap().check_shape(&other.shape().unwrap()).unwrap_err();
+    assert!(matches!(err.kind(), ErrorKind::ShapeMismatch { .. }), "{err}");
+}
