@@ -1,0 +1,1719 @@
+//! [`Ring`]: the slot ring laid over a [`Region`], and the handles that own its slots.
+//!
+//! # Design
+//!
+//! A ring is a fixed array of slots. Each slot has a header (in the slot table) and a data span
+//! (in the data area) big enough for one synthesized circuit. Ownership of a slot is decided by
+//! one 64-bit state word per slot (`state | meta | owner pid | generation`, see
+//! [`crate::state`]); every change of owner is a compare-and-swap on that word, and the CAS is the
+//! lock: whoever installs a word owns the slot until it installs the next one.
+//!
+//! ```text
+//!            acquire_free              publish                claim_ready
+//!   FREE ───────────────────▶ WRITING ─────────▶ READY ────────────────────▶ CLAIMED
+//!    ▲   ◀─── abandon / drop ───┘      ▲  ▲     ◀──── release / drop ──────┘  │
+//!    │         reclaim(dead producer)  │  └───── reclaim(dead consumer) ──────┘ │ complete
+//!    │                                 │ retry                                  ▼
+//!    └──────────── free ◀── DONE(collector) ◀── take_done ── DONE(unowned) ◀────┘
+//! ```
+//!
+//! | state | owner field | who may touch the slot's memory | if that process dies |
+//! |---|---|---|---|
+//! | FREE | 0 | nobody | nothing to do |
+//! | WRITING | producer pid | the producer writes meta, layout, payload | `reclaim` → FREE; the launcher re-queues the job named in the report (meta is known once `begin` ran) |
+//! | READY | 0 | nobody writes; a snapshot may read meta | nothing to do: the synthesis waits for a consumer |
+//! | CLAIMED | consumer pid | the consumer reads the payload, writes the result area | `reclaim` → READY: proved again by another consumer, no synthesis redone |
+//! | DONE, owner 0 | 0 | nobody | nothing to do |
+//! | DONE, owned | collector pid | the collector (launcher) reads the result | `reclaim` → DONE, owner 0: collected again |
+//!
+//! What each transition means:
+//! - `acquire_free` (FREE → WRITING): a producer takes an empty slot; blocks when none is free,
+//!   which is the backpressure on synthesis.
+//! - `begin` (WRITING → WRITING with M set): meta and array layout are written and stable, so a
+//!   status display or a reclaim can name the job.
+//! - `publish` (WRITING → READY): the payload is complete and valid (the producer runs the same
+//!   validator the consumer will); it gets a ticket, and READY slots are claimed oldest ticket
+//!   first.
+//! - `claim_ready` (READY → CLAIMED), `complete` (CLAIMED → DONE), `release` (CLAIMED → READY).
+//! - `take_done` (DONE → DONE owned), `free` (DONE → FREE), `retry` (DONE → READY).
+//!
+//! Why stale handles are harmless: every transition increments the generation, and every handle
+//! ([`SlotWriter`], [`ClaimedSlot`], [`DoneSlot`]) remembers the exact word it installed. Its next
+//! transition is a CAS from that word, so once the slot was reclaimed (or moved on in any way)
+//! the CAS fails and the handle gets [`ErrorKind::StaleSlot`] — a producer that was presumed dead
+//! cannot publish into a slot that now belongs to someone else, and a consumer cannot complete a
+//! slot that was requeued. Handles also check the word before writing the result area. What the
+//! word cannot stop is a *live* process scribbling on payload memory it no longer owns; this is
+//! why `reclaim_owner` is only for owners known dead (the launcher reaped them), and
+//! `reclaim_dead` checks liveness first.
+//!
+//! # Waiting
+//!
+//! Three futex event words live in the ring header: FREE, READY and DONE. A transition that
+//! produces a slot in one of those states increments that event's sequence number and, only if
+//! its waiter count is non-zero, issues `FUTEX_WAKE` for all waiters. A waiter registers
+//! (waiters += 1), reads the sequence number, scans the slots once more, and only then sleeps in
+//! `FUTEX_WAIT` on the number it read. All three operations on each side are `SeqCst`, so either
+//! the waker sees the waiter registered (and wakes it), or the waiter's scan sees the transition
+//! (and does not sleep); a wake between scan and sleep changes the sequence number, so the
+//! kernel refuses to put the waiter to sleep. The futexes are shared (not `PRIVATE`): they work
+//! across processes on the same mapping. The uncontended paths make no system call at all.
+
+use std::fmt;
+use std::mem::ManuallyDrop;
+use std::time::{Duration, Instant};
+
+use blstrs::Scalar;
+use rustix::thread::futex;
+
+use crate::error::{Error, ErrorKind, Result, SlotField};
+use crate::layout::{
+    round_up, EventWord, RingHeader, ShmSafe, SlotHeader, LAYOUT_VERSION, MAGIC, MAX_SLOTS,
+    RESULT_CAPACITY, RING_HEADER_BYTES, SLOT_ALIGN, SLOT_HEADER_BYTES,
+};
+use crate::region::{PageKind, Region};
+use crate::slot::{
+    check_densities, check_geometry, Density, RawSlotLayout, SlotCapacity, SlotLayout,
+    SlotLengths, SlotMeta, SlotResult,
+};
+use crate::state::{self, SlotState, SlotTable, Word, MAX_OWNER};
+use crate::sync::Ordering;
+
+/// Shape of a ring: how many slots and how big each slot's data span is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RingConfig {
+    /// Number of slots (1..=65536).
+    pub slot_count: u32,
+    /// Bytes of each slot's data span; rounded up to 4096. Size it with
+    /// [`SlotCapacity::slot_bytes`].
+    pub slot_bytes: u64,
+}
+
+impl RingConfig {
+    fn geometry(&self) -> Result<(u64, u64, u64)> {
+        if self.slot_count == 0 || self.slot_count > MAX_SLOTS {
+            return Err(ErrorKind::InvalidConfig(format!(
+                "slot count {} is not in 1..={MAX_SLOTS}",
+                self.slot_count
+            ))
+            .into());
+        }
+        let overflow = || Error::from(ErrorKind::InvalidConfig("ring size overflows".into()));
+        let stride = round_up(self.slot_bytes.max(1), SLOT_ALIGN).ok_or_else(overflow)?;
+        let data_offset = RING_HEADER_BYTES as u64 + u64::from(self.slot_count) * SLOT_HEADER_BYTES as u64;
+        let total = stride
+            .checked_mul(u64::from(self.slot_count))
+            .and_then(|d| d.checked_add(data_offset))
+            .filter(|&t| usize::try_from(t).is_ok())
+            .ok_or_else(overflow)?;
+        Ok((stride, data_offset, total))
+    }
+
+    /// Bytes of region this ring needs: create the [`Region`] with at least this size.
+    pub fn region_bytes(&self) -> Result<usize> {
+        // `geometry` checked that the total fits a usize.
+        self.geometry().map(|(_, _, total)| total as usize)
+    }
+}
+
+/// The slot ring. Cheap to share between threads (`&Ring` or `Arc<Ring>`); every process maps
+/// the same region and opens its own `Ring` over it.
+pub struct Ring {
+    region: Region,
+    slot_count: usize,
+    slot_bytes: u64,
+    data_offset: usize,
+}
+
+impl fmt::Debug for Ring {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Ring")
+            .field("slot_count", &self.slot_count)
+            .field("slot_bytes", &self.slot_bytes)
+            .field("page_kind", &self.region.page_kind())
+            .finish()
+    }
+}
+
+impl SlotTable for Ring {
+    fn slot_count(&self) -> usize {
+        self.slot_count
+    }
+    fn ctl(&self, index: usize) -> &state::SlotCtl {
+        &self.slot_header(index).ctl
+    }
+    fn next_ticket(&self) -> u64 {
+        // Relaxed: tickets only need to be unique and increasing; the publish CAS orders them.
+        self.header().ticket.fetch_add(1, Ordering::Relaxed)
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Event {
+    Free = 0,
+    Ready = 1,
+    Done = 2,
+}
+
+impl Event {
+    fn name(self) -> &'static str {
+        match self {
+            Event::Free => "free",
+            Event::Ready => "ready",
+            Event::Done => "done",
+        }
+    }
+}
+
+fn check_owner(owner: u32) -> Result<u32> {
+    if owner == 0 || owner > MAX_OWNER {
+        return Err(ErrorKind::InvalidOwner { owner, max: MAX_OWNER }.into());
+    }
+    Ok(owner)
+}
+
+/// This process's id, the usual `owner` argument.
+pub fn current_owner() -> u32 {
+    std::process::id()
+}
+
+impl Ring {
+    /// Lays a new ring over a fresh region: writes the header and all slot headers (FREE,
+    /// generation 0) and finally the layout version.
+    pub fn create(region: Region, config: RingConfig) -> Result<Ring> {
+        let (stride, data_offset, total) = config.geometry()?;
+        if (region.len() as u64) < total {
+            return Err(ErrorKind::TooSmall { need: total, have: region.len() as u64 }.into());
+        }
+        let ring = Ring {
+            region,
+            slot_count: config.slot_count as usize,
+            slot_bytes: stride,
+            data_offset: data_offset as usize,
+        };
+        let h = ring.header();
+        // Relaxed: nobody else can read the header before the version store below.
+        if h.version.load(Ordering::Relaxed) != 0 {
+            return Err(ErrorKind::BadHeader {
+                field: "version",
+                reason: "the region already holds a ring".into(),
+            }
+            .into());
+        }
+        // Relaxed (all stores up to the version): published by the Release store of `version`.
+        h.magic.store(MAGIC, Ordering::Relaxed);
+        h.header_bytes.store(RING_HEADER_BYTES as u32, Ordering::Relaxed);
+        h.slot_header_bytes.store(SLOT_HEADER_BYTES as u32, Ordering::Relaxed);
+        h.slot_count.store(config.slot_count, Ordering::Relaxed);
+        h.slot_bytes.store(stride, Ordering::Relaxed);
+        h.slots_offset.store(RING_HEADER_BYTES as u64, Ordering::Relaxed);
+        h.data_offset.store(data_offset, Ordering::Relaxed);
+        h.ring_bytes.store(total, Ordering::Relaxed);
+        h.page_kind.store(ring.region.page_kind().code(), Ordering::Relaxed);
+        h.result_capacity.store(RESULT_CAPACITY as u32, Ordering::Relaxed);
+        h.epoch.store(0, Ordering::Relaxed);
+        h.ticket.store(0, Ordering::Relaxed);
+        for i in 0..ring.slot_count {
+            let s = ring.slot_header(i);
+            s.ctl.word.store(Word::new(SlotState::Free, false, 0, 0).0, Ordering::Relaxed);
+            s.ctl.ticket.store(0, Ordering::Relaxed);
+        }
+        // ===================== SYNC POINT =====================
+        // Release: the version is written last; an opener that reads it non-zero with Acquire
+        // sees every header field and slot word stored above.
+        h.version.store(LAYOUT_VERSION, Ordering::Release);
+        tracing::info!(
+            slots = ring.slot_count,
+            slot_bytes = stride,
+            ring_bytes = total,
+            page_kind = %ring.region.page_kind(),
+            "ring created"
+        );
+        Ok(ring)
+    }
+
+    /// Opens the ring another process created in `region`, validating the header.
+    pub fn open(region: Region) -> Result<Ring> {
+        let have = region.len() as u64;
+        if have < RING_HEADER_BYTES as u64 {
+            return Err(ErrorKind::TooSmall { need: RING_HEADER_BYTES as u64, have }.into());
+        }
+        // SAFETY: the region holds at least a ring header, its base is page aligned, and
+        // `RingHeader` is `ShmSafe` (all atomics), so any bytes are a valid value.
+        let h = unsafe { &*region.as_ptr().cast::<RingHeader>() };
+        // Acquire: pairs with the creator's Release store of the version (see `create`).
+        let version = h.version.load(Ordering::Acquire);
+        if version == 0 {
+            return Err(ErrorKind::NotInitialised.into());
+        }
+        // Relaxed (all header loads below): ordered by the Acquire load of `version`.
+        let magic = h.magic.load(Ordering::Relaxed);
+        if magic != MAGIC {
+            return Err(ErrorKind::BadMagic { expected: MAGIC, found: magic }.into());
+        }
+        if version != LAYOUT_VERSION {
+            return Err(ErrorKind::VersionMismatch { expected: LAYOUT_VERSION, found: version }.into());
+        }
+        let bad = |field: &'static str, reason: String| Error::from(ErrorKind::BadHeader { field, reason });
+        let header_bytes = h.header_bytes.load(Ordering::Relaxed);
+        if header_bytes as usize != RING_HEADER_BYTES {
+            return Err(bad("header_bytes", format!("{header_bytes}, expected {RING_HEADER_BYTES}")));
+        }
+        let shb = h.slot_header_bytes.load(Ordering::Relaxed);
+        if shb as usize != SLOT_HEADER_BYTES {
+            return Err(bad("slot_header_bytes", format!("{shb}, expected {SLOT_HEADER_BYTES}")));
+        }
+        let rc = h.result_capacity.load(Ordering::Relaxed);
+        if rc as usize != RESULT_CAPACITY {
+            return Err(bad("result_capacity", format!("{rc}, expected {RESULT_CAPACITY}")));
+        }
+        let config = RingConfig {
+            slot_count: h.slot_count.load(Ordering::Relaxed),
+            slot_bytes: h.slot_bytes.load(Ordering::Relaxed),
+        };
+        let (stride, data_offset, total) =
+            config.geometry().map_err(|e| bad("slot_count", e.to_string()))?;
+        if stride != config.slot_bytes {
+            return Err(bad("slot_bytes", format!("{} is not a multiple of {SLOT_ALIGN}", config.slot_bytes)));
+        }
+        let so = h.slots_offset.load(Ordering::Relaxed);
+        if so != RING_HEADER_BYTES as u64 {
+            return Err(bad("slots_offset", format!("{so}, expected {RING_HEADER_BYTES}")));
+        }
+        let dof = h.data_offset.load(Ordering::Relaxed);
+        if dof != data_offset {
+            return Err(bad("data_offset", format!("{dof}, expected {data_offset}")));
+        }
+        let rb = h.ring_bytes.load(Ordering::Relaxed);
+        if rb != total {
+            return Err(bad("ring_bytes", format!("{rb}, expected {total}")));
+        }
+        if have < total {
+            return Err(ErrorKind::TooSmall { need: total, have }.into());
+        }
+        let ring = Ring {
+            region,
+            slot_count: config.slot_count as usize,
+            slot_bytes: stride,
+            data_offset: data_offset as usize,
+        };
+        tracing::info!(
+            slots = ring.slot_count,
+            slot_bytes = stride,
+            epoch = ring.epoch(),
+            page_kind = %ring.region.page_kind(),
+            "ring opened"
+        );
+        Ok(ring)
+    }
+
+    fn header(&self) -> &RingHeader {
+        // SAFETY: `create`/`open` checked the region holds the header at offset 0 (page
+        // aligned, so 64-byte aligned); `RingHeader: ShmSafe`; the region lives as long as self.
+        unsafe { shm_ref(self.region.as_ptr(), 0) }
+    }
+
+    fn slot_header(&self, index: usize) -> &SlotHeader {
+        assert!(index < self.slot_count, "slot index {index} checked by every caller");
+        // SAFETY: the slot table lies inside the region (checked against `ring_bytes`), each
+        // header is 8192-byte aligned relative to the page-aligned base, `SlotHeader: ShmSafe`.
+        unsafe { shm_ref(self.region.as_ptr(), RING_HEADER_BYTES + index * SLOT_HEADER_BYTES) }
+    }
+
+    /// Base of slot `index`'s data span in this process.
+    fn slot_data(&self, index: usize) -> *mut u8 {
+        debug_assert!(index < self.slot_count);
+        // SAFETY: `data_offset + index * slot_bytes` is inside the region (geometry checked).
+        unsafe { self.region.as_mut_ptr().add(self.data_offset + index * self.slot_bytes as usize) }
+    }
+
+    fn check_index(&self, index: usize) -> Result<()> {
+        if index >= self.slot_count {
+            return Err(ErrorKind::SlotOutOfRange { index, slot_count: self.slot_count }.into());
+        }
+        Ok(())
+    }
+
+    /// The region under the ring (for its fd, to pass to children).
+    pub fn region(&self) -> &Region {
+        &self.region
+    }
+
+    /// Gives the region back.
+    pub fn into_region(self) -> Region {
+        self.region
+    }
+
+    /// Base and length of the whole mapping in this process (to page-lock it once with
+    /// `cudaHostRegister`).
+    pub fn mapping(&self) -> (*const u8, usize) {
+        (self.region.as_ptr(), self.region.len())
+    }
+
+    /// The ring's shape (slot bytes as rounded).
+    pub fn config(&self) -> RingConfig {
+        RingConfig { slot_count: self.slot_count as u32, slot_bytes: self.slot_bytes }
+    }
+
+    /// Number of slots.
+    pub fn slot_count(&self) -> usize {
+        self.slot_count
+    }
+
+    /// Bytes of each slot's data span.
+    pub fn slot_bytes(&self) -> u64 {
+        self.slot_bytes
+    }
+
+    /// Page kind of the region.
+    pub fn page_kind(&self) -> PageKind {
+        self.region.page_kind()
+    }
+
+    /// The launcher epoch stored in the header.
+    pub fn epoch(&self) -> u64 {
+        // Acquire: pairs with `bump_epoch`; an epoch seen here comes after the launcher's
+        // recovery work that preceded the bump.
+        self.header().epoch.load(Ordering::Acquire)
+    }
+
+    /// Increments the epoch (the launcher does this on each restart) and returns the new value.
+    pub fn bump_epoch(&self) -> u64 {
+        // AcqRel: publishes the caller's recovery (reclaims) to readers of the new epoch.
+        self.header().epoch.fetch_add(1, Ordering::AcqRel) + 1
+    }
+
+    // ----- producer side -----
+
+    /// Takes a FREE slot for writing without blocking.
+    pub fn try_acquire_free(&self, owner: u32) -> Result<Option<SlotWriter<'_>>> {
+        let owner = check_owner(owner)?;
+        Ok(state::try_take_free(self, owner, 0).map(|(index, word)| SlotWriter {
+            ring: self,
+            index,
+            word,
+            plan: None,
+        }))
+    }
+
+    /// Takes a FREE slot for writing, sleeping until one is free or `timeout` passes
+    /// (`None`: wait forever). This is the backpressure on producers.
+    pub fn acquire_free(&self, owner: u32, timeout: Option<Duration>) -> Result<SlotWriter<'_>> {
+        check_owner(owner)?;
+        self.wait_for(Event::Free, timeout, || self.try_acquire_free(owner))
+    }
+
+    // ----- consumer side -----
+
+    /// Claims the oldest READY slot without blocking (use it to gather a batch).
+    pub fn try_claim_ready(&self, owner: u32) -> Result<Option<ClaimedSlot<'_>>> {
+        let owner = check_owner(owner)?;
+        Ok(state::try_take_ready(self, owner).map(|(index, word)| ClaimedSlot { ring: self, index, word }))
+    }
+
+    /// Claims the oldest READY slot, sleeping until one is ready or `timeout` passes.
+    pub fn claim_ready(&self, owner: u32, timeout: Option<Duration>) -> Result<ClaimedSlot<'_>> {
+        check_owner(owner)?;
+        self.wait_for(Event::Ready, timeout, || self.try_claim_ready(owner))
+    }
+
+    // ----- job owner side -----
+
+    /// Takes any unowned DONE slot to collect its result, without blocking.
+    pub fn try_take_done(&self, owner: u32) -> Result<Option<DoneSlot<'_>>> {
+        let owner = check_owner(owner)?;
+        Ok(state::try_take_done(self, owner).map(|(index, word)| DoneSlot { ring: self, index, word }))
+    }
+
+    /// Takes any unowned DONE slot, sleeping until one exists or `timeout` passes.
+    pub fn take_next_done(&self, owner: u32, timeout: Option<Duration>) -> Result<DoneSlot<'_>> {
+        check_owner(owner)?;
+        self.wait_for(Event::Done, timeout, || self.try_take_done(owner))
+    }
+
+    /// Takes the DONE slot `index` if it still has `generation` (as seen in a
+    /// [`Ring::snapshot`]) and nobody is collecting it.
+    pub fn take_done(&self, owner: u32, index: usize, generation: u64) -> Result<DoneSlot<'_>> {
+        let owner = check_owner(owner)?;
+        self.check_index(index)?;
+        let ctl = self.ctl(index);
+        let word = ctl.load();
+        let expected = Word::new(SlotState::Done, true, 0, generation);
+        if word != expected {
+            return Err(stale(index, expected, word));
+        }
+        let word = ctl
+            .transition(expected, expected.successor(SlotState::Done, true, owner))
+            .map_err(|found| stale(index, expected, found))?;
+        Ok(DoneSlot { ring: self, index, word })
+    }
+
+    /// Sleeps until some slot is DONE and not being collected, or `timeout` passes. Returns
+    /// whether such a slot exists.
+    pub fn wait_done(&self, timeout: Option<Duration>) -> Result<bool> {
+        let any_done = || {
+            Ok((0..self.slot_count).any(|i| {
+                let w = self.ctl(i).load();
+                w.is(SlotState::Done) && w.owner() == 0
+            })
+            .then_some(()))
+        };
+        match self.wait_for(Event::Done, timeout, any_done) {
+            Ok(()) => Ok(true),
+            Err(e) if e.is_timeout() => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    // ----- status and recovery -----
+
+    /// One line per slot: state, generation, owner and (when stable) meta.
+    pub fn snapshot(&self) -> Vec<SlotSnapshot> {
+        (0..self.slot_count)
+            .map(|index| {
+                let (word, meta) = self.read_meta_consistent(index);
+                SlotSnapshot {
+                    index,
+                    state: word.state(),
+                    generation: word.generation(),
+                    owner: (word.owner() != 0).then_some(word.owner()),
+                    meta,
+                }
+            })
+            .collect()
+    }
+
+    /// How many slots are in each state.
+    pub fn counts(&self) -> StateCounts {
+        let mut c = StateCounts::default();
+        for i in 0..self.slot_count {
+            match self.ctl(i).load().state() {
+                Some(SlotState::Free) => c.free += 1,
+                Some(SlotState::Writing) => c.writing += 1,
+                Some(SlotState::Ready) => c.ready += 1,
+                Some(SlotState::Claimed) => c.claimed += 1,
+                Some(SlotState::Done) => c.done += 1,
+                None => c.corrupt += 1,
+            }
+        }
+        c
+    }
+
+    /// Takes every slot owned by `owner` back: WRITING → FREE, CLAIMED → READY (the synthesis is
+    /// kept), DONE being collected → DONE. Idempotent. Only call it for an owner that is dead
+    /// (reaped): a live one could still write the memory it held.
+    pub fn reclaim_owner(&self, owner: u32) -> ReclaimReport {
+        let moved = state::reclaim_owner(self, owner, |index, word| {
+            if word.has_meta() {
+                // Relaxed loads ordered after the Acquire load that saw M set; the CAS that
+                // follows fails if the slot changed, discarding this read.
+                Some(self.read_meta(index))
+            } else {
+                None
+            }
+        });
+        let mut report = ReclaimReport::default();
+        let (mut free, mut ready, mut done) = (false, false, false);
+        for m in moved {
+            let slot = ReclaimedSlot {
+                index: m.index,
+                owner,
+                from: m.from.state().unwrap_or(SlotState::Free),
+                generation: m.to.generation(),
+                meta: m.peeked,
+            };
+            tracing::warn!(
+                slot = slot.index,
+                owner,
+                from = %slot.from,
+                job_id = slot.meta.map(|m| m.job_id),
+                partition = slot.meta.map(|m| m.partition),
+                "reclaimed slot of dead owner"
+            );
+            match slot.from {
+                SlotState::Writing => {
+                    free = true;
+                    report.writing_freed.push(slot)
+                }
+                SlotState::Claimed => {
+                    ready = true;
+                    report.claimed_requeued.push(slot)
+                }
+                _ => {
+                    done = true;
+                    report.done_released.push(slot)
+                }
+            }
+        }
+        if free {
+            self.notify(Event::Free);
+        }
+        if ready {
+            self.notify(Event::Ready);
+        }
+        if done {
+            self.notify(Event::Done);
+        }
+        report
+    }
+
+    /// Reclaims the slots of every owner that is no longer alive ([`pid_alive`]); the sweep a
+    /// launcher runs after restarting or on a timer. Never reclaims this process's own slots.
+    pub fn reclaim_dead(&self) -> ReclaimReport {
+        let me = std::process::id();
+        let mut owners: Vec<u32> = (0..self.slot_count).map(|i| self.ctl(i).load().owner()).collect();
+        owners.sort_unstable();
+        owners.dedup();
+        let mut report = ReclaimReport::default();
+        for owner in owners {
+            if owner != 0 && owner != me && !pid_alive(owner) {
+                report.merge(self.reclaim_owner(owner));
+            }
+        }
+        report
+    }
+
+    // ----- internals -----
+
+    fn read_meta(&self, index: usize) -> SlotMeta {
+        let h = self.slot_header(index);
+        // Relaxed: meta is published by the CAS that set M; callers validate by re-reading or
+        // CASing the state word.
+        SlotMeta {
+            job_id: h.job_id.load(Ordering::Relaxed),
+            circuit_id: h.circuit_id.load(Ordering::Relaxed),
+            partition: h.partition.load(Ordering::Relaxed),
+            attempt: h.attempt.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Seqlock-style read: the meta is returned only if the state word (with M set) did not
+    /// change around the read.
+    fn read_meta_consistent(&self, index: usize) -> (Word, Option<SlotMeta>) {
+        let ctl = self.ctl(index);
+        let mut word = ctl.load();
+        for _ in 0..4 {
+            if !word.has_meta() {
+                return (word, None);
+            }
+            let meta = self.read_meta(index);
+            // ===================== SYNC POINT =====================
+            // Acquire fence: orders the meta loads above before the re-load of the word, pairing
+            // with the Release fence in `begin` (after taking the slot, before writing meta). If a
+            // meta load saw a newer producer's value, the re-load sees that producer's word.
+            std::sync::atomic::fence(Ordering::Acquire);
+            let again = ctl.load();
+            if again == word {
+                return (word, Some(meta));
+            }
+            word = again;
+        }
+        (word, None)
+    }
+
+    fn read_raw_layout(&self, index: usize) -> RawSlotLayout {
+        let h = self.slot_header(index);
+        // Relaxed (every load here): the caller owns the slot; its Acquire CAS ordered these
+        // fields, and a foreign scribbler can only make them fail validation, not race it —
+        // they are read once into this copy.
+        let arr = |a: &[std::sync::atomic::AtomicU64], out: &mut [u64]| {
+            for (o, x) in out.iter_mut().zip(a) {
+                *o = x.load(Ordering::Relaxed);
+            }
+        };
+        let mut raw = RawSlotLayout::default();
+        arr(&h.offsets, &mut raw.offsets);
+        arr(&h.capacities, &mut raw.capacities);
+        arr(&h.lengths, &mut raw.lengths);
+        arr(&h.density_bits, &mut raw.density_bits);
+        arr(&h.popcounts, &mut raw.popcounts);
+        raw
+    }
+
+    /// The validator: copy the header once, check geometry against the slot span, recount
+    /// bitmaps.
+    fn validate_slot(&self, index: usize) -> Result<SlotLayout> {
+        let layout = check_geometry(&self.read_raw_layout(index), self.slot_bytes, index)?;
+        let base = self.slot_data(index);
+        check_densities(&layout, index, |which| {
+            let f = which.field();
+            // SAFETY: `check_geometry` proved the bitmap's range lies inside this slot's span,
+            // 64-byte aligned; `u64: ShmSafe`; the caller owns the slot (no writer).
+            unsafe { shm_slice::<u64>(base, layout.offset(f), layout.len(f)) }
+        })?;
+        Ok(layout)
+    }
+
+    fn notify(&self, event: Event) {
+        let ev = &self.header().events[event as usize];
+        // ===================== SYNC POINT =====================
+        // SeqCst increment, then SeqCst load of the waiter count, against the waiter's SeqCst
+        // register-then-read in `wait_for`: in the single SeqCst order either we see the waiter
+        // (and wake it) or it reads our increment, which happens after our transition CAS, so
+        // its re-scan sees the slot.
+        ev.seq.fetch_add(1, Ordering::SeqCst);
+        // SeqCst: see the SYNC POINT above.
+        if ev.waiters.load(Ordering::SeqCst) != 0 {
+            // Shared (not PRIVATE) futex: waiters may be other processes.
+            if let Err(e) = futex::wake(&ev.seq, futex::Flags::empty(), i32::MAX as u32) {
+                tracing::warn!(event = event.name(), "futex wake failed: {e}");
+            }
+        }
+    }
+
+    fn wait_for<T>(
+        &self,
+        event: Event,
+        timeout: Option<Duration>,
+        mut attempt: impl FnMut() -> Result<Option<T>>,
+    ) -> Result<T> {
+        if let Some(v) = attempt()? {
+            return Ok(v);
+        }
+        let start = Instant::now();
+        let deadline = timeout.and_then(|t| start.checked_add(t));
+        let ev = &self.header().events[event as usize];
+        loop {
+            let _registered = Registered::new(ev);
+            // SeqCst: after registering (see `notify`'s SYNC POINT).
+            let seen = ev.seq.load(Ordering::SeqCst);
+            if let Some(v) = attempt()? {
+                return Ok(v);
+            }
+            // `None` when waiting forever (or the deadline overflowed: as good as forever).
+            let remaining = match deadline {
+                None => None,
+                Some(d) => {
+                    let now = Instant::now();
+                    if now >= d {
+                        return Err(ErrorKind::Timeout { what: event.name(), waited: now - start }.into());
+                    }
+                    Some(d - now)
+                }
+            };
+            let ts = remaining.map(|r| futex::Timespec {
+                tv_sec: r.as_secs().min(i64::MAX as u64) as i64,
+                tv_nsec: i64::from(r.subsec_nanos()),
+            });
+            match futex::wait(&ev.seq, futex::Flags::empty(), seen, ts) {
+                Ok(()) => {}
+                Err(e) if e == rustix::io::Errno::AGAIN
+                    || e == rustix::io::Errno::INTR
+                    || e == rustix::io::Errno::TIMEDOUT => {}
+                Err(e) => return Err(Error::io("futex_wait", e)),
+            }
+        }
+    }
+}
+
+/// A registration in an event's waiter count, removed on drop.
+struct Registered<'a>(&'a EventWord);
+
+impl<'a> Registered<'a> {
+    fn new(ev: &'a EventWord) -> Self {
+        // SeqCst: see `Ring::notify`'s SYNC POINT.
+        ev.waiters.fetch_add(1, Ordering::SeqCst);
+        Registered(ev)
+    }
+}
+
+impl Drop for Registered<'_> {
+    fn drop(&mut self) {
+        // Relaxed: leaving only makes wakers skip a wake that would find nobody; a waker that
+        // still sees us issues one useless wake.
+        self.0.waiters.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// A reference to a `T` at `offset` of the mapping.
+///
+/// # Safety
+///
+/// `offset..offset + size_of::<T>()` lies inside the mapping, `base + offset` is aligned for `T`,
+/// and the mapping outlives `'a`.
+unsafe fn shm_ref<'a, T: ShmSafe>(base: *const u8, offset: usize) -> &'a T {
+    // SAFETY: the caller's contract; any bytes are a valid `T` (`ShmSafe`).
+    unsafe { &*base.add(offset).cast::<T>() }
+}
+
+/// A shared slice of `len` `T`s at `offset` from `base`.
+///
+/// # Safety
+///
+/// The range lies in the mapping, is aligned for `T`, nobody writes it while the slice lives,
+/// and the mapping outlives `'a`.
+unsafe fn shm_slice<'a, T: ShmSafe>(base: *const u8, offset: usize, len: usize) -> &'a [T] {
+    // SAFETY: the caller's contract; any bytes are valid `T`s (`ShmSafe`).
+    unsafe { std::slice::from_raw_parts(base.add(offset).cast::<T>(), len) }
+}
+
+/// A mutable slice of `len` `T`s at `offset` from `base`.
+///
+/// # Safety
+///
+/// As [`shm_slice`], and nobody else reads or writes the range while the slice lives.
+unsafe fn shm_slice_mut<'a, T: ShmSafe>(base: *mut u8, offset: usize, len: usize) -> &'a mut [T] {
+    // SAFETY: the caller's contract; any bytes are valid `T`s (`ShmSafe`).
+    unsafe { std::slice::from_raw_parts_mut(base.add(offset).cast::<T>(), len) }
+}
+
+fn stale(index: usize, expected: Word, found: Word) -> Error {
+    ErrorKind::StaleSlot {
+        index,
+        expected_state: expected.state().unwrap_or(SlotState::Free),
+        expected_generation: expected.generation(),
+        found_state: found.state_name(),
+        found_generation: found.generation(),
+    }
+    .into()
+}
+
+/// Checks `word` is still what the handle installed.
+fn still_owned(ring: &Ring, index: usize, word: Word) -> Result<()> {
+    let found = ring.ctl(index).load();
+    if found != word {
+        return Err(stale(index, word, found));
+    }
+    Ok(())
+}
+
+// ===================================================================================
+// Producer handle
+// ===================================================================================
+
+/// A WRITING slot owned by this process. Dropping it without [`SlotWriter::publish`] returns
+/// the slot to FREE.
+#[must_use = "dropping a writer frees the slot again"]
+pub struct SlotWriter<'r> {
+    ring: &'r Ring,
+    index: usize,
+    word: Word,
+    plan: Option<SlotLayout>,
+}
+
+/// Mutable views of all arrays of a slot being written, disjoint from one another.
+#[derive(Debug)]
+pub struct SlotPartsMut<'a> {
+    /// `a` evaluations, capacity `n`.
+    pub a: &'a mut [Scalar],
+    /// `b` evaluations, capacity `n`.
+    pub b: &'a mut [Scalar],
+    /// `c` evaluations, capacity `n`.
+    pub c: &'a mut [Scalar],
+    /// Input assignment, capacity `inputs`.
+    pub input: &'a mut [Scalar],
+    /// Aux assignment, capacity `aux`.
+    pub aux: &'a mut [Scalar],
+    /// A-over-aux bitmap words (zeroed by `begin`).
+    pub density_a_aux: &'a mut [u64],
+    /// B-over-input bitmap words (zeroed by `begin`).
+    pub density_b_input: &'a mut [u64],
+    /// B-over-aux bitmap words (zeroed by `begin`).
+    pub density_b_aux: &'a mut [u64],
+}
+
+/// Where a published slot is: its index and the generation of its READY word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Published {
+    /// Slot index.
+    pub index: usize,
+    /// Generation of the READY state word.
+    pub generation: u64,
+}
+
+impl<'r> SlotWriter<'r> {
+    /// Slot index.
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
+    /// Generation of the state word this handle holds.
+    pub fn generation(&self) -> u64 {
+        self.word.generation()
+    }
+
+    /// Records `meta` and lays out the arrays for `caps` (packed, 64-byte aligned), zeroing the
+    /// three bitmaps. The scalar arrays are not cleared: they hold whatever the previous user
+    /// left. Fails if the arrays do not fit the slot, or if called twice.
+    pub fn begin(&mut self, meta: SlotMeta, caps: SlotCapacity) -> Result<()> {
+        if self.plan.is_some() {
+            return Err(ErrorKind::Protocol { index: self.index, what: "`begin` called twice" }.into());
+        }
+        let (offsets, capacities, total) = caps
+            .plan()
+            .ok_or_else(|| ErrorKind::InvalidConfig(format!("capacities {caps:?} overflow")))?;
+        if total > self.ring.slot_bytes {
+            return Err(ErrorKind::SlotTooSmall { need: total, have: self.ring.slot_bytes }.into());
+        }
+        still_owned(self.ring, self.index, self.word)?;
+        let h = self.ring.slot_header(self.index);
+        // ===================== SYNC POINT =====================
+        // Release fence: orders our acquisition of the slot (the FREE → WRITING CAS) before the
+        // meta stores below, pairing with the Acquire fence in `read_meta_consistent`.
+        std::sync::atomic::fence(Ordering::Release);
+        // Relaxed (every store here): published by the Release CAS that sets M below, and
+        // again by the one in `publish`.
+        h.job_id.store(meta.job_id, Ordering::Relaxed);
+        h.circuit_id.store(meta.circuit_id, Ordering::Relaxed);
+        h.partition.store(meta.partition, Ordering::Relaxed);
+        h.attempt.store(meta.attempt, Ordering::Relaxed);
+        for k in 0..8 {
+            h.offsets[k].store(offsets[k], Ordering::Relaxed);
+            h.capacities[k].store(capacities[k], Ordering::Relaxed);
+        }
+        for k in 0..3 {
+            h.lengths[k].store(0, Ordering::Relaxed);
+            h.density_bits[k].store(0, Ordering::Relaxed);
+            h.popcounts[k].store(0, Ordering::Relaxed);
+        }
+        let plan = check_geometry(
+            &RawSlotLayout {
+                offsets,
+                capacities,
+                lengths: [caps.n as u64, caps.inputs as u64, caps.aux as u64],
+                density_bits: [caps.aux as u64, caps.inputs as u64, caps.aux as u64],
+                popcounts: [0; 3],
+            },
+            self.ring.slot_bytes,
+            self.index,
+        )?;
+        let base = self.ring.slot_data(self.index);
+        for which in Density::ALL {
+            let f = which.field();
+            // SAFETY: the plan was validated against this slot's span; WRITING(us) makes the
+            // span ours alone.
+            unsafe { shm_slice_mut::<u64>(base, plan.offset(f), plan.capacity(f)) }.fill(0);
+        }
+        let next = self.word.successor(SlotState::Writing, true, self.word.owner());
+        self.word = self
+            .ring
+            .ctl(self.index)
+            .transition(self.word, next)
+            .map_err(|found| stale(self.index, self.word, found))?;
+        self.plan = Some(plan);
+        Ok(())
+    }
+
+    /// Mutable views of all arrays at their capacities. Fails before `begin` or once the handle
+    /// is stale.
+    pub fn parts_mut(&mut self) -> Result<SlotPartsMut<'_>> {
+        let plan = self
+            .plan
+            .ok_or(ErrorKind::Protocol { index: self.index, what: "arrays used before `begin`" })?;
+        still_owned(self.ring, self.index, self.word)?;
+        let base = self.ring.slot_data(self.index);
+        // SAFETY (all eight): the plan was validated against this slot's span (inside the
+        // region, 64-byte aligned, pairwise disjoint); WRITING(us) gives this handle the span
+        // alone, and `&mut self` keeps the slices unique in this process.
+        unsafe {
+            let s = |f: SlotField| shm_slice_mut::<Scalar>(base, plan.offset(f), plan.capacity(f));
+            let w = |f: SlotField| shm_slice_mut::<u64>(base, plan.offset(f), plan.capacity(f));
+            Ok(SlotPartsMut {
+                a: s(SlotField::A),
+                b: s(SlotField::B),
+                c: s(SlotField::C),
+                input: s(SlotField::Input),
+                aux: s(SlotField::Aux),
+                density_a_aux: w(SlotField::DensityAAux),
+                density_b_input: w(SlotField::DensityBInput),
+                density_b_aux: w(SlotField::DensityBAux),
+            })
+        }
+    }
+
+    /// `a` at capacity `n`.
+    pub fn a_mut(&mut self) -> Result<&mut [Scalar]> {
+        self.parts_mut().map(|p| p.a)
+    }
+    /// `b` at capacity `n`.
+    pub fn b_mut(&mut self) -> Result<&mut [Scalar]> {
+        self.parts_mut().map(|p| p.b)
+    }
+    /// `c` at capacity `n`.
+    pub fn c_mut(&mut self) -> Result<&mut [Scalar]> {
+        self.parts_mut().map(|p| p.c)
+    }
+    /// Input assignment at capacity `inputs`.
+    pub fn input_mut(&mut self) -> Result<&mut [Scalar]> {
+        self.parts_mut().map(|p| p.input)
+    }
+    /// Aux assignment at capacity `aux`.
+    pub fn aux_mut(&mut self) -> Result<&mut [Scalar]> {
+        self.parts_mut().map(|p| p.aux)
+    }
+    /// A bitmap's words at capacity.
+    pub fn density_mut(&mut self, which: Density) -> Result<&mut [u64]> {
+        self.parts_mut().map(|p| match which {
+            Density::AAux => p.density_a_aux,
+            Density::BInput => p.density_b_input,
+            Density::BAux => p.density_b_aux,
+        })
+    }
+
+    /// Popcount of a bitmap's first `bits` bits, for producers that do not track it.
+    pub fn popcount(&mut self, which: Density, bits: usize) -> Result<u64> {
+        let words = self.density_mut(which)?;
+        let full = (bits / 64).min(words.len());
+        let mut count: u64 = words[..full].iter().map(|w| u64::from(w.count_ones())).sum();
+        if bits % 64 != 0 && full < words.len() {
+            count += u64::from((words[full] & ((1u64 << (bits % 64)) - 1)).count_ones());
+        }
+        Ok(count)
+    }
+
+    /// Records the final lengths, validates the slot exactly as a consumer will, and makes it
+    /// READY (waking consumers). On any error the slot goes back to FREE.
+    pub fn publish(self, lengths: SlotLengths) -> Result<Published> {
+        let this = ManuallyDrop::new(self);
+        let result = this.publish_inner(lengths);
+        if result.is_err() {
+            let _ = this.abandon_inner();
+        }
+        result
+    }
+
+    fn publish_inner(&self, lengths: SlotLengths) -> Result<Published> {
+        if self.plan.is_none() {
+            return Err(ErrorKind::Protocol { index: self.index, what: "`publish` before `begin`" }.into());
+        }
+        still_owned(self.ring, self.index, self.word)?;
+        let h = self.ring.slot_header(self.index);
+        let (n, i, x) = (lengths.n as u64, lengths.inputs as u64, lengths.aux as u64);
+        // Relaxed (every store here): published by the Release CAS in `state::publish`.
+        for (k, v) in [n, i, x].into_iter().enumerate() {
+            h.lengths[k].store(v, Ordering::Relaxed);
+        }
+        for (k, v) in [x, i, x].into_iter().enumerate() {
+            h.density_bits[k].store(v, Ordering::Relaxed);
+        }
+        let pops = [lengths.a_aux_popcount, lengths.b_input_popcount, lengths.b_aux_popcount];
+        for (k, v) in pops.into_iter().enumerate() {
+            h.popcounts[k].store(v, Ordering::Relaxed);
+        }
+        self.ring.validate_slot(self.index)?;
+        let word = state::publish(self.ring, self.index, self.word)
+            .map_err(|found| stale(self.index, self.word, found))?;
+        self.ring.notify(Event::Ready);
+        Ok(Published { index: self.index, generation: word.generation() })
+    }
+
+    /// Gives the slot back unpublished (→ FREE), waking producers.
+    pub fn abandon(self) -> Result<()> {
+        ManuallyDrop::new(self).abandon_inner()
+    }
+
+    fn abandon_inner(&self) -> Result<()> {
+        let next = self.word.successor(SlotState::Free, false, 0);
+        self.ring
+            .ctl(self.index)
+            .transition(self.word, next)
+            .map_err(|found| stale(self.index, self.word, found))?;
+        self.ring.notify(Event::Free);
+        Ok(())
+    }
+
+    /// Forgets the handle and leaves the slot WRITING, exactly as if this process had died
+    /// here; only [`Ring::reclaim_owner`] recovers it. For crash tests.
+    pub fn leak(self) {
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for SlotWriter<'_> {
+    fn drop(&mut self) {
+        if let Err(e) = self.abandon_inner() {
+            tracing::debug!(slot = self.index, "dropped writer was already stale: {e}");
+        }
+    }
+}
+
+impl fmt::Debug for SlotWriter<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SlotWriter").field("index", &self.index).field("word", &self.word).finish()
+    }
+}
+
+// ===================================================================================
+// Consumer handle
+// ===================================================================================
+
+/// A CLAIMED slot owned by this process. Dropping it without [`ClaimedSlot::complete`] puts the
+/// slot back to READY.
+#[must_use = "dropping a claimed slot releases it to READY"]
+pub struct ClaimedSlot<'r> {
+    ring: &'r Ring,
+    index: usize,
+    word: Word,
+}
+
+/// A validated, zero-copy view of a claimed slot's payload.
+#[derive(Debug, Clone, Copy)]
+pub struct SlotView<'a> {
+    meta: SlotMeta,
+    layout: SlotLayout,
+    base: *const u8,
+    _slot: std::marker::PhantomData<&'a ClaimedSlot<'a>>,
+}
+
+/// A density bitmap as stored: words, bit length, popcount.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bitmap<'a> {
+    /// `ceil(bit_len / 64)` words, least significant bit first.
+    pub words: &'a [u64],
+    /// Number of valid bits.
+    pub bit_len: u64,
+    /// Set bits (recounted by the validator).
+    pub popcount: u64,
+}
+
+// SAFETY: a view is a set of shared slices into a claimed slot (like `&[Scalar]`): it can be
+// sent to and shared with other threads while the claim it borrows lives.
+unsafe impl Send for SlotView<'_> {}
+// SAFETY: as above.
+unsafe impl Sync for SlotView<'_> {}
+
+impl<'a> SlotView<'a> {
+    fn scalars(&self, f: SlotField) -> &'a [Scalar] {
+        // SAFETY: the layout passed `check_geometry` against this slot's span (inside the
+        // region, 64-byte aligned); the slot is CLAIMED by the handle this view borrows, so no
+        // protocol-abiding process writes it while the view lives.
+        unsafe { shm_slice(self.base, self.layout.offset(f), self.layout.len(f)) }
+    }
+
+    /// Meta written by the producer.
+    pub fn meta(&self) -> SlotMeta {
+        self.meta
+    }
+    /// The validated layout.
+    pub fn layout(&self) -> &SlotLayout {
+        &self.layout
+    }
+    /// `a`, `n` elements.
+    pub fn a(&self) -> &'a [Scalar] {
+        self.scalars(SlotField::A)
+    }
+    /// `b`, `n` elements.
+    pub fn b(&self) -> &'a [Scalar] {
+        self.scalars(SlotField::B)
+    }
+    /// `c`, `n` elements.
+    pub fn c(&self) -> &'a [Scalar] {
+        self.scalars(SlotField::C)
+    }
+    /// Input assignment (first element is ONE by convention; not checked).
+    pub fn input(&self) -> &'a [Scalar] {
+        self.scalars(SlotField::Input)
+    }
+    /// Aux assignment.
+    pub fn aux(&self) -> &'a [Scalar] {
+        self.scalars(SlotField::Aux)
+    }
+    /// A density bitmap.
+    pub fn density(&self, which: Density) -> Bitmap<'a> {
+        let f = which.field();
+        Bitmap {
+            // SAFETY: as in `scalars`.
+            words: unsafe { shm_slice(self.base, self.layout.offset(f), self.layout.len(f)) },
+            bit_len: self.layout.bit_len(which),
+            popcount: self.layout.popcount(which),
+        }
+    }
+}
+
+impl<'r> ClaimedSlot<'r> {
+    /// Slot index.
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
+    /// Generation of the state word this handle holds.
+    pub fn generation(&self) -> u64 {
+        self.word.generation()
+    }
+
+    /// The slot's meta.
+    pub fn meta(&self) -> SlotMeta {
+        self.ring.read_meta(self.index)
+    }
+
+    /// Validates the slot header against the slot span and returns zero-copy views. Every
+    /// offset, length, bit length and popcount is checked; a bad header is an
+    /// [`ErrorKind::InvalidSlot`] naming the field (fail the job with it and keep serving).
+    pub fn view(&self) -> Result<SlotView<'_>> {
+        still_owned(self.ring, self.index, self.word)?;
+        let layout = self.ring.validate_slot(self.index)?;
+        Ok(SlotView {
+            meta: self.meta(),
+            layout,
+            base: self.ring.slot_data(self.index),
+            _slot: std::marker::PhantomData,
+        })
+    }
+
+    /// Stores `result` in the slot's result area and makes it DONE (waking collectors).
+    pub fn complete(self, result: SlotResult<'_>) -> Result<()> {
+        let this = ManuallyDrop::new(self);
+        let r = this.complete_inner(result);
+        if r.is_err() {
+            // Not stale (that returns before touching anything) → give the slot back to READY.
+            let _ = this.release_inner();
+        }
+        r
+    }
+
+    fn complete_inner(&self, result: SlotResult<'_>) -> Result<()> {
+        let (status, bytes) = result.encode()?;
+        still_owned(self.ring, self.index, self.word)?;
+        let h = self.ring.slot_header(self.index);
+        // SAFETY: the result area is RESULT_CAPACITY bytes inside the slot header and `bytes`
+        // fits (checked by `encode`); CLAIMED(us) gives this handle the area alone.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), h.result.get().cast::<u8>(), bytes.len()) };
+        // Relaxed: published by the Release CAS to DONE below.
+        h.result_status.store(status, Ordering::Relaxed);
+        // Relaxed: as above. `encode` bounds the length by RESULT_CAPACITY (4096).
+        h.result_len.store(bytes.len() as u32, Ordering::Relaxed);
+        let next = self.word.successor(SlotState::Done, true, 0);
+        self.ring
+            .ctl(self.index)
+            .transition(self.word, next)
+            .map_err(|found| stale(self.index, self.word, found))?;
+        self.ring.notify(Event::Done);
+        Ok(())
+    }
+
+    /// Gives the slot back to READY for another consumer.
+    pub fn release(self) -> Result<()> {
+        ManuallyDrop::new(self).release_inner()
+    }
+
+    fn release_inner(&self) -> Result<()> {
+        let next = self.word.successor(SlotState::Ready, true, 0);
+        self.ring
+            .ctl(self.index)
+            .transition(self.word, next)
+            .map_err(|found| stale(self.index, self.word, found))?;
+        self.ring.notify(Event::Ready);
+        Ok(())
+    }
+
+    /// Forgets the handle, leaving the slot CLAIMED as if this process died here. For tests.
+    pub fn leak(self) {
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for ClaimedSlot<'_> {
+    fn drop(&mut self) {
+        if let Err(e) = self.release_inner() {
+            tracing::debug!(slot = self.index, "dropped claim was already stale: {e}");
+        }
+    }
+}
+
+impl fmt::Debug for ClaimedSlot<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClaimedSlot").field("index", &self.index).field("word", &self.word).finish()
+    }
+}
+
+// ===================================================================================
+// Collector handle
+// ===================================================================================
+
+/// A DONE slot being collected by this process. Dropping it without [`DoneSlot::free`] leaves
+/// it DONE for another collection.
+#[must_use = "dropping a done slot leaves it DONE"]
+pub struct DoneSlot<'r> {
+    ring: &'r Ring,
+    index: usize,
+    word: Word,
+}
+
+impl<'r> DoneSlot<'r> {
+    /// Slot index.
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
+    /// The slot's meta.
+    pub fn meta(&self) -> SlotMeta {
+        self.ring.read_meta(self.index)
+    }
+
+    /// The result the consumer stored, validated (status, length, UTF-8 of a message).
+    pub fn result(&self) -> Result<SlotResult<'_>> {
+        still_owned(self.ring, self.index, self.word)?;
+        let h = self.ring.slot_header(self.index);
+        // Relaxed: ordered by the Acquire CAS that took the slot after the consumer's Release.
+        let status = h.result_status.load(Ordering::Relaxed);
+        // Relaxed: as above.
+        let len = h.result_len.load(Ordering::Relaxed);
+        // SAFETY: the result area lies in the slot header; DONE(us) means nobody writes it.
+        let area: &[u8] = unsafe { &*h.result.get() };
+        SlotResult::decode(self.index, status, len, area)
+    }
+
+    /// Frees the slot (→ FREE, waking producers) and returns its meta.
+    pub fn free(self) -> Result<SlotMeta> {
+        let this = ManuallyDrop::new(self);
+        let meta = this.meta();
+        this.move_to(SlotState::Free, false, Event::Free)?;
+        Ok(meta)
+    }
+
+    /// Puts the slot back to READY to be proved again (e.g. after a GPU failure), keeping the
+    /// synthesis.
+    pub fn retry(self) -> Result<()> {
+        ManuallyDrop::new(self).move_to(SlotState::Ready, true, Event::Ready)
+    }
+
+    fn move_to(&self, state: SlotState, meta: bool, event: Event) -> Result<()> {
+        let next = self.word.successor(state, meta, 0);
+        self.ring
+            .ctl(self.index)
+            .transition(self.word, next)
+            .map_err(|found| stale(self.index, self.word, found))?;
+        self.ring.notify(event);
+        Ok(())
+    }
+
+    /// Forgets the handle, leaving the slot DONE and owned, as if this process died here.
+    pub fn leak(self) {
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for DoneSlot<'_> {
+    fn drop(&mut self) {
+        if let Err(e) = self.move_to(SlotState::Done, true, Event::Done) {
+            tracing::debug!(slot = self.index, "dropped done handle was already stale: {e}");
+        }
+    }
+}
+
+impl fmt::Debug for DoneSlot<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DoneSlot").field("index", &self.index).field("word", &self.word).finish()
+    }
+}
+
+// ===================================================================================
+// Status and recovery values
+// ===================================================================================
+
+/// One slot as seen by [`Ring::snapshot`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SlotSnapshot {
+    /// Slot index.
+    pub index: usize,
+    /// The state; `None` for an undecodable word.
+    pub state: Option<SlotState>,
+    /// Generation of the state word.
+    pub generation: u64,
+    /// Owning pid, if any.
+    pub owner: Option<u32>,
+    /// Meta, once `begin` ran and if it was read consistently.
+    pub meta: Option<SlotMeta>,
+}
+
+/// Number of slots per state.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StateCounts {
+    /// FREE slots.
+    pub free: usize,
+    /// WRITING slots.
+    pub writing: usize,
+    /// READY slots.
+    pub ready: usize,
+    /// CLAIMED slots.
+    pub claimed: usize,
+    /// DONE slots.
+    pub done: usize,
+    /// Slots with an undecodable state word.
+    pub corrupt: usize,
+}
+
+impl fmt::Display for StateCounts {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "free {} writing {} ready {} claimed {} done {}",
+            self.free, self.writing, self.ready, self.claimed, self.done
+        )?;
+        if self.corrupt != 0 {
+            write!(f, " corrupt {}", self.corrupt)?;
+        }
+        Ok(())
+    }
+}
+
+/// One slot moved by a reclaim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReclaimedSlot {
+    /// Slot index.
+    pub index: usize,
+    /// The dead owner.
+    pub owner: u32,
+    /// The state it was taken from.
+    pub from: SlotState,
+    /// Generation of the new state word.
+    pub generation: u64,
+    /// The job in the slot (`None` for a WRITING slot whose producer died before `begin`).
+    pub meta: Option<SlotMeta>,
+}
+
+/// What [`Ring::reclaim_owner`] / [`Ring::reclaim_dead`] moved.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReclaimReport {
+    /// WRITING slots returned to FREE: re-queue these jobs' partitions.
+    pub writing_freed: Vec<ReclaimedSlot>,
+    /// CLAIMED slots returned to READY: they will be proved again.
+    pub claimed_requeued: Vec<ReclaimedSlot>,
+    /// DONE slots whose collector died, left DONE for collection.
+    pub done_released: Vec<ReclaimedSlot>,
+}
+
+impl ReclaimReport {
+    /// Nothing was reclaimed.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Slots reclaimed.
+    pub fn len(&self) -> usize {
+        self.writing_freed.len() + self.claimed_requeued.len() + self.done_released.len()
+    }
+
+    fn merge(&mut self, other: ReclaimReport) {
+        self.writing_freed.extend(other.writing_freed);
+        self.claimed_requeued.extend(other.claimed_requeued);
+        self.done_released.extend(other.done_released);
+    }
+}
+
+/// Whether process `pid` is alive: it exists and is not a zombie. A pid can be reused after the
+/// process was reaped, so a launcher should reclaim its children's slots as soon as it reaps
+/// them ([`Ring::reclaim_owner`]); this check is for the sweep after a restart.
+pub fn pid_alive(pid: u32) -> bool {
+    let Some(p) = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw) else {
+        return false;
+    };
+    match rustix::process::test_kill_process(p) {
+        Err(rustix::io::Errno::SRCH) => false,
+        // Ok, or EPERM: it exists (owned by another user). Zombies pass kill(0) too.
+        _ => match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Ok(stat) => {
+                let state = stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next());
+                !matches!(state, Some('Z' | 'X'))
+            }
+            Err(_) => true,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::region::HugePagePolicy;
+    use std::sync::atomic::AtomicU64;
+
+    const ME: u32 = 4242;
+    const CAPS: SlotCapacity = SlotCapacity { n: 16, inputs: 3, aux: 70 };
+
+    fn ring(slots: u32) -> Ring {
+        let config = RingConfig { slot_count: slots, slot_bytes: CAPS.slot_bytes().unwrap() };
+        let region = Region::create("ring-test", config.region_bytes().unwrap(), HugePagePolicy::Plain).unwrap();
+        Ring::create(region, config).unwrap()
+    }
+
+    fn meta(job: u64) -> SlotMeta {
+        SlotMeta { job_id: job, circuit_id: 9, partition: (job % 10) as u32, attempt: 0 }
+    }
+
+    fn lengths() -> SlotLengths {
+        SlotLengths { n: 16, inputs: 3, aux: 70, ..SlotLengths::default() }
+    }
+
+    /// Writes a slot whose contents derive from `job` and publishes it.
+    fn produce(ring: &Ring, job: u64) -> Published {
+        let mut w = ring.acquire_free(ME, Some(Duration::from_secs(5))).unwrap();
+        w.begin(meta(job), CAPS).unwrap();
+        let p = w.parts_mut().unwrap();
+        for (k, s) in p.a.iter_mut().chain(p.aux.iter_mut()).enumerate() {
+            *s = Scalar::from(job * 1000 + k as u64);
+        }
+        p.density_a_aux[1] = 0b11; // bits 64, 65 of 70
+        p.density_b_input[0] = 0b101;
+        w.publish(SlotLengths { a_aux_popcount: 2, b_input_popcount: 2, ..lengths() }).unwrap()
+    }
+
+    fn kind<T: fmt::Debug>(r: Result<T>) -> ErrorKind {
+        r.unwrap_err().into_kind()
+    }
+
+    #[test]
+    fn full_cycle_moves_payload_and_result() {
+        let ring = ring(2);
+        let p = produce(&ring, 5);
+        assert_eq!(p.generation, 3, "FREE→WRITING→(begin)→READY");
+        let c = ring.try_claim_ready(ME).unwrap().unwrap();
+        let v = c.view().unwrap();
+        assert_eq!(v.meta(), meta(5));
+        assert_eq!((v.a().len(), v.input().len(), v.aux().len()), (16, 3, 70));
+        assert_eq!(v.a()[3], Scalar::from(5003u64));
+        assert_eq!(v.aux()[0], Scalar::from(5016u64));
+        let d = v.density(Density::AAux);
+        assert_eq!((d.words, d.bit_len, d.popcount), (&[0, 0b11][..], 70, 2));
+        assert_eq!(v.density(Density::BInput).popcount, 2);
+        assert_eq!(ring.counts(), StateCounts { free: 1, claimed: 1, ..StateCounts::default() });
+        c.complete(SlotResult::Failed("gpu on fire")).unwrap();
+        assert!(ring.wait_done(Some(Duration::ZERO)).unwrap());
+        let done = ring.try_take_done(ME).unwrap().unwrap();
+        assert!(ring.try_take_done(ME).unwrap().is_none());
+        assert_eq!(done.result().unwrap(), SlotResult::Failed("gpu on fire"));
+        assert_eq!(done.free().unwrap(), meta(5));
+        assert_eq!(ring.counts().free, 2);
+    }
+
+    #[test]
+    fn open_validates_the_header() {
+        let ring = ring(3);
+        let dup = ring.region().fd().try_clone_to_owned().unwrap();
+        // SAFETY: a region made by `create`, used by this test only.
+        let opened = Ring::open(unsafe { Region::from_inherited_fd(dup) }.unwrap()).unwrap();
+        assert_eq!(opened.config(), ring.config());
+        produce(&ring, 1);
+        assert_eq!(opened.try_claim_ready(ME).unwrap().unwrap().meta(), meta(1), "same memory");
+
+        let reopen = |tamper: &dyn Fn(&RingHeader)| {
+            let dup = ring.region().fd().try_clone_to_owned().unwrap();
+            // SAFETY: as above.
+            let region = unsafe { Region::from_inherited_fd(dup) }.unwrap();
+            // SAFETY: the header of this test's ring.
+            tamper(unsafe { shm_ref::<RingHeader>(region.as_ptr(), 0) });
+            let r = Ring::open(region).map(|_| ());
+            // SAFETY: as above; restore what the tamper changed.
+            let h = unsafe { shm_ref::<RingHeader>(ring.region().as_ptr(), 0) };
+            h.magic.store(MAGIC, Ordering::Relaxed);
+            h.version.store(LAYOUT_VERSION, Ordering::Relaxed);
+            h.slot_count.store(3, Ordering::Relaxed);
+            kind(r)
+        };
+        assert!(matches!(reopen(&|h| h.version.store(0, Ordering::Relaxed)), ErrorKind::NotInitialised));
+        assert!(matches!(reopen(&|h| h.version.store(2, Ordering::Relaxed)), ErrorKind::VersionMismatch { found: 2, .. }));
+        assert!(matches!(reopen(&|h| h.magic.store(1, Ordering::Relaxed)), ErrorKind::BadMagic { found: 1, .. }));
+        assert!(matches!(reopen(&|h| h.slot_count.store(4, Ordering::Relaxed)), ErrorKind::BadHeader { field: "data_offset", .. }));
+        assert!(matches!(reopen(&|h| h.slot_count.store(0, Ordering::Relaxed)), ErrorKind::BadHeader { field: "slot_count", .. }));
+
+        let small = Region::create("small", 4096, HugePagePolicy::Plain).unwrap();
+        assert!(matches!(kind(Ring::open(small)), ErrorKind::NotInitialised));
+        let small = Region::create("small", 4096, HugePagePolicy::Plain).unwrap();
+        assert!(matches!(kind(Ring::create(small, ring.config())), ErrorKind::TooSmall { .. }));
+    }
+
+    #[test]
+    fn stale_handles_cannot_touch_reclaimed_slots() {
+        let ring = ring(2);
+        // a producer dies mid-write
+        let mut w = ring.try_acquire_free(ME).unwrap().unwrap();
+        w.begin(meta(1), CAPS).unwrap();
+        let (index, gen) = (w.index(), w.generation());
+        let stale_writer = SlotWriter { ring: &ring, index, word: w.word, plan: w.plan };
+        w.leak();
+        let report = ring.reclaim_owner(ME);
+        assert_eq!(report.writing_freed.len(), 1);
+        assert_eq!(report.writing_freed[0].meta, Some(meta(1)));
+        assert_eq!(report.writing_freed[0].generation, gen + 1);
+        assert!(ring.reclaim_owner(ME).is_empty(), "idempotent");
+        let e = stale_writer.publish(lengths()).unwrap_err();
+        assert!(e.is_stale(), "{e}");
+        assert_eq!(ring.counts().free, 2);
+
+        // a consumer dies mid-claim: the synthesis is kept
+        produce(&ring, 2);
+        let c = ring.try_claim_ready(ME).unwrap().unwrap();
+        let stale_claim = ClaimedSlot { ring: &ring, index: c.index, word: c.word };
+        c.leak();
+        let report = ring.reclaim_owner(ME);
+        assert_eq!(report.claimed_requeued.len(), 1);
+        assert_eq!(report.claimed_requeued[0].meta.unwrap().job_id, 2);
+        assert!(stale_claim.view().unwrap_err().is_stale());
+        assert!(stale_claim.complete(SlotResult::Proof(&[0; 192])).unwrap_err().is_stale());
+        let again = ring.try_claim_ready(7).unwrap().unwrap();
+        assert_eq!(again.view().unwrap().a()[1], Scalar::from(2001u64));
+        again.complete(SlotResult::Proof(&[1; 192])).unwrap();
+
+        // a collector dies mid-collection
+        ring.try_take_done(ME).unwrap().unwrap().leak();
+        assert!(ring.try_take_done(8).unwrap().is_none());
+        assert_eq!(ring.reclaim_owner(ME).done_released.len(), 1);
+        assert!(ring.try_take_done(8).unwrap().is_some());
+    }
+
+    #[test]
+    fn dropped_handles_give_slots_back() {
+        let ring = ring(1);
+        drop(ring.try_acquire_free(ME).unwrap().unwrap());
+        assert_eq!(ring.counts().free, 1);
+        produce(&ring, 3);
+        drop(ring.try_claim_ready(ME).unwrap().unwrap());
+        assert_eq!(ring.counts().ready, 1);
+        ring.try_claim_ready(ME).unwrap().unwrap().complete(SlotResult::Proof(&[])).unwrap();
+        drop(ring.try_take_done(ME).unwrap().unwrap());
+        assert_eq!(ring.counts().done, 1);
+        let snap = ring.snapshot();
+        assert_eq!(snap[0].state, Some(SlotState::Done));
+        assert_eq!((snap[0].owner, snap[0].meta), (None, Some(meta(3))));
+        ring.try_take_done(ME).unwrap().unwrap().retry().unwrap();
+        assert_eq!(ring.counts().ready, 1, "retry keeps the synthesis");
+    }
+
+    #[test]
+    fn protocol_misuse_is_an_error() {
+        let ring = ring(1);
+        let mut w = ring.try_acquire_free(ME).unwrap().unwrap();
+        assert!(matches!(kind(w.a_mut()), ErrorKind::Protocol { .. }));
+        let big = SlotCapacity { n: 1 << 20, ..CAPS };
+        assert!(matches!(kind(w.begin(meta(0), big)), ErrorKind::SlotTooSmall { .. }));
+        w.begin(meta(0), CAPS).unwrap();
+        assert!(matches!(kind(w.begin(meta(0), CAPS)), ErrorKind::Protocol { .. }));
+        w.density_mut(Density::BAux).unwrap()[0] = 1;
+        // popcount recorded wrong: publish fails with the consumer's error and frees the slot
+        let e = w.publish(lengths()).unwrap_err();
+        assert!(matches!(e.kind(), ErrorKind::InvalidSlot { field: SlotField::DensityBAux, .. }), "{e}");
+        assert_eq!(ring.counts().free, 1);
+        let mut w = ring.try_acquire_free(ME).unwrap().unwrap();
+        w.begin(meta(0), CAPS).unwrap();
+        assert_eq!(w.density_mut(Density::BAux).unwrap()[0], 0, "begin zeroes bitmaps");
+        let e = w.publish(SlotLengths { n: 17, ..lengths() }).unwrap_err();
+        assert!(matches!(e.kind(), ErrorKind::InvalidSlot { field: SlotField::A, .. }), "{e}");
+        assert!(matches!(kind(ring.try_acquire_free(0)), ErrorKind::InvalidOwner { .. }));
+        assert!(matches!(kind(ring.try_claim_ready(MAX_OWNER + 1)), ErrorKind::InvalidOwner { .. }));
+        assert!(matches!(kind(ring.take_done(ME, 5, 0)), ErrorKind::SlotOutOfRange { .. }));
+        assert!(kind(ring.take_done(ME, 0, 0)).to_string().contains("stale"));
+    }
+
+    #[test]
+    fn consumer_rejects_a_corrupted_header() {
+        let ring = ring(1);
+        produce(&ring, 4);
+        let c = ring.try_claim_ready(ME).unwrap().unwrap();
+        let h = ring.slot_header(c.index());
+        let cases: [(&AtomicU64, u64, SlotField); 3] = [
+            (&h.offsets[2], 1 << 40, SlotField::C),
+            (&h.offsets[3], 64, SlotField::Input),
+            (&h.lengths[1], 17, SlotField::Input),
+        ];
+        for (cell, bad, field) in cases {
+            let good = cell.swap(bad, Ordering::Relaxed);
+            let e = c.view().unwrap_err();
+            assert!(matches!(e.kind(), ErrorKind::InvalidSlot { field: f, .. } if *f == field), "{e}");
+            cell.store(good, Ordering::Relaxed);
+        }
+        c.view().unwrap();
+    }
+
+    #[test]
+    fn ready_slots_are_claimed_in_publish_order() {
+        let ring = ring(4);
+        for job in [10, 11, 12] {
+            produce(&ring, job);
+        }
+        let first = ring.try_claim_ready(ME).unwrap().unwrap();
+        assert_eq!(first.meta().job_id, 10);
+        first.release().unwrap();
+        let order: Vec<u64> = (0..3)
+            .map(|_| {
+                let c = ring.try_claim_ready(ME).unwrap().unwrap();
+                let j = c.meta().job_id;
+                c.leak();
+                j
+            })
+            .collect();
+        assert_eq!(order, vec![10, 11, 12], "a released slot keeps its place");
+    }
+
+    #[test]
+    fn waits_time_out_and_wake_across_threads() {
+        let ring = ring(1);
+        let w = ring.try_acquire_free(ME).unwrap().unwrap();
+        let t0 = Instant::now();
+        let e = ring.acquire_free(ME, Some(Duration::from_millis(30))).unwrap_err();
+        assert!(e.is_timeout() && t0.elapsed() >= Duration::from_millis(30), "{e}");
+        assert!(!ring.wait_done(Some(Duration::from_millis(1))).unwrap());
+        drop(w);
+        std::thread::scope(|s| {
+            let consumer = s.spawn(|| {
+                let c = ring.claim_ready(ME, Some(Duration::from_secs(10))).unwrap();
+                let job = c.meta().job_id;
+                c.complete(SlotResult::Proof(&job.to_le_bytes())).unwrap();
+                job
+            });
+            std::thread::sleep(Duration::from_millis(50));
+            produce(&ring, 77);
+            let done = ring.take_next_done(ME, Some(Duration::from_secs(10))).unwrap();
+            assert_eq!(done.result().unwrap(), SlotResult::Proof(&77u64.to_le_bytes()));
+            done.free().unwrap();
+            assert_eq!(consumer.join().unwrap(), 77);
+        });
+    }
+
+    #[test]
+    fn many_threads_move_every_item_exactly_once() {
+        let ring = ring(3);
+        let jobs = 400u64;
+        let seen: Vec<AtomicU64> = (0..jobs).map(|_| AtomicU64::new(0)).collect();
+        std::thread::scope(|s| {
+            for p in 0..2u64 {
+                let ring = &ring;
+                s.spawn(move || {
+                    for job in (p..jobs).step_by(2) {
+                        produce(ring, job);
+                    }
+                });
+            }
+            for _ in 0..2 {
+                let ring = &ring;
+                s.spawn(move || loop {
+                    let c = match ring.claim_ready(ME, Some(Duration::from_millis(300))) {
+                        Ok(c) => c,
+                        Err(e) if e.is_timeout() => return,
+                        Err(e) => panic!("{e}"),
+                    };
+                    let v = c.view().unwrap();
+                    let job = v.meta().job_id;
+                    assert_eq!(v.aux()[69], Scalar::from(job * 1000 + 85));
+                    c.complete(SlotResult::Proof(&job.to_le_bytes())).unwrap();
+                });
+            }
+            let mut collected = 0;
+            while collected < jobs {
+                let d = ring.take_next_done(ME, Some(Duration::from_secs(20))).unwrap();
+                let SlotResult::Proof(bytes) = d.result().unwrap() else { panic!("failed result") };
+                let job = u64::from_le_bytes(bytes.try_into().unwrap());
+                assert_eq!(d.free().unwrap().job_id, job);
+                seen[job as usize].fetch_add(1, Ordering::Relaxed);
+                collected += 1;
+            }
+        });
+        assert!(seen.iter().all(|c| c.load(Ordering::Relaxed) == 1), "each job exactly once");
+    }
+
+    #[test]
+    fn reclaim_dead_only_takes_dead_owners() {
+        let ring = ring(3);
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        assert!(!pid_alive(dead));
+        assert!(pid_alive(std::process::id()));
+        ring.try_acquire_free(dead).unwrap().unwrap().leak();
+        ring.try_acquire_free(std::process::id()).unwrap().unwrap().leak();
+        let report = ring.reclaim_dead();
+        assert_eq!(report.writing_freed.len(), 1);
+        assert_eq!(report.writing_freed[0].owner, dead);
+        assert_eq!(report.writing_freed[0].meta, None, "died before begin");
+        assert_eq!(ring.counts().writing, 1);
+        assert_eq!((ring.epoch(), ring.bump_epoch(), ring.epoch()), (0, 1, 1));
+    }
+}
