@@ -41,13 +41,16 @@
 //! ```
 
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
+use std::fs::File;
+use std::io::BufReader;
 use std::mem::MaybeUninit;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
 use std::time::Instant;
 
-use blstrs::Scalar;
+use bellperson::groth16::{prepare_verifying_key, verify_proof, PreparedVerifyingKey, VerifyingKey};
+use blstrs::{Bls12, Scalar};
 
 use super::{Assignment, Backend, Density, Proof};
 use crate::srs::{scan_params_file, SrsLengths};
@@ -293,6 +296,7 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 pub struct CudaBackend {
     srs: supraseal_c2::SRS,
     lens: SrsLengths,
+    pvk: PreparedVerifyingKey<Bls12>,
     path: PathBuf,
 }
 
@@ -320,6 +324,9 @@ impl CudaBackend {
     pub fn open(path: impl AsRef<Path>) -> Result<Self, Error> {
         let path = path.as_ref();
         let lens = scan_params_file(path)?;
+        let vk = VerifyingKey::<Bls12>::read(BufReader::new(File::open(path)?))
+            .map_err(|e| Error::format(format!("verifying key of `{}`: {e}", path.display())))?;
+        let pvk = prepare_verifying_key(&vk);
         if gpu_count()? == 0 {
             return Err(ErrorKind::NoGpu.into());
         }
@@ -342,12 +349,18 @@ impl CudaBackend {
             elapsed_ms = start.elapsed().as_millis() as u64,
             "cuda backend: SRS opened (points load in the background)"
         );
-        Ok(CudaBackend { srs, lens, path: path.to_owned() })
+        Ok(CudaBackend { srs, lens, pvk, path: path.to_owned() })
     }
 
     /// The lengths of the SRS this backend proves with.
     pub fn lengths(&self) -> &SrsLengths {
         &self.lens
+    }
+
+    /// Verifies a proof against the verifying key of this SRS with bellperson's verifier;
+    /// `public_inputs` excludes the leading ONE.
+    pub fn verify(&self, proof: &Proof, public_inputs: &[Scalar]) -> Result<bool, Error> {
+        Ok(verify_proof(&self.pvk, proof, public_inputs)?)
     }
 
     /// The parameters file this backend was opened with.
