@@ -341,6 +341,19 @@ pub fn render_table(rows: &[BenchRow]) -> String {
     out
 }
 
+/// A progress bar on stderr for a bench mode of `total` units (hidden when stderr is not a
+/// terminal); pass `&|done| bar.set_position(done as u64)` as the mode's progress callback.
+pub fn progress_bar(total: usize, label: &str) -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::new(total as u64);
+    if let Ok(style) = indicatif::ProgressStyle::with_template(
+        "{msg:>14} [{elapsed_precise}] {wide_bar} {pos}/{len} ({per_sec}, eta {eta})",
+    ) {
+        bar.set_style(style);
+    }
+    bar.set_message(label.to_string());
+    bar
+}
+
 /// The rows as a JSON array of objects (field names as in [`BenchRow`], `null` where undefined).
 pub fn rows_to_json(rows: &[BenchRow]) -> serde_json::Value {
     serde_json::Value::Array(
