@@ -217,6 +217,11 @@ impl JobTable {
         Some(JobOutcome { job_id, elapsed: job.submitted.elapsed(), spec: job.spec, result: Err(reason) })
     }
 
+    /// The seed of a live job.
+    pub fn seed_of(&self, job_id: u64) -> Option<u64> {
+        self.jobs.get(&job_id).map(|j| j.spec.seed)
+    }
+
     /// Whether the job is still live.
     pub fn contains(&self, job_id: u64) -> bool {
         self.jobs.contains_key(&job_id)

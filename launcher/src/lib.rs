@@ -1,8 +1,41 @@
-//! The launcher library behind the `splitprover` CLI.
+//! The launcher behind the `splitprover` CLI: it creates the shared-memory ring and the SRS
+//! images, starts synth-proc and the gpu-procs pinned to their own cores, supervises them, and owns
+//! the jobs.
+//!
+//! - [`pipeline::Pipeline`]: the running split pipeline (ring, SRS, children, job table);
+//!   [`pipeline::child`] starts and restarts one child;
+//! - [`jobs`]: the job table, pure bookkeeping;
+//! - [`cpuset`]: cpu lists, layouts and pinning (cgroup v2, cgroup v1, affinity);
+//! - [`timeline`], [`report`], [`bench`]: measuring;
+//! - [`cli`], [`commands`], [`config`], [`env`]: the command line and its settings;
+//! - [`notify`]: systemd notification.
+//!
+//! # Example
+//!
+//! ```no_run
+//! use launcher::pipeline::{Pipeline, PipelineSettings};
+//!
+//! let spec = "sha-chain:1".parse()?;
+//! let params = launcher::srs::resolve(&spec, None, &launcher::env::cache_dir())?;
+//! let pipeline = Pipeline::start(PipelineSettings::for_circuit(spec, params)?)?;
+//! let outcome = pipeline.submit("sha-chain:1", 7, 1)?.wait()?;
+//! assert!(outcome.result.is_ok());
+//! pipeline.shutdown();
+//! # Ok::<(), anyhow::Error>(())
+//! ```
 #![deny(missing_docs)]
 
 pub mod bench;
+pub mod cli;
+pub mod commands;
+pub mod config;
 pub mod cpuset;
+pub mod env;
+pub mod jobs;
+mod logging;
 pub mod notify;
+pub mod pipeline;
 pub mod report;
+pub mod ring;
+pub mod srs;
 pub mod timeline;

@@ -1,1 +1,5 @@
-fn main() {}
+//! The `splitprover` binary: everything lives in the library.
+
+fn main() -> std::process::ExitCode {
+    launcher::cli::main()
+}

@@ -1,3 +1,5 @@
-//! `splitprover bench`: the measured modes; [`local`] holds the ones that run inside this process.
+//! `splitprover bench`: the measured modes (see "Measuring" in the design notes); [`local`] holds
+//! the ones that run inside this process.
 
 pub mod local;
+pub mod split;

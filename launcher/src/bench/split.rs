@@ -1,0 +1,83 @@
+//! The split mode measured: jobs through a real [`Pipeline`] (synth-proc and gpu-proc as pinned
+//! processes, handing over through the ring), and the GPU-only capacity on pre-synthesized slots.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use crate::jobs::JobOutcome;
+use crate::pipeline::{Pipeline, PipelineSettings};
+use crate::timeline::Timeline;
+
+/// What a split run produced.
+pub struct SplitRun {
+    /// Every event of every process.
+    pub timeline: Timeline,
+    /// Every job's outcome, in completion order.
+    pub outcomes: Vec<JobOutcome>,
+    /// Pinning, page kind and cpus as the pipeline reported them at start.
+    pub status: crate::pipeline::PipelineStatus,
+}
+
+/// Proves `n` one-partition jobs of the pipeline's first circuit with at most `clients` jobs in
+/// flight (the client concurrency), as a proving farm's scheduler would submit them.
+pub fn run_split(
+    settings: PipelineSettings,
+    n: usize,
+    clients: usize,
+    progress: &dyn Fn(usize),
+) -> anyhow::Result<SplitRun> {
+    let circuit = settings.circuits[0].spec.to_string();
+    let pipeline = Pipeline::start(settings)?;
+    pipeline.wait_ready(Duration::from_secs(600))?;
+    let status = pipeline.status();
+    let _ = pipeline.take_timeline();
+    let mut in_flight = VecDeque::new();
+    let mut outcomes = Vec::with_capacity(n);
+    let mut next = 0usize;
+    while outcomes.len() < n {
+        while next < n && in_flight.len() < clients.max(1) {
+            in_flight.push_back(pipeline.submit(&circuit, 10_000 + next as u64, 1)?);
+            next += 1;
+        }
+        let handle = in_flight.pop_front().expect("a job is in flight");
+        outcomes.push(handle.wait()?);
+        progress(outcomes.len());
+    }
+    let timeline = Timeline::from_events(pipeline.take_timeline());
+    pipeline.shutdown();
+    Ok(SplitRun { timeline, outcomes, status })
+}
+
+/// GPU-only capacity: `n` jobs are synthesized into the ring first (the gpu-procs held back),
+/// then the gpu-procs start and prove them from their slots. Only the proving part of the
+/// timeline is returned. The ring needs at least `n` slots.
+pub fn run_gpu_only(mut settings: PipelineSettings, n: usize, progress: &dyn Fn(usize)) -> anyhow::Result<SplitRun> {
+    settings.slots = settings.slots.max(n);
+    settings.hold_gpus = true;
+    let circuit = settings.circuits[0].spec.to_string();
+    let pipeline = Pipeline::start(settings)?;
+    let handles = (0..n)
+        .map(|i| pipeline.submit(&circuit, 20_000 + i as u64, 1))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    // Wait until every job sits READY in the ring.
+    let deadline = std::time::Instant::now() + Duration::from_secs(3600);
+    while pipeline.ring().counts().ready < n {
+        anyhow::ensure!(std::time::Instant::now() < deadline, "synthesis did not fill the ring in time");
+        if let Some(f) = pipeline.status().fatal {
+            anyhow::bail!("{f}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = pipeline.take_timeline();
+    pipeline.release_gpus()?;
+    pipeline.wait_ready(Duration::from_secs(600))?;
+    let status = pipeline.status();
+    let mut outcomes = Vec::with_capacity(n);
+    for h in handles {
+        outcomes.push(h.wait()?);
+        progress(outcomes.len());
+    }
+    let timeline = Timeline::from_events(pipeline.take_timeline());
+    pipeline.shutdown();
+    Ok(SplitRun { timeline, outcomes, status })
+}

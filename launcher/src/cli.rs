@@ -1,0 +1,211 @@
+//! The `splitprover` command line: one variant per subcommand, each resolved into plain settings
+//! before any work starts, then handed to its module under `commands/`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::commands;
+
+/// splitprover: Groth16 proving split into a synthesis process and GPU processes that hand
+/// circuits over through a huge-page shared-memory ring.
+#[derive(Debug, Parser)]
+#[command(name = "splitprover", version, about, long_about = None)]
+pub struct Cli {
+    /// The subcommand.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Prove a handful of jobs through the split pipeline on the embedded default (CPU backend,
+    /// built-in SHA-256 chain, locally generated SRS), verify them, print a summary.
+    Demo(DemoArgs),
+    /// Prove one job through the split pipeline and write its proof.
+    Prove(ProveArgs),
+    /// Measure monolithic, in-process and split proving on the same circuit, in one run.
+    Bench(commands::bench::BenchArgs),
+    /// Run the long-lived service from a config file.
+    Run(RunArgs),
+    /// Send a job to a running service.
+    Submit(SubmitArgs),
+    /// Show a running service: processes, cpusets, huge pages, slots, jobs.
+    Status(StatusArgs),
+    /// SRS (Groth16 parameters) tools.
+    #[command(subcommand)]
+    Srs(SrsCommand),
+    /// Internal: run as synth-proc (started by the launcher).
+    #[command(name = "synth-proc", hide = true)]
+    SynthProc,
+    /// Internal: run as gpu-proc (started by the launcher).
+    #[command(name = "gpu-proc", hide = true)]
+    GpuProc,
+}
+
+/// Options every pipeline-starting command shares.
+#[derive(Debug, Args, Clone)]
+pub struct PipelineArgs {
+    /// Prover backend of the gpu-proc: `cpu` or `cuda`.
+    #[arg(long, default_value = "cpu")]
+    pub backend: String,
+    /// Number of gpu-procs (one per GPU).
+    #[arg(long, default_value_t = 1)]
+    pub gpus: usize,
+    /// Cores given to each gpu-proc (the rest go to synth-proc).
+    #[arg(long, default_value_t = 1)]
+    pub gpu_cores: usize,
+    /// Circuits proved together in one backend call.
+    #[arg(long, default_value_t = 1)]
+    pub batch: usize,
+    /// Partitions synthesized at once.
+    #[arg(long, default_value_t = 1)]
+    pub synth_concurrency: usize,
+    /// Ring slots.
+    #[arg(long, default_value_t = 4)]
+    pub slots: usize,
+    /// Huge pages for the ring: `auto`, `1g`, `2m`, `thp`, `none`.
+    #[arg(long, default_value = "auto")]
+    pub huge_pages: String,
+    /// Pinning: `auto`, `cgroup-v2`, `cgroup-v1`, `affinity`.
+    #[arg(long, default_value = "auto")]
+    pub pin: String,
+    /// Directory for generated SRS files.
+    #[arg(long, env = crate::env::SPLITPROVER_CACHE_DIR)]
+    pub cache_dir: Option<PathBuf>,
+}
+
+/// `splitprover demo`.
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Built-in circuit to prove.
+    #[arg(long, default_value = "sha-chain:1")]
+    pub circuit: String,
+    /// Number of jobs.
+    #[arg(short = 'n', long, default_value_t = 4)]
+    pub jobs: usize,
+    /// Pipeline options.
+    #[command(flatten)]
+    pub pipeline: PipelineArgs,
+}
+
+/// `splitprover prove`.
+#[derive(Debug, Args)]
+pub struct ProveArgs {
+    /// Circuit spec (`sha-chain:38`, `pubinputs:8`, `bits:4096`).
+    #[arg(long)]
+    pub circuit: String,
+    /// SRS file (bellperson `Parameters` format); default: the cache, generated if missing.
+    #[arg(long)]
+    pub srs: Option<PathBuf>,
+    /// Witness seed.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Partitions (independent circuits) in the job.
+    #[arg(long, default_value_t = 1)]
+    pub partitions: u32,
+    /// Where to write the proof bytes (192 bytes per partition, in order); the public inputs go to
+    /// `<out>.inputs.json`.
+    #[arg(long, short)]
+    pub out: PathBuf,
+    /// Pipeline options.
+    #[command(flatten)]
+    pub pipeline: PipelineArgs,
+}
+
+/// `splitprover run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Config file (TOML); see `systemd/config.example.toml`.
+    #[arg(long, short)]
+    pub config: PathBuf,
+}
+
+/// `splitprover submit`.
+#[derive(Debug, Args)]
+pub struct SubmitArgs {
+    /// Circuit spec.
+    #[arg(long)]
+    pub circuit: String,
+    /// Witness seed.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Partitions.
+    #[arg(long, default_value_t = 1)]
+    pub partitions: u32,
+    /// Number of jobs to send (seeds `seed`, `seed+1000`, ...).
+    #[arg(long, short = 'n', default_value_t = 1)]
+    pub jobs: usize,
+    /// Wait for the proofs.
+    #[arg(long)]
+    pub wait: bool,
+    /// Write each proof as `<out-dir>/job-<id>.proof` (implies --wait).
+    #[arg(long)]
+    pub out_dir: Option<PathBuf>,
+    /// The service socket.
+    #[arg(long, env = crate::env::SPLITPROVER_SOCKET)]
+    pub socket: Option<PathBuf>,
+}
+
+/// `splitprover status`.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// The service socket.
+    #[arg(long, env = crate::env::SPLITPROVER_SOCKET)]
+    pub socket: Option<PathBuf>,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `splitprover srs ...`.
+#[derive(Debug, Subcommand)]
+pub enum SrsCommand {
+    /// Generate random Groth16 parameters for a circuit (for tests and benchmarks only: the
+    /// randomness is not destroyed).
+    Generate {
+        /// Circuit spec.
+        #[arg(long)]
+        circuit: String,
+        /// Output file (bellperson `Parameters` format).
+        #[arg(long, short)]
+        out: PathBuf,
+        /// Seed of the parameters (reproducible); random if absent.
+        #[arg(long)]
+        seed: Option<u64>,
+    },
+    /// Check a parameter file: format, lengths, and that it fits a circuit.
+    Check {
+        /// The file.
+        file: PathBuf,
+        /// Circuit it must fit.
+        #[arg(long)]
+        circuit: Option<String>,
+    },
+}
+
+/// Parses the command line and runs it.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    crate::logging::init(matches!(cli.command, Command::SynthProc | Command::GpuProc));
+    let result = match cli.command {
+        Command::Demo(a) => commands::demo::run(a),
+        Command::Prove(a) => commands::prove::run(a),
+        Command::Bench(a) => commands::bench::run(a),
+        Command::Run(a) => commands::service::run(a),
+        Command::Submit(a) => commands::service::submit(a),
+        Command::Status(a) => commands::service::status(a),
+        Command::Srs(c) => commands::srs::run(c),
+        Command::SynthProc => synth_proc::run_from_env().map(|()| ExitCode::SUCCESS),
+        Command::GpuProc => gpu_proc::run_from_env().map(|()| ExitCode::SUCCESS),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}

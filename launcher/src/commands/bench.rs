@@ -1,0 +1,200 @@
+//! `splitprover bench`: monolithic, in-process and split proving of the same circuit with the same
+//! kernels on the same machine, plus the two capacities alone, in one invocation; and a sweep of
+//! cpuset splits and concurrencies for the split mode. Prints one table row per configuration
+//! and writes the TIMELINE log, a Chrome/Perfetto trace and an SVG waterfall per run.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Args;
+use kernels::circuits::CircuitSpec;
+use kernels::Backend;
+
+use crate::bench::{local, split};
+use crate::cli::PipelineArgs;
+use crate::report::{self, BenchRow, TimelineStats};
+use crate::timeline::Timeline;
+
+/// `splitprover bench`.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Circuit spec.
+    #[arg(long, default_value = "sha-chain:1")]
+    pub circuit: String,
+    /// Proofs per mode.
+    #[arg(short = 'n', long, default_value_t = 6)]
+    pub proofs: usize,
+    /// Client concurrency: jobs in flight in the split mode.
+    #[arg(short = 'j', long, default_value_t = 4)]
+    pub clients: usize,
+    /// Modes to run, comma separated: monolithic, inprocess, split, synth-only, gpu-only.
+    #[arg(long, default_value = "monolithic,inprocess,split,synth-only,gpu-only")]
+    pub modes: String,
+    /// Sweep: gpu-proc core counts for the split mode, comma separated (default: --gpu-cores).
+    #[arg(long)]
+    pub sweep_gpu_cores: Option<String>,
+    /// Sweep: synthesis concurrencies for the split mode, comma separated (default:
+    /// --synth-concurrency).
+    #[arg(long)]
+    pub sweep_synth: Option<String>,
+    /// Where to write TIMELINE logs, traces, waterfalls and the table as JSON.
+    #[arg(long, default_value = "bench-out")]
+    pub out_dir: PathBuf,
+    /// SRS file (default: the cache, generated if missing).
+    #[arg(long)]
+    pub srs: Option<PathBuf>,
+    /// Pipeline options (backend, batch, cores...).
+    #[command(flatten)]
+    pub pipeline: PipelineArgs,
+}
+
+fn list(text: Option<&str>, default: usize) -> anyhow::Result<Vec<usize>> {
+    match text {
+        None => Ok(vec![default]),
+        Some(t) => t
+            .split(',')
+            .map(|v| v.trim().parse::<usize>().with_context(|| format!("bad number `{v}` in `{t}`")))
+            .collect(),
+    }
+}
+
+/// Runs the bench.
+pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
+    let spec = super::parse_spec(&args.circuit)?;
+    let modes: Vec<String> = args.modes.split(',').map(|m| m.trim().to_owned()).collect();
+    for m in &modes {
+        anyhow::ensure!(
+            matches!(m.as_str(), "monolithic" | "inprocess" | "split" | "synth-only" | "gpu-only"),
+            "unknown mode `{m}`: use monolithic, inprocess, split, synth-only, gpu-only"
+        );
+    }
+    let base = super::settings_from_args(&args.pipeline, &spec, args.srs.as_deref())?;
+    std::fs::create_dir_all(&args.out_dir).with_context(|| format!("cannot create `{}`", args.out_dir.display()))?;
+    let n = args.proofs.max(1);
+    let batch = args.pipeline.batch.max(1);
+    let mut rows: Vec<BenchRow> = Vec::new();
+    let has = |m: &str| modes.iter().any(|x| x == m);
+    let params = base.circuits[0].params.clone();
+
+    if has("monolithic") || has("inprocess") {
+        let backend = local_backend(&args.pipeline.backend, &spec, &params)?;
+        if has("monolithic") {
+            let bar = report::progress_bar(n, "monolithic");
+            let run = local::run_monolithic(backend.as_ref(), &spec, n, batch, &|d| bar.set_position(d as u64))?;
+            bar.finish_and_clear();
+            rows.push(record(&args, &format!("batch {batch}"), "monolithic", &run.timeline, false)?);
+        }
+        if has("inprocess") {
+            let opts = local::InProcessOptions {
+                synth_threads: args.pipeline.synth_concurrency.max(1),
+                max_batch: batch,
+                queue_depth: args.clients.max(1),
+            };
+            let bar = report::progress_bar(n, "inprocess");
+            let run = local::run_inprocess(backend.as_ref(), &spec, n, &opts, &|d| bar.set_position(d as u64))?;
+            bar.finish_and_clear();
+            rows.push(record(&args, &format!("synth {} threads", opts.synth_threads), "inprocess", &run.timeline, false)?);
+        }
+    }
+    if has("synth-only") {
+        let threads = args.pipeline.synth_concurrency.max(1);
+        let bar = report::progress_bar(n, "synth-only");
+        let run = local::run_synth_only(&spec, n, threads, &|d| bar.set_position(d as u64))?;
+        bar.finish_and_clear();
+        rows.push(record(&args, &format!("{threads} threads"), "synth-only", &run.timeline, true)?);
+    }
+    if has("gpu-only") {
+        let bar = report::progress_bar(n, "gpu-only");
+        let run = split::run_gpu_only(base.clone(), n, &|d| bar.set_position(d as u64))?;
+        bar.finish_and_clear();
+        check_outcomes(&run)?;
+        let cfg = format!("gpu {} cores, batch {batch}", args.pipeline.gpu_cores);
+        rows.push(record(&args, &cfg, "gpu-only", &run.timeline, false)?);
+    }
+    if has("split") {
+        for gpu_cores in list(args.sweep_gpu_cores.as_deref(), args.pipeline.gpu_cores)? {
+            for synth in list(args.sweep_synth.as_deref(), args.pipeline.synth_concurrency)? {
+                let mut s = base.clone();
+                s.gpu_cores = gpu_cores;
+                s.synth_concurrency = synth;
+                let bar = report::progress_bar(n, "split");
+                let run = split::run_split(s, n, args.clients, &|d| bar.set_position(d as u64))?;
+                bar.finish_and_clear();
+                check_outcomes(&run)?;
+                let synth_cpus = run
+                    .status
+                    .children
+                    .iter()
+                    .find(|c| c.role == "synth-proc")
+                    .and_then(|c| c.cpus.clone())
+                    .unwrap_or_default();
+                let cfg = format!("gpu {gpu_cores} cores / synth cpus {synth_cpus} x{synth}, -j {}", args.clients);
+                rows.push(record(&args, &cfg, "split", &run.timeline, false)?);
+            }
+        }
+    }
+
+    println!("{}", report::render_table(&rows));
+    if let Some(split_row) = rows.iter().find(|r| r.mode == "split") {
+        let caps: Vec<BenchRow> = rows.iter().filter(|r| r.mode == "synth-only" || r.mode == "gpu-only").cloned().collect();
+        if !caps.is_empty() {
+            println!("{}", report::ratio_line(split_row, &caps));
+        }
+        if let Some(mono) = rows.iter().find(|r| r.mode == "monolithic") {
+            if let (Some(a), Some(b)) = (split_row.proofs_per_s, mono.proofs_per_s) {
+                println!("split / monolithic throughput = {:.2}", a / b);
+            }
+        }
+        if let Some(gpu) = rows.iter().find(|r| r.mode == "gpu-only") {
+            if let (Some(a), Some(b)) = (split_row.mean_gpu_s, gpu.mean_gpu_s) {
+                println!("GPU time per proof split / gpu-only = {:.3}", a / b);
+            }
+        }
+    }
+    let json = report::rows_to_json(&rows);
+    let path = args.out_dir.join("bench.json");
+    std::fs::write(&path, serde_json::to_vec_pretty(&json)?)?;
+    eprintln!("wrote {} and per-run TIMELINE logs, traces and waterfalls", path.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+fn check_outcomes(run: &split::SplitRun) -> anyhow::Result<()> {
+    for o in &run.outcomes {
+        if let Err(e) = &o.result {
+            anyhow::bail!("job {} failed during the bench: {e}", o.job_id);
+        }
+    }
+    Ok(())
+}
+
+fn record(args: &BenchArgs, config: &str, mode: &str, timeline: &Timeline, synth_only: bool) -> anyhow::Result<BenchRow> {
+    let stats = TimelineStats::from_timeline(timeline);
+    let slug: String = format!("{mode}-{config}")
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    let base = args.out_dir.join(slug);
+    let mut log = Vec::new();
+    timeline.write_log(&mut log)?;
+    std::fs::write(base.with_extension("timeline"), log)?;
+    std::fs::write(base.with_extension("trace.json"), serde_json::to_vec(&timeline.chrome_trace())?)?;
+    std::fs::write(base.with_extension("svg"), timeline.waterfall_svg())?;
+    Ok(if synth_only {
+        BenchRow::from_synth_stats(config, mode, &stats)
+    } else {
+        BenchRow::from_stats(config, mode, &stats)
+    })
+}
+
+fn local_backend(kind: &str, spec: &CircuitSpec, params: &std::path::Path) -> anyhow::Result<Box<dyn Backend>> {
+    match kind {
+        "cpu" => {
+            let image = kernels::srs::SrsImage::from_params_file(params, spec.circuit_id(), false)?;
+            Ok(Box::new(kernels::CpuBackend::new(image)?))
+        }
+        #[cfg(feature = "cuda")]
+        "cuda" => Ok(Box::new(kernels::backend::cuda::CudaBackend::open(params)?)),
+        other => anyhow::bail!("backend `{other}` is not available in this build"),
+    }
+}

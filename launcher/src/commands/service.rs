@@ -1,0 +1,378 @@
+//! `splitprover run`, `submit` and `status`: the long-lived service and its local clients.
+//!
+//! The transport is a Unix stream socket with one JSON object per line ([`Request`] in,
+//! [`Response`] out); the job core ([`Pipeline`]) knows nothing about it, so another transport
+//! (gRPC) can sit beside it.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::Duration;
+
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+
+use crate::cli::{RunArgs, StatusArgs, SubmitArgs};
+use crate::config::Config;
+use crate::cpuset::CpuList;
+use crate::notify::Notifier;
+use crate::pipeline::{CircuitSetting, GpuSetting, Pipeline, PipelineSettings, PipelineStatus};
+
+/// A client's request.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum Request {
+    /// Prove a job.
+    Submit {
+        /// Circuit spec.
+        circuit: String,
+        /// Witness seed.
+        seed: u64,
+        /// Partitions.
+        partitions: u32,
+        /// Keep the connection open and send [`Response::Finished`].
+        wait: bool,
+    },
+    /// Describe the service.
+    Status,
+}
+
+/// The service's answers.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum Response {
+    /// The job was accepted.
+    Accepted {
+        /// Its id.
+        job_id: u64,
+    },
+    /// The job ended.
+    Finished {
+        /// Its id.
+        job_id: u64,
+        /// Proof bytes per partition, hex.
+        proofs: Vec<String>,
+        /// Why it failed, if it did.
+        error: Option<String>,
+        /// Milliseconds from submission.
+        elapsed_ms: u64,
+    },
+    /// The status.
+    Status(Box<PipelineStatus>),
+    /// The request was refused.
+    Error {
+        /// Why.
+        message: String,
+    },
+}
+
+/// Resolves a config file into pipeline settings.
+pub fn settings_from_config(config: &Config) -> anyhow::Result<PipelineSettings> {
+    anyhow::ensure!(
+        !config.circuit.is_empty(),
+        "the config names no circuit\nhint: add a [[circuit]] table with `spec` (and `srs`)"
+    );
+    let mut circuits = Vec::new();
+    for c in &config.circuit {
+        let spec = super::parse_spec(&c.spec)?;
+        let params = crate::srs::resolve(&spec, c.srs.as_deref(), &config.cache_dir)?;
+        circuits.push(CircuitSetting { spec, params });
+    }
+    let mut s = PipelineSettings::for_circuit(circuits[0].spec.clone(), circuits[0].params.clone())?;
+    s.circuits = circuits;
+    s.slots = config.ring.slots;
+    s.slot_bytes = match (config.ring.slot_bytes, config.ring.ring_bytes) {
+        (Some(b), _) => Some(b.0),
+        (None, Some(r)) => Some(r.0 / config.ring.slots as u64),
+        (None, None) => None,
+    };
+    s.huge_pages = config.ring.huge_page_policy()?;
+    s.pin = config.pin_choice()?;
+    s.gpu_cores = config.cpus.gpu_cores;
+    s.synth_cpus = config.cpus.synth.as_deref().map(str::parse::<CpuList>).transpose()?;
+    s.synth_concurrency = config.synthesis.concurrency;
+    s.gpus = config
+        .gpu
+        .iter()
+        .map(|g| {
+            Ok(GpuSetting {
+                device: g.device,
+                backend: g.backend.clone(),
+                batch: g.batch,
+                cpus: g.cpus.as_deref().map(str::parse::<CpuList>).transpose()?,
+            })
+        })
+        .collect::<anyhow::Result<_>>()?;
+    Ok(s)
+}
+
+/// `splitprover run`.
+pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    let config = Config::load(&args.config)?;
+    let settings = settings_from_config(&config)?;
+    let pipeline = Arc::new(Pipeline::start(settings)?);
+    pipeline.wait_ready(Duration::from_secs(600))?;
+    let socket = config.socket.clone();
+    let listener = bind(&socket)?;
+    let notifier = Notifier::from_env().unwrap_or_else(|e| {
+        tracing::warn!("systemd notify unavailable: {e}");
+        Notifier::disabled()
+    });
+    let status = pipeline.status();
+    let _ = notifier.ready();
+    let _ = notifier.status(&format!("serving on {}; pinning {}; ring {}", socket.display(), status.pin_mode, status.ring_pages));
+    tracing::info!(socket = %socket.display(), "service ready");
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(sig, stop.clone()).context("cannot install signal handlers")?;
+    }
+    if let Ok(Some(interval)) = crate::notify::watchdog_interval() {
+        let (pipeline, stop) = (pipeline.clone(), stop.clone());
+        let notifier = Notifier::from_env().unwrap_or_else(|_| Notifier::disabled());
+        thread::spawn(move || {
+            // Ping at half the interval while the pipeline can still prove.
+            while !stop.load(Ordering::Relaxed) {
+                // plain flag
+                if pipeline.status().fatal.is_none() {
+                    let _ = notifier.watchdog();
+                }
+                thread::sleep(interval / 2);
+            }
+        });
+    }
+    listener.set_nonblocking(true)?;
+    while !stop.load(Ordering::Relaxed) {
+        // plain flag
+        match listener.accept() {
+            Ok((conn, _)) => {
+                let pipeline = pipeline.clone();
+                thread::spawn(move || {
+                    if let Err(e) = serve_client(&pipeline, conn) {
+                        tracing::debug!("client: {e:#}");
+                    }
+                });
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => thread::sleep(Duration::from_millis(50)),
+            Err(e) => return Err(e).context("accepting a client"),
+        }
+    }
+    tracing::info!("stopping");
+    let _ = notifier.stopping();
+    let _ = std::fs::remove_file(&socket);
+    match Arc::try_unwrap(pipeline) {
+        Ok(p) => p.shutdown(),
+        Err(p) => drop(p),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn bind(socket: &Path) -> anyhow::Result<UnixListener> {
+    if let Some(dir) = socket.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create `{}`", dir.display()))?;
+    }
+    if socket.exists() {
+        if UnixStream::connect(socket).is_ok() {
+            anyhow::bail!("another service is listening on `{}`", socket.display());
+        }
+        std::fs::remove_file(socket).with_context(|| format!("cannot remove stale socket `{}`", socket.display()))?;
+    }
+    UnixListener::bind(socket).with_context(|| format!("cannot listen on `{}`", socket.display()))
+}
+
+fn serve_client(pipeline: &Pipeline, conn: UnixStream) -> anyhow::Result<()> {
+    conn.set_nonblocking(false)?;
+    let mut out = conn.try_clone()?;
+    for line in BufReader::new(conn).lines() {
+        let line = line?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let request: Request = match serde_json::from_str(&line) {
+            Ok(r) => r,
+            Err(e) => {
+                reply(&mut out, &Response::Error { message: format!("bad request: {e}") })?;
+                continue;
+            }
+        };
+        match request {
+            Request::Status => reply(&mut out, &Response::Status(Box::new(pipeline.status())))?,
+            Request::Submit { circuit, seed, partitions, wait } => {
+                match pipeline.submit(&circuit, seed, partitions) {
+                    Err(e) => reply(&mut out, &Response::Error { message: format!("{e:#}") })?,
+                    Ok(handle) => {
+                        reply(&mut out, &Response::Accepted { job_id: handle.id })?;
+                        if wait {
+                            let o = handle.wait()?;
+                            let (proofs, error) = match o.result {
+                                Ok(p) => (p.iter().map(|b| hex(b)).collect(), None),
+                                Err(e) => (Vec::new(), Some(e)),
+                            };
+                            reply(
+                                &mut out,
+                                &Response::Finished { job_id: o.job_id, proofs, error, elapsed_ms: o.elapsed.as_millis() as u64 },
+                            )?;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn reply(out: &mut UnixStream, r: &Response) -> anyhow::Result<()> {
+    let mut line = serde_json::to_vec(r)?;
+    line.push(b'\n');
+    out.write_all(&line)?;
+    Ok(())
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(s: &str) -> anyhow::Result<Vec<u8>> {
+    anyhow::ensure!(s.len() % 2 == 0, "odd hex length");
+    (0..s.len()).step_by(2).map(|i| Ok(u8::from_str_radix(&s[i..i + 2], 16)?)).collect()
+}
+
+/// A client connection to the service.
+pub struct Client {
+    writer: UnixStream,
+    reader: BufReader<UnixStream>,
+}
+
+impl Client {
+    /// Connects to `socket`.
+    pub fn connect(socket: &Path) -> anyhow::Result<Client> {
+        let s = UnixStream::connect(socket).with_context(|| {
+            format!("cannot connect to the service at `{}`\nhint: is `splitprover run` running?", socket.display())
+        })?;
+        Ok(Client { reader: BufReader::new(s.try_clone()?), writer: s })
+    }
+
+    /// Sends a request.
+    pub fn send(&mut self, r: &Request) -> anyhow::Result<()> {
+        let mut line = serde_json::to_vec(r)?;
+        line.push(b'\n');
+        self.writer.write_all(&line)?;
+        Ok(())
+    }
+
+    /// Reads a response.
+    pub fn recv(&mut self) -> anyhow::Result<Response> {
+        let mut line = String::new();
+        anyhow::ensure!(self.reader.read_line(&mut line)? > 0, "the service closed the connection");
+        Ok(serde_json::from_str(&line)?)
+    }
+}
+
+fn socket_of(explicit: Option<PathBuf>) -> PathBuf {
+    explicit.unwrap_or_else(crate::env::socket_path)
+}
+
+/// `splitprover submit`.
+pub fn submit(args: SubmitArgs) -> anyhow::Result<ExitCode> {
+    let socket = socket_of(args.socket);
+    let wait = args.wait || args.out_dir.is_some();
+    if let Some(d) = &args.out_dir {
+        std::fs::create_dir_all(d).with_context(|| format!("cannot create `{}`", d.display()))?;
+    }
+    // One connection per job so they run concurrently.
+    let mut clients = Vec::new();
+    for i in 0..args.jobs {
+        let seed = args.seed + 1000 * i as u64;
+        let mut c = Client::connect(&socket)?;
+        c.send(&Request::Submit { circuit: args.circuit.clone(), seed, partitions: args.partitions, wait })?;
+        match c.recv()? {
+            Response::Accepted { job_id } => {
+                eprintln!("job {job_id} accepted (seed {seed})");
+                clients.push((c, seed));
+            }
+            Response::Error { message } => anyhow::bail!("refused: {message}"),
+            other => anyhow::bail!("unexpected answer {other:?}"),
+        }
+    }
+    if !wait {
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut failed = 0;
+    for (mut c, seed) in clients {
+        match c.recv()? {
+            Response::Finished { job_id, proofs, error: None, elapsed_ms } => {
+                if let Some(dir) = &args.out_dir {
+                    let path = dir.join(format!("job-{job_id}.proof"));
+                    let bytes: Vec<Vec<u8>> = proofs.iter().map(|p| unhex(p)).collect::<anyhow::Result<_>>()?;
+                    let spec = super::parse_spec(&args.circuit)?;
+                    super::prove::write_outputs(&path, &spec, seed, &bytes)?;
+                    println!("{}", path.display());
+                }
+                eprintln!("job {job_id} done in {:.2}s", elapsed_ms as f64 / 1000.0);
+            }
+            Response::Finished { job_id, error: Some(e), .. } => {
+                failed += 1;
+                eprintln!("job {job_id} failed: {e}");
+            }
+            other => anyhow::bail!("unexpected answer {other:?}"),
+        }
+    }
+    Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+/// `splitprover status`.
+pub fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
+    let mut c = Client::connect(&socket_of(args.socket))?;
+    c.send(&Request::Status)?;
+    let s = match c.recv()? {
+        Response::Status(s) => s,
+        other => anyhow::bail!("unexpected answer {other:?}"),
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&s)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    print!("{}", render_status(&s));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The text form of a status.
+pub fn render_status(s: &PipelineStatus) -> String {
+    use std::fmt::Write as _;
+    let mut o = String::new();
+    let _ = writeln!(o, "pinning:   {}", s.pin_mode);
+    let _ = writeln!(o, "ring:      {} slots x {} MiB, {}", s.ring_slots, s.slot_bytes >> 20, s.ring_pages);
+    let sl = &s.slots;
+    let _ = writeln!(o, "slots:     free {} writing {} ready {} claimed {} done {}", sl.free, sl.writing, sl.ready, sl.claimed, sl.done);
+    for c in &s.children {
+        let _ = writeln!(
+            o,
+            "{:<13} pid {:<8} cpus {:<10} restarts {:<3} {}{}",
+            c.role,
+            c.pid.map(|p| p.to_string()).unwrap_or_else(|| "-".into()),
+            c.cpus.clone().unwrap_or_else(|| "-".into()),
+            c.restarts,
+            c.detail,
+            c.last_exit.as_ref().map(|e| format!(" (last exit: {e})")).unwrap_or_default()
+        );
+    }
+    let k = &s.counters;
+    let _ = writeln!(
+        o,
+        "jobs:      {} live, {} submitted, {} succeeded, {} failed; {} syntheses, {} slots re-queued after crashes",
+        s.jobs.len(),
+        k.submitted,
+        k.succeeded,
+        k.failed,
+        k.syntheses_requested,
+        k.slots_requeued
+    );
+    for j in &s.jobs {
+        let _ = writeln!(o, "  job {:<6} {:<16} {}/{} done, {} in ring", j.job_id, j.circuit, j.done, j.partitions, j.in_ring);
+    }
+    if let Some(f) = &s.fatal {
+        let _ = writeln!(o, "FATAL: {f}");
+    }
+    o
+}

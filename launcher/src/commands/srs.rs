@@ -1,0 +1,33 @@
+//! `splitprover srs generate|check`.
+
+use std::process::ExitCode;
+
+use anyhow::Context;
+use kernels::circuits::CircuitSpec;
+
+use crate::cli::SrsCommand;
+
+/// Runs an `srs` subcommand.
+pub fn run(cmd: SrsCommand) -> anyhow::Result<ExitCode> {
+    match cmd {
+        SrsCommand::Generate { circuit, out, seed } => {
+            let spec: CircuitSpec = circuit.parse().with_context(|| format!("bad circuit spec `{circuit}`"))?;
+            crate::srs::generate(&spec, seed.unwrap_or_else(rand::random), &out, true)?;
+            println!("{}", out.display());
+            Ok(ExitCode::SUCCESS)
+        }
+        SrsCommand::Check { file, circuit } => {
+            let lens = kernels::srs::scan_params_file(&file)
+                .with_context(|| format!("SRS `{}`", file.display()))?;
+            println!("{}: {lens:?}", file.display());
+            if let Some(c) = circuit {
+                let spec: CircuitSpec = c.parse().with_context(|| format!("bad circuit spec `{c}`"))?;
+                let shape = spec.shape()?;
+                lens.check_shape(&shape)
+                    .with_context(|| format!("`{}` does not fit circuit `{spec}`", file.display()))?;
+                println!("fits `{spec}` ({shape:?})");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}

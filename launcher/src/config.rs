@@ -1,0 +1,289 @@
+//! The service configuration file (`splitprover run --config FILE`), resolved once into plain
+//! settings before any work starts. `systemd/config.example.toml` documents every key.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::cpuset::{CpuList, PinChoice};
+
+/// The whole file.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Where generated SRS files and other caches live.
+    #[serde(default = "default_cache_dir")]
+    pub cache_dir: PathBuf,
+    /// Unix socket of the service.
+    #[serde(default = "default_socket")]
+    pub socket: PathBuf,
+    /// The shared-memory ring.
+    #[serde(default)]
+    pub ring: RingConfig,
+    /// Pinning.
+    #[serde(default)]
+    pub cpus: CpusConfig,
+    /// One entry per gpu-proc.
+    #[serde(default = "default_gpus")]
+    pub gpu: Vec<GpuConfig>,
+    /// synth-proc.
+    #[serde(default)]
+    pub synthesis: SynthesisConfig,
+    /// The circuits this service proves, each with its SRS.
+    #[serde(default)]
+    pub circuit: Vec<CircuitConfig>,
+}
+
+/// `[ring]`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RingConfig {
+    /// Number of slots.
+    #[serde(default = "default_slots")]
+    pub slots: usize,
+    /// Bytes per slot; by default the largest configured circuit decides.
+    #[serde(default)]
+    pub slot_bytes: Option<ByteSize>,
+    /// Whole ring size (alternative to `slot_bytes`).
+    #[serde(default)]
+    pub ring_bytes: Option<ByteSize>,
+    /// `auto`, `1g`, `2m`, `thp` or `none`.
+    #[serde(default = "default_huge")]
+    pub huge_pages: String,
+}
+
+impl Default for RingConfig {
+    fn default() -> Self {
+        RingConfig { slots: default_slots(), slot_bytes: None, ring_bytes: None, huge_pages: default_huge() }
+    }
+}
+
+/// `[cpus]`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CpusConfig {
+    /// `auto`, `cgroup-v2`, `cgroup-v1`, `affinity`.
+    #[serde(default = "default_mode")]
+    pub mode: String,
+    /// Cores per gpu-proc in the automatic layout.
+    #[serde(default = "default_gpu_cores")]
+    pub gpu_cores: usize,
+    /// Explicit synth-proc cores.
+    #[serde(default)]
+    pub synth: Option<String>,
+}
+
+impl Default for CpusConfig {
+    fn default() -> Self {
+        CpusConfig { mode: default_mode(), gpu_cores: default_gpu_cores(), synth: None }
+    }
+}
+
+/// `[[gpu]]`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GpuConfig {
+    /// CUDA device index.
+    #[serde(default)]
+    pub device: u32,
+    /// `cuda` or `cpu`.
+    #[serde(default = "default_backend")]
+    pub backend: String,
+    /// Explicit cores (with `[cpus] synth`).
+    #[serde(default)]
+    pub cpus: Option<String>,
+    /// Circuits proved together in one backend call.
+    #[serde(default = "default_batch")]
+    pub batch: usize,
+}
+
+/// `[synthesis]`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SynthesisConfig {
+    /// Partitions synthesized at once.
+    #[serde(default = "default_concurrency")]
+    pub concurrency: usize,
+}
+
+impl Default for SynthesisConfig {
+    fn default() -> Self {
+        SynthesisConfig { concurrency: default_concurrency() }
+    }
+}
+
+/// `[[circuit]]`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CircuitConfig {
+    /// Circuit spec, for example `sha-chain:38`.
+    pub spec: String,
+    /// SRS file in bellperson `Parameters` format; by default `<cache_dir>/<spec>.params`,
+    /// generated on first start for built-in circuits.
+    #[serde(default)]
+    pub srs: Option<PathBuf>,
+}
+
+/// A byte count written as a number or as a string with a unit (`512MiB`, `2GiB`, `4096`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ByteSize(pub u64);
+
+impl<'de> Deserialize<'de> for ByteSize {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            N(u64),
+            S(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::N(n) => Ok(ByteSize(n)),
+            Raw::S(s) => s.parse().map_err(serde::de::Error::custom),
+        }
+    }
+}
+
+impl std::str::FromStr for ByteSize {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let s = s.trim();
+        let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+        let (num, unit) = s.split_at(split);
+        let n: u64 = num.parse().map_err(|_| format!("bad size `{s}`: expected a number and a unit like `512MiB`"))?;
+        let mult: u64 = match unit.trim() {
+            "" | "B" => 1,
+            "KiB" | "K" => 1 << 10,
+            "MiB" | "M" => 1 << 20,
+            "GiB" | "G" => 1 << 30,
+            "TiB" | "T" => 1 << 40,
+            other => return Err(format!("bad size unit `{other}` in `{s}`: use B, KiB, MiB, GiB or TiB")),
+        };
+        n.checked_mul(mult).map(ByteSize).ok_or_else(|| format!("size `{s}` is too large"))
+    }
+}
+
+fn default_cache_dir() -> PathBuf {
+    crate::env::cache_dir()
+}
+fn default_socket() -> PathBuf {
+    crate::env::socket_path()
+}
+fn default_slots() -> usize {
+    4
+}
+fn default_huge() -> String {
+    "auto".into()
+}
+fn default_mode() -> String {
+    "auto".into()
+}
+fn default_gpu_cores() -> usize {
+    1
+}
+fn default_backend() -> String {
+    "cpu".into()
+}
+fn default_batch() -> usize {
+    1
+}
+fn default_concurrency() -> usize {
+    1
+}
+fn default_gpus() -> Vec<GpuConfig> {
+    vec![GpuConfig { device: 0, backend: default_backend(), cpus: None, batch: default_batch() }]
+}
+
+impl Config {
+    /// Reads and checks a config file; errors name the file and the key.
+    pub fn load(path: &Path) -> anyhow::Result<Config> {
+        use anyhow::Context;
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read config `{}`", path.display()))?;
+        Self::parse(&text).with_context(|| format!("bad config `{}`", path.display()))
+    }
+
+    /// Parses config text.
+    pub fn parse(text: &str) -> anyhow::Result<Config> {
+        let config: Config = toml::from_str(text)?;
+        config.check()?;
+        Ok(config)
+    }
+
+    /// The default config for a one-shot command (demo, prove, bench).
+    pub fn one_shot() -> Config {
+        Config::parse("").expect("empty config is valid")
+    }
+
+    fn check(&self) -> anyhow::Result<()> {
+        anyhow::ensure!(self.ring.slots >= 1, "[ring] slots must be at least 1");
+        anyhow::ensure!(!self.gpu.is_empty(), "at least one [[gpu]] is needed");
+        anyhow::ensure!(self.synthesis.concurrency >= 1, "[synthesis] concurrency must be at least 1");
+        for g in &self.gpu {
+            anyhow::ensure!(
+                matches!(g.backend.as_str(), "cpu" | "cuda"),
+                "[[gpu]] backend `{}` is unknown: use `cpu` or `cuda`",
+                g.backend
+            );
+            anyhow::ensure!(g.batch >= 1, "[[gpu]] batch must be at least 1");
+            if let Some(c) = &g.cpus {
+                c.parse::<CpuList>().map_err(|e| anyhow::anyhow!("[[gpu]] cpus: {e}"))?;
+            }
+        }
+        if let Some(s) = &self.cpus.synth {
+            s.parse::<CpuList>().map_err(|e| anyhow::anyhow!("[cpus] synth: {e}"))?;
+        }
+        self.pin_choice()?;
+        self.ring.huge_page_policy()?;
+        Ok(())
+    }
+
+    /// `[cpus] mode` parsed.
+    pub fn pin_choice(&self) -> anyhow::Result<PinChoice> {
+        self.cpus.mode.parse().map_err(|e| anyhow::anyhow!("[cpus] mode: {e}"))
+    }
+}
+
+impl RingConfig {
+    /// `huge_pages` parsed.
+    pub fn huge_page_policy(&self) -> anyhow::Result<shm_protocol::HugePagePolicy> {
+        crate::ring::parse_huge_pages(&self.huge_pages)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_with_units() {
+        assert_eq!("512MiB".parse::<ByteSize>().unwrap(), ByteSize(512 << 20));
+        assert_eq!("4096".parse::<ByteSize>().unwrap(), ByteSize(4096));
+        assert!("12 parsecs".parse::<ByteSize>().unwrap_err().contains("unit"));
+    }
+
+    #[test]
+    fn empty_config_has_defaults() {
+        let c = Config::parse("").unwrap();
+        assert_eq!(c.ring.slots, 4);
+        assert_eq!(c.gpu.len(), 1);
+        assert_eq!(c.gpu[0].backend, "cpu");
+    }
+
+    #[test]
+    fn the_example_config_parses() {
+        let text = include_str!("../../systemd/config.example.toml");
+        let c = Config::parse(text).unwrap();
+        assert!(!c.circuit.is_empty());
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_are_named() {
+        let e = format!("{:#}", Config::parse("[ring]\nslotz = 3\n").unwrap_err());
+        assert!(e.contains("slotz"), "{e}");
+        let e = format!("{:#}", Config::parse("[[gpu]]\nbackend = \"opencl\"\n").unwrap_err());
+        assert!(e.contains("opencl"), "{e}");
+        let e = format!("{:#}", Config::parse("[cpus]\nmode = \"magic\"\n").unwrap_err());
+        assert!(e.contains("magic"), "{e}");
+    }
+}

@@ -1,0 +1,408 @@
+//! Starting, watching and restarting one child process (synth-proc or a gpu-proc).
+//!
+//! Each child gets, by inheritance at fixed numbers, the ring memfd ([`RING_FD`]), one end of a
+//! fresh control socketpair ([`CONTROL_FD`]) and, for a gpu-proc, the SRS memfds from
+//! [`FIRST_SRS_FD`] on. Its cpuset is applied between `fork` and `exec` (see `cpuset`), and it
+//! asks the kernel to kill it when the launcher dies (`PR_SET_PDEATHSIG`).
+//!
+//! A supervisor thread per role runs the loop *spawn → forward messages → reap → back off →
+//! spawn*, reporting every step to the pipeline as a [`ChildEvent`]. A child that keeps dying
+//! within [`RestartPolicy::healthy_after`] of its start is given up after
+//! [`RestartPolicy::max_quick_failures`] tries.
+
+use std::collections::VecDeque;
+use std::io::{BufRead, BufReader};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use shm_protocol::control::{self, ChildConfig, FromChild, CHILD_CONFIG_ENV, CONTROL_FD};
+
+use crate::cpuset::{CpuList, Placement};
+
+/// Which child.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Role {
+    /// The synthesis process.
+    Synth,
+    /// The gpu-proc of this device index.
+    Gpu(u32),
+}
+
+impl std::fmt::Display for Role {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Role::Synth => f.write_str("synth-proc"),
+            Role::Gpu(i) => write!(f, "gpu-proc[{i}]"),
+        }
+    }
+}
+
+/// When to give up restarting.
+#[derive(Clone, Copy, Debug)]
+pub struct RestartPolicy {
+    /// First back-off delay; doubled after each quick failure.
+    pub initial_backoff: Duration,
+    /// Longest back-off delay.
+    pub max_backoff: Duration,
+    /// A child that ran at least this long counts as healthy: its back-off starts over.
+    pub healthy_after: Duration,
+    /// Consecutive quick failures after which the role is given up (a crash loop).
+    pub max_quick_failures: u32,
+}
+
+impl Default for RestartPolicy {
+    fn default() -> Self {
+        RestartPolicy {
+            initial_backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_secs(10),
+            healthy_after: Duration::from_secs(30),
+            max_quick_failures: 8,
+        }
+    }
+}
+
+/// What the supervisors report to the pipeline.
+#[derive(Debug)]
+pub enum ChildEvent {
+    /// A child was started; `sender` talks to it.
+    Started {
+        /// Which.
+        role: Role,
+        /// Its pid.
+        pid: u32,
+        /// Its control channel.
+        sender: control::Sender,
+        /// The cpus it was verified to run on (from `/proc/PID/status`).
+        cpus: Option<CpuList>,
+    },
+    /// A message from a child.
+    Message {
+        /// Which.
+        role: Role,
+        /// Its pid.
+        pid: u32,
+        /// What it said.
+        msg: FromChild,
+    },
+    /// A child exited or was killed.
+    Exited {
+        /// Which.
+        role: Role,
+        /// Its pid.
+        pid: u32,
+        /// How it ended.
+        status: String,
+        /// The last lines it wrote to stderr.
+        stderr_tail: Vec<String>,
+        /// Whether the supervisor will start it again.
+        restarting: bool,
+    },
+    /// A child could not be started at all, or keeps crashing: the role is given up.
+    GaveUp {
+        /// Which.
+        role: Role,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// How to start one child.
+pub struct ChildSpec {
+    /// Which.
+    pub role: Role,
+    /// Program to run (the `splitprover` binary itself, with a hidden subcommand).
+    pub program: PathBuf,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// What the child is told.
+    pub config: ChildConfig,
+    /// Descriptors the child inherits: (source, number in the child). The control socket is added.
+    pub fds: Vec<(Arc<OwnedFd>, RawFd)>,
+    /// Where it runs.
+    pub placement: Option<Placement>,
+    /// Restart rules.
+    pub restart: RestartPolicy,
+}
+
+/// A running supervisor.
+pub struct Supervisor {
+    role: Role,
+    stop: Arc<AtomicBool>,
+    pid: Arc<Mutex<Option<u32>>>,
+    thread: Option<thread::JoinHandle<()>>,
+}
+
+impl Supervisor {
+    /// Starts supervising `spec`, reporting to `events`.
+    pub fn start(spec: ChildSpec, events: mpsc::Sender<ChildEvent>) -> Supervisor {
+        let role = spec.role;
+        let stop = Arc::new(AtomicBool::new(false));
+        let pid = Arc::new(Mutex::new(None));
+        let thread = {
+            let (stop, pid) = (stop.clone(), pid.clone());
+            thread::Builder::new()
+                .name(format!("supervise {role}"))
+                .spawn(move || supervise(spec, events, stop, pid))
+                .expect("spawning a supervisor thread")
+        };
+        Supervisor { role, stop, pid, thread: Some(thread) }
+    }
+
+    /// The role.
+    pub fn role(&self) -> Role {
+        self.role
+    }
+
+    /// The pid of the running child, if any.
+    pub fn pid(&self) -> Option<u32> {
+        *self.pid.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Stops restarting; the child is expected to exit on its own (after `Shutdown`) within
+    /// `grace`, else it is killed. Returns when the supervisor thread has ended.
+    pub fn stop(mut self, grace: Duration) {
+        self.stop.store(true, Ordering::SeqCst); // plain flag, read after each child exit
+        let deadline = Instant::now() + grace;
+        if let Some(t) = self.thread.take() {
+            while !t.is_finished() && Instant::now() < deadline {
+                thread::sleep(Duration::from_millis(10));
+            }
+            if !t.is_finished() {
+                if let Some(pid) = self.pid() {
+                    tracing::warn!(role = %self.role, pid, "child did not exit in time: killing it");
+                    kill(pid, libc::SIGKILL);
+                }
+            }
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Supervisor {
+    fn drop(&mut self) {
+        if self.thread.is_some() {
+            self.stop.store(true, Ordering::SeqCst); // plain flag
+            if let Some(pid) = self.pid() {
+                kill(pid, libc::SIGKILL);
+            }
+            if let Some(t) = self.thread.take() {
+                let _ = t.join();
+            }
+        }
+    }
+}
+
+/// Sends `signal` to `pid` (used by tests and by shutdown).
+pub fn kill(pid: u32, signal: i32) {
+    // SAFETY: kill(2) takes plain integers and touches no memory of ours.
+    unsafe {
+        libc::kill(pid as libc::pid_t, signal);
+    }
+}
+
+fn supervise(
+    spec: ChildSpec,
+    events: mpsc::Sender<ChildEvent>,
+    stop: Arc<AtomicBool>,
+    pid_slot: Arc<Mutex<Option<u32>>>,
+) {
+    let role = spec.role;
+    let mut quick_failures = 0u32;
+    let mut backoff = spec.restart.initial_backoff;
+    loop {
+        let started = Instant::now();
+        let run = match spawn(&spec) {
+            Ok(run) => run,
+            Err(e) => {
+                let _ = events.send(ChildEvent::GaveUp { role, reason: format!("cannot start {role}: {e:#}") });
+                return;
+            }
+        };
+        let RunningChild { mut child, receiver, sender, stderr } = run;
+        let pid = child.id();
+        *pid_slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(pid);
+        let cpus = spec.placement.as_ref().and_then(|p| match p.verify(pid) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                tracing::warn!(%role, pid, "cannot verify cpuset: {e}");
+                None
+            }
+        });
+        if events.send(ChildEvent::Started { role, pid, sender, cpus }).is_err() {
+            kill(pid, libc::SIGKILL);
+            let _ = child.wait();
+            return;
+        }
+        forward(role, pid, receiver, &events);
+        // The control channel closed: the child is exiting or dead. Reap it.
+        let status = child.wait();
+        *pid_slot.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        let stderr_tail = stderr.join().unwrap_or_default();
+        let status = describe(status);
+        let stopping = stop.load(Ordering::SeqCst); // plain flag
+        let ran = started.elapsed();
+        if ran >= spec.restart.healthy_after {
+            quick_failures = 0;
+            backoff = spec.restart.initial_backoff;
+        } else {
+            quick_failures += 1;
+        }
+        let give_up = !stopping && quick_failures > spec.restart.max_quick_failures;
+        let restarting = !stopping && !give_up;
+        if !stopping {
+            tracing::warn!(%role, pid, %status, ran_ms = ran.as_millis() as u64, "child exited");
+        }
+        let _ = events.send(ChildEvent::Exited {
+            role,
+            pid,
+            status: status.clone(),
+            stderr_tail: stderr_tail.clone(),
+            restarting,
+        });
+        if give_up {
+            let tail = stderr_tail.join("\n");
+            let _ = events.send(ChildEvent::GaveUp {
+                role,
+                reason: format!(
+                    "{role} crashed {quick_failures} times in a row (last: {status}); last stderr:\n{tail}"
+                ),
+            });
+            return;
+        }
+        if stopping {
+            return;
+        }
+        thread::sleep(backoff);
+        backoff = (backoff * 2).min(spec.restart.max_backoff);
+        if stop.load(Ordering::SeqCst) {
+            // plain flag
+            return;
+        }
+    }
+}
+
+fn forward(role: Role, pid: u32, mut receiver: control::Receiver, events: &mpsc::Sender<ChildEvent>) {
+    loop {
+        match receiver.recv::<FromChild>() {
+            Ok(Some(msg)) => {
+                if events.send(ChildEvent::Message { role, pid, msg }).is_err() {
+                    return;
+                }
+            }
+            Ok(None) => return,
+            Err(e) => {
+                tracing::error!(%role, pid, "control channel broken: {e}; killing the child");
+                kill(pid, libc::SIGKILL);
+                return;
+            }
+        }
+    }
+}
+
+fn describe(status: std::io::Result<ExitStatus>) -> String {
+    match status {
+        Ok(s) => match (s.code(), s.signal()) {
+            (Some(0), _) => "exited normally".to_owned(),
+            (Some(c), _) => format!("exit status {c}"),
+            (None, Some(sig)) => format!("killed by signal {sig}"),
+            _ => format!("{s}"),
+        },
+        Err(e) => format!("cannot reap: {e}"),
+    }
+}
+
+struct RunningChild {
+    child: Child,
+    receiver: control::Receiver,
+    sender: control::Sender,
+    stderr: thread::JoinHandle<Vec<String>>,
+}
+
+fn spawn(spec: &ChildSpec) -> anyhow::Result<RunningChild> {
+    let (ours, theirs) = UnixStream::pair().context("socketpair for the control channel")?;
+    let theirs = OwnedFd::from(theirs);
+    let mut cmd = Command::new(&spec.program);
+    cmd.args(&spec.args)
+        .env(CHILD_CONFIG_ENV, serde_json::to_string(&spec.config)?)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    crate::notify::scrub_child_env(&mut cmd);
+    let mut map: Vec<(RawFd, RawFd)> = spec.fds.iter().map(|(fd, to)| (fd.as_raw_fd(), *to)).collect();
+    map.push((theirs.as_raw_fd(), CONTROL_FD));
+    pass_fds(&mut cmd, map);
+    if let Some(p) = &spec.placement {
+        p.apply_to(&mut cmd);
+    }
+    let mut child = cmd.spawn().with_context(|| format!("cannot start `{}`", spec.program.display()))?;
+    drop(theirs);
+    let stderr = child.stderr.take().expect("stderr is piped");
+    let role = spec.role;
+    let pid = child.id();
+    let stderr = thread::Builder::new()
+        .name(format!("{role} stderr"))
+        .spawn(move || relay_stderr(role, pid, stderr))?;
+    let (sender, receiver) = control::channel(ours)?;
+    Ok(RunningChild { child, receiver, sender, stderr })
+}
+
+/// Copies a child's stderr to ours, line by line, keeping the last lines for error reports.
+fn relay_stderr(role: Role, pid: u32, stderr: std::process::ChildStderr) -> Vec<String> {
+    const KEEP: usize = 30;
+    let mut tail = VecDeque::with_capacity(KEEP);
+    for line in BufReader::new(stderr).lines() {
+        let Ok(line) = line else { break };
+        eprintln!("[{role} {pid}] {line}");
+        if tail.len() == KEEP {
+            tail.pop_front();
+        }
+        tail.push_back(line);
+    }
+    tail.into()
+}
+
+/// Makes the child inherit each `(source, target)` descriptor at `target`, and die with us.
+///
+/// Sources are first duplicated above every target (so moving one cannot clobber another that
+/// still has to move), then `dup2`ed into place, which also clears close-on-exec.
+fn pass_fds(cmd: &mut Command, map: Vec<(RawFd, RawFd)>) {
+    let floor = map.iter().map(|&(s, t)| s.max(t)).max().unwrap_or(2) + 1;
+    let mut scratch = vec![-1; map.len()];
+    // SAFETY: the closure runs in the child between fork and exec; it only makes
+    // async-signal-safe system calls (prctl, fcntl, dup2, close) and writes into `scratch`, a
+    // buffer allocated before the fork, so it never allocates or takes a lock.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if libc::getppid() == 1 {
+                // The launcher died before we set the death signal.
+                return Err(std::io::Error::other("launcher already exited"));
+            }
+            for (i, &(src, _)) in map.iter().enumerate() {
+                let high = libc::fcntl(src, libc::F_DUPFD_CLOEXEC, floor);
+                if high < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                scratch[i] = high;
+            }
+            for (i, &(_, target)) in map.iter().enumerate() {
+                if libc::dup2(scratch[i], target) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                libc::close(scratch[i]);
+            }
+            Ok(())
+        });
+    }
+}

@@ -1,0 +1,750 @@
+//! The split pipeline as one value: the ring, the SRS images, the supervised children and the job
+//! table. `demo`, `prove`, `bench` and the service all drive a [`Pipeline`].
+//!
+//! One dispatcher thread owns the reaction to everything the children do (published, proved,
+//! died, restarted); clients call [`Pipeline::submit`] from any thread and wait on the returned
+//! [`JobHandle`]. The crash promise of DESIGN.md is implemented here:
+//! - gpu-proc dies → its CLAIMED slots go back to READY (`Ring::reclaim_owner`), the supervisor
+//!   restarts it, the new one proves them; nothing is synthesized again;
+//! - synth-proc dies → its WRITING slots go back to FREE; every partition it had been given that
+//!   the ring does not hold is sent again to the restarted synth-proc;
+//! - a child in a crash loop → the supervisor gives up and every live job fails with the reason.
+
+pub mod child;
+
+use std::collections::{HashMap, HashSet};
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::PathBuf;
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use bellperson::groth16::{prepare_verifying_key, verify_proof, PreparedVerifyingKey};
+use blstrs::Bls12;
+use kernels::circuits::CircuitSpec;
+use shm_protocol::control::{
+    self, ChildConfig, EventKind, FromChild, GpuConfig, SrsEntry, SynthConfig, TimelineEvent, ToGpu,
+    ToSynth, FIRST_SRS_FD, RING_FD,
+};
+use shm_protocol::{HugePagePolicy, Region, Ring, RingConfig, SlotResult, SlotState, StateCounts};
+
+use crate::cpuset::{CpuList, Layout, PinChoice, PinMode, Placement};
+use crate::jobs::{JobCounters, JobOutcome, JobSpec, JobSummary, JobTable};
+use crate::srs::SharedSrs;
+use child::{ChildEvent, ChildSpec, RestartPolicy, Role, Supervisor};
+
+/// One circuit the pipeline serves.
+#[derive(Clone, Debug)]
+pub struct CircuitSetting {
+    /// The circuit.
+    pub spec: CircuitSpec,
+    /// Its SRS file (bellperson `Parameters` format).
+    pub params: PathBuf,
+}
+
+/// One gpu-proc.
+#[derive(Clone, Debug)]
+pub struct GpuSetting {
+    /// Device index.
+    pub device: u32,
+    /// `cpu` or `cuda`.
+    pub backend: String,
+    /// Slots proved per backend call, at most.
+    pub batch: usize,
+    /// Explicit cores (else the automatic layout decides).
+    pub cpus: Option<CpuList>,
+}
+
+/// Everything [`Pipeline::start`] needs, resolved from flags or a config file.
+#[derive(Clone, Debug)]
+pub struct PipelineSettings {
+    /// Program run for the children (the `splitprover` binary, with a hidden subcommand).
+    pub program: PathBuf,
+    /// Circuits served.
+    pub circuits: Vec<CircuitSetting>,
+    /// Ring slots.
+    pub slots: usize,
+    /// Bytes per slot (default: what the largest circuit needs).
+    pub slot_bytes: Option<u64>,
+    /// Huge pages for the ring and the SRS.
+    pub huge_pages: HugePagePolicy,
+    /// Pinning mode.
+    pub pin: PinChoice,
+    /// Cores per gpu-proc in the automatic layout.
+    pub gpu_cores: usize,
+    /// Explicit synth-proc cores.
+    pub synth_cpus: Option<CpuList>,
+    /// The gpu-procs.
+    pub gpus: Vec<GpuSetting>,
+    /// Partitions synthesized at once.
+    pub synth_concurrency: usize,
+    /// Restart rules.
+    pub restart: RestartPolicy,
+    /// Verify every proof before handing it out.
+    pub verify: bool,
+    /// Start the gpu-procs only at [`Pipeline::release_gpus`] (GPU-only capacity runs fill the
+    /// ring first).
+    pub hold_gpus: bool,
+}
+
+impl PipelineSettings {
+    /// Settings for one circuit with defaults everywhere else; `program` is this executable.
+    pub fn for_circuit(spec: CircuitSpec, params: PathBuf) -> anyhow::Result<PipelineSettings> {
+        Ok(PipelineSettings {
+            program: std::env::current_exe().context("cannot find the splitprover executable")?,
+            circuits: vec![CircuitSetting { spec, params }],
+            slots: 4,
+            slot_bytes: None,
+            huge_pages: HugePagePolicy::Auto,
+            pin: PinChoice::Auto,
+            gpu_cores: 1,
+            synth_cpus: None,
+            gpus: vec![GpuSetting { device: 0, backend: "cpu".into(), batch: 1, cpus: None }],
+            synth_concurrency: 1,
+            restart: RestartPolicy::default(),
+            verify: true,
+            hold_gpus: false,
+        })
+    }
+}
+
+/// A submitted job: its id and where its outcome arrives.
+pub struct JobHandle {
+    /// Job id.
+    pub id: u64,
+    rx: mpsc::Receiver<JobOutcome>,
+}
+
+impl JobHandle {
+    /// Waits for the outcome.
+    pub fn wait(self) -> anyhow::Result<JobOutcome> {
+        self.rx.recv().context("the pipeline stopped before the job finished")
+    }
+
+    /// Waits at most `timeout`.
+    pub fn wait_timeout(&self, timeout: Duration) -> anyhow::Result<Option<JobOutcome>> {
+        match self.rx.recv_timeout(timeout) {
+            Ok(o) => Ok(Some(o)),
+            Err(mpsc::RecvTimeoutError::Timeout) => Ok(None),
+            Err(mpsc::RecvTimeoutError::Disconnected) => anyhow::bail!("the pipeline stopped before the job finished"),
+        }
+    }
+}
+
+/// A child as `status` shows it.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct ChildStatus {
+    /// `synth-proc` or `gpu-proc[i]`.
+    pub role: String,
+    /// Running pid.
+    pub pid: Option<u32>,
+    /// Cores it was verified to run on.
+    pub cpus: Option<String>,
+    /// What it said at start.
+    pub detail: String,
+    /// Starts after the first.
+    pub restarts: u32,
+    /// How the last one ended.
+    pub last_exit: Option<String>,
+}
+
+/// A snapshot of the whole pipeline.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct PipelineStatus {
+    /// Pinning mode in use.
+    pub pin_mode: String,
+    /// Page kind of the ring.
+    pub ring_pages: String,
+    /// Slots and bytes per slot.
+    pub ring_slots: usize,
+    /// Bytes per slot.
+    pub slot_bytes: u64,
+    /// Slots by state.
+    pub slots: SlotCounts,
+    /// The children.
+    pub children: Vec<ChildStatus>,
+    /// Live jobs.
+    pub jobs: Vec<JobLine>,
+    /// Counters.
+    pub counters: Counters,
+    /// Why the pipeline cannot go on, if it cannot.
+    pub fatal: Option<String>,
+}
+
+/// Slots by state (serializable copy of [`StateCounts`]).
+#[derive(Clone, Copy, Debug, Default, serde::Serialize, serde::Deserialize)]
+#[allow(missing_docs)]
+pub struct SlotCounts {
+    pub free: usize,
+    pub writing: usize,
+    pub ready: usize,
+    pub claimed: usize,
+    pub done: usize,
+}
+
+impl From<StateCounts> for SlotCounts {
+    fn from(c: StateCounts) -> Self {
+        SlotCounts { free: c.free, writing: c.writing, ready: c.ready, claimed: c.claimed, done: c.done }
+    }
+}
+
+/// A live job (serializable copy of [`JobSummary`]).
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+#[allow(missing_docs)]
+pub struct JobLine {
+    pub job_id: u64,
+    pub circuit: String,
+    pub done: usize,
+    pub partitions: usize,
+    pub in_ring: usize,
+}
+
+impl From<JobSummary> for JobLine {
+    fn from(j: JobSummary) -> Self {
+        JobLine { job_id: j.job_id, circuit: j.circuit, done: j.done, partitions: j.partitions, in_ring: j.in_ring }
+    }
+}
+
+/// Counters (serializable copy of [`JobCounters`] plus crash counts).
+#[derive(Clone, Copy, Debug, Default, serde::Serialize, serde::Deserialize)]
+#[allow(missing_docs)]
+pub struct Counters {
+    pub submitted: u64,
+    pub succeeded: u64,
+    pub failed: u64,
+    pub syntheses_requested: u64,
+    pub duplicate_results: u64,
+    pub child_exits: u64,
+    pub slots_requeued: u64,
+    pub slots_freed: u64,
+}
+
+struct ChildInfo {
+    pid: Option<u32>,
+    sender: Option<control::Sender>,
+    cpus: Option<CpuList>,
+    detail: String,
+    starts: u32,
+    last_exit: Option<String>,
+}
+
+struct CircuitEntry {
+    spec: CircuitSpec,
+    pvk: PreparedVerifyingKey<Bls12>,
+}
+
+struct Core {
+    ring: Arc<Ring>,
+    jobs: JobTable,
+    waiters: HashMap<u64, mpsc::Sender<JobOutcome>>,
+    circuits: HashMap<u64, CircuitEntry>,
+    children: HashMap<Role, ChildInfo>,
+    timeline: Vec<TimelineEvent>,
+    counters: Counters,
+    fatal: Option<String>,
+    verify: bool,
+    stopping: bool,
+}
+
+/// The running split pipeline.
+pub struct Pipeline {
+    core: Arc<Mutex<Core>>,
+    supervisors: Mutex<Vec<Supervisor>>,
+    held: Mutex<Vec<ChildSpec>>,
+    events_tx: Mutex<Option<mpsc::Sender<ChildEvent>>>,
+    dispatcher: Option<thread::JoinHandle<()>>,
+    ring: Arc<Ring>,
+    pin_mode: PinMode,
+    _srs: Vec<SharedSrs>,
+}
+
+impl Pipeline {
+    /// Loads the SRS images, creates the ring, starts and pins the children.
+    pub fn start(settings: PipelineSettings) -> anyhow::Result<Pipeline> {
+        anyhow::ensure!(!settings.circuits.is_empty(), "no circuit to serve");
+        anyhow::ensure!(!settings.gpus.is_empty(), "no gpu-proc configured");
+        // SRS images in shared memory, checked against their circuits.
+        let mut srs = Vec::new();
+        let mut circuits = HashMap::new();
+        let mut slot_bytes = 0u64;
+        for c in &settings.circuits {
+            let shared = SharedSrs::load(&c.spec, &c.params, HugePagePolicy::Auto)?;
+            let pvk = prepare_verifying_key(&shared.view()?.verifying_key());
+            let shape = c.spec.shape()?;
+            let need = synth_proc::capacity_for(&shape)
+                .slot_bytes()
+                .with_context(|| format!("circuit `{}` is too large for a slot", c.spec))?;
+            slot_bytes = slot_bytes.max(need);
+            circuits.insert(c.spec.circuit_id(), CircuitEntry { spec: c.spec.clone(), pvk });
+            srs.push(shared);
+        }
+        if let Some(explicit) = settings.slot_bytes {
+            anyhow::ensure!(
+                explicit >= slot_bytes,
+                "slot_bytes {explicit} is smaller than the {slot_bytes} bytes the largest circuit needs"
+            );
+            slot_bytes = explicit;
+        }
+        // The ring.
+        let ring_config = RingConfig {
+            slot_count: u32::try_from(settings.slots).context("too many slots")?,
+            slot_bytes,
+        };
+        let region = Region::create("splitprover-ring", ring_config.region_bytes()?, settings.huge_pages)
+            .context("cannot create the ring")?;
+        let ring = Arc::new(Ring::create(region, ring_config).context("cannot lay out the ring")?);
+        tracing::info!(
+            slots = settings.slots,
+            slot_mib = slot_bytes >> 20,
+            pages = %ring.page_kind(),
+            "ring created"
+        );
+        // Where everyone runs.
+        let pin_mode = PinMode::select(settings.pin)?;
+        let layout = layout_for(&settings)?;
+        tracing::info!(mode = %pin_mode, %layout, "pinning");
+
+        let core = Arc::new(Mutex::new(Core {
+            ring: ring.clone(),
+            jobs: JobTable::new(1),
+            waiters: HashMap::new(),
+            circuits,
+            children: HashMap::new(),
+            timeline: Vec::new(),
+            counters: Counters::default(),
+            fatal: None,
+            verify: settings.verify,
+            stopping: false,
+        }));
+        let (events_tx, events_rx) = mpsc::channel();
+        let ring_fd: Arc<OwnedFd> = Arc::new(ring.region().fd().try_clone_to_owned()?);
+        let mut supervisors = Vec::new();
+        supervisors.push(Supervisor::start(
+            ChildSpec {
+                role: Role::Synth,
+                program: settings.program.clone(),
+                args: vec!["synth-proc".into()],
+                config: ChildConfig::Synth(SynthConfig { concurrency: settings.synth_concurrency.max(1) }),
+                fds: vec![(ring_fd.clone(), RING_FD)],
+                placement: Some(Placement::prepare(&pin_mode, "synth", layout.synth())?),
+                restart: settings.restart,
+            },
+            events_tx.clone(),
+        ));
+        let mut held = Vec::new();
+        for (i, g) in settings.gpus.iter().enumerate() {
+            let mut fds = vec![(ring_fd.clone(), RING_FD)];
+            let mut entries = Vec::new();
+            for (k, s) in srs.iter().enumerate() {
+                let fd = FIRST_SRS_FD + k as i32;
+                fds.push((Arc::new(s.region.fd().as_fd().try_clone_to_owned()?), fd));
+                entries.push(SrsEntry {
+                    circuit_id: s.spec.circuit_id(),
+                    circuit: s.spec.to_string(),
+                    fd,
+                    params_path: s.params_path.clone(),
+                });
+            }
+            let spec = ChildSpec {
+                    role: Role::Gpu(g.device),
+                    program: settings.program.clone(),
+                    args: vec!["gpu-proc".into()],
+                    config: ChildConfig::Gpu(GpuConfig {
+                        device: g.device,
+                        backend: g.backend.clone(),
+                        batch: g.batch.max(1),
+                        srs: entries,
+                    }),
+                    fds,
+                    placement: Some(Placement::prepare(&pin_mode, &format!("gpu{i}"), &layout.gpus()[i])?),
+                    restart: settings.restart,
+            };
+            if settings.hold_gpus {
+                held.push(spec);
+            } else {
+                supervisors.push(Supervisor::start(spec, events_tx.clone()));
+            }
+        }
+        let events_tx = if held.is_empty() { None } else { Some(events_tx) };
+        let dispatcher = {
+            let core = core.clone();
+            thread::Builder::new().name("dispatcher".into()).spawn(move || dispatch(core, events_rx))?
+        };
+        Ok(Pipeline {
+            core,
+            supervisors: Mutex::new(supervisors),
+            held: Mutex::new(held),
+            events_tx: Mutex::new(events_tx),
+            dispatcher: Some(dispatcher),
+            ring,
+            pin_mode,
+            _srs: srs,
+        })
+    }
+
+    /// Starts the gpu-procs held back by [`PipelineSettings::hold_gpus`].
+    pub fn release_gpus(&self) -> anyhow::Result<()> {
+        let tx = self.events_tx.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let held = std::mem::take(&mut *self.held.lock().unwrap_or_else(|e| e.into_inner()));
+        let Some(tx) = tx else { anyhow::bail!("the gpu-procs are already running") };
+        let mut sups = self.supervisors.lock().unwrap_or_else(|e| e.into_inner());
+        for spec in held {
+            sups.push(Supervisor::start(spec, tx.clone()));
+        }
+        Ok(())
+    }
+
+    /// Waits until every child said hello (or `timeout`); errors with the reason a child gave up.
+    pub fn wait_ready(&self, timeout: Duration) -> anyhow::Result<()> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            {
+                let core = lock(&self.core);
+                if let Some(f) = &core.fatal {
+                    anyhow::bail!("{f}");
+                }
+                let sups = self.supervisors.lock().unwrap_or_else(|e| e.into_inner());
+                let ready = sups
+                    .iter()
+                    .all(|s| core.children.get(&s.role()).is_some_and(|c| !c.detail.is_empty() && c.pid.is_some()));
+                if ready {
+                    return Ok(());
+                }
+            }
+            anyhow::ensure!(Instant::now() < deadline, "the children did not start within {timeout:?}");
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Accepts a job. Errors only for a circuit this pipeline does not serve or a pipeline that
+    /// gave up; everything later arrives as the job's outcome.
+    pub fn submit(&self, circuit: &str, seed: u64, partitions: u32) -> anyhow::Result<JobHandle> {
+        let spec: CircuitSpec = circuit.parse().with_context(|| format!("bad circuit spec `{circuit}`"))?;
+        anyhow::ensure!(partitions >= 1, "a job needs at least one partition");
+        let mut core = lock(&self.core);
+        if let Some(f) = &core.fatal {
+            anyhow::bail!("the pipeline cannot prove: {f}");
+        }
+        anyhow::ensure!(
+            core.circuits.contains_key(&spec.circuit_id()),
+            "this pipeline has no SRS for circuit `{spec}`\nhint: add it to the config's [[circuit]] list"
+        );
+        let id = core.jobs.submit(JobSpec {
+            circuit: spec.to_string(),
+            circuit_id: spec.circuit_id(),
+            seed,
+            partitions,
+        });
+        let (tx, rx) = mpsc::channel();
+        core.waiters.insert(id, tx);
+        core.pump_synth();
+        Ok(JobHandle { id, rx })
+    }
+
+    /// Pids of the running children by role (tests use this to kill them).
+    pub fn pids(&self) -> HashMap<Role, u32> {
+        let sups = self.supervisors.lock().unwrap_or_else(|e| e.into_inner());
+        sups.iter().filter_map(|s| s.pid().map(|p| (s.role(), p))).collect()
+    }
+
+    /// A snapshot for `status`.
+    pub fn status(&self) -> PipelineStatus {
+        let core = lock(&self.core);
+        let sups = self.supervisors.lock().unwrap_or_else(|e| e.into_inner());
+        let mut children: Vec<ChildStatus> = sups
+            .iter()
+            .map(|s| {
+                let info = core.children.get(&s.role());
+                ChildStatus {
+                    role: s.role().to_string(),
+                    pid: s.pid(),
+                    cpus: info.and_then(|i| i.cpus.as_ref().map(|c| c.to_string())),
+                    detail: info.map(|i| i.detail.clone()).unwrap_or_default(),
+                    restarts: info.map(|i| i.starts.saturating_sub(1)).unwrap_or(0),
+                    last_exit: info.and_then(|i| i.last_exit.clone()),
+                }
+            })
+            .collect();
+        children.sort_by(|a, b| a.role.cmp(&b.role));
+        let c = core.jobs.counters();
+        PipelineStatus {
+            pin_mode: self.pin_mode.to_string(),
+            ring_pages: self.ring.page_kind().to_string(),
+            ring_slots: self.ring.slot_count(),
+            slot_bytes: self.ring.slot_bytes(),
+            slots: self.ring.counts().into(),
+            children,
+            jobs: core.jobs.summaries().into_iter().map(JobLine::from).collect(),
+            counters: Counters {
+                submitted: c.submitted,
+                succeeded: c.succeeded,
+                failed: c.failed,
+                syntheses_requested: c.syntheses_requested,
+                duplicate_results: c.duplicate_results,
+                ..core.counters
+            },
+            fatal: core.fatal.clone(),
+        }
+    }
+
+    /// The job counters.
+    pub fn counters(&self) -> JobCounters {
+        lock(&self.core).jobs.counters()
+    }
+
+    /// Takes the timeline events recorded so far.
+    pub fn take_timeline(&self) -> Vec<TimelineEvent> {
+        std::mem::take(&mut lock(&self.core).timeline)
+    }
+
+    /// The ring (tests and benches look at it).
+    pub fn ring(&self) -> &Arc<Ring> {
+        &self.ring
+    }
+
+    /// Asks every child to finish and exit, waits for them, fails the jobs still live.
+    pub fn shutdown(mut self) {
+        self.stop_all();
+    }
+
+    fn stop_all(&mut self) {
+        {
+            let mut core = lock(&self.core);
+            core.stopping = true;
+            for (role, info) in core.children.iter_mut() {
+                if let Some(s) = info.sender.as_mut() {
+                    let _ = match role {
+                        Role::Synth => s.send(&ToSynth::Shutdown),
+                        Role::Gpu(_) => s.send(&ToGpu::Shutdown),
+                    };
+                }
+            }
+        }
+        self.events_tx.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let sups: Vec<Supervisor> = self.supervisors.lock().unwrap_or_else(|e| e.into_inner()).drain(..).collect();
+        for s in sups {
+            s.stop(Duration::from_secs(20));
+        }
+        if let Some(d) = self.dispatcher.take() {
+            let _ = d.join();
+        }
+        let mut core = lock(&self.core);
+        let live: Vec<u64> = core.waiters.keys().copied().collect();
+        for id in live {
+            if let Some(outcome) = core.jobs.fail(id, "the pipeline shut down before the job finished".into()) {
+                core.deliver(outcome);
+            }
+        }
+    }
+}
+
+impl Drop for Pipeline {
+    fn drop(&mut self) {
+        if self.dispatcher.is_some() {
+            self.stop_all();
+        }
+    }
+}
+
+fn layout_for(settings: &PipelineSettings) -> anyhow::Result<Layout> {
+    let explicit: Option<Vec<CpuList>> = settings.gpus.iter().map(|g| g.cpus.clone()).collect();
+    match (&settings.synth_cpus, explicit) {
+        (Some(synth), Some(gpus)) => Ok(Layout::explicit(synth.clone(), gpus)?),
+        (Some(_), None) => anyhow::bail!("with explicit synth cores every gpu-proc needs explicit cores too"),
+        (None, _) => {
+            let available = CpuList::allowed()?;
+            Layout::auto(&available, settings.gpus.len(), settings.gpu_cores).map_err(|e| {
+                anyhow::anyhow!("{e}\nhint: lower --gpu-cores or give explicit cpu lists")
+            })
+        }
+    }
+}
+
+fn lock(core: &Mutex<Core>) -> MutexGuard<'_, Core> {
+    core.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Core {
+    /// Sends every pending partition to synth-proc, if one is running.
+    fn pump_synth(&mut self) {
+        let Some(info) = self.children.get_mut(&Role::Synth) else { return };
+        let Some(sender) = info.sender.as_mut() else { return };
+        for req in self.jobs.take_pending() {
+            if let Err(e) = sender.send(&ToSynth::Synthesize(req)) {
+                // The child is dying; the exit handler re-queues what it had.
+                tracing::warn!("cannot send to synth-proc: {e}");
+                break;
+            }
+        }
+    }
+
+    fn deliver(&mut self, outcome: JobOutcome) {
+        for p in 0..outcome.spec.partitions {
+            self.timeline.push(TimelineEvent::now(EventKind::ProofDone, outcome.job_id, p, u32::MAX));
+        }
+        match &outcome.result {
+            Ok(_) => tracing::info!(job = outcome.job_id, ms = outcome.elapsed.as_millis() as u64, "job done"),
+            Err(e) => tracing::warn!(job = outcome.job_id, "job failed: {e}"),
+        }
+        if let Some(w) = self.waiters.remove(&outcome.job_id) {
+            let _ = w.send(outcome);
+        }
+    }
+
+    /// Collects every DONE slot: stores its result with its job and frees the slot.
+    fn sweep_done(&mut self) {
+        let owner = shm_protocol::current_owner();
+        let ring = self.ring.clone();
+        loop {
+            let done = match ring.try_take_done(owner) {
+                Ok(Some(d)) => d,
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::error!("collecting done slots: {e}");
+                    break;
+                }
+            };
+            let meta = done.meta();
+            let result = match done.result() {
+                Ok(SlotResult::Proof(bytes)) => Ok(bytes.to_vec()),
+                Ok(SlotResult::Failed(msg)) => Err(msg.to_owned()),
+                Err(e) => Err(format!("unreadable result in slot {}: {e}", done.index())),
+            };
+            if let Err(e) = done.free() {
+                tracing::error!("freeing a done slot: {e}");
+            }
+            let result = result.and_then(|proof| self.check_proof(meta.job_id, meta.partition, meta.circuit_id, proof));
+            if let Some(outcome) = self.jobs.result(meta.job_id, meta.partition, result) {
+                self.deliver(outcome);
+            }
+        }
+    }
+
+    fn check_proof(&self, job_id: u64, partition: u32, circuit_id: u64, proof: Vec<u8>) -> Result<Vec<u8>, String> {
+        if !self.verify {
+            return Ok(proof);
+        }
+        let Some(entry) = self.circuits.get(&circuit_id) else {
+            return Err(format!("slot carries unknown circuit id {circuit_id:#x}"));
+        };
+        let Some(seed) = self.jobs.seed_of(job_id) else { return Ok(proof) };
+        let inputs = entry
+            .spec
+            .public_inputs(seed.wrapping_add(u64::from(partition)))
+            .map_err(|e| format!("public inputs: {e}"))?;
+        let parsed = bellperson::groth16::Proof::<Bls12>::read(&proof[..]).map_err(|e| format!("malformed proof: {e}"))?;
+        match verify_proof(&entry.pvk, &parsed, &inputs) {
+            Ok(true) => Ok(proof),
+            Ok(false) => Err("the proof does not verify".into()),
+            Err(e) => Err(format!("verification error: {e}")),
+        }
+    }
+
+    fn on_event(&mut self, event: ChildEvent) {
+        match event {
+            ChildEvent::Started { role, pid, sender, cpus } => {
+                let info = self.children.entry(role).or_insert_with(|| ChildInfo {
+                    pid: None,
+                    sender: None,
+                    cpus: None,
+                    detail: String::new(),
+                    starts: 0,
+                    last_exit: None,
+                });
+                info.pid = Some(pid);
+                info.sender = Some(sender);
+                info.cpus = cpus;
+                info.starts += 1;
+                if self.stopping {
+                    if let Some(s) = info.sender.as_mut() {
+                        let _ = match role {
+                            Role::Synth => s.send(&ToSynth::Shutdown),
+                            Role::Gpu(_) => s.send(&ToGpu::Shutdown),
+                        };
+                    }
+                }
+                if role == Role::Synth {
+                    self.pump_synth();
+                }
+            }
+            ChildEvent::Message { role, msg, .. } => match msg {
+                FromChild::Hello { detail, .. } => {
+                    if let Some(info) = self.children.get_mut(&role) {
+                        info.detail = detail;
+                    }
+                }
+                FromChild::Published { job_id, partition, slot, .. } => self.jobs.published(job_id, partition, slot),
+                FromChild::SynthFailed { job_id, partition, error } => {
+                    if let Some(outcome) = self.jobs.result(job_id, partition, Err(error)) {
+                        self.deliver(outcome);
+                    }
+                }
+                FromChild::Proved { .. } => self.sweep_done(),
+                FromChild::Heartbeat => {}
+                FromChild::Event(e) => self.timeline.push(e),
+            },
+            ChildEvent::Exited { role, pid, status, stderr_tail, restarting } => {
+                self.counters.child_exits += 1;
+                if let Some(info) = self.children.get_mut(&role) {
+                    info.pid = None;
+                    info.sender = None;
+                    info.last_exit = Some(status.clone());
+                }
+                let report = self.ring.reclaim_owner(pid);
+                self.counters.slots_requeued += report.claimed_requeued.len() as u64;
+                self.counters.slots_freed += report.writing_freed.len() as u64;
+                if !self.stopping {
+                    tracing::warn!(
+                        %role, pid, %status, restarting,
+                        requeued = report.claimed_requeued.len(),
+                        freed = report.writing_freed.len(),
+                        "child exited; slots reclaimed"
+                    );
+                    if !stderr_tail.is_empty() {
+                        tracing::debug!(%role, "last stderr: {}", stderr_tail.join(" | "));
+                    }
+                }
+                if role == Role::Synth {
+                    let in_ring: HashSet<(u64, u32)> = self
+                        .ring
+                        .snapshot()
+                        .into_iter()
+                        .filter(|s| matches!(s.state, Some(SlotState::Ready | SlotState::Claimed | SlotState::Done)))
+                        .filter_map(|s| s.meta.map(|m| (m.job_id, m.partition)))
+                        .collect();
+                    self.jobs.synth_lost(&in_ring);
+                }
+                self.sweep_done();
+            }
+            ChildEvent::GaveUp { role, reason } => {
+                tracing::error!(%role, "giving up: {reason}");
+                if !self.stopping {
+                    self.fatal = Some(reason.clone());
+                    let live: Vec<u64> = self.waiters.keys().copied().collect();
+                    for id in live {
+                        if let Some(outcome) = self.jobs.fail(id, format!("{role} cannot run: {reason}")) {
+                            self.deliver(outcome);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn dispatch(core: Arc<Mutex<Core>>, events: mpsc::Receiver<ChildEvent>) {
+    loop {
+        match events.recv_timeout(Duration::from_millis(250)) {
+            Ok(event) => lock(&core).on_event(event),
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                // A DONE slot whose message was lost (its gpu-proc died right after) is still
+                // collected.
+                lock(&core).sweep_done();
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+    }
+    lock(&core).sweep_done();
+}

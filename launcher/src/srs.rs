@@ -1,0 +1,123 @@
+//! The launcher's side of the SRS: the local cache of generated parameter files, generation with a
+//! progress bar, and loading a `.params` file into a shared memfd that every gpu-proc maps (so a
+//! restarted gpu-proc maps it again instead of parsing the file).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::Context;
+use indicatif::{ProgressBar, ProgressStyle};
+use kernels::circuits::CircuitSpec;
+use kernels::paramgen::{GenPhase, GenProgress};
+use kernels::srs::{self, SrsImage, SrsView};
+use shm_protocol::{HugePagePolicy, Region};
+
+/// Default file of a built-in circuit's generated SRS in `cache_dir`.
+pub fn cached_path(cache_dir: &Path, spec: &CircuitSpec) -> PathBuf {
+    let name: String =
+        spec.to_string().chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '-' }).collect();
+    cache_dir.join(format!("{name}.params"))
+}
+
+/// Generates random parameters for `spec` into `out` with a progress bar on stderr.
+/// The file is written to a temporary name and renamed, so a crash leaves no half file.
+pub fn generate(spec: &CircuitSpec, seed: u64, out: &Path, show_progress: bool) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let bar = if show_progress { ProgressBar::new(0) } else { ProgressBar::hidden() };
+    bar.set_style(
+        ProgressStyle::with_template("{prefix:>12} [{bar:30}] {pos}/{len} ({eta})")
+            .expect("static template")
+            .progress_chars("=> "),
+    );
+    let progress = |p: GenProgress| {
+        bar.set_prefix(match p.phase {
+            GenPhase::Synthesis => "synthesis",
+            GenPhase::Tables => "tables",
+            GenPhase::Exponentiations => "points",
+            GenPhase::Done => "done",
+        });
+        bar.set_length(p.total);
+        bar.set_position(p.done);
+    };
+    let params = kernels::paramgen::generate_parameters_seeded(spec.circuit(None), seed, &progress)
+        .with_context(|| format!("generating parameters for `{spec}`"))?;
+    bar.finish_and_clear();
+    if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create `{}`", dir.display()))?;
+    }
+    let tmp = out.with_extension(format!("tmp-{}", std::process::id()));
+    srs::write_params_file(&tmp, &params).with_context(|| format!("writing `{}`", tmp.display()))?;
+    std::fs::rename(&tmp, out).with_context(|| format!("renaming into `{}`", out.display()))?;
+    tracing::info!(circuit = %spec, file = %out.display(), secs = started.elapsed().as_secs_f64(), "generated SRS");
+    Ok(())
+}
+
+/// The SRS file for `spec`: `explicit` if given (it must exist), else the cached one, generated on
+/// first use (built-in circuits only).
+pub fn resolve(spec: &CircuitSpec, explicit: Option<&Path>, cache_dir: &Path) -> anyhow::Result<PathBuf> {
+    if let Some(p) = explicit {
+        anyhow::ensure!(p.is_file(), "SRS file `{}` does not exist", p.display());
+        return Ok(p.to_owned());
+    }
+    let path = cached_path(cache_dir, spec);
+    if !path.is_file() {
+        eprintln!("generating a local SRS for `{spec}` into `{}` (first run only)", path.display());
+        generate(spec, rand::random(), &path, true)?;
+    }
+    Ok(path)
+}
+
+/// An SRS image in a shared memfd, ready to hand to gpu-procs.
+pub struct SharedSrs {
+    /// The circuit it serves.
+    pub spec: CircuitSpec,
+    /// The file it was read from.
+    pub params_path: PathBuf,
+    /// The memfd region holding the image.
+    pub region: Arc<Region>,
+}
+
+impl SharedSrs {
+    /// Streams `params_path` into a new memfd region and checks it fits `spec`. Errors name the
+    /// file and the problem (missing, truncated, wrong format, made for another circuit).
+    pub fn load(spec: &CircuitSpec, params_path: &Path, huge: HugePagePolicy) -> anyhow::Result<SharedSrs> {
+        let started = Instant::now();
+        let what = || format!("SRS `{}`", params_path.display());
+        let lens = srs::scan_params_file(params_path).with_context(what)?;
+        let bytes = SrsImage::size_for(&lens).with_context(what)?;
+        let mut region = Region::create("splitprover-srs", bytes, huge).with_context(what)?;
+        let file = std::fs::File::open(params_path).with_context(what)?;
+        // SAFETY: the region was just created and its fd has not been passed to anyone yet, so
+        // nothing else can read or write it while we fill it.
+        let dst = unsafe { region.as_mut_slice() };
+        SrsImage::write_params_stream(
+            std::io::BufReader::with_capacity(1 << 20, file),
+            &lens,
+            spec.circuit_id(),
+            false,
+            &mut dst[..bytes],
+        )
+        .with_context(what)?;
+        // SAFETY: from here on the image is read-only by contract: the launcher never writes it
+        // again and gpu-procs only read it.
+        let view = SrsView::new(unsafe { region.as_slice() }).with_context(what)?;
+        let shape = spec.shape().with_context(|| format!("counting circuit `{spec}`"))?;
+        view.check_shape(&shape).with_context(|| format!("{} does not fit circuit `{spec}`", what()))?;
+        tracing::info!(
+            circuit = %spec,
+            file = %params_path.display(),
+            mib = bytes >> 20,
+            pages = %region.page_kind(),
+            secs = started.elapsed().as_secs_f64(),
+            "SRS loaded into shared memory"
+        );
+        Ok(SharedSrs { spec: spec.clone(), params_path: params_path.to_owned(), region: Arc::new(region) })
+    }
+
+    /// A zero-copy view of the image.
+    pub fn view(&self) -> anyhow::Result<SrsView<'_>> {
+        // SAFETY: the image is read-only after `load` (see there).
+        Ok(SrsView::new(unsafe { self.region.as_slice() })?)
+    }
+}
