@@ -13,12 +13,20 @@ fn prove(c: &mut Criterion) {
     group.sample_size(10);
     for spec in ["sha-chain:1", "sha-chain:2"] {
         let spec: CircuitSpec = spec.parse().expect("spec");
-        let params = kernels::paramgen::generate_parameters_seeded(spec.circuit(None), 1, &|_| {}).expect("params");
-        let backend = CpuBackend::new(SrsImage::from_parameters(&params, spec.circuit_id()).expect("image")).expect("backend");
-        let owned = spec.synthesize_into(3, VecSink::new()).expect("synthesis").finish();
+        let params = kernels::paramgen::generate_parameters_seeded(spec.circuit(None), 1, &|_| {})
+            .expect("params");
+        let backend =
+            CpuBackend::new(SrsImage::from_parameters(&params, spec.circuit_id()).expect("image"))
+                .expect("backend");
+        let owned = spec
+            .synthesize_into(3, VecSink::new())
+            .expect("synthesis")
+            .finish();
         let asg = [owned.as_assignment()];
         let (r, s) = ([Scalar::from(5u64)], [Scalar::from(7u64)]);
-        group.bench_function(spec.to_string(), |b| b.iter(|| backend.prove_batch(&asg, &r, &s).expect("prove")));
+        group.bench_function(spec.to_string(), |b| {
+            b.iter(|| backend.prove_batch(&asg, &r, &s).expect("prove"))
+        });
     }
     group.finish();
 }

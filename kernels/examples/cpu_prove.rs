@@ -25,7 +25,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let all: Vec<String> = std::env::args().collect();
     let compare = all.iter().any(|a| a == "--bellperson");
     let args: Vec<String> = all.into_iter().filter(|a| a != "--bellperson").collect();
-    let spec: CircuitSpec = args.get(1).map(String::as_str).unwrap_or("sha-chain:1").parse()?;
+    let spec: CircuitSpec = args
+        .get(1)
+        .map(String::as_str)
+        .unwrap_or("sha-chain:1")
+        .parse()?;
     let batch: usize = args.get(2).map(|s| s.parse()).transpose()?.unwrap_or(1);
     let iters: usize = args.get(3).map(|s| s.parse()).transpose()?.unwrap_or(3);
     let shape = spec.shape()?;
@@ -39,14 +43,23 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let t = Instant::now();
     let image = match args.get(4) {
-        Some(path) => SrsImage::from_params_file(std::path::Path::new(path), spec.circuit_id(), false)?,
+        Some(path) => {
+            SrsImage::from_params_file(std::path::Path::new(path), spec.circuit_id(), false)?
+        }
         None => {
-            let params = kernels::paramgen::generate_parameters_seeded(spec.circuit(None), 1, &|_| {})?;
+            let params =
+                kernels::paramgen::generate_parameters_seeded(spec.circuit(None), 1, &|_| {})?;
             SrsImage::from_parameters(&params, spec.circuit_id())?
         }
     };
-    let params = compare.then(|| kernels::srs::SrsView::new(image.as_ref()).map(|v| v.to_parameters())).transpose()?;
-    println!("parameters: {:.2} s ({} MiB image)", t.elapsed().as_secs_f64(), image.as_ref().len() >> 20);
+    let params = compare
+        .then(|| kernels::srs::SrsView::new(image.as_ref()).map(|v| v.to_parameters()))
+        .transpose()?;
+    println!(
+        "parameters: {:.2} s ({} MiB image)",
+        t.elapsed().as_secs_f64(),
+        image.as_ref().len() >> 20
+    );
     let backend = CpuBackend::new(image)?;
     backend.srs()?.check_shape(&shape)?;
 
@@ -56,7 +69,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let t = Instant::now();
         let owned: Vec<_> = seeds
             .iter()
-            .map(|&s| spec.synthesize_into(s, VecSink::with_limit(shape)).map(VecSink::finish))
+            .map(|&s| {
+                spec.synthesize_into(s, VecSink::with_limit(shape))
+                    .map(VecSink::finish)
+            })
             .collect::<Result<_, _>>()?;
         let t_synth = t.elapsed().as_secs_f64();
         let asg: Vec<_> = owned.iter().map(|o| o.as_assignment()).collect();
@@ -77,7 +93,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         if let Some(params) = &params {
             let circuits: Vec<_> = seeds.iter().map(|&s| spec.circuit(Some(s))).collect();
             let t = Instant::now();
-            let theirs = bellperson::groth16::create_proof_batch(circuits, params, r.clone(), s.clone())?;
+            let theirs =
+                bellperson::groth16::create_proof_batch(circuits, params, r.clone(), s.clone())?;
             let t_theirs = t.elapsed().as_secs_f64();
             println!(
                 "iter {it}: bellperson create_proof_batch (synthesis + prove) {t_theirs:.3} s; identical proofs: {}",

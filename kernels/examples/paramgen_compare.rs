@@ -11,7 +11,10 @@ use kernels::circuits::CircuitSpec;
 use rand_chacha::rand_core::SeedableRng;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let spec: CircuitSpec = std::env::args().nth(1).unwrap_or_else(|| "sha-chain:2".into()).parse()?;
+    let spec: CircuitSpec = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "sha-chain:2".into())
+        .parse()?;
     let shape = spec.shape()?;
     println!(
         "circuit {spec}: {} constraints, {} inputs, {} aux, domain 2^{}; {} rayon threads",
@@ -34,6 +37,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let t_theirs = t.elapsed().as_secs_f64();
     println!("bellperson generate_random_parameters: {t_theirs:.2} s");
 
-    println!("speedup: {:.1}x; identical parameters: {}", t_theirs / t_ours, ours == theirs);
+    println!(
+        "speedup: {:.1}x; identical parameters: {}",
+        t_theirs / t_ours,
+        ours == theirs
+    );
     Ok(())
 }

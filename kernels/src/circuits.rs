@@ -71,11 +71,16 @@ const IV: [u32; 8] = [
 
 impl Circuit<Scalar> for ShaChain {
     fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
-        let bits = self.seed.map(|s| multipack::bytes_to_bits(&Self::witness_bytes(s)));
+        let bits = self
+            .seed
+            .map(|s| multipack::bytes_to_bits(&Self::witness_bytes(s)));
         let mut cur = (0..512)
             .map(|i| {
                 let v = bits.as_ref().map(|b| b[i]);
-                Ok(Boolean::from(AllocatedBit::alloc(cs.namespace(|| format!("bit {i}")), v)?))
+                Ok(Boolean::from(AllocatedBit::alloc(
+                    cs.namespace(|| format!("bit {i}")),
+                    v,
+                )?))
             })
             .collect::<Result<Vec<_>, SynthesisError>>()?;
         let mut prev = cur[256..].to_vec();
@@ -131,15 +136,39 @@ impl Circuit<Scalar> for PubInputs {
                 let c = round_constant(o * PUB_ROUNDS + r);
                 let tv = xv.map(|v| v + c);
                 let sq_v = tv.map(|t| t.square());
-                let sq = cs.alloc(|| format!("sq {o} {r}"), || sq_v.ok_or(SynthesisError::AssignmentMissing))?;
-                cs.enforce(|| format!("square {o} {r}"), |lc| lc + x + (c, CS::one()), |lc| lc + x + (c, CS::one()), |lc| lc + sq);
+                let sq = cs.alloc(
+                    || format!("sq {o} {r}"),
+                    || sq_v.ok_or(SynthesisError::AssignmentMissing),
+                )?;
+                cs.enforce(
+                    || format!("square {o} {r}"),
+                    |lc| lc + x + (c, CS::one()),
+                    |lc| lc + x + (c, CS::one()),
+                    |lc| lc + sq,
+                );
                 xv = sq_v.zip(tv).map(|(s, t)| s * t);
-                let next = cs.alloc(|| format!("cube {o} {r}"), || xv.ok_or(SynthesisError::AssignmentMissing))?;
-                cs.enforce(|| format!("cube constraint {o} {r}"), |lc| lc + sq, |lc| lc + x + (c, CS::one()), |lc| lc + next);
+                let next = cs.alloc(
+                    || format!("cube {o} {r}"),
+                    || xv.ok_or(SynthesisError::AssignmentMissing),
+                )?;
+                cs.enforce(
+                    || format!("cube constraint {o} {r}"),
+                    |lc| lc + sq,
+                    |lc| lc + x + (c, CS::one()),
+                    |lc| lc + next,
+                );
                 x = next;
             }
-            let out = cs.alloc_input(|| format!("out {o}"), || xv.ok_or(SynthesisError::AssignmentMissing))?;
-            cs.enforce(|| format!("expose {o}"), |lc| lc + x, |lc| lc + CS::one(), |lc| lc + out);
+            let out = cs.alloc_input(
+                || format!("out {o}"),
+                || xv.ok_or(SynthesisError::AssignmentMissing),
+            )?;
+            cs.enforce(
+                || format!("expose {o}"),
+                |lc| lc + x,
+                |lc| lc + CS::one(),
+                |lc| lc + out,
+            );
         }
         Ok(())
     }
@@ -184,20 +213,39 @@ impl Circuit<Scalar> for Bits {
         for j in 0..self.bits.div_ceil(64) {
             let len = (self.bits - 64 * j).min(64);
             let wv = words.as_ref().map(|w| w[j]);
-            let num = cs.alloc(|| format!("word {j}"), || wv.map(Scalar::from).ok_or(SynthesisError::AssignmentMissing))?;
+            let num = cs.alloc(
+                || format!("word {j}"),
+                || {
+                    wv.map(Scalar::from)
+                        .ok_or(SynthesisError::AssignmentMissing)
+                },
+            )?;
             let mut lc = bellpepper_core::LinearCombination::zero();
             let mut coeff = Scalar::ONE;
             for i in 0..len {
-                let b = AllocatedBit::alloc(cs.namespace(|| format!("w{j} b{i}")), wv.map(|w| w >> i & 1 == 1))?;
+                let b = AllocatedBit::alloc(
+                    cs.namespace(|| format!("w{j} b{i}")),
+                    wv.map(|w| w >> i & 1 == 1),
+                )?;
                 lc = lc + (coeff, b.get_variable());
                 coeff = coeff.double();
             }
-            cs.enforce(|| format!("pack {j}"), |_| lc, |l| l + CS::one(), |l| l + num);
+            cs.enforce(
+                || format!("pack {j}"),
+                |_| lc,
+                |l| l + CS::one(),
+                |l| l + num,
+            );
             total = total + num;
         }
         let sum = words.map(|w| w.into_iter().map(Scalar::from).sum::<Scalar>());
         let input = cs.alloc_input(|| "sum", || sum.ok_or(SynthesisError::AssignmentMissing))?;
-        cs.enforce(|| "sum constraint", |_| total, |l| l + CS::one(), |l| l + input);
+        cs.enforce(
+            || "sum constraint",
+            |_| total,
+            |l| l + CS::one(),
+            |l| l + input,
+        );
         Ok(())
     }
 }
@@ -309,9 +357,9 @@ impl FromStr for CircuitSpec {
             }
             .into()
         };
-        let (kind, arg) = s
-            .split_once(':')
-            .ok_or_else(|| bad("expected `KIND:N` with KIND one of `sha-chain`, `pubinputs`, `bits`".into()))?;
+        let (kind, arg) = s.split_once(':').ok_or_else(|| {
+            bad("expected `KIND:N` with KIND one of `sha-chain`, `pubinputs`, `bits`".into())
+        })?;
         let n: usize = arg
             .trim()
             .parse()
@@ -324,9 +372,15 @@ impl FromStr for CircuitSpec {
             }
         };
         match kind.trim() {
-            "sha-chain" => Ok(Self::ShaChain { blocks: check(1 << 12)? }),
-            "pubinputs" => Ok(Self::PubInputs { outputs: check(1 << 16)? }),
-            "bits" => Ok(Self::Bits { bits: check(1 << 26)? }),
+            "sha-chain" => Ok(Self::ShaChain {
+                blocks: check(1 << 12)?,
+            }),
+            "pubinputs" => Ok(Self::PubInputs {
+                outputs: check(1 << 16)?,
+            }),
+            "bits" => Ok(Self::Bits {
+                bits: check(1 << 26)?,
+            }),
             other => Err(bad(format!(
                 "unknown circuit `{other}` (expected `sha-chain`, `pubinputs` or `bits`)"
             ))),
@@ -345,7 +399,16 @@ mod tests {
             let spec: CircuitSpec = s.parse().unwrap();
             assert_eq!(spec.to_string(), s);
         }
-        for bad in ["", "sha-chain", "sha-chain:", "sha-chain:0", "sha-chain:-1", "nope:3", "bits:x", "bits:999999999999"] {
+        for bad in [
+            "",
+            "sha-chain",
+            "sha-chain:",
+            "sha-chain:0",
+            "sha-chain:-1",
+            "nope:3",
+            "bits:x",
+            "bits:999999999999",
+        ] {
             let err = bad.parse::<CircuitSpec>().unwrap_err();
             assert!(matches!(err.kind(), ErrorKind::InvalidSpec { .. }), "{bad}");
             assert!(err.to_string().contains("invalid circuit spec"), "{err}");
@@ -353,7 +416,10 @@ mod tests {
         let a: CircuitSpec = "bits:64".parse().unwrap();
         let b: CircuitSpec = "bits:65".parse().unwrap();
         assert_ne!(a.circuit_id(), b.circuit_id());
-        assert_eq!(a.circuit_id(), "bits:64".parse::<CircuitSpec>().unwrap().circuit_id());
+        assert_eq!(
+            a.circuit_id(),
+            "bits:64".parse::<CircuitSpec>().unwrap().circuit_id()
+        );
     }
 
     fn satisfied_with_inputs(spec: CircuitSpec, seed: u64) {

@@ -122,7 +122,16 @@ macro_rules! msm_impl {
                 // SAFETY: `p[0]` points at `npoints` contiguous affine points and `s[0]` at
                 // `npoints` contiguous 32-byte scalars (both null-terminated pointer lists, so
                 // blst treats them as flat arrays); the scratch holds the size blst asked for.
-                unsafe { $mult_pip(&mut out, p.as_ptr(), npoints, s.as_ptr(), NBITS, scratch.as_mut_ptr()) };
+                unsafe {
+                    $mult_pip(
+                        &mut out,
+                        p.as_ptr(),
+                        npoints,
+                        s.as_ptr(),
+                        NBITS,
+                        scratch.as_mut_ptr(),
+                    )
+                };
                 out
             } else {
                 let (nx, ny, window) = breakdown(NBITS, pippenger_window_size(npoints), ncpus);
@@ -148,14 +157,25 @@ macro_rules! msm_impl {
                     .map_init(
                         || vec![0u64; sz << (window - 1)],
                         |scratch, t| {
-                            let p: [*const $raw_affine; 2] = [raw_bases[t.x..].as_ptr(), std::ptr::null()];
-                            let s: [*const u8; 2] = [scalars[t.x..].as_ptr().cast::<u8>(), std::ptr::null()];
+                            let p: [*const $raw_affine; 2] =
+                                [raw_bases[t.x..].as_ptr(), std::ptr::null()];
+                            let s: [*const u8; 2] =
+                                [scalars[t.x..].as_ptr().cast::<u8>(), std::ptr::null()];
                             let mut out = <$raw>::default();
                             // SAFETY: the tile covers points and scalars `x..x+dx` (dx >= 4,
                             // within bounds by construction of the grid); the scratch has
                             // blst's per-window size `sz << (window - 1)` words.
                             unsafe {
-                                $tile(&mut out, p.as_ptr(), t.dx, s.as_ptr(), NBITS, scratch.as_mut_ptr(), t.y, window)
+                                $tile(
+                                    &mut out,
+                                    p.as_ptr(),
+                                    t.dx,
+                                    s.as_ptr(),
+                                    NBITS,
+                                    scratch.as_mut_ptr(),
+                                    t.y,
+                                    window,
+                                )
                             };
                             out
                         },
@@ -221,7 +241,10 @@ msm_impl!(
 
 /// Canonical bytes of every scalar, in parallel.
 pub(crate) fn all_bytes(v: &[Scalar]) -> Vec<ScalarBytes> {
-    v.par_iter().with_min_len(1 << 12).map(scalar_bytes).collect()
+    v.par_iter()
+        .with_min_len(1 << 12)
+        .map(scalar_bytes)
+        .collect()
 }
 
 #[cfg(test)]
@@ -233,8 +256,12 @@ mod tests {
 
     fn check(n: usize, threads: usize) {
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(n as u64);
-        let pts: Vec<G1Affine> = (0..n).map(|_| G1Projective::random(&mut rng).into()).collect();
-        let pts2: Vec<G2Affine> = (0..n.min(300)).map(|_| G2Projective::random(&mut rng).into()).collect();
+        let pts: Vec<G1Affine> = (0..n)
+            .map(|_| G1Projective::random(&mut rng).into())
+            .collect();
+        let pts2: Vec<G2Affine> = (0..n.min(300))
+            .map(|_| G2Projective::random(&mut rng).into())
+            .collect();
         let sc: Vec<Scalar> = (0..n)
             .map(|i| match i % 5 {
                 0 => Scalar::ZERO,
@@ -242,19 +269,43 @@ mod tests {
                 _ => Scalar::random(&mut rng),
             })
             .collect();
-        let naive1: G1Projective = pts.iter().zip(&sc).map(|(p, s)| G1Projective::from(p) * s).sum();
-        let naive2: G2Projective = pts2.iter().zip(&sc).map(|(p, s)| G2Projective::from(p) * s).sum();
-        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+        let naive1: G1Projective = pts
+            .iter()
+            .zip(&sc)
+            .map(|(p, s)| G1Projective::from(p) * s)
+            .sum();
+        let naive2: G2Projective = pts2
+            .iter()
+            .zip(&sc)
+            .map(|(p, s)| G2Projective::from(p) * s)
+            .sum();
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
         pool.install(|| {
             let b = all_bytes(&sc);
             assert_eq!(msm_g1(&pts, &b), naive1, "g1 n={n} threads={threads}");
-            assert_eq!(msm_g2(&pts2, &b[..pts2.len()]), naive2, "g2 n={n} threads={threads}");
+            assert_eq!(
+                msm_g2(&pts2, &b[..pts2.len()]),
+                naive2,
+                "g2 n={n} threads={threads}"
+            );
         });
     }
 
     #[test]
     fn msm_matches_naive() {
-        for (n, t) in [(0, 2), (1, 2), (7, 1), (100, 1), (100, 2), (1000, 4), (2500, 3), (5000, 16)] {
+        for (n, t) in [
+            (0, 2),
+            (1, 2),
+            (7, 1),
+            (100, 1),
+            (100, 2),
+            (1000, 4),
+            (2500, 3),
+            (5000, 16),
+        ] {
             check(n, t);
         }
     }

@@ -180,8 +180,12 @@ pub fn compute_h(a: &[Scalar], b: &[Scalar], c: &[Scalar]) -> Result<Vec<Scalar>
         ntt(&mut x, d.omega);
         x
     };
-    let (mut ea, (eb, ec)) = rayon::join(|| to_coset(a), || rayon::join(|| to_coset(b), || to_coset(c)));
-    let z_inv: Scalar = Option::from(d.z(&g).invert()).ok_or(bellpepper_core::SynthesisError::DivisionByZero)?;
+    let (mut ea, (eb, ec)) = rayon::join(
+        || to_coset(a),
+        || rayon::join(|| to_coset(b), || to_coset(c)),
+    );
+    let z_inv: Scalar =
+        Option::from(d.z(&g).invert()).ok_or(bellpepper_core::SynthesisError::DivisionByZero)?;
     ea.par_chunks_mut(PAR_MIN)
         .zip(eb.par_chunks(PAR_MIN).zip(ec.par_chunks(PAR_MIN)))
         .for_each(|(x, (y, z))| {
@@ -252,7 +256,8 @@ mod tests {
             intt(&mut p, &d);
             p
         };
-        let eval = |p: &[Scalar], x: Scalar| p.iter().rev().fold(Scalar::ZERO, |acc, c| acc * x + c);
+        let eval =
+            |p: &[Scalar], x: Scalar| p.iter().rev().fold(Scalar::ZERO, |acc, c| acc * x + c);
         let x = Scalar::random(&mut rng);
         let lhs = eval(&interp(&a), x) * eval(&interp(&b), x) - eval(&interp(&c), x);
         assert_eq!(lhs, eval(&h, x) * d.z(&x));

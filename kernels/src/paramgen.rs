@@ -13,7 +13,9 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use bellpepper_core::{Circuit, ConstraintSystem, Index, LinearCombination, SynthesisError, Variable};
+use bellpepper_core::{
+    Circuit, ConstraintSystem, Index, LinearCombination, SynthesisError, Variable,
+};
 use bellperson::groth16::{Parameters, VerifyingKey};
 use blstrs::{Bls12, G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use ff::Field;
@@ -104,7 +106,7 @@ fn signed_digits(s: &Scalar, w: usize, windows: usize, out: &mut Vec<i64>) {
 }
 
 macro_rules! fixed_base_impl {
-    ($build:ident, $mul_all:ident, $proj:ty, $affine:ty, $raw:ty, $raw_affine:ty, $to_affine:path) => {
+    ($build:ident, $mul_all:ident, $proj:ty, $affine:ty, $to_affine:path) => {
         fn $build(base: $proj, count: usize) -> FixedBase<$affine> {
             let w = window_for(count);
             // 255-bit scalars plus a final carry digit.
@@ -119,46 +121,55 @@ macro_rules! fixed_base_impl {
                 }
             }
             let mut table = vec![<$affine>::default(); windows * per];
-            table.par_chunks_mut(per).zip(bases.par_iter()).for_each(|(row, b)| {
-                let mut proj = Vec::with_capacity(per);
-                let mut acc = *b;
-                for _ in 0..per {
-                    proj.push(acc);
-                    acc += b;
-                }
-                $to_affine(&proj, row);
-            });
+            table
+                .par_chunks_mut(per)
+                .zip(bases.par_iter())
+                .for_each(|(row, b)| {
+                    let mut proj = Vec::with_capacity(per);
+                    let mut acc = *b;
+                    for _ in 0..per {
+                        proj.push(acc);
+                        acc += b;
+                    }
+                    $to_affine(&proj, row);
+                });
             FixedBase { w, windows, table }
         }
 
         /// `scalars[i] * base` for every i, in parallel, normalised to affine.
-        fn $mul_all(fb: &FixedBase<$affine>, scalars: &[Scalar], tick: &(dyn Fn(u64) + Sync)) -> Vec<$affine> {
+        fn $mul_all(
+            fb: &FixedBase<$affine>,
+            scalars: &[Scalar],
+            tick: &(dyn Fn(u64) + Sync),
+        ) -> Vec<$affine> {
             let mut out = vec![<$affine>::default(); scalars.len()];
             let per = 1usize << (fb.w - 1);
-            out.par_chunks_mut(CHUNK).zip(scalars.par_chunks(CHUNK)).for_each(|(o, sc)| {
-                let mut digits = Vec::with_capacity(fb.windows);
-                let proj: Vec<$proj> = sc
-                    .iter()
-                    .map(|s| {
-                        signed_digits(s, fb.w, fb.windows, &mut digits);
-                        let mut acc = <$proj>::identity();
-                        for (j, &d) in digits.iter().enumerate() {
-                            if d == 0 {
-                                continue;
+            out.par_chunks_mut(CHUNK)
+                .zip(scalars.par_chunks(CHUNK))
+                .for_each(|(o, sc)| {
+                    let mut digits = Vec::with_capacity(fb.windows);
+                    let proj: Vec<$proj> = sc
+                        .iter()
+                        .map(|s| {
+                            signed_digits(s, fb.w, fb.windows, &mut digits);
+                            let mut acc = <$proj>::identity();
+                            for (j, &d) in digits.iter().enumerate() {
+                                if d == 0 {
+                                    continue;
+                                }
+                                let p = &fb.table[j * per + (d.unsigned_abs() as usize - 1)];
+                                if d > 0 {
+                                    acc += p;
+                                } else {
+                                    acc -= p;
+                                }
                             }
-                            let p = &fb.table[j * per + (d.unsigned_abs() as usize - 1)];
-                            if d > 0 {
-                                acc += p;
-                            } else {
-                                acc -= p;
-                            }
-                        }
-                        acc
-                    })
-                    .collect();
-                $to_affine(&proj, o);
-                tick(sc.len() as u64);
-            });
+                            acc
+                        })
+                        .collect();
+                    $to_affine(&proj, o);
+                    tick(sc.len() as u64);
+                });
             out
         }
     };
@@ -189,10 +200,24 @@ macro_rules! batch_affine_impl {
     };
 }
 
-batch_affine_impl!(g1_to_affine, G1Projective, G1Affine, blst::blst_p1, blst::blst_p1_affine, blst::blst_p1s_to_affine);
-batch_affine_impl!(g2_to_affine, G2Projective, G2Affine, blst::blst_p2, blst::blst_p2_affine, blst::blst_p2s_to_affine);
-fixed_base_impl!(g1_table, g1_mul_all, G1Projective, G1Affine, blst::blst_p1, blst::blst_p1_affine, g1_to_affine);
-fixed_base_impl!(g2_table, g2_mul_all, G2Projective, G2Affine, blst::blst_p2, blst::blst_p2_affine, g2_to_affine);
+batch_affine_impl!(
+    g1_to_affine,
+    G1Projective,
+    G1Affine,
+    blst::blst_p1,
+    blst::blst_p1_affine,
+    blst::blst_p1s_to_affine
+);
+batch_affine_impl!(
+    g2_to_affine,
+    G2Projective,
+    G2Affine,
+    blst::blst_p2,
+    blst::blst_p2_affine,
+    blst::blst_p2s_to_affine
+);
+fixed_base_impl!(g1_table, g1_mul_all, G1Projective, G1Affine, g1_to_affine);
+fixed_base_impl!(g2_table, g2_mul_all, G2Projective, G2Affine, g2_to_affine);
 
 /// Evaluates the QAP polynomials of every variable at tau while the circuit synthesizes.
 struct EvalCs<'l> {
@@ -214,10 +239,11 @@ impl EvalCs<'_> {
             match slot {
                 Some(s) => s[which] += *coeff * l,
                 None => {
-                    self.error.get_or_insert(SynthesisError::IoError(std::io::Error::new(
-                        std::io::ErrorKind::InvalidInput,
-                        "variable index out of range",
-                    )));
+                    self.error
+                        .get_or_insert(SynthesisError::IoError(std::io::Error::new(
+                            std::io::ErrorKind::InvalidInput,
+                            "variable index out of range",
+                        )));
                 }
             }
         }
@@ -256,9 +282,10 @@ impl ConstraintSystem<Scalar> for EvalCs<'_> {
         LC: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
     {
         let Some(&l) = self.lagrange.get(self.constraints) else {
-            self.error.get_or_insert(SynthesisError::IoError(std::io::Error::other(
-                "circuit made more constraints than in its counting pass",
-            )));
+            self.error
+                .get_or_insert(SynthesisError::IoError(std::io::Error::other(
+                    "circuit made more constraints than in its counting pass",
+                )));
             return;
         };
         self.add(&a(LinearCombination::zero()), 0, l);
@@ -285,7 +312,8 @@ impl ConstraintSystem<Scalar> for EvalCs<'_> {
 /// (g1, g2, alpha, beta, gamma, delta, tau): for the same RNG state the result equals
 /// `bellperson::groth16::generate_random_parameters`.
 ///
-/// The circuit is synthesized twice (count, then evaluate), hence `Clone`.
+/// The circuit is synthesized twice (count, then evaluate), hence `Clone`. `progress` is called
+/// from worker threads (hence `Sync`), often: keep it cheap (the CLI throttles its rendering).
 pub fn generate_parameters<C, R>(
     circuit: C,
     rng: &mut R,
@@ -302,7 +330,19 @@ where
     let gamma = Scalar::random(&mut *rng);
     let delta = Scalar::random(&mut *rng);
     let tau = Scalar::random(&mut *rng);
-    generate_with_trapdoor(circuit, Trapdoor { g1, g2, alpha, beta, gamma, delta, tau }, progress)
+    generate_with_trapdoor(
+        circuit,
+        Trapdoor {
+            g1,
+            g2,
+            alpha,
+            beta,
+            gamma,
+            delta,
+            tau,
+        },
+        progress,
+    )
 }
 
 /// [`generate_parameters`] with a ChaCha20 RNG seeded from `seed`: reproducible.
@@ -342,10 +382,16 @@ pub fn generate_with_trapdoor<C: Circuit<Scalar> + Clone>(
 ) -> Result<Parameters<Bls12>, Error> {
     let shape = circuit_shape(circuit.clone())?;
     let n = shape.n();
-    progress(GenProgress { phase: GenPhase::Synthesis, done: 0, total: n as u64 });
+    progress(GenProgress {
+        phase: GenPhase::Synthesis,
+        done: 0,
+        total: n as u64,
+    });
     let d = Domain::for_len(n)?;
-    let gamma_inv: Scalar = Option::from(t.gamma.invert()).ok_or(SynthesisError::UnexpectedIdentity)?;
-    let delta_inv: Scalar = Option::from(t.delta.invert()).ok_or(SynthesisError::UnexpectedIdentity)?;
+    let gamma_inv: Scalar =
+        Option::from(t.gamma.invert()).ok_or(SynthesisError::UnexpectedIdentity)?;
+    let delta_inv: Scalar =
+        Option::from(t.delta.invert()).ok_or(SynthesisError::UnexpectedIdentity)?;
 
     // Powers of tau; H scalars tau^i z(tau) / delta; Lagrange coefficients by an inverse NTT.
     let pows = powers(t.tau, Scalar::ONE, d.m);
@@ -373,15 +419,25 @@ pub fn generate_with_trapdoor<C: Circuit<Scalar> + Clone>(
         return Err(e.into());
     }
     if cs.constraints != n || cs.inputs.len() != shape.inputs || cs.aux.len() != shape.aux {
-        return Err(Error::shape("constraints in the second synthesis", n, cs.constraints));
+        return Err(Error::shape(
+            "constraints in the second synthesis",
+            n,
+            cs.constraints,
+        ));
     }
-    progress(GenProgress { phase: GenPhase::Synthesis, done: n as u64, total: n as u64 });
+    progress(GenProgress {
+        phase: GenPhase::Synthesis,
+        done: n as u64,
+        total: n as u64,
+    });
     let EvalCs { inputs, aux, .. } = cs;
     drop(lagrange);
 
     // Scalars of every query.
     let ext = |v: &[[Scalar; 3]], inv: Scalar| -> Vec<Scalar> {
-        v.par_iter().map(|[at, bt, ct]| (*at * t.beta + *bt * t.alpha + ct) * inv).collect()
+        v.par_iter()
+            .map(|[at, bt, ct]| (*at * t.beta + *bt * t.alpha + ct) * inv)
+            .collect()
     };
     let ic_sc = ext(&inputs, gamma_inv);
     let l_sc = ext(&aux, delta_inv);
@@ -403,15 +459,27 @@ pub fn generate_with_trapdoor<C: Circuit<Scalar> + Clone>(
     let g1_count = h_sc.len() + ic_sc.len() + l_sc.len() + a_sc.len() + b_sc.len();
     // A G2 multiplication costs about three G1 ones.
     let total = (g1_count + 3 * b_sc.len()) as u64;
-    progress(GenProgress { phase: GenPhase::Tables, done: 0, total: 2 });
+    progress(GenProgress {
+        phase: GenPhase::Tables,
+        done: 0,
+        total: 2,
+    });
     let (t1, t2) = rayon::join(|| g1_table(t.g1, g1_count), || g2_table(t.g2, b_sc.len()));
-    progress(GenProgress { phase: GenPhase::Tables, done: 2, total: 2 });
+    progress(GenProgress {
+        phase: GenPhase::Tables,
+        done: 2,
+        total: 2,
+    });
 
     let done = AtomicU64::new(0);
     let tick = |units: u64| {
         // Relaxed: a progress counter, nothing is ordered by it.
         let d = done.fetch_add(units, Ordering::Relaxed) + units;
-        progress(GenProgress { phase: GenPhase::Exponentiations, done: d, total });
+        progress(GenProgress {
+            phase: GenPhase::Exponentiations,
+            done: d,
+            total,
+        });
     };
     let tick3 = |units: u64| tick(3 * units);
     let h = g1_mul_all(&t1, &h_sc, &tick);
@@ -432,7 +500,18 @@ pub fn generate_with_trapdoor<C: Circuit<Scalar> + Clone>(
         delta_g2: (g2 * t.delta).to_affine(),
         ic,
     };
-    progress(GenProgress { phase: GenPhase::Done, done: total, total });
+    progress(GenProgress {
+        phase: GenPhase::Done,
+        done: total,
+        total,
+    });
+    tracing::info!(
+        n,
+        domain = d.m,
+        g1 = g1_count,
+        g2 = b_sc.len(),
+        "generated random parameters"
+    );
     Ok(Parameters {
         vk,
         h: h.into(),
@@ -454,7 +533,13 @@ mod tests {
         let mut digits = Vec::new();
         for w in [6, 9, 12] {
             let windows = 256usize.div_ceil(w) + 1;
-            for s in [Scalar::ZERO, Scalar::ONE, -Scalar::ONE, Scalar::random(&mut rng), Scalar::random(&mut rng)] {
+            for s in [
+                Scalar::ZERO,
+                Scalar::ONE,
+                -Scalar::ONE,
+                Scalar::random(&mut rng),
+                Scalar::random(&mut rng),
+            ] {
                 signed_digits(&s, w, windows, &mut digits);
                 let mut acc = Scalar::ZERO;
                 for &d in digits.iter().rev() {
@@ -474,7 +559,13 @@ mod tests {
         let g = G1Projective::random(&mut rng);
         let g2 = G2Projective::random(&mut rng);
         let sc: Vec<Scalar> = (0..2100)
-            .map(|i| if i == 7 { Scalar::ZERO } else { Scalar::random(&mut rng) })
+            .map(|i| {
+                if i == 7 {
+                    Scalar::ZERO
+                } else {
+                    Scalar::random(&mut rng)
+                }
+            })
             .collect();
         let t = g1_table(g, sc.len());
         let t2 = g2_table(g2, 10);

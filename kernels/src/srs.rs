@@ -123,10 +123,18 @@ impl SrsLengths {
     pub fn check_shape(&self, shape: &CircuitShape) -> Result<(), Error> {
         let vars = shape.inputs + shape.aux;
         if self.ic != shape.inputs {
-            return Err(Error::shape("SRS ic (public inputs + 1)", shape.inputs, self.ic));
+            return Err(Error::shape(
+                "SRS ic (public inputs + 1)",
+                shape.inputs,
+                self.ic,
+            ));
         }
         if self.h != shape.domain_size() - 1 {
-            return Err(Error::shape("SRS h (domain size - 1)", shape.domain_size() - 1, self.h));
+            return Err(Error::shape(
+                "SRS h (domain size - 1)",
+                shape.domain_size() - 1,
+                self.h,
+            ));
         }
         if self.l != shape.aux {
             return Err(Error::shape("SRS l (aux variables)", shape.aux, self.l));
@@ -135,7 +143,11 @@ impl SrsLengths {
             return Err(Error::shape("SRS a (at most inputs + aux)", vars, self.a));
         }
         if self.b_g1 > vars {
-            return Err(Error::shape("SRS b_g1 (at most inputs + aux)", vars, self.b_g1));
+            return Err(Error::shape(
+                "SRS b_g1 (at most inputs + aux)",
+                vars,
+                self.b_g1,
+            ));
         }
         if self.b_g2 != self.b_g1 {
             return Err(Error::shape("SRS b_g2 (= b_g1)", self.b_g1, self.b_g2));
@@ -145,7 +157,8 @@ impl SrsLengths {
 }
 
 fn align_up(x: usize) -> Option<usize> {
-    x.checked_add(IMAGE_ALIGN - 1).map(|v| v & !(IMAGE_ALIGN - 1))
+    x.checked_add(IMAGE_ALIGN - 1)
+        .map(|v| v & !(IMAGE_ALIGN - 1))
 }
 
 /// Offsets of every part, computed from the lengths.
@@ -208,6 +221,15 @@ impl AlignedBytes {
     }
 }
 
+impl From<&[u8]> for AlignedBytes {
+    /// Copies bytes (e.g. an image read into a `Vec<u8>`, whose alignment is not guaranteed).
+    fn from(bytes: &[u8]) -> Self {
+        let mut out = Self::zeroed(bytes.len());
+        out.as_mut().copy_from_slice(bytes);
+        out
+    }
+}
+
 impl std::fmt::Debug for AlignedBytes {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "AlignedBytes({} bytes)", self.len)
@@ -234,11 +256,18 @@ impl AsMut<[u8]> for AlignedBytes {
 /// Only used for `G1Affine`/`G2Affine`, which are `repr(transparent)` over blst structs of `u64`
 /// limbs: every bit pattern is a valid value, and their alignment (8) divides [`IMAGE_ALIGN`].
 fn cast_slice<T>(bytes: &[u8], off: usize, len: usize) -> Result<&[T], Error> {
-    let size = len.checked_mul(std::mem::size_of::<T>()).ok_or_else(|| Error::format("length overflow"))?;
-    let end = off.checked_add(size).ok_or_else(|| Error::format("offset overflow"))?;
-    let part = bytes
-        .get(off..end)
-        .ok_or_else(|| ErrorKind::Truncated(format!("array at {off}..{end} beyond image of {} bytes", bytes.len())))?;
+    let size = len
+        .checked_mul(std::mem::size_of::<T>())
+        .ok_or_else(|| Error::format("length overflow"))?;
+    let end = off
+        .checked_add(size)
+        .ok_or_else(|| Error::format("offset overflow"))?;
+    let part = bytes.get(off..end).ok_or_else(|| {
+        ErrorKind::Truncated(format!(
+            "array at {off}..{end} beyond image of {} bytes",
+            bytes.len()
+        ))
+    })?;
     if part.as_ptr() as usize % std::mem::align_of::<T>() != 0 {
         return Err(ErrorKind::Misaligned(part.as_ptr() as usize % IMAGE_ALIGN).into());
     }
@@ -250,12 +279,18 @@ fn cast_slice<T>(bytes: &[u8], off: usize, len: usize) -> Result<&[T], Error> {
 
 /// Mutable twin of [`cast_slice`].
 fn cast_slice_mut<T>(bytes: &mut [u8], off: usize, len: usize) -> Result<&mut [T], Error> {
-    let size = len.checked_mul(std::mem::size_of::<T>()).ok_or_else(|| Error::format("length overflow"))?;
-    let end = off.checked_add(size).ok_or_else(|| Error::format("offset overflow"))?;
+    let size = len
+        .checked_mul(std::mem::size_of::<T>())
+        .ok_or_else(|| Error::format("length overflow"))?;
+    let end = off
+        .checked_add(size)
+        .ok_or_else(|| Error::format("offset overflow"))?;
     let total = bytes.len();
-    let part = bytes
-        .get_mut(off..end)
-        .ok_or_else(|| ErrorKind::Truncated(format!("array at {off}..{end} beyond image of {total} bytes")))?;
+    let part = bytes.get_mut(off..end).ok_or_else(|| {
+        ErrorKind::Truncated(format!(
+            "array at {off}..{end} beyond image of {total} bytes"
+        ))
+    })?;
     if part.as_ptr() as usize % std::mem::align_of::<T>() != 0 {
         return Err(ErrorKind::Misaligned(part.as_ptr() as usize % IMAGE_ALIGN).into());
     }
@@ -269,7 +304,11 @@ fn read_header(bytes: &[u8]) -> Result<ImageHeader, Error> {
         return Err(ErrorKind::Misaligned(bytes.as_ptr() as usize % IMAGE_ALIGN).into());
     }
     if bytes.len() < hl {
-        return Err(ErrorKind::Truncated(format!("{} bytes, shorter than the {hl}-byte header", bytes.len())).into());
+        return Err(ErrorKind::Truncated(format!(
+            "{} bytes, shorter than the {hl}-byte header",
+            bytes.len()
+        ))
+        .into());
     }
     // SAFETY: `bytes` has at least `size_of::<ImageHeader>()` bytes (checked), and
     // `read_unaligned` copies a plain-integer `repr(C)` struct for which any bits are valid.
@@ -285,7 +324,10 @@ fn read_header(bytes: &[u8]) -> Result<ImageHeader, Error> {
         .into());
     }
     if h.header_len as usize != hl {
-        return Err(Error::format(format!("header length {} (expected {hl})", h.header_len)));
+        return Err(Error::format(format!(
+            "header length {} (expected {hl})",
+            h.header_len
+        )));
     }
     Ok(h)
 }
@@ -303,9 +345,7 @@ impl<'a> SrsView<'a> {
     /// length against the layout those lengths imply and against `bytes.len()`.
     pub fn new(bytes: &'a [u8]) -> Result<Self, Error> {
         let h = read_header(bytes)?;
-        let lens: [usize; 6] = h
-            .lens
-            .map(|v| usize::try_from(v).unwrap_or(usize::MAX));
+        let lens: [usize; 6] = h.lens.map(|v| usize::try_from(v).unwrap_or(usize::MAX));
         let lens = SrsLengths {
             ic: lens[0],
             h: lens[1],
@@ -319,7 +359,10 @@ impl<'a> SrsView<'a> {
             return Err(Error::format("array offsets do not match the lengths"));
         }
         if h.total_len != layout.total as u64 {
-            return Err(Error::format(format!("total length {} (expected {})", h.total_len, layout.total)));
+            return Err(Error::format(format!(
+                "total length {} (expected {})",
+                h.total_len, layout.total
+            )));
         }
         if bytes.len() < layout.total {
             return Err(ErrorKind::Truncated(format!(
@@ -489,7 +532,10 @@ impl<'a> SrsView<'a> {
         let b_g2 = self.b_g2();
         write_len(&mut w, b_g2.len())?;
         for chunk in b_g2.chunks(4096) {
-            let buf: Vec<u8> = chunk.par_iter().flat_map_iter(|p| p.to_uncompressed()).collect();
+            let buf: Vec<u8> = chunk
+                .par_iter()
+                .flat_map_iter(|p| p.to_uncompressed())
+                .collect();
             w.write_all(&buf)?;
         }
         Ok(())
@@ -497,7 +543,8 @@ impl<'a> SrsView<'a> {
 }
 
 fn write_len<W: Write>(w: &mut W, len: usize) -> Result<(), Error> {
-    let len = u32::try_from(len).map_err(|_| Error::format(format!("{len} points do not fit a u32 count")))?;
+    let len = u32::try_from(len)
+        .map_err(|_| Error::format(format!("{len} points do not fit a u32 count")))?;
     w.write_all(&len.to_be_bytes())?;
     Ok(())
 }
@@ -505,7 +552,10 @@ fn write_len<W: Write>(w: &mut W, len: usize) -> Result<(), Error> {
 fn write_g1s<W: Write>(w: &mut W, pts: &[G1Affine]) -> Result<(), Error> {
     write_len(w, pts.len())?;
     for chunk in pts.chunks(8192) {
-        let buf: Vec<u8> = chunk.par_iter().flat_map_iter(|p| p.to_uncompressed()).collect();
+        let buf: Vec<u8> = chunk
+            .par_iter()
+            .flat_map_iter(|p| p.to_uncompressed())
+            .collect();
         w.write_all(&buf)?;
     }
     Ok(())
@@ -538,7 +588,11 @@ impl SrsImage {
             return Err(ErrorKind::Misaligned(dst.as_ptr() as usize % IMAGE_ALIGN).into());
         }
         if dst.len() < layout.total {
-            return Err(Error::shape("SRS image buffer bytes", layout.total, dst.len()));
+            return Err(Error::shape(
+                "SRS image buffer bytes",
+                layout.total,
+                dst.len(),
+            ));
         }
         let dst = &mut dst[..layout.total];
         dst[..std::mem::size_of::<ImageHeader>()].fill(0);
@@ -587,12 +641,20 @@ impl SrsImage {
     }
 
     /// Lays `params` out into `dst` (at least [`SrsImage::size_for`] bytes, 64-byte aligned).
-    pub fn write_parameters(params: &Parameters<Bls12>, circuit_id: u64, dst: &mut [u8]) -> Result<(), Error> {
+    pub fn write_parameters(
+        params: &Parameters<Bls12>,
+        circuit_id: u64,
+        dst: &mut [u8],
+    ) -> Result<(), Error> {
         let layout = Layout::new(SrsLengths::of(params))?;
         let parts = Self::parts(dst, &layout)?;
         let vk = &params.vk;
-        parts.vk_g1.copy_from_slice(&[vk.alpha_g1, vk.beta_g1, vk.delta_g1]);
-        parts.vk_g2.copy_from_slice(&[vk.beta_g2, vk.gamma_g2, vk.delta_g2]);
+        parts
+            .vk_g1
+            .copy_from_slice(&[vk.alpha_g1, vk.beta_g1, vk.delta_g1]);
+        parts
+            .vk_g2
+            .copy_from_slice(&[vk.beta_g2, vk.gamma_g2, vk.delta_g2]);
         parts.ic.copy_from_slice(&vk.ic);
         parts.h.copy_from_slice(&params.h);
         parts.l.copy_from_slice(&params.l);
@@ -604,7 +666,10 @@ impl SrsImage {
     }
 
     /// An owned image of `params`.
-    pub fn from_parameters(params: &Parameters<Bls12>, circuit_id: u64) -> Result<AlignedBytes, Error> {
+    pub fn from_parameters(
+        params: &Parameters<Bls12>,
+        circuit_id: u64,
+    ) -> Result<AlignedBytes, Error> {
         let mut buf = AlignedBytes::zeroed(Self::size_for(&SrsLengths::of(params))?);
         Self::write_parameters(params, circuit_id, buf.as_mut())?;
         Ok(buf)
@@ -630,24 +695,44 @@ impl SrsImage {
         let o_gamma_g2 = o_beta_g2 + G2_UNCOMPRESSED;
         let o_delta_g1 = o_gamma_g2 + G2_UNCOMPRESSED;
         let o_delta_g2 = o_delta_g1 + G1_UNCOMPRESSED;
-        parts.vk_g1.copy_from_slice(&[g1(0)?, g1(o_beta_g1)?, g1(o_delta_g1)?]);
-        parts.vk_g2.copy_from_slice(&[g2(o_beta_g2)?, g2(o_gamma_g2)?, g2(o_delta_g2)?]);
+        parts
+            .vk_g1
+            .copy_from_slice(&[g1(0)?, g1(o_beta_g1)?, g1(o_delta_g1)?]);
+        parts
+            .vk_g2
+            .copy_from_slice(&[g2(o_beta_g2)?, g2(o_gamma_g2)?, g2(o_delta_g2)?]);
         stream_g1s(&mut reader, parts.ic, checked, "ic")?;
         stream_g1s(&mut reader, parts.h, checked, "h")?;
         stream_g1s(&mut reader, parts.l, checked, "l")?;
         stream_g1s(&mut reader, parts.a, checked, "a")?;
         stream_g1s(&mut reader, parts.b_g1, checked, "b_g1")?;
-        stream_points(&mut reader, parts.b_g2, G2_UNCOMPRESSED, |b| decode_g2(b, checked, "b_g2"), "b_g2")?;
+        stream_points(
+            &mut reader,
+            parts.b_g2,
+            G2_UNCOMPRESSED,
+            |b| decode_g2(b, checked, "b_g2"),
+            "b_g2",
+        )?;
         Self::seal(dst, &layout, circuit_id);
         Ok(())
     }
 
     /// Reads a `.params` file into an owned image.
-    pub fn from_params_file(path: &Path, circuit_id: u64, checked: bool) -> Result<AlignedBytes, Error> {
+    pub fn from_params_file(
+        path: &Path,
+        circuit_id: u64,
+        checked: bool,
+    ) -> Result<AlignedBytes, Error> {
         let lens = scan_params_file(path)?;
         let mut buf = AlignedBytes::zeroed(Self::size_for(&lens)?);
         let file = std::fs::File::open(path)?;
-        Self::write_params_stream(std::io::BufReader::with_capacity(1 << 20, file), &lens, circuit_id, checked, buf.as_mut())?;
+        Self::write_params_stream(
+            std::io::BufReader::with_capacity(1 << 20, file),
+            &lens,
+            circuit_id,
+            checked,
+            buf.as_mut(),
+        )?;
         Ok(buf)
     }
 }
@@ -660,7 +745,8 @@ fn decode_g1(b: &[u8], checked: bool, what: &str) -> Result<G1Affine, Error> {
     } else {
         G1Affine::from_uncompressed_unchecked(&repr)
     };
-    let p: G1Affine = Option::from(p).ok_or_else(|| Error::format(format!("`{what}`: G1 point not on curve")))?;
+    let p: G1Affine =
+        Option::from(p).ok_or_else(|| Error::format(format!("`{what}`: G1 point not on curve")))?;
     if bool::from(p.is_identity()) {
         return Err(Error::format(format!("`{what}`: point at infinity")));
     }
@@ -675,7 +761,8 @@ fn decode_g2(b: &[u8], checked: bool, what: &str) -> Result<G2Affine, Error> {
     } else {
         G2Affine::from_uncompressed_unchecked(&repr)
     };
-    let p: G2Affine = Option::from(p).ok_or_else(|| Error::format(format!("`{what}`: G2 point not on curve")))?;
+    let p: G2Affine =
+        Option::from(p).ok_or_else(|| Error::format(format!("`{what}`: G2 point not on curve")))?;
     if bool::from(p.is_identity()) {
         return Err(Error::format(format!("`{what}`: point at infinity")));
     }
@@ -688,8 +775,19 @@ fn read_len<R: Read>(r: &mut R) -> Result<usize, Error> {
     Ok(u32::from_be_bytes(b) as usize)
 }
 
-fn stream_g1s<R: Read>(r: &mut R, dst: &mut [G1Affine], checked: bool, what: &'static str) -> Result<(), Error> {
-    stream_points(r, dst, G1_UNCOMPRESSED, |b| decode_g1(b, checked, what), what)
+fn stream_g1s<R: Read>(
+    r: &mut R,
+    dst: &mut [G1Affine],
+    checked: bool,
+    what: &'static str,
+) -> Result<(), Error> {
+    stream_points(
+        r,
+        dst,
+        G1_UNCOMPRESSED,
+        |b| decode_g1(b, checked, what),
+        what,
+    )
 }
 
 fn stream_points<R: Read, T: Send>(
@@ -762,9 +860,11 @@ pub fn read_params_file(path: &Path, checked: bool) -> Result<Parameters<Bls12>,
     // Scanning first turns a short file into a clear "truncated" error.
     scan_params_file(path)?;
     let f = std::fs::File::open(path)?;
-    Parameters::read(std::io::BufReader::with_capacity(1 << 20, f), checked).map_err(|e| match e.kind() {
-        std::io::ErrorKind::InvalidData => Error::format(e.to_string()),
-        _ => e.into(),
+    Parameters::read(std::io::BufReader::with_capacity(1 << 20, f), checked).map_err(|e| {
+        match e.kind() {
+            std::io::ErrorKind::InvalidData => Error::format(e.to_string()),
+            _ => e.into(),
+        }
     })
 }
 
@@ -802,13 +902,25 @@ mod tests {
     #[test]
     fn bad_images_are_typed_errors() {
         let mut b = AlignedBytes::zeroed(4096);
-        assert!(matches!(SrsView::new(&b.as_ref()[..10]).unwrap_err().kind(), ErrorKind::Truncated(_)));
-        assert!(matches!(SrsView::new(b.as_ref()).unwrap_err().kind(), ErrorKind::BadMagic));
+        assert!(matches!(
+            SrsView::new(&b.as_ref()[..10]).unwrap_err().kind(),
+            ErrorKind::Truncated(_)
+        ));
+        assert!(matches!(
+            SrsView::new(b.as_ref()).unwrap_err().kind(),
+            ErrorKind::BadMagic
+        ));
         b.as_mut()[8..16].copy_from_slice(&IMAGE_MAGIC);
         assert!(matches!(
             SrsView::new(b.as_ref()).unwrap_err().kind(),
             ErrorKind::VersionMismatch { found: 0, .. }
         ));
-        assert!(matches!(SrsView::new(&b.as_ref()[1..]).unwrap_err().kind(), ErrorKind::Misaligned(1)));
+        assert!(matches!(
+            SrsView::new(&b.as_ref()[1..]).unwrap_err().kind(),
+            ErrorKind::Misaligned(1)
+        ));
+        let copy = AlignedBytes::from(&b.as_ref()[1..]);
+        assert_eq!(copy.as_ref(), &b.as_ref()[1..]);
+        assert_eq!(copy.as_ref().as_ptr() as usize % IMAGE_ALIGN, 0);
     }
 }

@@ -561,7 +561,10 @@ mod tests {
     #[derive(Clone)]
     struct Mul;
     impl Circuit<Scalar> for Mul {
-        fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
+        fn synthesize<CS: ConstraintSystem<Scalar>>(
+            self,
+            cs: &mut CS,
+        ) -> Result<(), SynthesisError> {
             let x = cs.alloc(|| "x", || Ok(Scalar::from(3u64)))?;
             let y = cs.alloc(|| "y", || Ok(Scalar::from(5u64)))?;
             let unused = cs.alloc(|| "u", || Ok(Scalar::from(7u64)))?;
@@ -572,7 +575,12 @@ mod tests {
                 |lc| lc + y,
                 |lc| lc + z,
             );
-            cs.enforce(|| "u", |lc| lc + unused, |lc| lc + CS::one(), |lc| lc + unused);
+            cs.enforce(
+                || "u",
+                |lc| lc + unused,
+                |lc| lc + CS::one(),
+                |lc| lc + unused,
+            );
             Ok(())
         }
     }
@@ -608,7 +616,10 @@ mod tests {
         for small in [
             CircuitShape { aux: 2, ..shape },
             CircuitShape { inputs: 1, ..shape },
-            CircuitShape { constraints: 1, ..shape },
+            CircuitShape {
+                constraints: 1,
+                ..shape
+            },
         ] {
             let err = synthesize(Mul, VecSink::with_limit(small)).unwrap_err();
             assert!(err.to_string().contains("sink full"), "{err}");
@@ -620,7 +631,10 @@ mod tests {
     fn foreign_variable_is_an_error() {
         struct Foreign;
         impl Circuit<Scalar> for Foreign {
-            fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
+            fn synthesize<CS: ConstraintSystem<Scalar>>(
+                self,
+                cs: &mut CS,
+            ) -> Result<(), SynthesisError> {
                 let v = Variable(Index::Aux(99));
                 cs.enforce(|| "bad", |lc| lc + v, |lc| lc, |lc| lc);
                 Ok(())

@@ -29,7 +29,11 @@ fn check_bit_exact(spec: &str, seeds: &[u64]) {
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(99);
     let owned: Vec<OwnedAssignment> = seeds
         .iter()
-        .map(|&seed| spec.synthesize_into(seed, kernels::synth::VecSink::new()).unwrap().finish())
+        .map(|&seed| {
+            spec.synthesize_into(seed, kernels::synth::VecSink::new())
+                .unwrap()
+                .finish()
+        })
         .collect();
     let batch: Vec<_> = owned.iter().map(|o| o.as_assignment()).collect();
     let r: Vec<Scalar> = seeds.iter().map(|_| Scalar::random(&mut rng)).collect();
@@ -38,9 +42,16 @@ fn check_bit_exact(spec: &str, seeds: &[u64]) {
     let pvk = prepare_verifying_key(&params.vk);
     for (i, &seed) in seeds.iter().enumerate() {
         let theirs = create_proof(spec.circuit(Some(seed)), &params, r[i], s[i]).unwrap();
-        assert_eq!(bytes(&ours[i]), bytes(&theirs), "{spec} seed {seed}: proof bytes differ from bellperson");
+        assert_eq!(
+            bytes(&ours[i]),
+            bytes(&theirs),
+            "{spec} seed {seed}: proof bytes differ from bellperson"
+        );
         let inputs = spec.public_inputs(seed).unwrap();
-        assert!(verify_proof(&pvk, &ours[i], &inputs).unwrap(), "{spec} seed {seed}: does not verify");
+        assert!(
+            verify_proof(&pvk, &ours[i], &inputs).unwrap(),
+            "{spec} seed {seed}: does not verify"
+        );
         assert!(backend.verify(&ours[i], &inputs).unwrap());
         // wrong public inputs are rejected
         let mut bad = inputs.clone();
@@ -67,7 +78,10 @@ fn boolean_heavy_circuit_is_bit_exact() {
 #[test]
 fn synthesize_matches_between_sinks_and_spec() {
     let spec: CircuitSpec = "pubinputs:2".parse().unwrap();
-    let a = spec.synthesize_into(4, kernels::synth::VecSink::new()).unwrap().finish();
+    let a = spec
+        .synthesize_into(4, kernels::synth::VecSink::new())
+        .unwrap()
+        .finish();
     let b = synthesize_owned(spec.circuit(Some(4))).unwrap();
     assert_eq!(a, b);
     assert_eq!(a.shape(), spec.shape().unwrap());
@@ -76,37 +90,60 @@ fn synthesize_matches_between_sinks_and_spec() {
 #[test]
 fn mismatched_inputs_are_errors_not_panics() {
     let (spec, _params, backend) = setup("pubinputs:2");
-    let owned = spec.synthesize_into(1, kernels::synth::VecSink::new()).unwrap().finish();
+    let owned = spec
+        .synthesize_into(1, kernels::synth::VecSink::new())
+        .unwrap()
+        .finish();
     let one = [Scalar::ONE];
     let ok = owned.as_assignment();
 
     // r/s count
     let err = backend.prove_batch(&[ok], &one, &[]).unwrap_err();
-    assert!(matches!(err.kind(), ErrorKind::ShapeMismatch { .. }), "{err}");
+    assert!(
+        matches!(err.kind(), ErrorKind::ShapeMismatch { .. }),
+        "{err}"
+    );
 
     // short b
     let mut bad = ok;
     bad.b = &owned.b[1..];
     let err = backend.prove_batch(&[bad], &one, &one).unwrap_err();
-    assert!(matches!(err.kind(), ErrorKind::ShapeMismatch { .. }), "{err}");
+    assert!(
+        matches!(err.kind(), ErrorKind::ShapeMismatch { .. }),
+        "{err}"
+    );
 
     // density claiming a wrong popcount
     let mut bad = ok;
     bad.a_aux_density.popcount += 1;
     let err = backend.prove_batch(&[bad], &one, &one).unwrap_err();
-    assert!(matches!(err.kind(), ErrorKind::InvalidDensity { .. }), "{err}");
+    assert!(
+        matches!(err.kind(), ErrorKind::InvalidDensity { .. }),
+        "{err}"
+    );
 
     // density with too few words
     let mut bad = ok;
     bad.b_aux_density.words = &[];
     let err = backend.prove_batch(&[bad], &one, &one).unwrap_err();
-    assert!(matches!(err.kind(), ErrorKind::InvalidDensity { .. }), "{err}");
+    assert!(
+        matches!(err.kind(), ErrorKind::InvalidDensity { .. }),
+        "{err}"
+    );
 
     // a circuit of another size against this SRS
     let other: CircuitSpec = "pubinputs:3".parse().unwrap();
-    let o = other.synthesize_into(1, kernels::synth::VecSink::new()).unwrap().finish();
-    let err = backend.prove_batch(&[o.as_assignment()], &one, &one).unwrap_err();
-    assert!(matches!(err.kind(), ErrorKind::ShapeMismatch { .. }), "{err}");
+    let o = other
+        .synthesize_into(1, kernels::synth::VecSink::new())
+        .unwrap()
+        .finish();
+    let err = backend
+        .prove_batch(&[o.as_assignment()], &one, &one)
+        .unwrap_err();
+    assert!(
+        matches!(err.kind(), ErrorKind::ShapeMismatch { .. }),
+        "{err}"
+    );
     assert!(err.to_string().contains("shape mismatch"), "{err}");
 }
 
@@ -124,7 +161,10 @@ fn backend_works_over_a_shared_arc_mapping() {
     let image = std::sync::Arc::new(SrsImage::from_parameters(&params, spec.circuit_id()).unwrap());
     let a = CpuBackend::new(Shared(image.clone())).unwrap();
     let b = CpuBackend::new(Shared(image)).unwrap();
-    let owned = spec.synthesize_into(8, kernels::synth::VecSink::new()).unwrap().finish();
+    let owned = spec
+        .synthesize_into(8, kernels::synth::VecSink::new())
+        .unwrap()
+        .finish();
     let r = [Scalar::from(5u64)];
     let s = [Scalar::from(6u64)];
     let pa = a.prove_batch(&[owned.as_assignment()], &r, &s).unwrap();

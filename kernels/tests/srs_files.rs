@@ -8,7 +8,9 @@ use bellperson::groth16::{generate_random_parameters, Parameters};
 use blstrs::Bls12;
 use kernels::circuits::CircuitSpec;
 use kernels::paramgen::{generate_parameters, generate_parameters_seeded, GenPhase};
-use kernels::srs::{read_params_file, scan_params_file, write_params_file, SrsImage, SrsLengths, SrsView};
+use kernels::srs::{
+    read_params_file, scan_params_file, write_params_file, SrsImage, SrsLengths, SrsView,
+};
 use kernels::ErrorKind;
 use rand_chacha::rand_core::SeedableRng;
 
@@ -25,7 +27,8 @@ fn generator_equals_bellperson_for_the_same_rng() {
         let mut r1 = rand_chacha::ChaCha20Rng::seed_from_u64(21);
         let mut r2 = rand_chacha::ChaCha20Rng::seed_from_u64(21);
         let ours = generate_parameters(spec.circuit(None), &mut r1, &|_| {}).unwrap();
-        let theirs = generate_random_parameters::<Bls12, _, _>(spec.circuit(None), &mut r2).unwrap();
+        let theirs =
+            generate_random_parameters::<Bls12, _, _>(spec.circuit(None), &mut r2).unwrap();
         assert!(ours == theirs, "{s}: parameters differ from bellperson's");
     }
 }
@@ -34,7 +37,8 @@ fn generator_equals_bellperson_for_the_same_rng() {
 fn seeded_generation_is_reproducible_and_reports_progress() {
     let spec: CircuitSpec = "bits:200".parse().unwrap();
     let seen = std::sync::Mutex::new(Vec::new());
-    let a = generate_parameters_seeded(spec.circuit(None), 5, &|p| seen.lock().unwrap().push(p)).unwrap();
+    let a = generate_parameters_seeded(spec.circuit(None), 5, &|p| seen.lock().unwrap().push(p))
+        .unwrap();
     let b = generate_parameters_seeded(spec.circuit(None), 5, &|_| {}).unwrap();
     let c = generate_parameters_seeded(spec.circuit(None), 6, &|_| {}).unwrap();
     assert!(a == b);
@@ -88,7 +92,10 @@ fn image_is_written_into_a_caller_provided_region() {
     // Too small a region is refused.
     let mut small = kernels::srs::AlignedBytes::zeroed(size - 1);
     let err = SrsImage::write_parameters(&p, 0, small.as_mut()).unwrap_err();
-    assert!(matches!(err.kind(), ErrorKind::ShapeMismatch { .. }), "{err}");
+    assert!(
+        matches!(err.kind(), ErrorKind::ShapeMismatch { .. }),
+        "{err}"
+    );
 }
 
 #[test]
@@ -117,7 +124,10 @@ fn bad_files_and_images_are_clear_errors() {
     for b in &mut bytes[..96] {
         *b = 0x5a;
     }
-    std::fs::File::create(&garbage).unwrap().write_all(&bytes).unwrap();
+    std::fs::File::create(&garbage)
+        .unwrap()
+        .write_all(&bytes)
+        .unwrap();
     let err = SrsImage::from_params_file(&garbage, 0, false).unwrap_err();
     assert!(matches!(err.kind(), ErrorKind::SrsFormat(_)), "{err}");
     let err = read_params_file(&garbage, false).err().unwrap();
@@ -135,6 +145,12 @@ fn bad_files_and_images_are_clear_errors() {
     // an SRS of another circuit size
     let other: CircuitSpec = "pubinputs:5".parse().unwrap();
     let image = SrsImage::from_parameters(&p, spec.circuit_id()).unwrap();
-    let err = SrsView::new(image.as_ref()).unwrap().check_shape(&other.shape().unwrap()).unwrap_err();
-    assert!(matches!(err.kind(), ErrorKind::ShapeMismatch { .. }), "{err}");
+    let err = SrsView::new(image.as_ref())
+        .unwrap()
+        .check_shape(&other.shape().unwrap())
+        .unwrap_err();
+    assert!(
+        matches!(err.kind(), ErrorKind::ShapeMismatch { .. }),
+        "{err}"
+    );
 }

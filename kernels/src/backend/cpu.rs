@@ -62,16 +62,30 @@ impl<S: AsRef<[u8]> + Send + Sync> CpuBackend<S> {
         &self.srs
     }
 
-    fn prove_one(&self, srs: &SrsView<'_>, asg: &Assignment<'_>, r: Scalar, s: Scalar) -> Result<Proof, Error> {
+    fn prove_one(
+        &self,
+        srs: &SrsView<'_>,
+        asg: &Assignment<'_>,
+        r: Scalar,
+        s: Scalar,
+    ) -> Result<Proof, Error> {
         let shape = asg.validate()?;
         srs.check_shape(&shape)?;
         let a_len = shape.inputs + asg.a_aux_density.popcount;
         if srs.a().len() != a_len {
-            return Err(Error::shape("SRS a (inputs + A-aux density)", a_len, srs.a().len()));
+            return Err(Error::shape(
+                "SRS a (inputs + A-aux density)",
+                a_len,
+                srs.a().len(),
+            ));
         }
         let b_len = asg.b_input_density.popcount + asg.b_aux_density.popcount;
         if srs.b_g1().len() != b_len {
-            return Err(Error::shape("SRS b_g1 (B densities)", b_len, srs.b_g1().len()));
+            return Err(Error::shape(
+                "SRS b_g1 (B densities)",
+                b_len,
+                srs.b_g1().len(),
+            ));
         }
 
         let t = Instant::now();
@@ -128,7 +142,12 @@ impl<S: AsRef<[u8]> + Send + Sync> Backend for CpuBackend<S> {
         "cpu"
     }
 
-    fn prove_batch(&self, batch: &[Assignment<'_>], r: &[Scalar], s: &[Scalar]) -> Result<Vec<Proof>, Error> {
+    fn prove_batch(
+        &self,
+        batch: &[Assignment<'_>],
+        r: &[Scalar],
+        s: &[Scalar],
+    ) -> Result<Vec<Proof>, Error> {
         if r.len() != batch.len() {
             return Err(Error::shape("r values", batch.len(), r.len()));
         }

@@ -54,13 +54,17 @@ impl Density<'_> {
     /// Checks the bitmap against its claimed length and popcount: enough words, no bit set past
     /// `bit_len`, `popcount` equal to the set bits. Costs one pass over the words.
     pub fn validate(&self, what: &'static str, bit_len: usize) -> Result<(), Error> {
-        let bad = |reason: String| -> Error { crate::ErrorKind::InvalidDensity { what, reason }.into() };
+        let bad =
+            |reason: String| -> Error { crate::ErrorKind::InvalidDensity { what, reason }.into() };
         if self.bit_len != bit_len {
             return Err(bad(format!("{} bits, expected {bit_len}", self.bit_len)));
         }
         let need = bit_len.div_ceil(64);
         if self.words.len() < need {
-            return Err(bad(format!("{} words for {bit_len} bits", self.words.len())));
+            return Err(bad(format!(
+                "{} words for {bit_len} bits",
+                self.words.len()
+            )));
         }
         let words = &self.words[..need];
         if bit_len % 64 != 0 {
@@ -72,15 +76,20 @@ impl Density<'_> {
         }
         let count: usize = words.iter().map(|w| w.count_ones() as usize).sum();
         if count != self.popcount {
-            return Err(bad(format!("popcount {} but {count} bits set", self.popcount)));
+            return Err(bad(format!(
+                "popcount {} but {count} bits set",
+                self.popcount
+            )));
         }
         Ok(())
     }
 
-    /// Whether bit `i` is set (`i < bit_len`, checked by [`Density::validate`]).
+    /// Whether bit `i` is set (false past the words).
     #[inline]
     pub fn get(&self, i: usize) -> bool {
-        self.words[i / 64] >> (i % 64) & 1 == 1
+        self.words
+            .get(i / 64)
+            .is_some_and(|w| w >> (i % 64) & 1 == 1)
     }
 }
 
@@ -98,7 +107,11 @@ impl Assignment<'_> {
             return Err(Error::shape("inputs (ONE at least)", 1, 0));
         }
         if n < self.input.len() {
-            return Err(Error::shape("a/b/c evaluations (at least one per input)", self.input.len(), n));
+            return Err(Error::shape(
+                "a/b/c evaluations (at least one per input)",
+                self.input.len(),
+                n,
+            ));
         }
         self.a_aux_density.validate("a_aux", self.aux.len())?;
         self.b_input_density.validate("b_input", self.input.len())?;
