@@ -215,6 +215,8 @@ pub struct Counters {
     pub succeeded: u64,
     pub failed: u64,
     pub syntheses_requested: u64,
+    /// Syntheses synth-proc started (SYNTH_START events), those cut short by a crash included.
+    pub syntheses_started: u64,
     pub duplicate_results: u64,
     pub child_exits: u64,
     pub slots_requeued: u64,
@@ -683,7 +685,12 @@ impl Core {
                 }
                 FromChild::Proved { .. } => self.sweep_done(),
                 FromChild::Heartbeat => {}
-                FromChild::Event(e) => self.timeline.push(e),
+                FromChild::Event(e) => {
+                    if e.kind == EventKind::SynthStart {
+                        self.counters.syntheses_started += 1;
+                    }
+                    self.timeline.push(e)
+                }
             },
             ChildEvent::Exited { role, pid, status, stderr_tail, restarting } => {
                 self.counters.child_exits += 1;

@@ -1,0 +1,340 @@
+//! The split pipeline with real processes: every proof verified, children killed with SIGKILL at
+//! random moments, bad input failing alone.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
+
+use launcher::pipeline::child::{kill, Role};
+use launcher::pipeline::{Pipeline, PipelineSettings};
+
+/// Pipelines in one test binary run one at a time: the machine has two cores.
+fn serial() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn cache() -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let d = std::env::temp_dir().join(format!("splitprover-test-srs-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    })
+    .clone()
+}
+
+/// Generated once per circuit per test binary, seeded.
+fn srs_for(circuit: &str) -> PathBuf {
+    static MADE: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    let spec = circuit.parse().unwrap();
+    let path = launcher::srs::cached_path(&cache(), &spec);
+    let mut made = MADE.lock().unwrap();
+    if !made.iter().any(|c| c == circuit) {
+        launcher::srs::generate(&spec, 42, &path, false).unwrap();
+        made.push(circuit.to_owned());
+    }
+    path
+}
+
+fn settings(circuit: &str) -> PipelineSettings {
+    let mut s = PipelineSettings::for_circuit(circuit.parse().unwrap(), srs_for(circuit)).unwrap();
+    s.program = PathBuf::from(env!("CARGO_BIN_EXE_splitprover"));
+    s.huge_pages = shm_protocol::HugePagePolicy::Plain;
+    s.restart.initial_backoff = Duration::from_millis(20);
+    s.restart.max_backoff = Duration::from_millis(200);
+    s.restart.max_quick_failures = 1000;
+    s
+}
+
+/// A small deterministic generator for kill times (seed printed for reproduction).
+struct Lcg(u64);
+impl Lcg {
+    fn next(&mut self, bound: u64) -> u64 {
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (self.0 >> 33) % bound
+    }
+}
+
+fn seed() -> u64 {
+    let s = std::env::var("SPLITPROVER_TEST_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| Instant::now().elapsed().as_nanos() as u64 ^ u64::from(std::process::id()));
+    eprintln!("kill schedule seed: {s} (set SPLITPROVER_TEST_SEED to repeat)");
+    s
+}
+
+#[test]
+fn jobs_with_several_partitions_and_public_inputs_are_proved_and_verified() {
+    let _g = serial();
+    let mut s = settings("pubinputs:3");
+    s.slots = 3;
+    let p = Pipeline::start(s).unwrap();
+    p.wait_ready(Duration::from_secs(60)).unwrap();
+    let handles: Vec<_> = (0..5).map(|i| p.submit("pubinputs:3", 100 + i, 3).unwrap()).collect();
+    for h in handles {
+        let o = h.wait().unwrap();
+        let proofs = o.result.unwrap_or_else(|e| panic!("job {} failed: {e}", o.job_id));
+        assert_eq!(proofs.len(), 3);
+        assert!(proofs.iter().all(|p| p.len() == 192));
+    }
+    let c = p.counters();
+    assert_eq!((c.succeeded, c.failed, c.syntheses_requested), (5, 0, 15));
+    let status = p.status();
+    assert!(status.children.iter().all(|c| c.cpus.is_some()), "{status:?}");
+    p.shutdown();
+}
+
+/// Waits for every handle; returns (succeeded, failures).
+fn finish_all(handles: Vec<launcher::pipeline::JobHandle>, limit: Duration) -> (usize, Vec<String>) {
+    let deadline = Instant::now() + limit;
+    let (mut ok, mut bad) = (0, Vec::new());
+    for h in handles {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match h.wait_timeout(left).unwrap() {
+            Some(o) => match o.result {
+                Ok(p) => {
+                    assert_eq!(p.len(), 1);
+                    ok += 1
+                }
+                Err(e) => bad.push(format!("job {}: {e}", o.job_id)),
+            },
+            None => bad.push("timed out".into()),
+        }
+    }
+    (ok, bad)
+}
+
+#[test]
+fn sigkill_gpu_proc_at_random_moments_loses_no_job_and_redoes_no_synthesis() {
+    let _g = serial();
+    let mut rng = Lcg(seed());
+    let mut s = settings("sha-chain:1");
+    s.slots = 4;
+    let p = Pipeline::start(s).unwrap();
+    p.wait_ready(Duration::from_secs(60)).unwrap();
+    let jobs = 20;
+    let handles: Vec<_> = (0..jobs).map(|i| p.submit("sha-chain:1", 500 + i, 1).unwrap()).collect();
+    let mut kills = 0;
+    let started = Instant::now();
+    while p.counters().succeeded + p.counters().failed < jobs && started.elapsed() < Duration::from_secs(240) {
+        std::thread::sleep(Duration::from_millis(100 + rng.next(900)));
+        if kills < 6 {
+            if let Some(pid) = p.pids().get(&Role::Gpu(0)) {
+                kill(*pid, libc::SIGKILL);
+                kills += 1;
+            }
+        }
+    }
+    let (ok, bad) = finish_all(handles, Duration::from_secs(240));
+    let status = p.status();
+    eprintln!("gpu-proc killed {kills} times; {status:?}");
+    assert!(bad.is_empty(), "failed jobs: {bad:?}");
+    assert_eq!(ok as u64, jobs);
+    assert!(kills >= 3, "the kill loop must have hit the process");
+    // READY and CLAIMED slots survived every crash: not one partition was synthesized twice.
+    assert_eq!(status.counters.syntheses_requested, jobs);
+    assert_eq!(status.counters.syntheses_started, jobs);
+    assert!(status.counters.child_exits >= kills as u64);
+    p.shutdown();
+}
+
+#[test]
+fn sigkill_synth_proc_at_random_moments_loses_no_job() {
+    let _g = serial();
+    let mut rng = Lcg(seed() ^ 0x5eed);
+    let mut s = settings("sha-chain:1");
+    s.slots = 3;
+    let p = Pipeline::start(s).unwrap();
+    p.wait_ready(Duration::from_secs(60)).unwrap();
+    let jobs = 20;
+    let handles: Vec<_> = (0..jobs).map(|i| p.submit("sha-chain:1", 900 + i, 1).unwrap()).collect();
+    let mut kills = 0;
+    let started = Instant::now();
+    while p.counters().succeeded + p.counters().failed < jobs && started.elapsed() < Duration::from_secs(240) {
+        std::thread::sleep(Duration::from_millis(50 + rng.next(400)));
+        if kills < 6 {
+            if let Some(pid) = p.pids().get(&Role::Synth) {
+                kill(*pid, libc::SIGKILL);
+                kills += 1;
+            }
+        }
+    }
+    let (ok, bad) = finish_all(handles, Duration::from_secs(240));
+    let status = p.status();
+    eprintln!("synth-proc killed {kills} times; {status:?}");
+    assert!(bad.is_empty(), "failed jobs: {bad:?}");
+    assert_eq!(ok as u64, jobs);
+    assert!(kills >= 3);
+    // Each kill cuts short at most the one synthesis in progress (concurrency 1); published
+    // partitions are never synthesized again. Requests queued in the dead process are re-sent,
+    // which is not work redone.
+    assert!(status.counters.syntheses_started >= jobs);
+    assert!(status.counters.syntheses_started <= jobs + kills as u64, "{status:?}");
+    assert_eq!(status.counters.duplicate_results, 0);
+    p.shutdown();
+}
+
+
+#[test]
+fn garbage_job_specs_fail_alone_and_the_pipeline_keeps_serving() {
+    let _g = serial();
+    let p = Pipeline::start(settings("pubinputs:2")).unwrap();
+    p.wait_ready(Duration::from_secs(60)).unwrap();
+    let e = p.submit("sha-chain:lots", 1, 1).err().expect("garbage spec refused");
+    assert!(format!("{e:#}").contains("sha-chain:lots"), "{e:#}");
+    let e = p.submit("bits:64", 1, 1).err().expect("unserved circuit refused");
+    assert!(format!("{e:#}").contains("no SRS for circuit `bits:64`"), "{e:#}");
+    let e = p.submit("pubinputs:2", 1, 0).err().expect("zero partitions refused");
+    assert!(format!("{e:#}").contains("at least one partition"), "{e:#}");
+    let o = p.submit("pubinputs:2", 1, 1).unwrap().wait().unwrap();
+    assert!(o.result.is_ok(), "{:?}", o.result);
+    p.shutdown();
+}
+
+fn start_error(s: PipelineSettings) -> String {
+    match Pipeline::start(s) {
+        Ok(_) => panic!("the pipeline started"),
+        Err(e) => format!("{e:#}"),
+    }
+}
+
+#[test]
+fn bad_srs_files_are_clear_errors_at_start() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    // Missing.
+    let mut s = settings("pubinputs:2");
+    s.circuits[0].params = dir.path().join("nope.params");
+    let e = start_error(s);
+    assert!(e.contains("nope.params"), "{e}");
+    // Truncated.
+    let good = srs_for("pubinputs:2");
+    let bytes = std::fs::read(&good).unwrap();
+    let cut = dir.path().join("cut.params");
+    std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
+    let mut s = settings("pubinputs:2");
+    s.circuits[0].params = cut.clone();
+    let e = start_error(s);
+    assert!(e.contains("cut.params"), "{e}");
+    // Garbage.
+    let junk = dir.path().join("junk.params");
+    std::fs::write(&junk, b"this is not a parameter file at all, not even close").unwrap();
+    let mut s = settings("pubinputs:2");
+    s.circuits[0].params = junk;
+    let e = start_error(s);
+    assert!(e.contains("junk.params"), "{e}");
+    // Another circuit's SRS.
+    let mut s = settings("pubinputs:2");
+    s.circuits[0].params = srs_for("bits:64");
+    let e = start_error(s);
+    assert!(e.contains("does not fit circuit `pubinputs:2`"), "{e}");
+}
+
+/// Runs the CLI; returns (exit code, stdout, stderr).
+fn cli(args: &[&str], env: &[(&str, &Path)]) -> (i32, String, String) {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_splitprover"));
+    cmd.args(args).env("SPLITPROVER_LOG", "warn");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn cli_prove_writes_a_verifiable_proof_and_bad_arguments_exit_2_with_a_message() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let srs = srs_for("pubinputs:2");
+    let out = dir.path().join("p.proof");
+    let (code, _, err) = cli(
+        &["prove", "--circuit", "pubinputs:2", "--srs", srs.to_str().unwrap(), "--seed", "9", "--partitions", "2", "--huge-pages", "none", "--out", out.to_str().unwrap()],
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    let bytes = std::fs::read(&out).unwrap();
+    assert_eq!(bytes.len(), 384);
+    // Check both partitions with bellperson's verifier against the file's verifying key.
+    let params = kernels::srs::read_params_file(&srs, false).unwrap();
+    let pvk = bellperson::groth16::prepare_verifying_key(&params.vk);
+    let spec: kernels::circuits::CircuitSpec = "pubinputs:2".parse().unwrap();
+    for (i, chunk) in bytes.chunks(192).enumerate() {
+        let proof = bellperson::groth16::Proof::<blstrs::Bls12>::read(chunk).unwrap();
+        let inputs = spec.public_inputs(9 + i as u64).unwrap();
+        assert!(bellperson::groth16::verify_proof(&pvk, &proof, &inputs).unwrap());
+    }
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("p.proof.inputs.json")).unwrap()).unwrap();
+    assert_eq!(json["public_inputs"].as_array().unwrap().len(), 2);
+
+    let (code, _, err) = cli(&["prove", "--circuit", "sha-chain:zero", "--out", "x"], &[]);
+    assert_eq!(code, 2);
+    assert!(err.contains("error: bad circuit spec `sha-chain:zero`"), "{err}");
+    let (code, _, err) = cli(
+        &["prove", "--circuit", "pubinputs:2", "--srs", "/nonexistent/x.params", "--out", "x"],
+        &[],
+    );
+    assert_eq!(code, 2);
+    assert!(err.contains("SRS file `/nonexistent/x.params` does not exist"), "{err}");
+}
+
+#[test]
+fn service_accepts_jobs_over_its_socket_and_reports_status() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("sp.sock");
+    let srs = srs_for("pubinputs:2");
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "cache_dir = {:?}\nsocket = {:?}\n[ring]\nslots = 2\nhuge_pages = \"none\"\n[[gpu]]\nbackend = \"cpu\"\n[[circuit]]\nspec = \"pubinputs:2\"\nsrs = {:?}\n",
+            dir.path(),
+            socket,
+            srs
+        ),
+    )
+    .unwrap();
+    let mut service = std::process::Command::new(env!("CARGO_BIN_EXE_splitprover"))
+        .args(["run", "--config", config.to_str().unwrap()])
+        .env("SPLITPROVER_LOG", "warn")
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !socket.exists() {
+        assert!(Instant::now() < deadline, "service did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out_dir = dir.path().join("proofs");
+    let env = [("SPLITPROVER_SOCKET", socket.as_path())];
+    let (code, stdout, err) = cli(
+        &["submit", "--circuit", "pubinputs:2", "-n", "3", "--out-dir", out_dir.to_str().unwrap()],
+        &env,
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(stdout.lines().count(), 3, "{stdout}");
+    let files: Vec<_> = std::fs::read_dir(&out_dir).unwrap().collect();
+    assert_eq!(files.len(), 6, "three proofs and their inputs");
+    let (code, _, err) = cli(&["submit", "--circuit", "bits:9", "--wait"], &env);
+    assert_eq!(code, 2);
+    assert!(err.contains("no SRS for circuit `bits:9`"), "{err}");
+    let (code, stdout, err) = cli(&["status"], &env);
+    assert_eq!(code, 0, "{err}");
+    assert!(stdout.contains("synth-proc") && stdout.contains("gpu-proc[0]"), "{stdout}");
+    assert!(stdout.contains("3 succeeded"), "{stdout}");
+    let (code, stdout, _) = cli(&["status", "--json"], &env);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(v["counters"]["succeeded"], 3);
+    // SIGTERM: a clean stop that removes the socket.
+    kill(service.id(), libc::SIGTERM);
+    let status = service.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    assert!(!socket.exists());
+}
