@@ -49,11 +49,12 @@ if command -v python3 >/dev/null 2>&1; then
 import sys, tomllib
 with open(sys.argv[1], "rb") as f:
     config = tomllib.load(f)
-for table in ("ring", "cpus", "synthesis", "srs"):
+for table in ("ring", "cpus", "synthesis"):
     if table not in config:
         sys.exit(f"error: config.example.toml has no [{table}] table")
-if not config.get("gpu"):
-    sys.exit("error: config.example.toml has no [[gpu]] table")
+for array in ("gpu", "circuit"):
+    if not config.get(array):
+        sys.exit(f"error: config.example.toml has no [[{array}]] table")
 print("config.example.toml ok")
 PY
 else
