@@ -10,6 +10,57 @@ use std::os::unix::net::UnixStream;
 
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
+/// Environment variable through which the launcher hands a child its [`ChildConfig`] (JSON).
+pub const CHILD_CONFIG_ENV: &str = "SPLITPROVER_CHILD_CONFIG";
+/// File descriptor at which a child finds the ring's memfd.
+pub const RING_FD: i32 = 3;
+/// File descriptor at which a child finds its control socket.
+pub const CONTROL_FD: i32 = 4;
+/// File descriptor of the first SRS memfd handed to a gpu-proc; the others follow.
+pub const FIRST_SRS_FD: i32 = 5;
+
+/// What a child process is told at start (besides its inherited file descriptors).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ChildConfig {
+    /// Run as synth-proc.
+    Synth(SynthConfig),
+    /// Run as gpu-proc.
+    Gpu(GpuConfig),
+}
+
+/// synth-proc settings.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SynthConfig {
+    /// Partitions synthesized at once (each takes one slot while it runs).
+    pub concurrency: usize,
+}
+
+/// gpu-proc settings.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GpuConfig {
+    /// Index of this gpu-proc (and its CUDA device).
+    pub device: u32,
+    /// `cpu` or `cuda`.
+    pub backend: String,
+    /// Slots of one circuit proved together in one backend call, at most.
+    pub batch: usize,
+    /// The SRS of every circuit served.
+    pub srs: Vec<SrsEntry>,
+}
+
+/// One SRS a gpu-proc maps.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SrsEntry {
+    /// Circuit id the slots carry.
+    pub circuit_id: u64,
+    /// Circuit spec, for messages.
+    pub circuit: String,
+    /// Inherited memfd holding the SRS image (see `kernels::srs`).
+    pub fd: i32,
+    /// The `.params` file it came from (the CUDA backend loads its own copy from it).
+    pub params_path: std::path::PathBuf,
+}
+
 /// A request to synthesize one partition into a ring slot.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SynthRequest {
