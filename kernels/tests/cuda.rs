@@ -53,7 +53,9 @@ fn proof_bytes(p: &Proof) -> Vec<u8> {
 
 fn randomness(n: usize, seed: u64) -> (Vec<Scalar>, Vec<Scalar>) {
     let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(seed);
-    (0..n).map(|_| (Scalar::random(&mut rng), Scalar::random(&mut rng))).unzip()
+    (0..n)
+        .map(|_| (Scalar::random(&mut rng), Scalar::random(&mut rng)))
+        .unzip()
 }
 
 #[test]
@@ -93,7 +95,8 @@ fn proofs_match_bellperson_bit_for_bit() {
         let spec: CircuitSpec = spec.parse().unwrap();
         let params = params_for(&spec, 11);
         let cuda = CudaBackend::open(write_params(dir.path(), &spec, &params)).unwrap();
-        let cpu = CpuBackend::new(SrsImage::from_parameters(&params, spec.circuit_id()).unwrap()).unwrap();
+        let cpu = CpuBackend::new(SrsImage::from_parameters(&params, spec.circuit_id()).unwrap())
+            .unwrap();
 
         let seeds = [1u64, 2, 3];
         let owned: Vec<OwnedAssignment> = seeds.iter().map(|&s| synthesize(&spec, s)).collect();
@@ -104,14 +107,30 @@ fn proofs_match_bellperson_bit_for_bit() {
         let cpu_proofs = cpu.prove_batch(&batch, &r, &s).unwrap();
         assert_eq!(gpu_proofs.len(), seeds.len());
         for (i, &seed) in seeds.iter().enumerate() {
-            let reference = bellperson::groth16::create_proof(spec.circuit(Some(seed)), &params, r[i], s[i]).unwrap();
-            assert_eq!(proof_bytes(&gpu_proofs[i]), proof_bytes(&reference), "{spec} seed {seed}: cuda vs bellperson");
-            assert_eq!(proof_bytes(&gpu_proofs[i]), proof_bytes(&cpu_proofs[i]), "{spec} seed {seed}: cuda vs cpu");
+            let reference =
+                bellperson::groth16::create_proof(spec.circuit(Some(seed)), &params, r[i], s[i])
+                    .unwrap();
+            assert_eq!(
+                proof_bytes(&gpu_proofs[i]),
+                proof_bytes(&reference),
+                "{spec} seed {seed}: cuda vs bellperson"
+            );
+            assert_eq!(
+                proof_bytes(&gpu_proofs[i]),
+                proof_bytes(&cpu_proofs[i]),
+                "{spec} seed {seed}: cuda vs cpu"
+            );
             let inputs = spec.public_inputs(seed).unwrap();
-            assert!(cuda.verify(&gpu_proofs[i], &inputs).unwrap(), "{spec} seed {seed}: does not verify");
+            assert!(
+                cuda.verify(&gpu_proofs[i], &inputs).unwrap(),
+                "{spec} seed {seed}: does not verify"
+            );
             let mut wrong = inputs.clone();
             wrong[0] += Scalar::ONE;
-            assert!(!cuda.verify(&gpu_proofs[i], &wrong).unwrap(), "{spec} seed {seed}: verifies wrong inputs");
+            assert!(
+                !cuda.verify(&gpu_proofs[i], &wrong).unwrap(),
+                "{spec} seed {seed}: verifies wrong inputs"
+            );
         }
         println!("{spec}: {} proofs bit-exact and verified", seeds.len());
     }
@@ -132,17 +151,36 @@ fn mismatched_batches_are_errors_not_crashes() {
     let wrong = synthesize(&other, 1);
     let right = synthesize(&spec, 1);
     let (r, s) = randomness(2, 1);
-    let err = cuda.prove_batch(&[right.as_assignment(), wrong.as_assignment()], &r, &s).unwrap_err();
-    assert!(matches!(err.kind(), ErrorKind::ShapeMismatch { .. }), "{err}");
-    let err = cuda.prove_batch(&[right.as_assignment()], &r, &s[..1]).unwrap_err();
-    assert!(matches!(err.kind(), ErrorKind::ShapeMismatch { .. }), "{err}");
+    let err = cuda
+        .prove_batch(&[right.as_assignment(), wrong.as_assignment()], &r, &s)
+        .unwrap_err();
+    assert!(
+        matches!(err.kind(), ErrorKind::ShapeMismatch { .. }),
+        "{err}"
+    );
+    let err = cuda
+        .prove_batch(&[right.as_assignment()], &r, &s[..1])
+        .unwrap_err();
+    assert!(
+        matches!(err.kind(), ErrorKind::ShapeMismatch { .. }),
+        "{err}"
+    );
     let mut bad_density = right.clone();
     bad_density.b_aux_density.popcount += 1;
-    let err = cuda.prove_batch(&[bad_density.as_assignment()], &r[..1], &s[..1]).unwrap_err();
-    assert!(matches!(err.kind(), ErrorKind::InvalidDensity { .. }), "{err}");
+    let err = cuda
+        .prove_batch(&[bad_density.as_assignment()], &r[..1], &s[..1])
+        .unwrap_err();
+    assert!(
+        matches!(err.kind(), ErrorKind::InvalidDensity { .. }),
+        "{err}"
+    );
 
-    let proofs = cuda.prove_batch(&[right.as_assignment()], &r[..1], &s[..1]).unwrap();
-    assert!(cuda.verify(&proofs[0], &spec.public_inputs(1).unwrap()).unwrap());
+    let proofs = cuda
+        .prove_batch(&[right.as_assignment()], &r[..1], &s[..1])
+        .unwrap();
+    assert!(cuda
+        .verify(&proofs[0], &spec.public_inputs(1).unwrap())
+        .unwrap());
     assert!(cuda.prove_batch(&[], &[], &[]).unwrap().is_empty());
 }
 
@@ -194,5 +232,7 @@ fn page_locked_assignments_prove_the_same() {
     let locked = cuda.prove_batch(&[view], &r, &s).unwrap();
     drop(lock);
     assert_eq!(proof_bytes(&pageable[0]), proof_bytes(&locked[0]));
-    assert!(cuda.verify(&locked[0], &spec.public_inputs(4).unwrap()).unwrap());
+    assert!(cuda
+        .verify(&locked[0], &spec.public_inputs(4).unwrap())
+        .unwrap());
 }

@@ -49,7 +49,9 @@ use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
 use std::time::Instant;
 
-use bellperson::groth16::{prepare_verifying_key, verify_proof, PreparedVerifyingKey, VerifyingKey};
+use bellperson::groth16::{
+    prepare_verifying_key, verify_proof, PreparedVerifyingKey, VerifyingKey,
+};
 use blstrs::{Bls12, Scalar};
 
 use super::{Assignment, Backend, Density, Proof};
@@ -191,7 +193,8 @@ pub unsafe fn page_lock(ptr: *mut u8, len: usize) -> Result<PageLock, Error> {
     let start = Instant::now();
     // SAFETY: the range is a live mapping of `len` bytes that outlives the PageLock (caller's
     // contract); CUDA only pins and maps it, it does not write to it.
-    let code = unsafe { ffi::cudaHostRegister(ptr.cast::<c_void>(), len, ffi::HOST_REGISTER_PORTABLE) };
+    let code =
+        unsafe { ffi::cudaHostRegister(ptr.cast::<c_void>(), len, ffi::HOST_REGISTER_PORTABLE) };
     if code != ffi::SUCCESS {
         return Err(cuda_error(code, "`cudaHostRegister` failed"));
     }
@@ -212,7 +215,11 @@ pub fn check_circuit(lens: &SrsLengths, circuit: &Assignment<'_>) -> Result<(), 
     lens.check_shape(&shape)?;
     if lens.h == 0 {
         // supraseal-c2 derives the domain as 2^(log2(h - 1) + 1); h = 0 underflows.
-        return Err(Error::shape("evaluation domain (supraseal-c2 needs at least 2)", 2, 1));
+        return Err(Error::shape(
+            "evaluation domain (supraseal-c2 needs at least 2)",
+            2,
+            1,
+        ));
     }
     let a = shape.inputs.checked_add(circuit.a_aux_density.popcount);
     if a != Some(lens.a) {
@@ -222,7 +229,10 @@ pub fn check_circuit(lens: &SrsLengths, circuit: &Assignment<'_>) -> Result<(), 
             a.unwrap_or(usize::MAX),
         ));
     }
-    let b = circuit.b_input_density.popcount.checked_add(circuit.b_aux_density.popcount);
+    let b = circuit
+        .b_input_density
+        .popcount
+        .checked_add(circuit.b_aux_density.popcount);
     if b != Some(lens.b_g1) {
         return Err(Error::shape(
             "B input + aux density popcounts (SRS `b_g1` points)",
@@ -235,12 +245,25 @@ pub fn check_circuit(lens: &SrsLengths, circuit: &Assignment<'_>) -> Result<(), 
 
 /// Checks the batch against `lens` and the randomness lengths; `Ok` means every pointer handed
 /// to supraseal-c2 covers what it will read and no C++ assertion can fire.
-fn check_batch(lens: &SrsLengths, batch: &[Assignment<'_>], r: &[Scalar], s: &[Scalar]) -> Result<(), Error> {
+fn check_batch(
+    lens: &SrsLengths,
+    batch: &[Assignment<'_>],
+    r: &[Scalar],
+    s: &[Scalar],
+) -> Result<(), Error> {
     if r.len() != batch.len() {
-        return Err(Error::shape("randomness `r` values (one per circuit)", batch.len(), r.len()));
+        return Err(Error::shape(
+            "randomness `r` values (one per circuit)",
+            batch.len(),
+            r.len(),
+        ));
     }
     if s.len() != batch.len() {
-        return Err(Error::shape("randomness `s` values (one per circuit)", batch.len(), s.len()));
+        return Err(Error::shape(
+            "randomness `s` values (one per circuit)",
+            batch.len(),
+            s.len(),
+        ));
     }
     for (i, circuit) in batch.iter().enumerate() {
         check_circuit(lens, circuit).inspect_err(|e| {
@@ -339,9 +362,17 @@ impl CudaBackend {
         };
         let start = Instant::now();
         let srs = catch_unwind(|| supraseal_c2::SRS::try_new(PathBuf::from(text), true))
-            .map_err(|p| Error::from(ErrorKind::Cuda(format!("loading the SRS panicked: {}", panic_message(&*p)))))?
+            .map_err(|p| {
+                Error::from(ErrorKind::Cuda(format!(
+                    "loading the SRS panicked: {}",
+                    panic_message(&*p)
+                )))
+            })?
             .map_err(|e| {
-                Error::from(ErrorKind::Cuda(format!("supraseal-c2 refused the SRS `{}`: {e}", path.display())))
+                Error::from(ErrorKind::Cuda(format!(
+                    "supraseal-c2 refused the SRS `{}`: {e}",
+                    path.display()
+                )))
             })?;
         tracing::info!(
             path = %path.display(),
@@ -349,7 +380,12 @@ impl CudaBackend {
             elapsed_ms = start.elapsed().as_millis() as u64,
             "cuda backend: SRS opened (points load in the background)"
         );
-        Ok(CudaBackend { srs, lens, pvk, path: path.to_owned() })
+        Ok(CudaBackend {
+            srs,
+            lens,
+            pvk,
+            path: path.to_owned(),
+        })
     }
 
     /// The lengths of the SRS this backend proves with.
@@ -374,7 +410,12 @@ impl Backend for CudaBackend {
         "cuda"
     }
 
-    fn prove_batch(&self, batch: &[Assignment<'_>], r: &[Scalar], s: &[Scalar]) -> Result<Vec<Proof>, Error> {
+    fn prove_batch(
+        &self,
+        batch: &[Assignment<'_>],
+        r: &[Scalar],
+        s: &[Scalar],
+    ) -> Result<Vec<Proof>, Error> {
         check_batch(&self.lens, batch, r, s)?;
         if batch.is_empty() {
             return Ok(Vec::new());
@@ -382,7 +423,8 @@ impl Backend for CudaBackend {
         let raw: Vec<supraseal_c2::Assignment<Scalar>> = batch.iter().map(raw_assignment).collect();
         // `Proof<Bls12>` is `repr(C)` over blstrs' `repr(transparent)` blst affine points, the
         // layout of supraseal's `groth16_proof` (a: G1, b: G2, c: G1 affine).
-        let mut out: Vec<MaybeUninit<Proof>> = (0..batch.len()).map(|_| MaybeUninit::uninit()).collect();
+        let mut out: Vec<MaybeUninit<Proof>> =
+            (0..batch.len()).map(|_| MaybeUninit::uninit()).collect();
         let start = Instant::now();
         let result = catch_unwind(AssertUnwindSafe(|| {
             supraseal_c2::generate_groth16_proofs(&raw, r, s, &mut out, &self.srs)
@@ -412,7 +454,14 @@ impl Backend for CudaBackend {
 mod tests {
     use super::*;
 
-    const SHAPE: SrsLengths = SrsLengths { ic: 2, h: 7, l: 3, a: 4, b_g1: 3, b_g2: 3 };
+    const SHAPE: SrsLengths = SrsLengths {
+        ic: 2,
+        h: 7,
+        l: 3,
+        a: 4,
+        b_g1: 3,
+        b_g2: 3,
+    };
 
     /// Owned data for an assignment that fits [`SHAPE`]: 2 inputs, 3 aux, n = 5 (domain 8),
     /// A aux density 2 bits (2 + 2 = 4 `a` points), B densities 1 + 2 bits (3 `b` points).
@@ -439,7 +488,11 @@ mod tests {
 
         fn view(&self) -> Assignment<'_> {
             fn d(words: &[u64; 1], bit_len: usize) -> Density<'_> {
-                Density { words: &words[..], bit_len, popcount: words[0].count_ones() as usize }
+                Density {
+                    words: &words[..],
+                    bit_len,
+                    popcount: words[0].count_ones() as usize,
+                }
             }
             Assignment {
                 a: &self.abc,
@@ -465,28 +518,35 @@ mod tests {
     #[test]
     fn mismatches_are_typed_errors() {
         let one = [Scalar::from(1u64)];
-        let cases: Vec<(&str, Box<dyn Fn(&mut Owned)>)> = vec![
-            ("aux count", Box::new(|o: &mut Owned| o.aux.push(Scalar::from(2u64)))),
-            ("input count", Box::new(|o: &mut Owned| {
+        type Mutation = fn(&mut Owned);
+        let cases: [(&str, Mutation); 6] = [
+            ("aux count", |o| o.aux.push(Scalar::from(2u64))),
+            ("input count", |o| {
                 o.input.pop();
-            })),
-            ("domain", Box::new(|o: &mut Owned| o.abc.resize(9, Scalar::from(1u64)))),
-            ("a density", Box::new(|o: &mut Owned| o.a_aux = [0b111])),
-            ("b density", Box::new(|o: &mut Owned| o.b_inp = [0b11])),
-            ("bits past end", Box::new(|o: &mut Owned| o.b_aux = [0b1000])),
+            }),
+            ("domain", |o| o.abc.resize(9, Scalar::from(1u64))),
+            ("a density", |o| o.a_aux = [0b111]),
+            ("b density", |o| o.b_inp = [0b11]),
+            ("bits past end", |o| o.b_aux = [0b1000]),
         ];
         for (name, mutate) in cases {
             let mut owned = Owned::new();
             mutate(&mut owned);
             let err = check_batch(&SHAPE, &[owned.view()], &one, &one).unwrap_err();
             assert!(
-                matches!(err.kind(), ErrorKind::ShapeMismatch { .. } | ErrorKind::InvalidDensity { .. }),
+                matches!(
+                    err.kind(),
+                    ErrorKind::ShapeMismatch { .. } | ErrorKind::InvalidDensity { .. }
+                ),
                 "{name}: {err}"
             );
         }
         let owned = Owned::new();
         let err = check_batch(&SHAPE, &[owned.view()], &[], &one).unwrap_err();
-        assert!(matches!(err.kind(), ErrorKind::ShapeMismatch { .. }), "{err}");
+        assert!(
+            matches!(err.kind(), ErrorKind::ShapeMismatch { .. }),
+            "{err}"
+        );
     }
 
     #[test]
@@ -506,9 +566,15 @@ mod tests {
         let mut page = [0u8; 8];
         // SAFETY: nothing is registered for an empty range or a null pointer.
         let err = unsafe { page_lock(page.as_mut_ptr(), 0) }.unwrap_err();
-        assert!(matches!(err.kind(), ErrorKind::ShapeMismatch { .. }), "{err}");
+        assert!(
+            matches!(err.kind(), ErrorKind::ShapeMismatch { .. }),
+            "{err}"
+        );
         // SAFETY: as above.
         let err = unsafe { page_lock(std::ptr::null_mut(), 8) }.unwrap_err();
-        assert!(matches!(err.kind(), ErrorKind::ShapeMismatch { .. }), "{err}");
+        assert!(
+            matches!(err.kind(), ErrorKind::ShapeMismatch { .. }),
+            "{err}"
+        );
     }
 }
