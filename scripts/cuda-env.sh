@@ -56,7 +56,10 @@ fi
 
 echo "cuda-env: $("$cuda_root/bin/nvcc" --version | tail -n 2 | head -n 1)" >&2
 
-# sppark builds sm_80 SASS and compute_80 PTX only; add native Hopper (H100/H200) code.
+# sppark builds no Hopper code (sm_75, sm_80 + compute_80 PTX, compute_100, sm_120): add native
+# sm_90 for the H100/H200. `-dopt=on`: our profiles keep debug info, so cargo tells build scripts
+# DEBUG=true and the cc crate passes nvcc `-G` (unoptimized device code, many times slower);
+# `-dopt=on` keeps device code optimized with line info only.
 cat <<ENV
 export PATH="$cuda_root/bin:\${PATH}"
 export CUDA_PATH="$cuda_root"
