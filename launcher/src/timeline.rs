@@ -21,7 +21,9 @@
 //! another start of the same kind (a partition retried after its process died) is abandoned: the
 //! retry is counted as a second attempt, only completed intervals have a duration. An end with no
 //! open start is counted in [`Intervals::unpaired_ends`] and otherwise ignored, so partial or odd
-//! timelines never panic.
+//! timelines never panic. A ring wait runs from `SLOT_PUBLISH` to the next `GPU_CLAIM`; a claim
+//! stamped up to [`CLAIM_SKEW_NS`] before its publish (the two come from different processes)
+//! counts as a zero wait, and a claim with no publish (a re-claim after a restart) ends nothing.
 //!
 //! ```
 //! use launcher::timeline::Timeline;
@@ -64,6 +66,11 @@ pub const ALL_KINDS: [EventKind; 7] = [
 /// The `slot` value of an event that involves no ring slot.
 pub const NO_SLOT: u32 = u32::MAX;
 
+/// A `GPU_CLAIM` stamped at most this long before the `SLOT_PUBLISH` of the same partition is
+/// paired with it as a zero wait: a producer that stamps the publish after making the slot
+/// READY can be overtaken by the consumer's stamp.
+pub const CLAIM_SKEW_NS: u64 = 10_000_000;
+
 /// Rows drawn at most by [`Timeline::ascii_waterfall`]; the rest are summarised in one line.
 pub const ASCII_MAX_ROWS: usize = 48;
 
@@ -102,8 +109,9 @@ pub enum ParseErrorKind {
     },
 }
 
-/// Events from all processes of a run, kept sorted by `t_ns` (events with the same time keep the
-/// order in which they were added).
+/// Events from all processes of a run, kept sorted by `t_ns`; events with the same time are
+/// ordered along a proof's path ([`ALL_KINDS`] order: a `SLOT_PUBLISH` before the `GPU_CLAIM`
+/// stamped in the same nanosecond by another process), then by arrival.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Timeline {
     events: Vec<TimelineEvent>,
@@ -194,18 +202,19 @@ impl Timeline {
 
     /// Adds one event at its place in time order (cheap when events arrive roughly in order).
     pub fn push(&mut self, event: TimelineEvent) {
-        let at = self.events.partition_point(|e| e.t_ns <= event.t_ns);
+        let key = order_key(&event);
+        let at = self.events.partition_point(|e| order_key(e) <= key);
         self.events.insert(at, event);
     }
 
     /// Adds many events.
     pub fn extend(&mut self, events: impl IntoIterator<Item = TimelineEvent>) {
         self.events.extend(events);
-        // Stable: equal times keep their arrival order.
-        self.events.sort_by_key(|e| e.t_ns);
+        // Stable: equal keys keep their arrival order.
+        self.events.sort_by_key(order_key);
     }
 
-    /// All events, sorted by time.
+    /// All events, sorted by time (see [`Timeline`] for ties).
     pub fn events(&self) -> &[TimelineEvent] {
         &self.events
     }
@@ -262,6 +271,7 @@ impl Timeline {
         struct Open {
             synth: Option<TimelineEvent>,
             publish: Option<TimelineEvent>,
+            early_claim: Option<TimelineEvent>,
             gpu: Option<TimelineEvent>,
             done: bool,
         }
@@ -295,14 +305,24 @@ impl Timeline {
                     out.synth
                         .extend(close(o.synth.take(), &mut out.unpaired_ends));
                 }
-                EventKind::SlotPublish => o.publish = Some(*e),
-                // A claim with nothing published is a re-claim after a GPU process restart: the
-                // first claim already ended the wait.
-                EventKind::GpuClaim => {
-                    if let Some(s) = o.publish.take() {
-                        out.ring_wait.extend(close(Some(s), &mut out.unpaired_ends));
-                    }
-                }
+                EventKind::SlotPublish => match o.early_claim.take() {
+                    // The consumer's stamp came first (see `CLAIM_SKEW_NS`): no wait.
+                    Some(c) if e.t_ns - c.t_ns <= CLAIM_SKEW_NS => out.ring_wait.push(Span {
+                        job_id: e.job_id,
+                        partition: e.partition,
+                        slot: c.slot,
+                        pid: e.pid,
+                        start_ns: c.t_ns,
+                        end_ns: c.t_ns,
+                    }),
+                    _ => o.publish = Some(*e),
+                },
+                EventKind::GpuClaim => match o.publish.take() {
+                    Some(s) => out.ring_wait.extend(close(Some(s), &mut out.unpaired_ends)),
+                    // Either a re-claim after a GPU process restart (the first claim already
+                    // ended the wait) or a claim stamped just before its publish.
+                    None => o.early_claim = Some(*e),
+                },
                 EventKind::GpuStart => o.gpu = Some(*e),
                 EventKind::GpuEnd => {
                     out.gpu.extend(close(o.gpu.take(), &mut out.unpaired_ends));
@@ -755,6 +775,15 @@ const GPU_COLOR: &str = "#f28e2b";
 const DONE_COLOR: &str = "#2ca02c";
 const IDLE_COLOR: &str = "#eeeeee";
 
+/// Sort key of an event: time, then the kind's place on a proof's path.
+fn order_key(e: &TimelineEvent) -> (u64, usize) {
+    let rank = ALL_KINDS
+        .iter()
+        .position(|k| *k == e.kind)
+        .unwrap_or(ALL_KINDS.len());
+    (e.t_ns, rank)
+}
+
 /// Nanoseconds to seconds.
 pub fn ns_to_s(ns: u64) -> f64 {
     ns as f64 / 1e9
@@ -978,6 +1007,48 @@ pub(crate) mod tests {
         let kinds: Vec<_> = t.events().iter().map(|e| e.kind).collect();
         use EventKind::*;
         assert_eq!(kinds, [SynthStart, GpuStart, GpuEnd, ProofDone]);
+    }
+
+    #[test]
+    fn equal_times_follow_the_path_order() {
+        use EventKind::*;
+        // The GPU process's stream arrives first, with the same stamps as synth-proc's.
+        let mut t = Timeline::from_events([ev(GpuClaim, 1, 0, 2, 5), ev(GpuStart, 1, 0, 2, 5)]);
+        t.extend([ev(SynthEnd, 1, 0, 1, 5), ev(SlotPublish, 1, 0, 1, 5)]);
+        t.push(ev(SynthStart, 1, 0, 1, 5));
+        let kinds: Vec<_> = t.events().iter().map(|e| e.kind).collect();
+        assert_eq!(
+            kinds,
+            [SynthStart, SynthEnd, SlotPublish, GpuClaim, GpuStart]
+        );
+        assert_eq!(t.intervals().ring_wait.len(), 1);
+    }
+
+    #[test]
+    fn a_claim_stamped_before_its_publish_is_a_zero_wait() {
+        use EventKind::*;
+        let t = Timeline::from_events([
+            ev(SynthEnd, 1, 0, 1, 10),
+            TimelineEvent {
+                t_ns: 10_000_010,
+                ..ev(GpuClaim, 1, 0, 2, 0)
+            },
+            TimelineEvent {
+                t_ns: 10_000_020,
+                ..ev(SlotPublish, 1, 0, 1, 0)
+            },
+            // Far apart: a stale re-claim does not pair with a later publish.
+            ev(GpuClaim, 2, 0, 2, 10),
+            ev(SlotPublish, 2, 0, 1, 50),
+            ev(GpuClaim, 2, 0, 2, 60),
+        ]);
+        let waits: Vec<(u64, u64)> = t
+            .intervals()
+            .ring_wait
+            .iter()
+            .map(|w| (w.job_id, w.duration_ns()))
+            .collect();
+        assert_eq!(waits, [(1, 0), (2, 10_000_000)]);
     }
 
     #[test]
