@@ -197,7 +197,7 @@ mod check {
         let t = Instant::now();
         let first = cuda.prove_batch(&views[..1], &r0, &s0)?;
         println!(
-            "cuda: first proof {:.3} s (CUDA init + SRS load + prove); verifies: {}",
+            "cuda: first proof {:.3} s (waits for the rest of the SRS load begun at open); verifies: {}",
             t.elapsed().as_secs_f64(),
             cuda.verify(&first[0], &inputs[0])?
         );
