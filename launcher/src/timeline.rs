@@ -447,7 +447,7 @@ impl Timeline {
             let mut slot_named = std::collections::BTreeSet::new();
             let mut lane_of = Vec::with_capacity(iv.ring_wait.len());
             for s in &slotted {
-                let tid = u64::from(s.slot);
+                let tid = u64::from(s.slot).min(QUEUE_TID_BASE - 1);
                 if slot_named.insert(s.slot) {
                     trace.push(meta(
                         "thread_name",
@@ -767,7 +767,9 @@ impl Timeline {
 
 const SYNTH_TID_BASE: u64 = 1;
 const GPU_TID: u64 = 0;
-const QUEUE_TID_BASE: u64 = 1 << 32;
+/// Lanes of ring waits with no slot start here (slot lanes use the slot index as tid); trace
+/// viewers read tids as 32-bit integers, so stay well below that.
+const QUEUE_TID_BASE: u64 = 1 << 20;
 const RING_PID: u32 = 0;
 const SYNTH_COLOR: &str = "#4e79a7";
 const WAIT_COLOR: &str = "#c9c3bd";
