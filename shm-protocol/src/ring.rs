@@ -4,8 +4,8 @@
 //!
 //! A ring is a fixed array of slots. Each slot has a header (in the slot table) and a data span
 //! (in the data area) big enough for one synthesized circuit. Ownership of a slot is decided by
-//! one 64-bit state word per slot (`state | meta | owner pid | generation`, see
-//! [`crate::state`]); every change of owner is a compare-and-swap on that word, and the CAS is the
+//! one 64-bit state word per slot (`state:3 | meta:1 | owner pid:23 | generation:37`, drawn in
+//! the crate docs); every change of owner is a compare-and-swap on that word, and the CAS is the
 //! lock: whoever installs a word owns the slot until it installs the next one.
 //!
 //! ```text

@@ -24,6 +24,7 @@ const RING_FD: RawFd = 3;
 const CAPS: SlotCapacity = SlotCapacity { n: 2048, inputs: 4, aux: 1500 };
 
 type TestResult = Result<(), String>;
+type TestFn = fn() -> TestResult;
 
 fn main() -> ExitCode {
     if let Ok(role) = std::env::var(ROLE_ENV) {
@@ -36,7 +37,7 @@ fn main() -> ExitCode {
         };
     }
     let filter: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
-    let tests: [(&str, fn() -> TestResult); 2] = [
+    let tests: [(&str, TestFn); 2] = [
         ("two_producers_two_consumers_move_1200_slots", many_slots),
         ("kill_9_producer_and_consumer_then_reclaim", kill_and_reclaim),
     ];
