@@ -14,7 +14,9 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use shm_protocol::{HugePagePolicy, Region, Ring, RingConfig, SlotCapacity, SlotLengths, SlotMeta, SlotResult};
+use shm_protocol::{
+    HugePagePolicy, Region, Ring, RingConfig, SlotCapacity, SlotLengths, SlotMeta, SlotResult,
+};
 
 const GIB: f64 = (1u64 << 30) as f64;
 
@@ -36,8 +38,13 @@ fn xor_words(bytes: &[u8]) -> u64 {
             acc[k] ^= chunk[k];
         }
     }
-    let rest = mid.chunks_exact(8).remainder().iter().fold(0, |a, &w| a ^ w);
-    acc.iter().fold(rest, |a, &w| a ^ w) ^ head.iter().chain(tail).fold(0u64, |a, &b| a ^ u64::from(b))
+    let rest = mid
+        .chunks_exact(8)
+        .remainder()
+        .iter()
+        .fold(0, |a, &w| a ^ w);
+    acc.iter().fold(rest, |a, &w| a ^ w)
+        ^ head.iter().chain(tail).fold(0u64, |a, &b| a ^ u64::from(b))
 }
 
 /// The four 256 MiB scalar arrays of a slot as byte slices.
@@ -51,18 +58,42 @@ fn main() {
         println!("slot_throughput: bench");
         return;
     }
-    let runs: usize = std::env::var("RUNS").ok().and_then(|s| s.parse().ok()).unwrap_or(5);
+    let runs: usize = std::env::var("RUNS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(5);
     // a + b + c + aux = 4 × 8 Mi × 32 B = 1 GiB
-    let caps = SlotCapacity { n: 8 << 20, inputs: 2, aux: 8 << 20 };
+    let caps = SlotCapacity {
+        n: 8 << 20,
+        inputs: 2,
+        aux: 8 << 20,
+    };
     let payload = (3 * caps.n + caps.aux) * 32;
-    let config = RingConfig { slot_count: 1, slot_bytes: caps.slot_bytes().expect("caps") };
+    let config = RingConfig {
+        slot_count: 1,
+        slot_bytes: caps.slot_bytes().expect("caps"),
+    };
     let t = Instant::now();
-    let region = Region::create("throughput-bench", config.region_bytes().expect("size"), HugePagePolicy::Auto)
-        .expect("region");
-    println!("region: {} bytes on {} (created and prefaulted in {:.2?})", region.len(), region.page_kind(), t.elapsed());
+    let region = Region::create(
+        "throughput-bench",
+        config.region_bytes().expect("size"),
+        HugePagePolicy::Auto,
+    )
+    .expect("region");
+    println!(
+        "region: {} bytes on {} (created and prefaulted in {:.2?})",
+        region.len(),
+        region.page_kind(),
+        t.elapsed()
+    );
     let ring = Ring::create(region, config).expect("ring");
     let me = std::process::id();
-    let lengths = SlotLengths { n: caps.n, inputs: caps.inputs, aux: caps.aux, ..SlotLengths::default() };
+    let lengths = SlotLengths {
+        n: caps.n,
+        inputs: caps.inputs,
+        aux: caps.aux,
+        ..SlotLengths::default()
+    };
 
     let mut plain = vec![0u8; payload];
     let mut dest = vec![0u8; payload];
@@ -80,7 +111,13 @@ fn main() {
             let p = w.parts_mut().expect("parts");
             for s in [p.a, p.b, p.c, p.aux] {
                 // SAFETY: writing bytes into the slot's own arrays; any bytes are a Scalar.
-                unsafe { std::ptr::write_bytes(s.as_mut_ptr().cast::<u8>(), pattern, std::mem::size_of_val(s)) };
+                unsafe {
+                    std::ptr::write_bytes(
+                        s.as_mut_ptr().cast::<u8>(),
+                        pattern,
+                        std::mem::size_of_val(s),
+                    )
+                };
             }
         }
         w.publish(lengths).expect("publish");
@@ -105,7 +142,10 @@ fn main() {
         }
         black_box(&dest);
         copy.push(t.elapsed());
-        assert!(dest.iter().step_by(1 << 20).all(|&b| b == pattern), "slot contents survive");
+        assert!(
+            dest.iter().step_by(1 << 20).all(|&b| b == pattern),
+            "slot contents survive"
+        );
 
         let t = Instant::now();
         dest.copy_from_slice(black_box(&plain));
@@ -115,12 +155,18 @@ fn main() {
         let t = Instant::now();
         {
             let v = c.view().expect("view");
-            let x = [v.a(), v.b(), v.c(), v.aux()].iter().fold(0, |a, s| a ^ xor_words(as_bytes(s)));
+            let x = [v.a(), v.b(), v.c(), v.aux()]
+                .iter()
+                .fold(0, |a, s| a ^ xor_words(as_bytes(s)));
             black_box(x);
         }
         scan.push(t.elapsed());
         c.complete(SlotResult::Proof(&[])).expect("complete");
-        ring.try_take_done(me).expect("take").expect("done").free().expect("free");
+        ring.try_take_done(me)
+            .expect("take")
+            .expect("done")
+            .free()
+            .expect("free");
 
         let t = Instant::now();
         black_box(xor_words(black_box(&plain)));

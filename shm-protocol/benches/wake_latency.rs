@@ -20,11 +20,25 @@ fn main() {
         println!("wake_latency: bench");
         return;
     }
-    let samples: usize = std::env::var("SAMPLES").ok().and_then(|s| s.parse().ok()).unwrap_or(2000);
-    let caps = SlotCapacity { n: 64, inputs: 2, aux: 64 };
-    let config = RingConfig { slot_count: 4, slot_bytes: caps.slot_bytes().expect("caps") };
-    let region = Region::create("wake-bench", config.region_bytes().expect("size"), HugePagePolicy::Auto)
-        .expect("region");
+    let samples: usize = std::env::var("SAMPLES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(2000);
+    let caps = SlotCapacity {
+        n: 64,
+        inputs: 2,
+        aux: 64,
+    };
+    let config = RingConfig {
+        slot_count: 4,
+        slot_bytes: caps.slot_bytes().expect("caps"),
+    };
+    let region = Region::create(
+        "wake-bench",
+        config.region_bytes().expect("size"),
+        HugePagePolicy::Auto,
+    )
+    .expect("region");
     let ring = Ring::create(region, config).expect("ring");
     let me = std::process::id();
     let base = Instant::now();
@@ -32,7 +46,9 @@ fn main() {
     let mut lat_ns: Vec<u64> = std::thread::scope(|s| {
         s.spawn(|| {
             for _ in 0..samples {
-                let c = ring.claim_ready(me, Some(Duration::from_secs(10))).expect("claim");
+                let c = ring
+                    .claim_ready(me, Some(Duration::from_secs(10)))
+                    .expect("claim");
                 let woke = base.elapsed().as_nanos() as u64;
                 c.complete(SlotResult::Proof(&[])).expect("complete");
                 tx.send(woke).expect("send");
@@ -41,13 +57,24 @@ fn main() {
         let mut out = Vec::with_capacity(samples);
         for _ in 0..samples {
             std::thread::sleep(Duration::from_millis(1));
-            let mut w = ring.acquire_free(me, Some(Duration::from_secs(10))).expect("acquire");
+            let mut w = ring
+                .acquire_free(me, Some(Duration::from_secs(10)))
+                .expect("acquire");
             w.begin(SlotMeta::default(), caps).expect("begin");
             let published = base.elapsed().as_nanos() as u64;
-            w.publish(SlotLengths { n: 64, inputs: 2, aux: 64, ..SlotLengths::default() }).expect("publish");
+            w.publish(SlotLengths {
+                n: 64,
+                inputs: 2,
+                aux: 64,
+                ..SlotLengths::default()
+            })
+            .expect("publish");
             let woke = rx.recv().expect("recv");
             out.push(woke.saturating_sub(published));
-            ring.take_next_done(me, Some(Duration::from_secs(10))).expect("done").free().expect("free");
+            ring.take_next_done(me, Some(Duration::from_secs(10)))
+                .expect("done")
+                .free()
+                .expect("free");
         }
         out
     });

@@ -22,7 +22,11 @@ impl Error {
     }
 
     pub(crate) fn io(op: &'static str, source: impl Into<io::Error>) -> Self {
-        ErrorKind::Io { op, source: source.into() }.into()
+        ErrorKind::Io {
+            op,
+            source: source.into(),
+        }
+        .into()
     }
 
     /// `true` when this error says a handle no longer owns its slot.
@@ -346,11 +350,26 @@ impl fmt::Display for FieldProblem {
             FieldProblem::Misaligned { offset, align } => {
                 write!(f, "offset {offset} is not a multiple of {align}")
             }
-            FieldProblem::OutOfBounds { offset, bytes: Some(bytes), limit } => {
-                write!(f, "spans {offset}..{} past the {limit}-byte slot", offset.saturating_add(*bytes))
+            FieldProblem::OutOfBounds {
+                offset,
+                bytes: Some(bytes),
+                limit,
+            } => {
+                write!(
+                    f,
+                    "spans {offset}..{} past the {limit}-byte slot",
+                    offset.saturating_add(*bytes)
+                )
             }
-            FieldProblem::OutOfBounds { offset, bytes: None, limit } => {
-                write!(f, "at offset {offset} has a capacity that overflows (slot is {limit} bytes)")
+            FieldProblem::OutOfBounds {
+                offset,
+                bytes: None,
+                limit,
+            } => {
+                write!(
+                    f,
+                    "at offset {offset} has a capacity that overflows (slot is {limit} bytes)"
+                )
             }
             FieldProblem::Overlaps(other) => write!(f, "overlaps `{other}`"),
             FieldProblem::LengthExceedsCapacity { len, capacity } => {

@@ -36,8 +36,12 @@ pub enum PageKind {
 
 impl PageKind {
     /// All kinds, best first: the order `HugePagePolicy::Auto` tries them in.
-    pub const ALL: [PageKind; 4] =
-        [PageKind::Huge1G, PageKind::Huge2M, PageKind::Transparent, PageKind::Plain];
+    pub const ALL: [PageKind; 4] = [
+        PageKind::Huge1G,
+        PageKind::Huge2M,
+        PageKind::Transparent,
+        PageKind::Plain,
+    ];
 
     /// The granularity a region of this kind is rounded up to.
     pub fn page_bytes(self) -> usize {
@@ -143,7 +147,8 @@ impl Region {
             if policy == HugePagePolicy::Auto && kind != PageKind::Plain {
                 let rounded = bytes.div_ceil(kind.page_bytes()) * kind.page_bytes();
                 if rounded - bytes > bytes / 8 {
-                    let why = format!("rounding {bytes} bytes up to {rounded} would waste more than 1/8");
+                    let why =
+                        format!("rounding {bytes} bytes up to {rounded} would waste more than 1/8");
                     tracing::debug!(region = name, %kind, "skipped: {why}");
                     fallbacks.push((kind, why));
                     continue;
@@ -155,7 +160,13 @@ impl Region {
                     for (k, why) in &fallbacks {
                         tracing::info!(region = name, "not using {k}: {why}");
                     }
-                    return Ok(Region { fd, ptr, len, kind, fallbacks });
+                    return Ok(Region {
+                        fd,
+                        ptr,
+                        len,
+                        kind,
+                        fallbacks,
+                    });
                 }
                 Err(e) => {
                     tracing::debug!(region = name, %kind, "unavailable: {e}");
@@ -164,10 +175,15 @@ impl Region {
                 }
             }
         }
-        let last = last.unwrap_or_else(|| ErrorKind::InvalidConfig("no page kind to try".into()).into());
+        let last =
+            last.unwrap_or_else(|| ErrorKind::InvalidConfig("no page kind to try".into()).into());
         match policy {
             HugePagePolicy::Require(requested) if requested != PageKind::Plain => {
-                Err(ErrorKind::PagesUnavailable { requested, reason: last.to_string() }.into())
+                Err(ErrorKind::PagesUnavailable {
+                    requested,
+                    reason: last.to_string(),
+                }
+                .into())
             }
             _ => Err(last),
         }
@@ -189,9 +205,14 @@ impl Region {
         let len = usize::try_from(st.st_size)
             .ok()
             .filter(|&l| l > 0)
-            .ok_or_else(|| ErrorKind::InvalidRegion(format!("size {} is not mappable", st.st_size)))?;
+            .ok_or_else(|| {
+                ErrorKind::InvalidRegion(format!("size {} is not mappable", st.st_size))
+            })?;
         let seals = rustix::fs::fcntl_get_seals(&fd).map_err(|e| {
-            ErrorKind::InvalidRegion(format!("fd {} is not a sealable memfd: {e}", fd.as_raw_fd()))
+            ErrorKind::InvalidRegion(format!(
+                "fd {} is not a sealable memfd: {e}",
+                fd.as_raw_fd()
+            ))
         })?;
         if !seals.contains(SealFlags::SHRINK) {
             return Err(ErrorKind::InvalidRegion(format!(
@@ -217,12 +238,20 @@ impl Region {
         let ptr = map(&fd, len, true)?;
         if kind == PageKind::Transparent {
             // SAFETY: `ptr..ptr+len` is the mapping just made; advice does not change contents.
-            if let Err(e) = unsafe { rustix::mm::madvise(ptr.as_ptr().cast(), len, Advice::LinuxHugepage) } {
+            if let Err(e) =
+                unsafe { rustix::mm::madvise(ptr.as_ptr().cast(), len, Advice::LinuxHugepage) }
+            {
                 tracing::warn!("madvise(MADV_HUGEPAGE) on inherited region failed: {e}");
             }
         }
         tracing::info!(fd = fd.as_raw_fd(), bytes = len, page_kind = %kind, "shared memory region mapped");
-        Ok(Region { fd, ptr, len, kind, fallbacks: Vec::new() })
+        Ok(Region {
+            fd,
+            ptr,
+            len,
+            kind,
+            fallbacks: Vec::new(),
+        })
     }
 
     /// The page kind in use.
@@ -330,7 +359,10 @@ pub fn thp_shmem_available() -> bool {
         Some(text[start..end].to_string())
     };
     let top = mode("/sys/kernel/mm/transparent_hugepage/shmem_enabled");
-    let top_ok = matches!(top.as_deref(), Some("always" | "within_size" | "advise" | "force"));
+    let top_ok = matches!(
+        top.as_deref(),
+        Some("always" | "within_size" | "advise" | "force")
+    );
     match mode("/sys/kernel/mm/transparent_hugepage/hugepages-2048kB/shmem_enabled").as_deref() {
         Some("always" | "within_size" | "advise") => true,
         Some("inherit") | None => top_ok,
@@ -340,9 +372,9 @@ pub fn thp_shmem_available() -> bool {
 
 fn create_kind(name: &str, bytes: usize, kind: PageKind) -> Result<(OwnedFd, NonNull<u8>, usize)> {
     let page = kind.page_bytes();
-    let len = bytes
-        .checked_next_multiple_of(page)
-        .ok_or_else(|| ErrorKind::InvalidConfig(format!("{bytes} bytes overflow when rounded to {kind}")))?;
+    let len = bytes.checked_next_multiple_of(page).ok_or_else(|| {
+        ErrorKind::InvalidConfig(format!("{bytes} bytes overflow when rounded to {kind}"))
+    })?;
     let mut flags = MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING;
     match kind {
         PageKind::Huge1G => flags |= MemfdFlags::HUGETLB | MemfdFlags::HUGE_1GB,
@@ -357,8 +389,13 @@ fn create_kind(name: &str, bytes: usize, kind: PageKind) -> Result<(OwnedFd, Non
         }
         PageKind::Plain => {}
     }
-    let memfd_name = if kind == PageKind::Transparent { format!("{name}{THP_SUFFIX}") } else { name.to_string() };
-    let fd = rustix::fs::memfd_create(memfd_name.as_str(), flags).map_err(|e| Error::io("memfd_create", e))?;
+    let memfd_name = if kind == PageKind::Transparent {
+        format!("{name}{THP_SUFFIX}")
+    } else {
+        name.to_string()
+    };
+    let fd = rustix::fs::memfd_create(memfd_name.as_str(), flags)
+        .map_err(|e| Error::io("memfd_create", e))?;
     rustix::fs::ftruncate(&fd, len as u64).map_err(|e| Error::io("ftruncate", e))?;
     if kind != PageKind::Transparent {
         // Allocates every page now: a hugetlb shortage (or a memory cgroup limit) fails here with
@@ -393,10 +430,18 @@ fn map(fd: &OwnedFd, len: usize, populate: bool) -> Result<NonNull<u8>> {
     // SAFETY: a fresh shared mapping of `len` bytes of `fd` at an address the kernel picks; it
     // aliases no Rust object. The memfd is sealed against shrinking, so no page can vanish.
     let ptr = unsafe {
-        rustix::mm::mmap(std::ptr::null_mut(), len, ProtFlags::READ | ProtFlags::WRITE, flags, fd, 0)
+        rustix::mm::mmap(
+            std::ptr::null_mut(),
+            len,
+            ProtFlags::READ | ProtFlags::WRITE,
+            flags,
+            fd,
+            0,
+        )
     }
     .map_err(|e| Error::io("mmap", e))?;
-    NonNull::new(ptr.cast::<u8>()).ok_or_else(|| Error::io("mmap", std::io::Error::other("null mapping")))
+    NonNull::new(ptr.cast::<u8>())
+        .ok_or_else(|| Error::io("mmap", std::io::Error::other("null mapping")))
 }
 
 #[cfg(test)]
@@ -412,7 +457,10 @@ mod tests {
         assert!(unsafe { r.as_slice() }.iter().all(|&b| b == 0));
         let seals = rustix::fs::fcntl_get_seals(r.fd()).unwrap();
         assert!(seals.contains(SealFlags::SHRINK | SealFlags::GROW));
-        assert!(rustix::fs::ftruncate(r.fd(), 4096).is_err(), "sealed against shrinking");
+        assert!(
+            rustix::fs::ftruncate(r.fd(), 4096).is_err(),
+            "sealed against shrinking"
+        );
     }
 
     #[test]
@@ -441,7 +489,9 @@ mod tests {
     #[test]
     fn zero_bytes_is_a_config_error() {
         assert!(matches!(
-            Region::create("x", 0, HugePagePolicy::Auto).unwrap_err().kind(),
+            Region::create("x", 0, HugePagePolicy::Auto)
+                .unwrap_err()
+                .kind(),
             ErrorKind::InvalidConfig(_)
         ));
     }
@@ -449,8 +499,14 @@ mod tests {
     #[test]
     fn auto_skips_wasteful_huge_pages() {
         let r = Region::create("test-small", 64 << 10, HugePagePolicy::Auto).unwrap();
-        assert!(matches!(r.page_kind(), PageKind::Transparent | PageKind::Plain));
+        assert!(matches!(
+            r.page_kind(),
+            PageKind::Transparent | PageKind::Plain
+        ));
         let skipped: Vec<_> = r.fallback_reasons().iter().map(|(k, _)| *k).collect();
-        assert!(skipped.starts_with(&[PageKind::Huge1G, PageKind::Huge2M]), "{skipped:?}");
+        assert!(
+            skipped.starts_with(&[PageKind::Huge1G, PageKind::Huge2M]),
+            "{skipped:?}"
+        );
     }
 }

@@ -73,8 +73,8 @@ use crate::layout::{
 };
 use crate::region::{PageKind, Region};
 use crate::slot::{
-    check_densities, check_geometry, Density, RawSlotLayout, SlotCapacity, SlotLayout,
-    SlotLengths, SlotMeta, SlotResult,
+    check_densities, check_geometry, Density, RawSlotLayout, SlotCapacity, SlotLayout, SlotLengths,
+    SlotMeta, SlotResult,
 };
 use crate::state::{self, SlotState, SlotTable, Word, MAX_OWNER};
 use crate::sync::Ordering;
@@ -100,7 +100,8 @@ impl RingConfig {
         }
         let overflow = || Error::from(ErrorKind::InvalidConfig("ring size overflows".into()));
         let stride = round_up(self.slot_bytes.max(1), SLOT_ALIGN).ok_or_else(overflow)?;
-        let data_offset = RING_HEADER_BYTES as u64 + u64::from(self.slot_count) * SLOT_HEADER_BYTES as u64;
+        let data_offset =
+            RING_HEADER_BYTES as u64 + u64::from(self.slot_count) * SLOT_HEADER_BYTES as u64;
         let total = stride
             .checked_mul(u64::from(self.slot_count))
             .and_then(|d| d.checked_add(data_offset))
@@ -167,7 +168,11 @@ impl Event {
 
 fn check_owner(owner: u32) -> Result<u32> {
     if owner == 0 || owner > MAX_OWNER {
-        return Err(ErrorKind::InvalidOwner { owner, max: MAX_OWNER }.into());
+        return Err(ErrorKind::InvalidOwner {
+            owner,
+            max: MAX_OWNER,
+        }
+        .into());
     }
     Ok(owner)
 }
@@ -183,7 +188,11 @@ impl Ring {
     pub fn create(region: Region, config: RingConfig) -> Result<Ring> {
         let (stride, data_offset, total) = config.geometry()?;
         if (region.len() as u64) < total {
-            return Err(ErrorKind::TooSmall { need: total, have: region.len() as u64 }.into());
+            return Err(ErrorKind::TooSmall {
+                need: total,
+                have: region.len() as u64,
+            }
+            .into());
         }
         let ring = Ring {
             region,
@@ -202,20 +211,27 @@ impl Ring {
         }
         // Relaxed (all stores up to the version): published by the Release store of `version`.
         h.magic.store(MAGIC, Ordering::Relaxed);
-        h.header_bytes.store(RING_HEADER_BYTES as u32, Ordering::Relaxed);
-        h.slot_header_bytes.store(SLOT_HEADER_BYTES as u32, Ordering::Relaxed);
+        h.header_bytes
+            .store(RING_HEADER_BYTES as u32, Ordering::Relaxed);
+        h.slot_header_bytes
+            .store(SLOT_HEADER_BYTES as u32, Ordering::Relaxed); // Relaxed: published by the Release store of `version`
         h.slot_count.store(config.slot_count, Ordering::Relaxed);
         h.slot_bytes.store(stride, Ordering::Relaxed);
-        h.slots_offset.store(RING_HEADER_BYTES as u64, Ordering::Relaxed);
+        h.slots_offset
+            .store(RING_HEADER_BYTES as u64, Ordering::Relaxed); // Relaxed: published by the Release store of `version`
         h.data_offset.store(data_offset, Ordering::Relaxed);
         h.ring_bytes.store(total, Ordering::Relaxed);
-        h.page_kind.store(ring.region.page_kind().code(), Ordering::Relaxed);
-        h.result_capacity.store(RESULT_CAPACITY as u32, Ordering::Relaxed);
+        h.page_kind
+            .store(ring.region.page_kind().code(), Ordering::Relaxed); // Relaxed: published by the Release store of `version`
+        h.result_capacity
+            .store(RESULT_CAPACITY as u32, Ordering::Relaxed);
         h.epoch.store(0, Ordering::Relaxed);
-        h.ticket.store(0, Ordering::Relaxed);
+        h.ticket.store(0, Ordering::Relaxed); // Relaxed: published by the Release store of `version`
         for i in 0..ring.slot_count {
             let s = ring.slot_header(i);
-            s.ctl.word.store(Word::new(SlotState::Free, false, 0, 0).0, Ordering::Relaxed);
+            s.ctl
+                .word
+                .store(Word::new(SlotState::Free, false, 0, 0).0, Ordering::Relaxed); // Relaxed: published by the Release store of `version`
             s.ctl.ticket.store(0, Ordering::Relaxed);
         }
         // ===================== SYNC POINT =====================
@@ -236,7 +252,11 @@ impl Ring {
     pub fn open(region: Region) -> Result<Ring> {
         let have = region.len() as u64;
         if have < RING_HEADER_BYTES as u64 {
-            return Err(ErrorKind::TooSmall { need: RING_HEADER_BYTES as u64, have }.into());
+            return Err(ErrorKind::TooSmall {
+                need: RING_HEADER_BYTES as u64,
+                have,
+            }
+            .into());
         }
         // SAFETY: the region holds at least a ring header, its base is page aligned, and
         // `RingHeader` is `ShmSafe` (all atomics), so any bytes are a valid value.
@@ -249,42 +269,68 @@ impl Ring {
         // Relaxed (all header loads below): ordered by the Acquire load of `version`.
         let magic = h.magic.load(Ordering::Relaxed);
         if magic != MAGIC {
-            return Err(ErrorKind::BadMagic { expected: MAGIC, found: magic }.into());
+            return Err(ErrorKind::BadMagic {
+                expected: MAGIC,
+                found: magic,
+            }
+            .into());
         }
         if version != LAYOUT_VERSION {
-            return Err(ErrorKind::VersionMismatch { expected: LAYOUT_VERSION, found: version }.into());
+            return Err(ErrorKind::VersionMismatch {
+                expected: LAYOUT_VERSION,
+                found: version,
+            }
+            .into());
         }
-        let bad = |field: &'static str, reason: String| Error::from(ErrorKind::BadHeader { field, reason });
-        let header_bytes = h.header_bytes.load(Ordering::Relaxed);
+        let bad = |field: &'static str, reason: String| {
+            Error::from(ErrorKind::BadHeader { field, reason })
+        };
+        let header_bytes = h.header_bytes.load(Ordering::Relaxed); // Relaxed: ordered by the Acquire load of `version`
         if header_bytes as usize != RING_HEADER_BYTES {
-            return Err(bad("header_bytes", format!("{header_bytes}, expected {RING_HEADER_BYTES}")));
+            return Err(bad(
+                "header_bytes",
+                format!("{header_bytes}, expected {RING_HEADER_BYTES}"),
+            ));
         }
-        let shb = h.slot_header_bytes.load(Ordering::Relaxed);
+        let shb = h.slot_header_bytes.load(Ordering::Relaxed); // Relaxed: ordered by the Acquire load of `version`
         if shb as usize != SLOT_HEADER_BYTES {
-            return Err(bad("slot_header_bytes", format!("{shb}, expected {SLOT_HEADER_BYTES}")));
+            return Err(bad(
+                "slot_header_bytes",
+                format!("{shb}, expected {SLOT_HEADER_BYTES}"),
+            ));
         }
-        let rc = h.result_capacity.load(Ordering::Relaxed);
+        let rc = h.result_capacity.load(Ordering::Relaxed); // Relaxed: ordered by the Acquire load of `version`
         if rc as usize != RESULT_CAPACITY {
-            return Err(bad("result_capacity", format!("{rc}, expected {RESULT_CAPACITY}")));
+            return Err(bad(
+                "result_capacity",
+                format!("{rc}, expected {RESULT_CAPACITY}"),
+            ));
         }
         let config = RingConfig {
-            slot_count: h.slot_count.load(Ordering::Relaxed),
+            slot_count: h.slot_count.load(Ordering::Relaxed), // Relaxed: ordered by the Acquire load of `version`
             slot_bytes: h.slot_bytes.load(Ordering::Relaxed),
         };
-        let (stride, data_offset, total) =
-            config.geometry().map_err(|e| bad("slot_count", e.to_string()))?;
+        let (stride, data_offset, total) = config
+            .geometry()
+            .map_err(|e| bad("slot_count", e.to_string()))?;
         if stride != config.slot_bytes {
-            return Err(bad("slot_bytes", format!("{} is not a multiple of {SLOT_ALIGN}", config.slot_bytes)));
+            return Err(bad(
+                "slot_bytes",
+                format!("{} is not a multiple of {SLOT_ALIGN}", config.slot_bytes),
+            ));
         }
-        let so = h.slots_offset.load(Ordering::Relaxed);
+        let so = h.slots_offset.load(Ordering::Relaxed); // Relaxed: ordered by the Acquire load of `version`
         if so != RING_HEADER_BYTES as u64 {
-            return Err(bad("slots_offset", format!("{so}, expected {RING_HEADER_BYTES}")));
+            return Err(bad(
+                "slots_offset",
+                format!("{so}, expected {RING_HEADER_BYTES}"),
+            ));
         }
-        let dof = h.data_offset.load(Ordering::Relaxed);
+        let dof = h.data_offset.load(Ordering::Relaxed); // Relaxed: ordered by the Acquire load of `version`
         if dof != data_offset {
             return Err(bad("data_offset", format!("{dof}, expected {data_offset}")));
         }
-        let rb = h.ring_bytes.load(Ordering::Relaxed);
+        let rb = h.ring_bytes.load(Ordering::Relaxed); // Relaxed: ordered by the Acquire load of `version`
         if rb != total {
             return Err(bad("ring_bytes", format!("{rb}, expected {total}")));
         }
@@ -314,22 +360,38 @@ impl Ring {
     }
 
     fn slot_header(&self, index: usize) -> &SlotHeader {
-        assert!(index < self.slot_count, "slot index {index} checked by every caller");
+        assert!(
+            index < self.slot_count,
+            "slot index {index} checked by every caller"
+        );
         // SAFETY: the slot table lies inside the region (checked against `ring_bytes`), each
         // header is 8192-byte aligned relative to the page-aligned base, `SlotHeader: ShmSafe`.
-        unsafe { shm_ref(self.region.as_ptr(), RING_HEADER_BYTES + index * SLOT_HEADER_BYTES) }
+        unsafe {
+            shm_ref(
+                self.region.as_ptr(),
+                RING_HEADER_BYTES + index * SLOT_HEADER_BYTES,
+            )
+        }
     }
 
     /// Base of slot `index`'s data span in this process.
     fn slot_data(&self, index: usize) -> *mut u8 {
         debug_assert!(index < self.slot_count);
         // SAFETY: `data_offset + index * slot_bytes` is inside the region (geometry checked).
-        unsafe { self.region.as_mut_ptr().add(self.data_offset + index * self.slot_bytes as usize) }
+        unsafe {
+            self.region
+                .as_mut_ptr()
+                .add(self.data_offset + index * self.slot_bytes as usize)
+        }
     }
 
     fn check_index(&self, index: usize) -> Result<()> {
         if index >= self.slot_count {
-            return Err(ErrorKind::SlotOutOfRange { index, slot_count: self.slot_count }.into());
+            return Err(ErrorKind::SlotOutOfRange {
+                index,
+                slot_count: self.slot_count,
+            }
+            .into());
         }
         Ok(())
     }
@@ -352,7 +414,10 @@ impl Ring {
 
     /// The ring's shape (slot bytes as rounded).
     pub fn config(&self) -> RingConfig {
-        RingConfig { slot_count: self.slot_count as u32, slot_bytes: self.slot_bytes }
+        RingConfig {
+            slot_count: self.slot_count as u32,
+            slot_bytes: self.slot_bytes,
+        }
     }
 
     /// Number of slots.
@@ -388,12 +453,14 @@ impl Ring {
     /// Takes a FREE slot for writing without blocking.
     pub fn try_acquire_free(&self, owner: u32) -> Result<Option<SlotWriter<'_>>> {
         let owner = check_owner(owner)?;
-        Ok(state::try_take_free(self, owner, 0).map(|(index, word)| SlotWriter {
-            ring: self,
-            index,
-            word,
-            plan: None,
-        }))
+        Ok(
+            state::try_take_free(self, owner, 0).map(|(index, word)| SlotWriter {
+                ring: self,
+                index,
+                word,
+                plan: None,
+            }),
+        )
     }
 
     /// Takes a FREE slot for writing, sleeping until one is free or `timeout` passes
@@ -408,7 +475,13 @@ impl Ring {
     /// Claims the oldest READY slot without blocking (use it to gather a batch).
     pub fn try_claim_ready(&self, owner: u32) -> Result<Option<ClaimedSlot<'_>>> {
         let owner = check_owner(owner)?;
-        Ok(state::try_take_ready(self, owner).map(|(index, word)| ClaimedSlot { ring: self, index, word }))
+        Ok(
+            state::try_take_ready(self, owner).map(|(index, word)| ClaimedSlot {
+                ring: self,
+                index,
+                word,
+            }),
+        )
     }
 
     /// Claims the oldest READY slot, sleeping until one is ready or `timeout` passes.
@@ -422,7 +495,13 @@ impl Ring {
     /// Takes any unowned DONE slot to collect its result, without blocking.
     pub fn try_take_done(&self, owner: u32) -> Result<Option<DoneSlot<'_>>> {
         let owner = check_owner(owner)?;
-        Ok(state::try_take_done(self, owner).map(|(index, word)| DoneSlot { ring: self, index, word }))
+        Ok(
+            state::try_take_done(self, owner).map(|(index, word)| DoneSlot {
+                ring: self,
+                index,
+                word,
+            }),
+        )
     }
 
     /// Takes any unowned DONE slot, sleeping until one exists or `timeout` passes.
@@ -445,18 +524,23 @@ impl Ring {
         let word = ctl
             .transition(expected, expected.successor(SlotState::Done, true, owner))
             .map_err(|found| stale(index, expected, found))?;
-        Ok(DoneSlot { ring: self, index, word })
+        Ok(DoneSlot {
+            ring: self,
+            index,
+            word,
+        })
     }
 
     /// Sleeps until some slot is DONE and not being collected, or `timeout` passes. Returns
     /// whether such a slot exists.
     pub fn wait_done(&self, timeout: Option<Duration>) -> Result<bool> {
         let any_done = || {
-            Ok((0..self.slot_count).any(|i| {
-                let w = self.ctl(i).load();
-                w.is(SlotState::Done) && w.owner() == 0
-            })
-            .then_some(()))
+            Ok((0..self.slot_count)
+                .any(|i| {
+                    let w = self.ctl(i).load();
+                    w.is(SlotState::Done) && w.owner() == 0
+                })
+                .then_some(()))
         };
         match self.wait_for(Event::Done, timeout, any_done) {
             Ok(()) => Ok(true),
@@ -561,7 +645,9 @@ impl Ring {
     /// launcher runs after restarting or on a timer. Never reclaims this process's own slots.
     pub fn reclaim_dead(&self) -> ReclaimReport {
         let me = std::process::id();
-        let mut owners: Vec<u32> = (0..self.slot_count).map(|i| self.ctl(i).load().owner()).collect();
+        let mut owners: Vec<u32> = (0..self.slot_count)
+            .map(|i| self.ctl(i).load().owner())
+            .collect();
         owners.sort_unstable();
         owners.dedup();
         let mut report = ReclaimReport::default();
@@ -581,7 +667,7 @@ impl Ring {
         // CASing the state word.
         SlotMeta {
             job_id: h.job_id.load(Ordering::Relaxed),
-            circuit_id: h.circuit_id.load(Ordering::Relaxed),
+            circuit_id: h.circuit_id.load(Ordering::Relaxed), // Relaxed: validated by the caller (word re-check or CAS)
             partition: h.partition.load(Ordering::Relaxed),
             attempt: h.attempt.load(Ordering::Relaxed),
         }
@@ -618,7 +704,7 @@ impl Ring {
         // they are read once into this copy.
         let arr = |a: &[std::sync::atomic::AtomicU64], out: &mut [u64]| {
             for (o, x) in out.iter_mut().zip(a) {
-                *o = x.load(Ordering::Relaxed);
+                *o = x.load(Ordering::Relaxed); // Relaxed: ordered by the owner's Acquire CAS
             }
         };
         let mut raw = RawSlotLayout::default();
@@ -686,7 +772,11 @@ impl Ring {
                 Some(d) => {
                     let now = Instant::now();
                     if now >= d {
-                        return Err(ErrorKind::Timeout { what: event.name(), waited: now - start }.into());
+                        return Err(ErrorKind::Timeout {
+                            what: event.name(),
+                            waited: now - start,
+                        }
+                        .into());
                     }
                     Some(d - now)
                 }
@@ -697,9 +787,10 @@ impl Ring {
             });
             match futex::wait(&ev.seq, futex::Flags::empty(), seen, ts) {
                 Ok(()) => {}
-                Err(e) if e == rustix::io::Errno::AGAIN
-                    || e == rustix::io::Errno::INTR
-                    || e == rustix::io::Errno::TIMEDOUT => {}
+                Err(e)
+                    if e == rustix::io::Errno::AGAIN
+                        || e == rustix::io::Errno::INTR
+                        || e == rustix::io::Errno::TIMEDOUT => {}
                 Err(e) => return Err(Error::io("futex_wait", e)),
             }
         }
@@ -837,13 +928,21 @@ impl<'r> SlotWriter<'r> {
     /// left. Fails if the arrays do not fit the slot, or if called twice.
     pub fn begin(&mut self, meta: SlotMeta, caps: SlotCapacity) -> Result<()> {
         if self.plan.is_some() {
-            return Err(ErrorKind::Protocol { index: self.index, what: "`begin` called twice" }.into());
+            return Err(ErrorKind::Protocol {
+                index: self.index,
+                what: "`begin` called twice",
+            }
+            .into());
         }
         let (offsets, capacities, total) = caps
             .plan()
             .ok_or_else(|| ErrorKind::InvalidConfig(format!("capacities {caps:?} overflow")))?;
         if total > self.ring.slot_bytes {
-            return Err(ErrorKind::SlotTooSmall { need: total, have: self.ring.slot_bytes }.into());
+            return Err(ErrorKind::SlotTooSmall {
+                need: total,
+                have: self.ring.slot_bytes,
+            }
+            .into());
         }
         still_owned(self.ring, self.index, self.word)?;
         let h = self.ring.slot_header(self.index);
@@ -855,14 +954,14 @@ impl<'r> SlotWriter<'r> {
         // again by the one in `publish`.
         h.job_id.store(meta.job_id, Ordering::Relaxed);
         h.circuit_id.store(meta.circuit_id, Ordering::Relaxed);
-        h.partition.store(meta.partition, Ordering::Relaxed);
+        h.partition.store(meta.partition, Ordering::Relaxed); // Relaxed: published by the CAS that sets M
         h.attempt.store(meta.attempt, Ordering::Relaxed);
         for k in 0..8 {
-            h.offsets[k].store(offsets[k], Ordering::Relaxed);
+            h.offsets[k].store(offsets[k], Ordering::Relaxed); // Relaxed: published by the CAS that sets M
             h.capacities[k].store(capacities[k], Ordering::Relaxed);
         }
         for k in 0..3 {
-            h.lengths[k].store(0, Ordering::Relaxed);
+            h.lengths[k].store(0, Ordering::Relaxed); // Relaxed: published by the CAS that sets M
             h.density_bits[k].store(0, Ordering::Relaxed);
             h.popcounts[k].store(0, Ordering::Relaxed);
         }
@@ -884,7 +983,9 @@ impl<'r> SlotWriter<'r> {
             // span ours alone.
             unsafe { shm_slice_mut::<u64>(base, plan.offset(f), plan.capacity(f)) }.fill(0);
         }
-        let next = self.word.successor(SlotState::Writing, true, self.word.owner());
+        let next = self
+            .word
+            .successor(SlotState::Writing, true, self.word.owner());
         self.word = self
             .ring
             .ctl(self.index)
@@ -897,9 +998,10 @@ impl<'r> SlotWriter<'r> {
     /// Mutable views of all arrays at their capacities. Fails before `begin` or once the handle
     /// is stale.
     pub fn parts_mut(&mut self) -> Result<SlotPartsMut<'_>> {
-        let plan = self
-            .plan
-            .ok_or(ErrorKind::Protocol { index: self.index, what: "arrays used before `begin`" })?;
+        let plan = self.plan.ok_or(ErrorKind::Protocol {
+            index: self.index,
+            what: "arrays used before `begin`",
+        })?;
         still_owned(self.ring, self.index, self.word)?;
         let base = self.ring.slot_data(self.index);
         // SAFETY (all eight): the plan was validated against this slot's span (inside the
@@ -954,7 +1056,10 @@ impl<'r> SlotWriter<'r> {
     pub fn popcount(&mut self, which: Density, bits: usize) -> Result<u64> {
         let words = self.density_mut(which)?;
         let full = (bits / 64).min(words.len());
-        let mut count: u64 = words[..full].iter().map(|w| u64::from(w.count_ones())).sum();
+        let mut count: u64 = words[..full]
+            .iter()
+            .map(|w| u64::from(w.count_ones()))
+            .sum();
         if bits % 64 != 0 && full < words.len() {
             count += u64::from((words[full] & ((1u64 << (bits % 64)) - 1)).count_ones());
         }
@@ -974,7 +1079,11 @@ impl<'r> SlotWriter<'r> {
 
     fn publish_inner(&self, lengths: SlotLengths) -> Result<Published> {
         if self.plan.is_none() {
-            return Err(ErrorKind::Protocol { index: self.index, what: "`publish` before `begin`" }.into());
+            return Err(ErrorKind::Protocol {
+                index: self.index,
+                what: "`publish` before `begin`",
+            }
+            .into());
         }
         still_owned(self.ring, self.index, self.word)?;
         let h = self.ring.slot_header(self.index);
@@ -984,17 +1093,24 @@ impl<'r> SlotWriter<'r> {
             h.lengths[k].store(v, Ordering::Relaxed);
         }
         for (k, v) in [x, i, x].into_iter().enumerate() {
-            h.density_bits[k].store(v, Ordering::Relaxed);
+            h.density_bits[k].store(v, Ordering::Relaxed); // Relaxed: published by the Release CAS in `state::publish`
         }
-        let pops = [lengths.a_aux_popcount, lengths.b_input_popcount, lengths.b_aux_popcount];
+        let pops = [
+            lengths.a_aux_popcount,
+            lengths.b_input_popcount,
+            lengths.b_aux_popcount,
+        ];
         for (k, v) in pops.into_iter().enumerate() {
-            h.popcounts[k].store(v, Ordering::Relaxed);
+            h.popcounts[k].store(v, Ordering::Relaxed); // Relaxed: published by the Release CAS in `state::publish`
         }
         self.ring.validate_slot(self.index)?;
         let word = state::publish(self.ring, self.index, self.word)
             .map_err(|found| stale(self.index, self.word, found))?;
         self.ring.notify(Event::Ready);
-        Ok(Published { index: self.index, generation: word.generation() })
+        Ok(Published {
+            index: self.index,
+            generation: word.generation(),
+        })
     }
 
     /// Gives the slot back unpublished (→ FREE), waking producers.
@@ -1029,7 +1145,10 @@ impl Drop for SlotWriter<'_> {
 
 impl fmt::Debug for SlotWriter<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SlotWriter").field("index", &self.index).field("word", &self.word).finish()
+        f.debug_struct("SlotWriter")
+            .field("index", &self.index)
+            .field("word", &self.word)
+            .finish()
     }
 }
 
@@ -1167,7 +1286,9 @@ impl<'r> ClaimedSlot<'r> {
         let h = self.ring.slot_header(self.index);
         // SAFETY: the result area is RESULT_CAPACITY bytes inside the slot header and `bytes`
         // fits (checked by `encode`); CLAIMED(us) gives this handle the area alone.
-        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), h.result.get().cast::<u8>(), bytes.len()) };
+        unsafe {
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), h.result.get().cast::<u8>(), bytes.len())
+        };
         // Relaxed: published by the Release CAS to DONE below.
         h.result_status.store(status, Ordering::Relaxed);
         // Relaxed: as above. `encode` bounds the length by RESULT_CAPACITY (4096).
@@ -1212,7 +1333,10 @@ impl Drop for ClaimedSlot<'_> {
 
 impl fmt::Debug for ClaimedSlot<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ClaimedSlot").field("index", &self.index).field("word", &self.word).finish()
+        f.debug_struct("ClaimedSlot")
+            .field("index", &self.index)
+            .field("word", &self.word)
+            .finish()
     }
 }
 
@@ -1286,14 +1410,20 @@ impl<'r> DoneSlot<'r> {
 impl Drop for DoneSlot<'_> {
     fn drop(&mut self) {
         if let Err(e) = self.move_to(SlotState::Done, true, Event::Done) {
-            tracing::debug!(slot = self.index, "dropped done handle was already stale: {e}");
+            tracing::debug!(
+                slot = self.index,
+                "dropped done handle was already stale: {e}"
+            );
         }
     }
 }
 
 impl fmt::Debug for DoneSlot<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("DoneSlot").field("index", &self.index).field("word", &self.word).finish()
+        f.debug_struct("DoneSlot")
+            .field("index", &self.index)
+            .field("word", &self.word)
+            .finish()
     }
 }
 
@@ -1395,7 +1525,10 @@ impl ReclaimReport {
 /// process was reaped, so a launcher should reclaim its children's slots as soon as it reaps
 /// them ([`Ring::reclaim_owner`]); this check is for the sweep after a restart.
 pub fn pid_alive(pid: u32) -> bool {
-    let Some(p) = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw) else {
+    let Some(p) = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    else {
         return false;
     };
     match rustix::process::test_kill_process(p) {
@@ -1403,7 +1536,9 @@ pub fn pid_alive(pid: u32) -> bool {
         // Ok, or EPERM: it exists (owned by another user). Zombies pass kill(0) too.
         _ => match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
             Ok(stat) => {
-                let state = stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next());
+                let state = stat
+                    .rsplit_once(')')
+                    .and_then(|(_, rest)| rest.trim_start().chars().next());
                 !matches!(state, Some('Z' | 'X'))
             }
             Err(_) => true,
@@ -1418,20 +1553,42 @@ mod tests {
     use std::sync::atomic::AtomicU64;
 
     const ME: u32 = 4242;
-    const CAPS: SlotCapacity = SlotCapacity { n: 16, inputs: 3, aux: 70 };
+    const CAPS: SlotCapacity = SlotCapacity {
+        n: 16,
+        inputs: 3,
+        aux: 70,
+    };
 
     fn ring(slots: u32) -> Ring {
-        let config = RingConfig { slot_count: slots, slot_bytes: CAPS.slot_bytes().unwrap() };
-        let region = Region::create("ring-test", config.region_bytes().unwrap(), HugePagePolicy::Plain).unwrap();
+        let config = RingConfig {
+            slot_count: slots,
+            slot_bytes: CAPS.slot_bytes().unwrap(),
+        };
+        let region = Region::create(
+            "ring-test",
+            config.region_bytes().unwrap(),
+            HugePagePolicy::Plain,
+        )
+        .unwrap();
         Ring::create(region, config).unwrap()
     }
 
     fn meta(job: u64) -> SlotMeta {
-        SlotMeta { job_id: job, circuit_id: 9, partition: (job % 10) as u32, attempt: 0 }
+        SlotMeta {
+            job_id: job,
+            circuit_id: 9,
+            partition: (job % 10) as u32,
+            attempt: 0,
+        }
     }
 
     fn lengths() -> SlotLengths {
-        SlotLengths { n: 16, inputs: 3, aux: 70, ..SlotLengths::default() }
+        SlotLengths {
+            n: 16,
+            inputs: 3,
+            aux: 70,
+            ..SlotLengths::default()
+        }
     }
 
     /// Writes a slot whose contents derive from `job` and publishes it.
@@ -1444,7 +1601,12 @@ mod tests {
         }
         p.density_a_aux[1] = 0b11; // bits 64, 65 of 70
         p.density_b_input[0] = 0b101;
-        w.publish(SlotLengths { a_aux_popcount: 2, b_input_popcount: 2, ..lengths() }).unwrap()
+        w.publish(SlotLengths {
+            a_aux_popcount: 2,
+            b_input_popcount: 2,
+            ..lengths()
+        })
+        .unwrap()
     }
 
     fn kind<T: fmt::Debug>(r: Result<T>) -> ErrorKind {
@@ -1465,7 +1627,14 @@ mod tests {
         let d = v.density(Density::AAux);
         assert_eq!((d.words, d.bit_len, d.popcount), (&[0, 0b11][..], 70, 2));
         assert_eq!(v.density(Density::BInput).popcount, 2);
-        assert_eq!(ring.counts(), StateCounts { free: 1, claimed: 1, ..StateCounts::default() });
+        assert_eq!(
+            ring.counts(),
+            StateCounts {
+                free: 1,
+                claimed: 1,
+                ..StateCounts::default()
+            }
+        );
         c.complete(SlotResult::Failed("gpu on fire")).unwrap();
         assert!(ring.wait_done(Some(Duration::ZERO)).unwrap());
         let done = ring.try_take_done(ME).unwrap().unwrap();
@@ -1483,7 +1652,11 @@ mod tests {
         let opened = Ring::open(unsafe { Region::from_inherited_fd(dup) }.unwrap()).unwrap();
         assert_eq!(opened.config(), ring.config());
         produce(&ring, 1);
-        assert_eq!(opened.try_claim_ready(ME).unwrap().unwrap().meta(), meta(1), "same memory");
+        assert_eq!(
+            opened.try_claim_ready(ME).unwrap().unwrap().meta(),
+            meta(1),
+            "same memory"
+        );
 
         let reopen = |tamper: &dyn Fn(&RingHeader)| {
             let dup = ring.region().fd().try_clone_to_owned().unwrap();
@@ -1495,20 +1668,44 @@ mod tests {
             // SAFETY: as above; restore what the tamper changed.
             let h = unsafe { shm_ref::<RingHeader>(ring.region().as_ptr(), 0) };
             h.magic.store(MAGIC, Ordering::Relaxed);
-            h.version.store(LAYOUT_VERSION, Ordering::Relaxed);
+            h.version.store(LAYOUT_VERSION, Ordering::Relaxed); // Relaxed: single-threaded test setup
             h.slot_count.store(3, Ordering::Relaxed);
             kind(r)
         };
-        assert!(matches!(reopen(&|h| h.version.store(0, Ordering::Relaxed)), ErrorKind::NotInitialised));
-        assert!(matches!(reopen(&|h| h.version.store(2, Ordering::Relaxed)), ErrorKind::VersionMismatch { found: 2, .. }));
-        assert!(matches!(reopen(&|h| h.magic.store(1, Ordering::Relaxed)), ErrorKind::BadMagic { found: 1, .. }));
-        assert!(matches!(reopen(&|h| h.slot_count.store(4, Ordering::Relaxed)), ErrorKind::BadHeader { field: "data_offset", .. }));
-        assert!(matches!(reopen(&|h| h.slot_count.store(0, Ordering::Relaxed)), ErrorKind::BadHeader { field: "slot_count", .. }));
+        assert!(matches!(
+            reopen(&|h| h.version.store(0, Ordering::Relaxed)),
+            ErrorKind::NotInitialised
+        )); // Relaxed: single-threaded test setup
+        assert!(matches!(
+            reopen(&|h| h.version.store(2, Ordering::Relaxed)),
+            ErrorKind::VersionMismatch { found: 2, .. }
+        ));
+        assert!(matches!(
+            reopen(&|h| h.magic.store(1, Ordering::Relaxed)),
+            ErrorKind::BadMagic { found: 1, .. }
+        ));
+        assert!(matches!(
+            reopen(&|h| h.slot_count.store(4, Ordering::Relaxed)),
+            ErrorKind::BadHeader {
+                field: "data_offset",
+                ..
+            }
+        )); // Relaxed: single-threaded test setup
+        assert!(matches!(
+            reopen(&|h| h.slot_count.store(0, Ordering::Relaxed)),
+            ErrorKind::BadHeader {
+                field: "slot_count",
+                ..
+            }
+        ));
 
         let small = Region::create("small", 4096, HugePagePolicy::Plain).unwrap();
         assert!(matches!(kind(Ring::open(small)), ErrorKind::NotInitialised));
         let small = Region::create("small", 4096, HugePagePolicy::Plain).unwrap();
-        assert!(matches!(kind(Ring::create(small, ring.config())), ErrorKind::TooSmall { .. }));
+        assert!(matches!(
+            kind(Ring::create(small, ring.config())),
+            ErrorKind::TooSmall { .. }
+        ));
     }
 
     #[test]
@@ -1518,7 +1715,12 @@ mod tests {
         let mut w = ring.try_acquire_free(ME).unwrap().unwrap();
         w.begin(meta(1), CAPS).unwrap();
         let (index, gen) = (w.index(), w.generation());
-        let stale_writer = SlotWriter { ring: &ring, index, word: w.word, plan: w.plan };
+        let stale_writer = SlotWriter {
+            ring: &ring,
+            index,
+            word: w.word,
+            plan: w.plan,
+        };
         w.leak();
         let report = ring.reclaim_owner(ME);
         assert_eq!(report.writing_freed.len(), 1);
@@ -1532,13 +1734,20 @@ mod tests {
         // a consumer dies mid-claim: the synthesis is kept
         produce(&ring, 2);
         let c = ring.try_claim_ready(ME).unwrap().unwrap();
-        let stale_claim = ClaimedSlot { ring: &ring, index: c.index, word: c.word };
+        let stale_claim = ClaimedSlot {
+            ring: &ring,
+            index: c.index,
+            word: c.word,
+        };
         c.leak();
         let report = ring.reclaim_owner(ME);
         assert_eq!(report.claimed_requeued.len(), 1);
         assert_eq!(report.claimed_requeued[0].meta.unwrap().job_id, 2);
         assert!(stale_claim.view().unwrap_err().is_stale());
-        assert!(stale_claim.complete(SlotResult::Proof(&[0; 192])).unwrap_err().is_stale());
+        assert!(stale_claim
+            .complete(SlotResult::Proof(&[0; 192]))
+            .unwrap_err()
+            .is_stale());
         let again = ring.try_claim_ready(7).unwrap().unwrap();
         assert_eq!(again.view().unwrap().a()[1], Scalar::from(2001u64));
         again.complete(SlotResult::Proof(&[1; 192])).unwrap();
@@ -1558,7 +1767,11 @@ mod tests {
         produce(&ring, 3);
         drop(ring.try_claim_ready(ME).unwrap().unwrap());
         assert_eq!(ring.counts().ready, 1);
-        ring.try_claim_ready(ME).unwrap().unwrap().complete(SlotResult::Proof(&[])).unwrap();
+        ring.try_claim_ready(ME)
+            .unwrap()
+            .unwrap()
+            .complete(SlotResult::Proof(&[]))
+            .unwrap();
         drop(ring.try_take_done(ME).unwrap().unwrap());
         assert_eq!(ring.counts().done, 1);
         let snap = ring.snapshot();
@@ -1574,22 +1787,59 @@ mod tests {
         let mut w = ring.try_acquire_free(ME).unwrap().unwrap();
         assert!(matches!(kind(w.a_mut()), ErrorKind::Protocol { .. }));
         let big = SlotCapacity { n: 1 << 20, ..CAPS };
-        assert!(matches!(kind(w.begin(meta(0), big)), ErrorKind::SlotTooSmall { .. }));
+        assert!(matches!(
+            kind(w.begin(meta(0), big)),
+            ErrorKind::SlotTooSmall { .. }
+        ));
         w.begin(meta(0), CAPS).unwrap();
-        assert!(matches!(kind(w.begin(meta(0), CAPS)), ErrorKind::Protocol { .. }));
+        assert!(matches!(
+            kind(w.begin(meta(0), CAPS)),
+            ErrorKind::Protocol { .. }
+        ));
         w.density_mut(Density::BAux).unwrap()[0] = 1;
         // popcount recorded wrong: publish fails with the consumer's error and frees the slot
         let e = w.publish(lengths()).unwrap_err();
-        assert!(matches!(e.kind(), ErrorKind::InvalidSlot { field: SlotField::DensityBAux, .. }), "{e}");
+        assert!(
+            matches!(
+                e.kind(),
+                ErrorKind::InvalidSlot {
+                    field: SlotField::DensityBAux,
+                    ..
+                }
+            ),
+            "{e}"
+        );
         assert_eq!(ring.counts().free, 1);
         let mut w = ring.try_acquire_free(ME).unwrap().unwrap();
         w.begin(meta(0), CAPS).unwrap();
-        assert_eq!(w.density_mut(Density::BAux).unwrap()[0], 0, "begin zeroes bitmaps");
+        assert_eq!(
+            w.density_mut(Density::BAux).unwrap()[0],
+            0,
+            "begin zeroes bitmaps"
+        );
         let e = w.publish(SlotLengths { n: 17, ..lengths() }).unwrap_err();
-        assert!(matches!(e.kind(), ErrorKind::InvalidSlot { field: SlotField::A, .. }), "{e}");
-        assert!(matches!(kind(ring.try_acquire_free(0)), ErrorKind::InvalidOwner { .. }));
-        assert!(matches!(kind(ring.try_claim_ready(MAX_OWNER + 1)), ErrorKind::InvalidOwner { .. }));
-        assert!(matches!(kind(ring.take_done(ME, 5, 0)), ErrorKind::SlotOutOfRange { .. }));
+        assert!(
+            matches!(
+                e.kind(),
+                ErrorKind::InvalidSlot {
+                    field: SlotField::A,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert!(matches!(
+            kind(ring.try_acquire_free(0)),
+            ErrorKind::InvalidOwner { .. }
+        ));
+        assert!(matches!(
+            kind(ring.try_claim_ready(MAX_OWNER + 1)),
+            ErrorKind::InvalidOwner { .. }
+        ));
+        assert!(matches!(
+            kind(ring.take_done(ME, 5, 0)),
+            ErrorKind::SlotOutOfRange { .. }
+        ));
         assert!(kind(ring.take_done(ME, 0, 0)).to_string().contains("stale"));
     }
 
@@ -1605,10 +1855,13 @@ mod tests {
             (&h.lengths[1], 17, SlotField::Input),
         ];
         for (cell, bad, field) in cases {
-            let good = cell.swap(bad, Ordering::Relaxed);
+            let good = cell.swap(bad, Ordering::Relaxed); // Relaxed: single-threaded test setup
             let e = c.view().unwrap_err();
-            assert!(matches!(e.kind(), ErrorKind::InvalidSlot { field: f, .. } if *f == field), "{e}");
-            cell.store(good, Ordering::Relaxed);
+            assert!(
+                matches!(e.kind(), ErrorKind::InvalidSlot { field: f, .. } if *f == field),
+                "{e}"
+            );
+            cell.store(good, Ordering::Relaxed); // Relaxed: single-threaded test setup
         }
         c.view().unwrap();
     }
@@ -1638,8 +1891,13 @@ mod tests {
         let ring = ring(1);
         let w = ring.try_acquire_free(ME).unwrap().unwrap();
         let t0 = Instant::now();
-        let e = ring.acquire_free(ME, Some(Duration::from_millis(30))).unwrap_err();
-        assert!(e.is_timeout() && t0.elapsed() >= Duration::from_millis(30), "{e}");
+        let e = ring
+            .acquire_free(ME, Some(Duration::from_millis(30)))
+            .unwrap_err();
+        assert!(
+            e.is_timeout() && t0.elapsed() >= Duration::from_millis(30),
+            "{e}"
+        );
         assert!(!ring.wait_done(Some(Duration::from_millis(1))).unwrap());
         drop(w);
         std::thread::scope(|s| {
@@ -1651,8 +1909,13 @@ mod tests {
             });
             std::thread::sleep(Duration::from_millis(50));
             produce(&ring, 77);
-            let done = ring.take_next_done(ME, Some(Duration::from_secs(10))).unwrap();
-            assert_eq!(done.result().unwrap(), SlotResult::Proof(&77u64.to_le_bytes()));
+            let done = ring
+                .take_next_done(ME, Some(Duration::from_secs(10)))
+                .unwrap();
+            assert_eq!(
+                done.result().unwrap(),
+                SlotResult::Proof(&77u64.to_le_bytes())
+            );
             done.free().unwrap();
             assert_eq!(consumer.join().unwrap(), 77);
         });
@@ -1688,15 +1951,22 @@ mod tests {
             }
             let mut collected = 0;
             while collected < jobs {
-                let d = ring.take_next_done(ME, Some(Duration::from_secs(20))).unwrap();
-                let SlotResult::Proof(bytes) = d.result().unwrap() else { panic!("failed result") };
+                let d = ring
+                    .take_next_done(ME, Some(Duration::from_secs(20)))
+                    .unwrap();
+                let SlotResult::Proof(bytes) = d.result().unwrap() else {
+                    panic!("failed result")
+                };
                 let job = u64::from_le_bytes(bytes.try_into().unwrap());
                 assert_eq!(d.free().unwrap().job_id, job);
-                seen[job as usize].fetch_add(1, Ordering::Relaxed);
+                seen[job as usize].fetch_add(1, Ordering::Relaxed); // Relaxed: single-threaded test setup
                 collected += 1;
             }
         });
-        assert!(seen.iter().all(|c| c.load(Ordering::Relaxed) == 1), "each job exactly once");
+        assert!(
+            seen.iter().all(|c| c.load(Ordering::Relaxed) == 1),
+            "each job exactly once"
+        ); // Relaxed: single-threaded test setup
     }
 
     #[test]
@@ -1708,7 +1978,10 @@ mod tests {
         assert!(!pid_alive(dead));
         assert!(pid_alive(std::process::id()));
         ring.try_acquire_free(dead).unwrap().unwrap().leak();
-        ring.try_acquire_free(std::process::id()).unwrap().unwrap().leak();
+        ring.try_acquire_free(std::process::id())
+            .unwrap()
+            .unwrap()
+            .leak();
         let report = ring.reclaim_dead();
         assert_eq!(report.writing_freed.len(), 1);
         assert_eq!(report.writing_freed[0].owner, dead);

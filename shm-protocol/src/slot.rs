@@ -8,7 +8,7 @@
 use std::ops::Range;
 
 use crate::error::{ErrorKind, FieldProblem, Result, SlotField};
-use crate::layout::{slot_offsets, round_up, ARRAY_ALIGN, RESULT_CAPACITY};
+use crate::layout::{round_up, slot_offsets, ARRAY_ALIGN, RESULT_CAPACITY};
 
 /// Size of one field element (blstrs `Scalar`) in bytes.
 pub const SCALAR_BYTES: u64 = 32;
@@ -73,7 +73,16 @@ impl SlotCapacity {
     /// Element capacities of the eight arrays in layout order (bitmaps in words).
     pub(crate) fn capacities(&self) -> [u64; 8] {
         let (n, i, x) = (self.n as u64, self.inputs as u64, self.aux as u64);
-        [n, n, n, i, x, x.div_ceil(64), i.div_ceil(64), x.div_ceil(64)]
+        [
+            n,
+            n,
+            n,
+            i,
+            x,
+            x.div_ceil(64),
+            i.div_ceil(64),
+            x.div_ceil(64),
+        ]
     }
 
     /// Offsets of the eight arrays packed in layout order, each aligned to [`ARRAY_ALIGN`], and
@@ -132,7 +141,11 @@ impl SlotResult<'_> {
     pub(crate) fn encode(&self) -> Result<(u32, &[u8])> {
         match *self {
             SlotResult::Proof(bytes) if bytes.len() > RESULT_CAPACITY => {
-                Err(ErrorKind::ResultTooLarge { len: bytes.len(), capacity: RESULT_CAPACITY }.into())
+                Err(ErrorKind::ResultTooLarge {
+                    len: bytes.len(),
+                    capacity: RESULT_CAPACITY,
+                }
+                .into())
             }
             SlotResult::Proof(bytes) => Ok((RESULT_PROOF, bytes)),
             SlotResult::Failed(msg) => {
@@ -146,13 +159,21 @@ impl SlotResult<'_> {
     }
 
     /// Decodes a stored result, checking status, length and UTF-8.
-    pub(crate) fn decode(index: usize, status: u32, len: u32, area: &[u8]) -> Result<SlotResult<'_>> {
+    pub(crate) fn decode(
+        index: usize,
+        status: u32,
+        len: u32,
+        area: &[u8],
+    ) -> Result<SlotResult<'_>> {
         let len = len as usize;
         if len > area.len() {
             return Err(invalid(
                 index,
                 SlotField::ResultLen,
-                FieldProblem::LengthExceedsCapacity { len: len as u64, capacity: area.len() as u64 },
+                FieldProblem::LengthExceedsCapacity {
+                    len: len as u64,
+                    capacity: area.len() as u64,
+                },
             ));
         }
         let bytes = &area[..len];
@@ -161,7 +182,11 @@ impl SlotResult<'_> {
             RESULT_FAILED => std::str::from_utf8(bytes)
                 .map(SlotResult::Failed)
                 .map_err(|_| invalid(index, SlotField::Result, FieldProblem::NotUtf8)),
-            other => Err(invalid(index, SlotField::ResultStatus, FieldProblem::BadValue(other.into()))),
+            other => Err(invalid(
+                index,
+                SlotField::ResultStatus,
+                FieldProblem::BadValue(other.into()),
+            )),
         }
     }
 }
@@ -247,20 +272,39 @@ impl SlotLayout {
 }
 
 fn array_index(field: SlotField) -> usize {
-    SlotField::ARRAYS.iter().position(|&f| f == field).unwrap_or(0)
+    SlotField::ARRAYS
+        .iter()
+        .position(|&f| f == field)
+        .unwrap_or(0)
 }
 
 fn invalid(index: usize, field: SlotField, problem: FieldProblem) -> crate::Error {
-    ErrorKind::InvalidSlot { index, field, problem }.into()
+    ErrorKind::InvalidSlot {
+        index,
+        field,
+        problem,
+    }
+    .into()
 }
 
 /// Checks the geometry of `raw` against a slot span of `slot_bytes`; touches no memory.
-pub(crate) fn check_geometry(raw: &RawSlotLayout, slot_bytes: u64, index: usize) -> Result<SlotLayout> {
+pub(crate) fn check_geometry(
+    raw: &RawSlotLayout,
+    slot_bytes: u64,
+    index: usize,
+) -> Result<SlotLayout> {
     let mut spans: Vec<(u64, u64, SlotField)> = Vec::with_capacity(8);
     for (k, field) in SlotField::ARRAYS.into_iter().enumerate() {
         let (offset, cap) = (raw.offsets[k], raw.capacities[k]);
         if offset % ARRAY_ALIGN != 0 {
-            return Err(invalid(index, field, FieldProblem::Misaligned { offset, align: ARRAY_ALIGN }));
+            return Err(invalid(
+                index,
+                field,
+                FieldProblem::Misaligned {
+                    offset,
+                    align: ARRAY_ALIGN,
+                },
+            ));
         }
         let size = if k < 5 { SCALAR_BYTES } else { WORD_BYTES };
         let bytes = cap.checked_mul(size);
@@ -275,7 +319,11 @@ pub(crate) fn check_geometry(raw: &RawSlotLayout, slot_bytes: u64, index: usize)
                 return Err(invalid(
                     index,
                     field,
-                    FieldProblem::OutOfBounds { offset, bytes, limit: slot_bytes },
+                    FieldProblem::OutOfBounds {
+                        offset,
+                        bytes,
+                        limit: slot_bytes,
+                    },
                 ))
             }
         }
@@ -293,30 +341,55 @@ pub(crate) fn check_geometry(raw: &RawSlotLayout, slot_bytes: u64, index: usize)
             return Err(invalid(
                 index,
                 SlotField::ARRAYS[k],
-                FieldProblem::LengthExceedsCapacity { len, capacity: caps[k] },
+                FieldProblem::LengthExceedsCapacity {
+                    len,
+                    capacity: caps[k],
+                },
             ));
         }
     }
     if inputs > n {
-        return Err(invalid(index, SlotField::Input, FieldProblem::InputsExceedN { inputs, n }));
+        return Err(invalid(
+            index,
+            SlotField::Input,
+            FieldProblem::InputsExceedN { inputs, n },
+        ));
     }
     for which in Density::ALL {
         let d = which.index();
-        let expected = if which == Density::BInput { inputs } else { aux };
+        let expected = if which == Density::BInput {
+            inputs
+        } else {
+            aux
+        };
         let field = which.field();
         let bits = raw.density_bits[d];
         if bits != expected {
-            return Err(invalid(index, field, FieldProblem::BitLength { bits, expected }));
+            return Err(invalid(
+                index,
+                field,
+                FieldProblem::BitLength { bits, expected },
+            ));
         }
         let needed = bits.div_ceil(64);
         if caps[5 + d] < needed {
-            return Err(invalid(index, field, FieldProblem::WordCapacity { words: caps[5 + d], needed }));
+            return Err(invalid(
+                index,
+                field,
+                FieldProblem::WordCapacity {
+                    words: caps[5 + d],
+                    needed,
+                },
+            ));
         }
         if raw.popcounts[d] > bits {
             return Err(invalid(
                 index,
                 field,
-                FieldProblem::Popcount { recorded: raw.popcounts[d], actual: bits },
+                FieldProblem::Popcount {
+                    recorded: raw.popcounts[d],
+                    actual: bits,
+                },
             ));
         }
     }
@@ -349,7 +422,11 @@ pub(crate) fn check_densities<'a>(
         let actual: u64 = w.iter().map(|x| u64::from(x.count_ones())).sum();
         let recorded = layout.popcount(which);
         if actual != recorded {
-            return Err(invalid(index, which.field(), FieldProblem::Popcount { recorded, actual }));
+            return Err(invalid(
+                index,
+                which.field(),
+                FieldProblem::Popcount { recorded, actual },
+            ));
         }
     }
     Ok(())
@@ -368,7 +445,10 @@ pub fn check_slot_image(header: &[u8], span: &[u64]) -> Result<(SlotMeta, SlotLa
         return Err(invalid(
             usize::MAX,
             SlotField::Header,
-            FieldProblem::Truncated { len: header.len(), need },
+            FieldProblem::Truncated {
+                len: header.len(),
+                need,
+            },
         ));
     }
     let u64_at = |at: usize| {
@@ -434,7 +514,11 @@ mod tests {
 
     #[test]
     fn planned_layout_validates() {
-        let caps = SlotCapacity { n: 100, inputs: 3, aux: 70 };
+        let caps = SlotCapacity {
+            n: 100,
+            inputs: 3,
+            aux: 70,
+        };
         let (raw, total) = good(caps);
         assert_eq!(total % ARRAY_ALIGN, 0);
         assert_eq!(raw.offsets[1], 3200, "b follows a");
@@ -444,32 +528,79 @@ mod tests {
         assert_eq!(l.data_range(SlotField::C), 6400..9600);
         let end = raw.offsets[7] + raw.capacities[7] * WORD_BYTES;
         assert!(check_geometry(&raw, end, 0).is_ok());
-        assert_eq!(check_geometry(&raw, end - 1, 0).map_err(kind).unwrap_err().0, SlotField::DensityBAux);
+        assert_eq!(
+            check_geometry(&raw, end - 1, 0)
+                .map_err(kind)
+                .unwrap_err()
+                .0,
+            SlotField::DensityBAux
+        );
     }
 
     #[test]
     fn each_rule_names_its_field() {
-        let caps = SlotCapacity { n: 64, inputs: 2, aux: 130 };
+        let caps = SlotCapacity {
+            n: 64,
+            inputs: 2,
+            aux: 130,
+        };
         let (raw, total) = good(caps);
         let check = |f: &dyn Fn(&mut RawSlotLayout)| {
             let mut r = raw;
             f(&mut r);
             kind(check_geometry(&r, total, 3).unwrap_err())
         };
-        assert_eq!(check(&|r| r.offsets[2] += 8).1, FieldProblem::Misaligned { offset: raw.offsets[2] + 8, align: 64 });
-        assert_eq!(check(&|r| r.offsets[1] = raw.offsets[0]), (SlotField::B, FieldProblem::Overlaps(SlotField::A)));
+        assert_eq!(
+            check(&|r| r.offsets[2] += 8).1,
+            FieldProblem::Misaligned {
+                offset: raw.offsets[2] + 8,
+                align: 64
+            }
+        );
+        assert_eq!(
+            check(&|r| r.offsets[1] = raw.offsets[0]),
+            (SlotField::B, FieldProblem::Overlaps(SlotField::A))
+        );
         assert_eq!(check(&|r| r.capacities[4] = u64::MAX).0, SlotField::Aux);
         assert_eq!(check(&|r| r.lengths[0] = 65).0, SlotField::A);
         assert_eq!(check(&|r| r.lengths[1] = 3).0, SlotField::Input);
-        assert_eq!(check(&|r| { r.lengths = [1, 2, 130]; }).1, FieldProblem::InputsExceedN { inputs: 2, n: 1 });
-        assert_eq!(check(&|r| r.density_bits[1] = 1), (SlotField::DensityBInput, FieldProblem::BitLength { bits: 1, expected: 2 }));
-        assert_eq!(check(&|r| r.capacities[7] = 2), (SlotField::DensityBAux, FieldProblem::WordCapacity { words: 2, needed: 3 }));
+        assert_eq!(
+            check(&|r| {
+                r.lengths = [1, 2, 130];
+            })
+            .1,
+            FieldProblem::InputsExceedN { inputs: 2, n: 1 }
+        );
+        assert_eq!(
+            check(&|r| r.density_bits[1] = 1),
+            (
+                SlotField::DensityBInput,
+                FieldProblem::BitLength {
+                    bits: 1,
+                    expected: 2
+                }
+            )
+        );
+        assert_eq!(
+            check(&|r| r.capacities[7] = 2),
+            (
+                SlotField::DensityBAux,
+                FieldProblem::WordCapacity {
+                    words: 2,
+                    needed: 3
+                }
+            )
+        );
         assert_eq!(check(&|r| r.popcounts[0] = 131).0, SlotField::DensityAAux);
     }
 
     #[test]
     fn densities_are_recounted() {
-        let caps = SlotCapacity { n: 8, inputs: 3, aux: 65 };
+        let caps = SlotCapacity {
+            n: 8,
+            inputs: 3,
+            aux: 65,
+        };
         let (mut raw, _) = good(caps);
         raw.popcounts = [2, 1, 0];
         let l = check_geometry(&raw, 1 << 20, 0).unwrap();
@@ -484,33 +615,78 @@ mod tests {
         };
         check_densities(&l, 0, ok).unwrap();
         let bad_tail = [0b11u64, 0b10];
-        let e = check_densities(&l, 0, |w| if w == Density::AAux { &bad_tail } else { ok(w) });
-        assert_eq!(kind(e.unwrap_err()), (SlotField::DensityAAux, FieldProblem::TrailingBits));
-        let e = check_densities(&l, 0, |w| if w == Density::BInput { &[0b1100] } else { ok(w) });
-        assert_eq!(kind(e.unwrap_err()), (SlotField::DensityBInput, FieldProblem::TrailingBits));
+        let e = check_densities(
+            &l,
+            0,
+            |w| if w == Density::AAux { &bad_tail } else { ok(w) },
+        );
+        assert_eq!(
+            kind(e.unwrap_err()),
+            (SlotField::DensityAAux, FieldProblem::TrailingBits)
+        );
+        let e = check_densities(&l, 0, |w| {
+            if w == Density::BInput {
+                &[0b1100]
+            } else {
+                ok(w)
+            }
+        });
+        assert_eq!(
+            kind(e.unwrap_err()),
+            (SlotField::DensityBInput, FieldProblem::TrailingBits)
+        );
         let e = check_densities(&l, 0, |w| if w == Density::BAux { &[1, 0] } else { ok(w) });
-        assert_eq!(kind(e.unwrap_err()).1, FieldProblem::Popcount { recorded: 0, actual: 1 });
+        assert_eq!(
+            kind(e.unwrap_err()).1,
+            FieldProblem::Popcount {
+                recorded: 0,
+                actual: 1
+            }
+        );
     }
 
     #[test]
     fn results_round_trip_and_reject_garbage() {
         let (s, b) = SlotResult::Proof(&[7; 192]).encode().unwrap();
-        assert_eq!(SlotResult::decode(0, s, 192, b).unwrap(), SlotResult::Proof(&[7; 192]));
-        assert!(SlotResult::Proof(&[0; RESULT_CAPACITY + 1]).encode().is_err());
+        assert_eq!(
+            SlotResult::decode(0, s, 192, b).unwrap(),
+            SlotResult::Proof(&[7; 192])
+        );
+        assert!(SlotResult::Proof(&[0; RESULT_CAPACITY + 1])
+            .encode()
+            .is_err());
         let long = "é".repeat(RESULT_CAPACITY);
         let failed = SlotResult::Failed(&long);
         let (s, b) = failed.encode().unwrap();
         assert!(b.len() <= RESULT_CAPACITY);
-        assert!(matches!(SlotResult::decode(0, s, b.len() as u32, b).unwrap(), SlotResult::Failed(_)));
-        assert_eq!(kind(SlotResult::decode(1, 9, 0, &[]).unwrap_err()).0, SlotField::ResultStatus);
-        assert_eq!(kind(SlotResult::decode(1, 2, 2, &[0xff, 0xfe]).unwrap_err()).1, FieldProblem::NotUtf8);
-        assert_eq!(kind(SlotResult::decode(1, 1, 5, &[0; 4]).unwrap_err()).0, SlotField::ResultLen);
+        assert!(matches!(
+            SlotResult::decode(0, s, b.len() as u32, b).unwrap(),
+            SlotResult::Failed(_)
+        ));
+        assert_eq!(
+            kind(SlotResult::decode(1, 9, 0, &[]).unwrap_err()).0,
+            SlotField::ResultStatus
+        );
+        assert_eq!(
+            kind(SlotResult::decode(1, 2, 2, &[0xff, 0xfe]).unwrap_err()).1,
+            FieldProblem::NotUtf8
+        );
+        assert_eq!(
+            kind(SlotResult::decode(1, 1, 5, &[0; 4]).unwrap_err()).0,
+            SlotField::ResultLen
+        );
     }
 
     #[test]
     fn image_shorter_than_header_is_an_error() {
         let e = check_slot_image(&[0; 100], &[]).unwrap_err();
-        assert!(matches!(e.kind(), ErrorKind::InvalidSlot { field: SlotField::Header, .. }));
+        assert!(matches!(
+            e.kind(),
+            ErrorKind::InvalidSlot {
+                field: SlotField::Header,
+                ..
+            }
+        ));
         // an all-zero header describes an empty slot, which is valid
         let (meta, layout) = check_slot_image(&[0; 8192], &[]).unwrap();
         assert_eq!((meta, layout.n()), (SlotMeta::default(), 0));

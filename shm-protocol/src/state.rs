@@ -46,8 +46,13 @@ pub enum SlotState {
 
 impl SlotState {
     /// All states, in lifecycle order.
-    pub const ALL: [SlotState; 5] =
-        [SlotState::Free, SlotState::Writing, SlotState::Ready, SlotState::Claimed, SlotState::Done];
+    pub const ALL: [SlotState; 5] = [
+        SlotState::Free,
+        SlotState::Writing,
+        SlotState::Ready,
+        SlotState::Claimed,
+        SlotState::Done,
+    ];
 
     fn from_bits(bits: u64) -> Option<SlotState> {
         Some(match bits {
@@ -166,7 +171,10 @@ pub(crate) struct SlotCtl {
 impl SlotCtl {
     #[cfg(test)]
     pub(crate) fn new(word: Word) -> SlotCtl {
-        SlotCtl { word: AtomicU64::new(word.0), ticket: AtomicU64::new(0) }
+        SlotCtl {
+            word: AtomicU64::new(word.0),
+            ticket: AtomicU64::new(0),
+        }
     }
 
     pub(crate) fn load(&self) -> Word {
@@ -225,7 +233,10 @@ pub(crate) fn try_take_free<T: SlotTable + ?Sized>(
 
 /// The oldest READY slot (lowest ticket) → CLAIMED(owner). `O(slots)` per attempt; retried only
 /// when another party won the race for the chosen slot, i.e. made progress.
-pub(crate) fn try_take_ready<T: SlotTable + ?Sized>(table: &T, owner: u32) -> Option<(usize, Word)> {
+pub(crate) fn try_take_ready<T: SlotTable + ?Sized>(
+    table: &T,
+    owner: u32,
+) -> Option<(usize, Word)> {
     loop {
         let mut best: Option<(usize, Word, u64)> = None;
         for index in 0..table.slot_count() {
@@ -242,8 +253,9 @@ pub(crate) fn try_take_ready<T: SlotTable + ?Sized>(table: &T, owner: u32) -> Op
             }
         }
         let (index, word, _) = best?;
-        if let Ok(new) =
-            table.ctl(index).transition(word, word.successor(SlotState::Claimed, true, owner))
+        if let Ok(new) = table
+            .ctl(index)
+            .transition(word, word.successor(SlotState::Claimed, true, owner))
         {
             return Some((index, new));
         }
@@ -313,7 +325,12 @@ pub(crate) fn reclaim_owner<T: SlotTable + ?Sized, X>(
             let peeked = peek(index, word);
             match ctl.transition(word, to) {
                 Ok(to) => {
-                    moved.push(Reclaimed { index, from: word, to, peeked });
+                    moved.push(Reclaimed {
+                        index,
+                        from: word,
+                        to,
+                        peeked,
+                    });
                     break;
                 }
                 Err(found) => word = found,
@@ -337,11 +354,17 @@ mod tests {
             &self.0[index]
         }
         fn next_ticket(&self) -> u64 {
+            // Relaxed: tickets only need to be unique and increasing.
             self.1.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
         }
     }
     fn table(n: usize) -> Table {
-        Table((0..n).map(|_| SlotCtl::new(Word::new(SlotState::Free, false, 0, 0))).collect(), StdU64::new(0))
+        Table(
+            (0..n)
+                .map(|_| SlotCtl::new(Word::new(SlotState::Free, false, 0, 0)))
+                .collect(),
+            StdU64::new(0),
+        )
     }
 
     #[test]
@@ -353,7 +376,10 @@ mod tests {
         assert_eq!(w.generation(), GEN_MASK);
         let next = w.successor(SlotState::Done, false, 7);
         assert_eq!(next.generation(), 0, "generation wraps inside its 37 bits");
-        assert_eq!((next.state(), next.has_meta(), next.owner()), (Some(SlotState::Done), false, 7));
+        assert_eq!(
+            (next.state(), next.has_meta(), next.owner()),
+            (Some(SlotState::Done), false, 7)
+        );
         assert_eq!(Word(5).state(), None);
         assert_eq!(Word(7).state_name(), crate::error::StateName::Corrupt);
     }
@@ -380,8 +406,14 @@ mod tests {
         let moved = reclaim_owner(&t, 42, |_, w| w);
         assert_eq!(moved.len(), 1);
         assert!(moved[0].to.is(SlotState::Free));
-        assert!(publish(&t, i, w).is_err(), "the dead owner's handle is stale");
-        assert!(reclaim_owner(&t, 42, |_, _| ()).is_empty(), "reclaim is idempotent");
+        assert!(
+            publish(&t, i, w).is_err(),
+            "the dead owner's handle is stale"
+        );
+        assert!(
+            reclaim_owner(&t, 42, |_, _| ()).is_empty(),
+            "reclaim is idempotent"
+        );
         // the slot is usable again and the generation moved on
         let (_, w2) = try_take_free(&t, 43, 0).unwrap();
         assert_eq!(w2.generation(), w.generation() + 2);
@@ -395,12 +427,21 @@ mod tests {
         let (ci, cw) = try_take_ready(&t, 2).unwrap();
         assert_eq!(reclaim_owner(&t, 2, |_, _| ()).len(), 1);
         assert!(t.ctl(ci).load().is(SlotState::Ready));
-        assert!(t.ctl(ci).transition(cw, cw.successor(SlotState::Done, true, 0)).is_err());
+        assert!(t
+            .ctl(ci)
+            .transition(cw, cw.successor(SlotState::Done, true, 0))
+            .is_err());
         let (ci, cw) = try_take_ready(&t, 3).unwrap();
-        let done = t.ctl(ci).transition(cw, cw.successor(SlotState::Done, true, 0)).unwrap();
+        let done = t
+            .ctl(ci)
+            .transition(cw, cw.successor(SlotState::Done, true, 0))
+            .unwrap();
         assert_eq!(done.owner(), 0);
         let (di, _) = try_take_done(&t, 4).unwrap();
-        assert!(try_take_done(&t, 5).is_none(), "an owned DONE slot is not taken twice");
+        assert!(
+            try_take_done(&t, 5).is_none(),
+            "an owned DONE slot is not taken twice"
+        );
         assert_eq!(reclaim_owner(&t, 4, |_, _| ()).len(), 1);
         assert_eq!(t.ctl(di).load().owner(), 0);
     }
@@ -439,7 +480,9 @@ mod loom_tests {
 
     fn table(n: usize) -> Arc<Table> {
         Arc::new(Table {
-            ctl: (0..n).map(|_| SlotCtl::new(Word::new(SlotState::Free, false, 0, 0))).collect(),
+            ctl: (0..n)
+                .map(|_| SlotCtl::new(Word::new(SlotState::Free, false, 0, 0)))
+                .collect(),
             payload: (0..n).map(|_| UnsafeCell::new(0)).collect(),
             result: (0..n).map(|_| UnsafeCell::new(0)).collect(),
             ticket: AtomicU64::new(0),
@@ -479,7 +522,9 @@ mod loom_tests {
         // SAFETY (model): CLAIMED(owner) makes this thread the only one touching the slot.
         let v = t.payload[i].with(|p| unsafe { *p });
         t.result[i].with_mut(|r| unsafe { *r = v });
-        t.ctl(i).transition(w, w.successor(SlotState::Done, true, 0)).expect("live consumer");
+        t.ctl(i)
+            .transition(w, w.successor(SlotState::Done, true, 0))
+            .expect("live consumer");
         Some(v)
     }
 
@@ -555,7 +600,11 @@ mod loom_tests {
             while let Some(v) = consume(&t, 22, 1) {
                 got.push(v);
             }
-            assert_eq!(got, [200], "only the healthy item is consumed, exactly once");
+            assert_eq!(
+                got,
+                [200],
+                "only the healthy item is consumed, exactly once"
+            );
             let states: Vec<_> = (0..2).map(|i| t.ctl(i).load()).collect();
             assert_eq!(states.iter().filter(|w| w.is(SlotState::Done)).count(), 1);
             assert_eq!(states.iter().filter(|w| w.is(SlotState::Free)).count(), 1);
@@ -586,7 +635,9 @@ mod loom_tests {
                         // SAFETY (model): CLAIMED(22).
                         let v = t.payload[i].with(|p| unsafe { *p });
                         t.result[i].with_mut(|r| unsafe { *r = v + 2000 });
-                        t.ctl(i).transition(w, w.successor(SlotState::Done, true, 0)).unwrap();
+                        t.ctl(i)
+                            .transition(w, w.successor(SlotState::Done, true, 0))
+                            .unwrap();
                         return;
                     }
                     thread::yield_now();
@@ -598,13 +649,20 @@ mod loom_tests {
             if let Some((i, w)) = dead {
                 // synthesis kept: CLAIMED went back to READY, and the stale handle cannot finish
                 assert!(moved[0].to.is(SlotState::Ready));
-                assert!(t.ctl(i).transition(w, w.successor(SlotState::Done, true, 0)).is_err());
+                assert!(t
+                    .ctl(i)
+                    .transition(w, w.successor(SlotState::Done, true, 0))
+                    .is_err());
             }
             other.join().unwrap();
             let w = t.ctl(0).load();
             assert!(w.is(SlotState::Done) && w.owner() == 0);
             // SAFETY (model): joined; nobody else touches the slot.
-            assert_eq!(t.result[0].with(|r| unsafe { *r }), 2007, "completed exactly once, by 22");
+            assert_eq!(
+                t.result[0].with(|r| unsafe { *r }),
+                2007,
+                "completed exactly once, by 22"
+            );
         });
     }
 }

@@ -14,11 +14,22 @@ fn meminfo(key: &str) -> Option<u64> {
     std::fs::read_to_string("/proc/meminfo")
         .ok()?
         .lines()
-        .find_map(|l| l.strip_prefix(key)?.trim_start_matches(':').split_whitespace().next()?.parse().ok())
+        .find_map(|l| {
+            l.strip_prefix(key)?
+                .trim_start_matches(':')
+                .split_whitespace()
+                .next()?
+                .parse()
+                .ok()
+        })
 }
 
 fn read_nr() -> Option<u64> {
-    std::fs::read_to_string(NR_HUGEPAGES).ok()?.trim().parse().ok()
+    std::fs::read_to_string(NR_HUGEPAGES)
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
 }
 
 /// Sets `nr_hugepages` for its lifetime and restores the previous value on drop.
@@ -42,7 +53,10 @@ impl Reservation {
 impl Drop for Reservation {
     fn drop(&mut self) {
         if let Err(e) = std::fs::write(NR_HUGEPAGES, self.old.to_string()) {
-            eprintln!("warning: could not restore {NR_HUGEPAGES} to {}: {e}", self.old);
+            eprintln!(
+                "warning: could not restore {NR_HUGEPAGES} to {}: {e}",
+                self.old
+            );
         }
     }
 }
@@ -60,12 +74,23 @@ fn reserved_2m_pages_are_used() {
     };
     let free = meminfo("HugePages_Free").unwrap_or(0);
     if free < 2 {
-        return skip(&format!("the kernel reserved only {total} pages ({free} free): memory too fragmented"));
+        return skip(&format!(
+            "the kernel reserved only {total} pages ({free} free): memory too fragmented"
+        ));
     }
     let region = Region::create("hugepage-test", 4 << 20, HugePagePolicy::Auto).expect("region");
-    assert_eq!(region.page_kind(), PageKind::Huge2M, "skipped: {:?}", region.fallback_reasons());
+    assert_eq!(
+        region.page_kind(),
+        PageKind::Huge2M,
+        "skipped: {:?}",
+        region.fallback_reasons()
+    );
     assert_eq!(region.len(), 4 << 20);
-    assert_eq!(meminfo("HugePages_Free"), Some(free - 2), "prefaulted: both pages taken at creation");
+    assert_eq!(
+        meminfo("HugePages_Free"),
+        Some(free - 2),
+        "prefaulted: both pages taken at creation"
+    );
 
     // a child maps it and recovers the page kind from the fd
     let dup = region.fd().try_clone_to_owned().expect("dup");
@@ -74,13 +99,20 @@ fn reserved_2m_pages_are_used() {
     assert_eq!(inherited.page_kind(), PageKind::Huge2M);
 
     // a ring on huge pages reports them too
-    let config = RingConfig { slot_count: 2, slot_bytes: 1 << 20 };
+    let config = RingConfig {
+        slot_count: 2,
+        slot_bytes: 1 << 20,
+    };
     let ring = Ring::create(region, config).expect("ring");
     assert_eq!(ring.page_kind(), PageKind::Huge2M);
     assert_eq!(ring.page_kind().to_string(), "2 MiB huge pages");
     drop(ring);
     drop(inherited);
-    assert_eq!(meminfo("HugePages_Free"), Some(free), "pages go back when the last mapping and fd close");
+    assert_eq!(
+        meminfo("HugePages_Free"),
+        Some(free),
+        "pages go back when the last mapping and fd close"
+    );
 }
 
 #[test]
@@ -88,7 +120,9 @@ fn without_reserved_pages_it_falls_back_and_says_why() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let in_use = meminfo("HugePages_Total").unwrap_or(0) - meminfo("HugePages_Free").unwrap_or(0);
     if in_use != 0 {
-        return skip(&format!("{in_use} huge pages are in use by someone else; not taking the pool away"));
+        return skip(&format!(
+            "{in_use} huge pages are in use by someone else; not taking the pool away"
+        ));
     }
     let (_reservation, total) = match Reservation::set(|_| 0) {
         Ok(r) => r,
@@ -96,16 +130,36 @@ fn without_reserved_pages_it_falls_back_and_says_why() {
     };
     assert_eq!(total, 0);
     let region = Region::create("fallback-test", 4 << 20, HugePagePolicy::Auto).expect("region");
-    assert!(matches!(region.page_kind(), PageKind::Transparent | PageKind::Plain));
+    assert!(matches!(
+        region.page_kind(),
+        PageKind::Transparent | PageKind::Plain
+    ));
     let why = region
         .fallback_reasons()
         .iter()
         .find(|(k, _)| *k == PageKind::Huge2M)
         .map(|(_, why)| why.clone())
         .expect("the 2 MiB attempt is reported");
-    assert!(why.contains("fallocate") || why.contains("memfd_create"), "{why}");
+    assert!(
+        why.contains("fallocate") || why.contains("memfd_create"),
+        "{why}"
+    );
 
-    let e = Region::create("require-test", 4 << 20, HugePagePolicy::Require(PageKind::Huge2M)).unwrap_err();
-    assert!(matches!(e.kind(), ErrorKind::PagesUnavailable { requested: PageKind::Huge2M, .. }), "{e}");
+    let e = Region::create(
+        "require-test",
+        4 << 20,
+        HugePagePolicy::Require(PageKind::Huge2M),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(
+            e.kind(),
+            ErrorKind::PagesUnavailable {
+                requested: PageKind::Huge2M,
+                ..
+            }
+        ),
+        "{e}"
+    );
     assert!(e.to_string().contains("hint:"), "{e}");
 }

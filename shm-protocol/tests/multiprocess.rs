@@ -21,7 +21,11 @@ const ROLE_ENV: &str = "SHM_PROTOCOL_TEST_ROLE";
 const JOBS_ENV: &str = "SHM_PROTOCOL_TEST_JOBS";
 const DIE_AT_ENV: &str = "SHM_PROTOCOL_TEST_DIE_AT";
 const RING_FD: RawFd = 3;
-const CAPS: SlotCapacity = SlotCapacity { n: 2048, inputs: 4, aux: 1500 };
+const CAPS: SlotCapacity = SlotCapacity {
+    n: 2048,
+    inputs: 4,
+    aux: 1500,
+};
 
 type TestResult = Result<(), String>;
 type TestFn = fn() -> TestResult;
@@ -36,10 +40,16 @@ fn main() -> ExitCode {
             }
         };
     }
-    let filter: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
+    let filter: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
     let tests: [(&str, TestFn); 2] = [
         ("two_producers_two_consumers_move_1200_slots", many_slots),
-        ("kill_9_producer_and_consumer_then_reclaim", kill_and_reclaim),
+        (
+            "kill_9_producer_and_consumer_then_reclaim",
+            kill_and_reclaim,
+        ),
     ];
     let mut failed = 0;
     for (name, test) in tests {
@@ -55,7 +65,11 @@ fn main() -> ExitCode {
             }
         }
     }
-    if failed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+    if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
 }
 
 // ----- payload -----
@@ -105,12 +119,20 @@ fn expected_checksum(job: u64) -> u64 {
 }
 
 fn bitmaps() -> [(usize, Density); 3] {
-    [(CAPS.aux, Density::AAux), (CAPS.inputs, Density::BInput), (CAPS.aux, Density::BAux)]
+    [
+        (CAPS.aux, Density::AAux),
+        (CAPS.inputs, Density::BInput),
+        (CAPS.aux, Density::BAux),
+    ]
 }
 
 fn bitmap_word(g: &mut Gen, bits: usize, w: usize) -> u64 {
     let x = g.next();
-    if (w + 1) * 64 <= bits { x } else { x & ((1u64 << (bits % 64)) - 1) }
+    if (w + 1) * 64 <= bits {
+        x
+    } else {
+        x & ((1u64 << (bits % 64)) - 1)
+    }
 }
 
 // ----- children -----
@@ -138,7 +160,8 @@ fn child(role: &str) -> TestResult {
         "consumer" => {
             let mut k = 0;
             loop {
-                let claimed = match ring.claim_ready(current_owner(), Some(Duration::from_secs(30))) {
+                let claimed = match ring.claim_ready(current_owner(), Some(Duration::from_secs(30)))
+                {
                     Ok(c) => c,
                     Err(e) if e.is_timeout() => return Ok(()), // launcher gone
                     Err(e) => return Err(e.to_string()),
@@ -153,7 +176,11 @@ fn child(role: &str) -> TestResult {
                     sum = words(s).iter().fold(sum, |acc, &w| fold(acc, w));
                 }
                 for d in Density::ALL {
-                    sum = view.density(d).words.iter().fold(sum, |acc, &w| fold(acc, w));
+                    sum = view
+                        .density(d)
+                        .words
+                        .iter()
+                        .fold(sum, |acc, &w| fold(acc, w));
                 }
                 let result = if sum == expected_checksum(job) {
                     let mut r = [0u8; 20];
@@ -162,7 +189,9 @@ fn child(role: &str) -> TestResult {
                     r[16..].copy_from_slice(&std::process::id().to_le_bytes());
                     claimed.complete(SlotResult::Proof(&r))
                 } else {
-                    claimed.complete(SlotResult::Failed(&format!("checksum mismatch for job {job}")))
+                    claimed.complete(SlotResult::Failed(&format!(
+                        "checksum mismatch for job {job}"
+                    )))
                 };
                 result.map_err(|e| e.to_string())?;
                 k += 1;
@@ -173,9 +202,19 @@ fn child(role: &str) -> TestResult {
 }
 
 fn produce(ring: &Ring, job: u64, die_mid_write: bool) -> TestResult {
-    let mut w = ring.acquire_free(current_owner(), Some(Duration::from_secs(30))).map_err(|e| e.to_string())?;
-    w.begin(SlotMeta { job_id: job, circuit_id: 1, partition: (job % 10) as u32, attempt: 0 }, CAPS)
+    let mut w = ring
+        .acquire_free(current_owner(), Some(Duration::from_secs(30)))
         .map_err(|e| e.to_string())?;
+    w.begin(
+        SlotMeta {
+            job_id: job,
+            circuit_id: 1,
+            partition: (job % 10) as u32,
+            attempt: 0,
+        },
+        CAPS,
+    )
+    .map_err(|e| e.to_string())?;
     let mut g = Gen::new(job);
     let index = w.index();
     let p = w.parts_mut().map_err(|e| e.to_string())?;
@@ -236,8 +275,16 @@ fn spawn(
 ) -> Result<Kid, String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let mut cmd = Command::new(exe);
-    cmd.env(ROLE_ENV, role).stdout(Stdio::piped()).stderr(Stdio::inherit());
-    cmd.env(JOBS_ENV, jobs.iter().map(u64::to_string).collect::<Vec<_>>().join(","));
+    cmd.env(ROLE_ENV, role)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    cmd.env(
+        JOBS_ENV,
+        jobs.iter()
+            .map(u64::to_string)
+            .collect::<Vec<_>>()
+            .join(","),
+    );
     if let Some(k) = die_at {
         cmd.env(DIE_AT_ENV, k.to_string());
     }
@@ -256,19 +303,32 @@ fn spawn(
             }
         }
     });
-    Ok(Kid { child, role, jobs, die_at })
+    Ok(Kid {
+        child,
+        role,
+        jobs,
+        die_at,
+    })
 }
 
 fn new_ring(slots: u32) -> Result<Ring, String> {
-    let config = RingConfig { slot_count: slots, slot_bytes: CAPS.slot_bytes().ok_or("caps overflow")? };
+    let config = RingConfig {
+        slot_count: slots,
+        slot_bytes: CAPS.slot_bytes().ok_or("caps overflow")?,
+    };
     let bytes = config.region_bytes().map_err(|e| e.to_string())?;
-    let region = Region::create("multiprocess-test", bytes, HugePagePolicy::Auto).map_err(|e| e.to_string())?;
+    let region = Region::create("multiprocess-test", bytes, HugePagePolicy::Auto)
+        .map_err(|e| e.to_string())?;
     Ring::create(region, config).map_err(|e| e.to_string())
 }
 
 /// Collects one DONE slot: checks the result against the job's checksum, frees the slot, and
 /// records which consumer pid proved the job.
-fn collect(ring: &Ring, seen: &mut HashMap<u64, Vec<u32>>, timeout: Duration) -> Result<bool, String> {
+fn collect(
+    ring: &Ring,
+    seen: &mut HashMap<u64, Vec<u32>>,
+    timeout: Duration,
+) -> Result<bool, String> {
     let done = match ring.take_next_done(current_owner(), Some(timeout)) {
         Ok(d) => d,
         Err(e) if e.is_timeout() => return Ok(false),
@@ -280,13 +340,20 @@ fn collect(ring: &Ring, seen: &mut HashMap<u64, Vec<u32>>, timeout: Duration) ->
         SlotResult::Failed(m) => return Err(format!("job {} failed: {m}", meta.job_id)),
     };
     done.free().map_err(|e| e.to_string())?;
-    let field = |r: std::ops::Range<usize>| bytes.get(r).map(|b| b.iter().rev().fold(0u64, |a, &x| a << 8 | u64::from(x)));
+    let field = |r: std::ops::Range<usize>| {
+        bytes
+            .get(r)
+            .map(|b| b.iter().rev().fold(0u64, |a, &x| a << 8 | u64::from(x)))
+    };
     let (job, sum, pid) = (field(0..8), field(8..16), field(16..20));
     let (Some(job), Some(sum), Some(pid)) = (job, sum, pid) else {
         return Err(format!("short result {bytes:?}"));
     };
     if job != meta.job_id || sum != expected_checksum(job) {
-        return Err(format!("job {job} (meta {}) has checksum {sum:#x}", meta.job_id));
+        return Err(format!(
+            "job {job} (meta {}) has checksum {sum:#x}",
+            meta.job_id
+        ));
     }
     seen.entry(job).or_default().push(pid as u32);
     Ok(true)
@@ -323,7 +390,10 @@ fn check_exactly_once(seen: &HashMap<u64, Vec<u32>>, jobs: u64) -> TestResult {
         }
     }
     if seen.len() as u64 != jobs {
-        return Err(format!("{} distinct jobs completed, expected {jobs}", seen.len()));
+        return Err(format!(
+            "{} distinct jobs completed, expected {jobs}",
+            seen.len()
+        ));
     }
     Ok(())
 }
@@ -344,7 +414,10 @@ fn many_slots() -> TestResult {
     let outcome = (|| {
         while collected < JOBS {
             if Instant::now() > deadline {
-                return Err(format!("only {collected} of {JOBS} slots done; ring: {}", ring.counts()));
+                return Err(format!(
+                    "only {collected} of {JOBS} slots done; ring: {}",
+                    ring.counts()
+                ));
             }
             if collect(&ring, &mut seen, Duration::from_secs(1))? {
                 collected += 1;
@@ -366,7 +439,13 @@ fn kill_and_reclaim() -> TestResult {
     let ring = new_ring(4)?;
     let (tx, rx) = mpsc::channel();
     let mut kids = vec![
-        spawn(&ring, "producer", (0..JOBS).step_by(2).collect(), Some(20), &tx)?,
+        spawn(
+            &ring,
+            "producer",
+            (0..JOBS).step_by(2).collect(),
+            Some(20),
+            &tx,
+        )?,
         spawn(&ring, "producer", (1..JOBS).step_by(2).collect(), None, &tx)?,
         // the only consumer until it dies, so its death is certain; its replacement is
         // started by the death handler below
@@ -379,10 +458,16 @@ fn kill_and_reclaim() -> TestResult {
     let outcome = (|| {
         while collected < JOBS {
             if Instant::now() > deadline {
-                return Err(format!("only {collected} of {JOBS} done; ring: {}; killed {killed:?}", ring.counts()));
+                return Err(format!(
+                    "only {collected} of {JOBS} done; ring: {}; killed {killed:?}",
+                    ring.counts()
+                ));
             }
             while let Ok((pid, slot, job)) = rx.try_recv() {
-                let k = kids.iter().position(|k| k.child.id() == pid).ok_or("unknown child")?;
+                let k = kids
+                    .iter()
+                    .position(|k| k.child.id() == pid)
+                    .ok_or("unknown child")?;
                 kids[k].child.kill().map_err(|e| e.to_string())?; // SIGKILL
                 kids[k].child.wait().map_err(|e| e.to_string())?; // reaped: the pid is dead
                 let report = ring.reclaim_owner(pid);
@@ -390,9 +475,15 @@ fn kill_and_reclaim() -> TestResult {
                     return Err("reclaim is not idempotent".into());
                 }
                 let (role, die_at) = (kids[k].role, kids[k].die_at.unwrap_or(0));
-                let moved = if role == "producer" { &report.writing_freed } else { &report.claimed_requeued };
+                let moved = if role == "producer" {
+                    &report.writing_freed
+                } else {
+                    &report.claimed_requeued
+                };
                 if report.len() != 1 || moved.len() != 1 {
-                    return Err(format!("{role} {pid} died holding slot {slot}: report {report:?}"));
+                    return Err(format!(
+                        "{role} {pid} died holding slot {slot}: report {report:?}"
+                    ));
                 }
                 let r = moved[0];
                 if r.index != slot || r.meta.map(|m| m.job_id) != Some(job) {
@@ -403,7 +494,10 @@ fn kill_and_reclaim() -> TestResult {
                     // re-queue the job it was writing and everything after it
                     let rest = kids[k].jobs[die_at..].to_vec();
                     if rest.first() != Some(&job) {
-                        return Err(format!("producer died on job {job}, expected {:?}", rest.first()));
+                        return Err(format!(
+                            "producer died on job {job}, expected {:?}",
+                            rest.first()
+                        ));
                     }
                     kids.push(spawn(&ring, "producer", rest, None, &tx)?);
                 } else {
@@ -420,12 +514,16 @@ fn kill_and_reclaim() -> TestResult {
     })();
     finish(&mut kids, &["producer"], outcome)?;
     if killed.len() != 2 {
-        return Err(format!("expected a producer and a consumer to be killed, got {killed:?}"));
+        return Err(format!(
+            "expected a producer and a consumer to be killed, got {killed:?}"
+        ));
     }
     check_exactly_once(&seen, JOBS)?;
     for &(role, pid, job) in &killed {
         if role == "consumer" && seen[&job] == [pid] {
-            return Err(format!("job {job} was completed by the consumer killed while holding it"));
+            return Err(format!(
+                "job {job} was completed by the consumer killed while holding it"
+            ));
         }
     }
     let c = ring.counts();
