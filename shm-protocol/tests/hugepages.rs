@@ -118,17 +118,15 @@ fn reserved_2m_pages_are_used() {
 #[test]
 fn without_reserved_pages_it_falls_back_and_says_why() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let in_use = meminfo("HugePages_Total").unwrap_or(0) - meminfo("HugePages_Free").unwrap_or(0);
-    if in_use != 0 {
-        return skip(&format!(
-            "{in_use} huge pages are in use by someone else; not taking the pool away"
-        ));
+    match read_nr() {
+        Some(0) => {}
+        Some(n) => {
+            // Taking a reserved pool away could break whoever reserved it; test only the
+            // natural state.
+            return skip(&format!("{n} huge pages are reserved on this machine; not taking them away"));
+        }
+        None => return skip(&format!("{NR_HUGEPAGES} is not readable")),
     }
-    let (_reservation, total) = match Reservation::set(|_| 0) {
-        Ok(r) => r,
-        Err(why) => return skip(&why),
-    };
-    assert_eq!(total, 0);
     let region = Region::create("fallback-test", 4 << 20, HugePagePolicy::Auto).expect("region");
     assert!(matches!(
         region.page_kind(),
