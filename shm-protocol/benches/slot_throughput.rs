@@ -8,7 +8,8 @@
 //! - read (scan): as above but XOR-reducing the words in place instead of copying — against the
 //!   same reduction over a `Vec`.
 //!
-//! Each figure is the median of `RUNS` (default 5) runs. Run:
+//! Each figure is the median of `RUNS` (default 5) interleaved runs, with the best run in
+//! parentheses (on a shared machine the best is the steadier measure of bandwidth). Run:
 //! `cargo bench -p shm-protocol --bench slot_throughput`.
 
 use std::hint::black_box;
@@ -174,13 +175,19 @@ fn main() {
     }
     let row = |name: &str, slot: &[Duration], base: &[Duration], base_name: &str| {
         let (s, b) = (median(slot.to_vec()), median(base.to_vec()));
+        let (sb, bb) = (
+            slot.iter().min().copied().unwrap_or(s),
+            base.iter().min().copied().unwrap_or(b),
+        );
         println!(
-            "{name:<12} slot {:>6.2} GiB/s ({:>7.1?})   {base_name:<8} {:>6.2} GiB/s ({:>7.1?})   ratio {:>5.1}%",
+            "{name:<12} slot {:>6.2} GiB/s   {base_name:<8} {:>6.2} GiB/s   ratio {:>5.1}%   \
+             (best: {:>6.2} vs {:>6.2} GiB/s, {:>5.1}%)",
             gibs(payload, s),
-            s,
             gibs(payload, b),
-            b,
-            100.0 * b.as_secs_f64() / s.as_secs_f64()
+            100.0 * b.as_secs_f64() / s.as_secs_f64(),
+            gibs(payload, sb),
+            gibs(payload, bb),
+            100.0 * bb.as_secs_f64() / sb.as_secs_f64(),
         );
     };
     println!("1 GiB slot payload, median of {runs} runs:");

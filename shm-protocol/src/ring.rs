@@ -589,8 +589,10 @@ impl Ring {
     pub fn reclaim_owner(&self, owner: u32) -> ReclaimReport {
         let moved = state::reclaim_owner(self, owner, |index, word| {
             if word.has_meta() {
-                // Relaxed loads ordered after the Acquire load that saw M set; the CAS that
-                // follows fails if the slot changed, discarding this read.
+                // The Acquire load that saw M set ordered the meta stores before these reads.
+                // Meta is rewritten only after the slot left `word` through another CAS on the
+                // same word; then the CAS that follows fails (two RMWs cannot both read `word`)
+                // and this read is discarded.
                 Some(self.read_meta(index))
             } else {
                 None
@@ -1488,7 +1490,9 @@ pub struct ReclaimedSlot {
     pub from: SlotState,
     /// Generation of the new state word.
     pub generation: u64,
-    /// The job in the slot (`None` for a WRITING slot whose producer died before `begin`).
+    /// The job in the slot. `None` for a WRITING slot whose producer died before (or during)
+    /// `begin`: the launcher then re-queues from its own record of what it assigned to that
+    /// producer.
     pub meta: Option<SlotMeta>,
 }
 
