@@ -58,6 +58,8 @@
 //! (and does not sleep); a wake between scan and sleep changes the sequence number, so the
 //! kernel refuses to put the waiter to sleep. The futexes are shared (not `PRIVATE`): they work
 //! across processes on the same mapping. The uncontended paths make no system call at all.
+//! A process killed while waiting leaves its registration behind; wakers then issue one
+//! `FUTEX_WAKE` that finds nobody — a wasted system call, never a lost wake-up.
 
 use std::fmt;
 use std::mem::ManuallyDrop;
