@@ -26,9 +26,10 @@ srs="$out/cache/$(echo "$circuit" | tr -c 'a-zA-Z0-9\n' '-').params"
 /usr/bin/time -f "srs generate: %e s, %M KiB max RSS" "$bin" srs generate --circuit "$circuit" --out "$srs" --seed 1
 
 common=(--backend cuda --circuit "$circuit" --srs "$srs" --batch "$batch" --slots 24 -n "$n")
-echo "=== all modes, batch $batch, gpu-proc 2 cores, synth-proc the other 14"
-"$bin" bench "${common[@]}" -j 24 --gpu-cores 2 --synth-concurrency 14 \
+gpu_cores="${GPU_CORES:-4}"
+echo "=== all modes, batch $batch, gpu-proc $gpu_cores cores, synth-proc the others (one worker per core)"
+"$bin" bench "${common[@]}" -j 24 --gpu-cores "$gpu_cores" \
   --modes monolithic,inprocess,synth-only,gpu-only,split --out-dir "$out/modes" | tee "$out/modes.txt"
-echo "=== sweep: gpu-proc cores 1, 2, 4"
-"$bin" bench "${common[@]}" -j 24 --sweep-gpu-cores 1,2,4 --synth-concurrency 12 \
-  --modes split --out-dir "$out/sweep" | tee "$out/sweep.txt"
+echo "=== sweep: gpu-proc cores ${SWEEP:-2,4,6,8} (the cuda backend refuses 1 core)"
+"$bin" bench "${common[@]}" -j 24 --sweep-gpu-cores "${SWEEP:-2,4,6,8}" \
+  --modes split,gpu-only --out-dir "$out/sweep" | tee "$out/sweep.txt"

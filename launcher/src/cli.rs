@@ -60,8 +60,8 @@ pub struct PipelineArgs {
     /// Circuits proved together in one backend call.
     #[arg(long, default_value_t = 1)]
     pub batch: usize,
-    /// Partitions synthesized at once.
-    #[arg(long, default_value_t = 1)]
+    /// Partitions synthesized at once (0: one per synth-proc core).
+    #[arg(long, default_value_t = 0)]
     pub synth_concurrency: usize,
     /// Ring slots.
     #[arg(long, default_value_t = 4)]

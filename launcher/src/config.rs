@@ -101,7 +101,7 @@ pub struct GpuConfig {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SynthesisConfig {
-    /// Partitions synthesized at once.
+    /// Partitions synthesized at once; 0: one per synth-proc core.
     #[serde(default = "default_concurrency")]
     pub concurrency: usize,
 }
@@ -188,7 +188,7 @@ fn default_batch() -> usize {
     1
 }
 fn default_concurrency() -> usize {
-    1
+    0
 }
 fn default_gpus() -> Vec<GpuConfig> {
     vec![GpuConfig { device: 0, backend: default_backend(), cpus: None, batch: default_batch() }]
@@ -218,7 +218,6 @@ impl Config {
     fn check(&self) -> anyhow::Result<()> {
         anyhow::ensure!(self.ring.slots >= 1, "[ring] slots must be at least 1");
         anyhow::ensure!(!self.gpu.is_empty(), "at least one [[gpu]] is needed");
-        anyhow::ensure!(self.synthesis.concurrency >= 1, "[synthesis] concurrency must be at least 1");
         for g in &self.gpu {
             anyhow::ensure!(
                 matches!(g.backend.as_str(), "cpu" | "cuda"),

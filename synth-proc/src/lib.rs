@@ -24,7 +24,7 @@
 //! let req = SynthRequest { job_id: 1, partition: 0, circuit: spec.to_string(),
 //!                          circuit_id: spec.circuit_id(), seed: 7 };
 //! let mut shapes = synth_proc::ShapeCache::default();
-//! let published = synth_proc::synthesize_request(&ring, &mut shapes, &req)?;
+//! let (published, _t_ns) = synth_proc::synthesize_request(&ring, &mut shapes, &req)?;
 //! assert_eq!(published.index, 0);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -111,12 +111,13 @@ impl ShapeCache {
 }
 
 /// Synthesizes one request into a free slot of `ring` and publishes it; blocks while no slot is
-/// free. On error the slot goes back to FREE.
+/// free. Returns where it was published and the monotonic time just before publishing. On error
+/// the slot goes back to FREE.
 pub fn synthesize_request(
     ring: &Ring,
     shapes: &mut ShapeCache,
     req: &SynthRequest,
-) -> Result<Published, SynthError> {
+) -> Result<(Published, u64), SynthError> {
     let (spec, shape) = shapes.get(&req.circuit)?;
     if spec.circuit_id() != req.circuit_id {
         return Err(SynthError::CircuitIdMismatch {
@@ -135,7 +136,10 @@ pub fn synthesize_request(
             .map_err(|source| SynthError::Synthesis { spec: req.circuit.clone(), source })?;
         sink.lengths()
     };
-    Ok(writer.publish(lengths)?)
+    // Stamped before the slot becomes READY, so no consumer's GPU_CLAIM can precede it.
+    let end_ns = control::monotonic_ns();
+    let published = writer.publish(lengths)?;
+    Ok((published, end_ns))
 }
 
 /// Entry point of the process: configuration from [`CHILD_CONFIG_ENV`], ring at [`RING_FD`],
@@ -208,10 +212,11 @@ fn work(ring: &Ring, sender: &Mutex<control::Sender>, shapes: &Mutex<ShapeCache>
     };
     let result = shape_ready.and_then(|()| synthesize_request(ring, &mut local, &req));
     match result {
-        Ok(p) => {
+        Ok((p, t_ns)) => {
             let slot = p.index as u32;
-            send(sender, &FromChild::Event(TimelineEvent::now(EventKind::SynthEnd, req.job_id, req.partition, slot)));
-            send(sender, &FromChild::Event(TimelineEvent::now(EventKind::SlotPublish, req.job_id, req.partition, slot)));
+            let at = |kind| TimelineEvent { t_ns, ..TimelineEvent::now(kind, req.job_id, req.partition, slot) };
+            send(sender, &FromChild::Event(at(EventKind::SynthEnd)));
+            send(sender, &FromChild::Event(at(EventKind::SlotPublish)));
             send(
                 sender,
                 &FromChild::Published {

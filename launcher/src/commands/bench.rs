@@ -76,6 +76,15 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let mut rows: Vec<BenchRow> = Vec::new();
     let has = |m: &str| modes.iter().any(|x| x == m);
     let params = base.circuits[0].params.clone();
+    // The split mode's synth-proc gets every core the gpu-procs do not; the in-process modes get
+    // as many synthesis threads, so every mode synthesizes with the same parallelism.
+    let synth_threads = match args.pipeline.synth_concurrency {
+        0 => crate::cpuset::CpuList::allowed()?
+            .len()
+            .saturating_sub(args.pipeline.gpu_cores * args.pipeline.gpus)
+            .max(1),
+        n => n,
+    };
 
     if has("monolithic") || has("inprocess") {
         let backend = local_backend(&args.pipeline.backend, &spec, &params)?;
@@ -87,7 +96,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         }
         if has("inprocess") {
             let opts = local::InProcessOptions {
-                synth_threads: args.pipeline.synth_concurrency.max(1),
+                synth_threads,
                 max_batch: batch,
                 queue_depth: args.clients.max(1),
             };
@@ -98,57 +107,65 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         }
     }
     if has("synth-only") {
-        let threads = args.pipeline.synth_concurrency.max(1);
+        let threads = synth_threads;
         let bar = report::progress_bar(n, "synth-only");
         let run = local::run_synth_only(&spec, n, threads, &|d| bar.set_position(d as u64))?;
         bar.finish_and_clear();
         rows.push(record(&args, &format!("{threads} threads"), "synth-only", &run.timeline, true)?);
     }
-    if has("gpu-only") {
-        let bar = report::progress_bar(n, "gpu-only");
-        let run = split::run_gpu_only(base.clone(), n, &|d| bar.set_position(d as u64))?;
-        bar.finish_and_clear();
-        check_outcomes(&run)?;
-        let cfg = format!("gpu {} cores, batch {batch}", args.pipeline.gpu_cores);
-        rows.push(record(&args, &cfg, "gpu-only", &run.timeline, false)?);
-    }
-    if has("split") {
-        for gpu_cores in list(args.sweep_gpu_cores.as_deref(), args.pipeline.gpu_cores)? {
+    // Split rows paired with their own GPU-only capacity (same gpu-proc cores).
+    let mut pairs: Vec<(usize, Option<usize>)> = Vec::new();
+    for gpu_cores in list(args.sweep_gpu_cores.as_deref(), args.pipeline.gpu_cores)? {
+        let mut s = base.clone();
+        s.gpu_cores = gpu_cores;
+        let mut gpu_row = None;
+        if has("gpu-only") {
+            let bar = report::progress_bar(n, "gpu-only");
+            let run = split::run_gpu_only(s.clone(), n, &|d| bar.set_position(d as u64))?;
+            bar.finish_and_clear();
+            check_outcomes(&run)?;
+            let cfg = format!("gpu {gpu_cores} cores, batch {batch}");
+            rows.push(record(&args, &cfg, "gpu-only", &run.timeline, false)?);
+            gpu_row = Some(rows.len() - 1);
+        }
+        if has("split") {
             for synth in list(args.sweep_synth.as_deref(), args.pipeline.synth_concurrency)? {
-                let mut s = base.clone();
-                s.gpu_cores = gpu_cores;
+                let mut s = s.clone();
                 s.synth_concurrency = synth;
                 let bar = report::progress_bar(n, "split");
                 let run = split::run_split(s, n, args.clients, &|d| bar.set_position(d as u64))?;
                 bar.finish_and_clear();
                 check_outcomes(&run)?;
-                let synth_cpus = run
-                    .status
-                    .children
-                    .iter()
-                    .find(|c| c.role == "synth-proc")
-                    .and_then(|c| c.cpus.clone())
-                    .unwrap_or_default();
-                let cfg = format!("gpu {gpu_cores} cores / synth cpus {synth_cpus} x{synth}, -j {}", args.clients);
+                let synth_proc = run.status.children.iter().find(|c| c.role == "synth-proc");
+                let synth_cpus = synth_proc.and_then(|c| c.cpus.clone()).unwrap_or_default();
+                let workers = synth_proc
+                    .and_then(|c| c.detail.split(": ").nth(1).map(str::to_owned))
+                    .unwrap_or_else(|| synth.to_string());
+                let cfg = format!("gpu {gpu_cores} cores / synth cpus {synth_cpus}, {workers}, -j {}", args.clients);
                 rows.push(record(&args, &cfg, "split", &run.timeline, false)?);
+                pairs.push((rows.len() - 1, gpu_row));
             }
         }
     }
 
     println!("{}", report::render_table(&rows));
-    if let Some(split_row) = rows.iter().find(|r| r.mode == "split") {
-        let caps: Vec<BenchRow> = rows.iter().filter(|r| r.mode == "synth-only" || r.mode == "gpu-only").cloned().collect();
+    let synth_row = rows.iter().find(|r| r.mode == "synth-only").cloned();
+    let mono = rows.iter().find(|r| r.mode == "monolithic").cloned();
+    for (split_i, gpu_i) in pairs {
+        let split_row = &rows[split_i];
+        println!("{}:", split_row.config);
+        let caps: Vec<BenchRow> = synth_row.iter().cloned().chain(gpu_i.map(|i| rows[i].clone())).collect();
         if !caps.is_empty() {
-            println!("{}", report::ratio_line(split_row, &caps));
+            println!("  {}", report::ratio_line(split_row, &caps));
         }
-        if let Some(mono) = rows.iter().find(|r| r.mode == "monolithic") {
+        if let Some(mono) = &mono {
             if let (Some(a), Some(b)) = (split_row.proofs_per_s, mono.proofs_per_s) {
-                println!("split / monolithic throughput = {:.2}", a / b);
+                println!("  split / monolithic throughput = {:.2}", a / b);
             }
         }
-        if let Some(gpu) = rows.iter().find(|r| r.mode == "gpu-only") {
+        if let Some(gpu) = gpu_i.map(|i| &rows[i]) {
             if let (Some(a), Some(b)) = (split_row.mean_gpu_s, gpu.mean_gpu_s) {
-                println!("GPU time per proof split / gpu-only = {:.3}", a / b);
+                println!("  GPU time per proof split / gpu-only = {:.3}", a / b);
             }
         }
     }

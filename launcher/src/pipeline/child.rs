@@ -242,9 +242,12 @@ fn supervise(
             let _ = child.wait();
             return;
         }
-        forward(role, pid, receiver, &events);
+        let said_hello = forward(role, pid, receiver, &events);
         // The control channel closed: the child is exiting or dead. Reap it.
         let status = child.wait();
+        // A child that exits with an error before it is serving refused its configuration (no
+        // GPU, unreadable SRS...): starting it again cannot help.
+        let refused = !said_hello && matches!(&status, Ok(s) if s.code().is_some_and(|c| c != 0));
         *pid_slot.lock().unwrap_or_else(|e| e.into_inner()) = None;
         let stderr_tail = stderr.join().unwrap_or_default();
         let status = describe(status);
@@ -256,7 +259,7 @@ fn supervise(
         } else {
             quick_failures += 1;
         }
-        let give_up = !stopping && quick_failures > spec.restart.max_quick_failures;
+        let give_up = !stopping && (refused || quick_failures > spec.restart.max_quick_failures);
         let restarting = !stopping && !give_up;
         if !stopping {
             tracing::warn!(%role, pid, %status, ran_ms = ran.as_millis() as u64, "child exited");
@@ -270,12 +273,12 @@ fn supervise(
         });
         if give_up {
             let tail = stderr_tail.join("\n");
-            let _ = events.send(ChildEvent::GaveUp {
-                role,
-                reason: format!(
-                    "{role} crashed {quick_failures} times in a row (last: {status}); last stderr:\n{tail}"
-                ),
-            });
+            let reason = if refused {
+                format!("{role} could not start ({status}):\n{tail}")
+            } else {
+                format!("{role} crashed {quick_failures} times in a row (last: {status}); last stderr:\n{tail}")
+            };
+            let _ = events.send(ChildEvent::GaveUp { role, reason });
             return;
         }
         if stopping {
@@ -290,19 +293,22 @@ fn supervise(
     }
 }
 
-fn forward(role: Role, pid: u32, mut receiver: control::Receiver, events: &mpsc::Sender<ChildEvent>) {
+/// Forwards the child's messages until its channel closes; returns whether it said hello.
+fn forward(role: Role, pid: u32, mut receiver: control::Receiver, events: &mpsc::Sender<ChildEvent>) -> bool {
+    let mut said_hello = false;
     loop {
         match receiver.recv::<FromChild>() {
             Ok(Some(msg)) => {
+                said_hello |= matches!(msg, FromChild::Hello { .. });
                 if events.send(ChildEvent::Message { role, pid, msg }).is_err() {
-                    return;
+                    return said_hello;
                 }
             }
-            Ok(None) => return,
+            Ok(None) => return said_hello,
             Err(e) => {
                 tracing::error!(%role, pid, "control channel broken: {e}; killing the child");
                 kill(pid, libc::SIGKILL);
-                return;
+                return said_hello;
             }
         }
     }

@@ -78,7 +78,7 @@ pub struct PipelineSettings {
     pub synth_cpus: Option<CpuList>,
     /// The gpu-procs.
     pub gpus: Vec<GpuSetting>,
-    /// Partitions synthesized at once.
+    /// Partitions synthesized at once; 0: one per synth-proc core.
     pub synth_concurrency: usize,
     /// Restart rules.
     pub restart: RestartPolicy,
@@ -307,6 +307,19 @@ impl Pipeline {
         let pin_mode = PinMode::select(settings.pin)?;
         let layout = layout_for(&settings)?;
         tracing::info!(mode = %pin_mode, %layout, "pinning");
+        for (i, g) in settings.gpus.iter().enumerate() {
+            // supraseal-c2 sizes its host thread pool from the affinity; on a single core the
+            // process dies with SIGFPE (seen on an H200 host), so refuse that layout up front.
+            anyhow::ensure!(
+                g.backend != "cuda" || layout.gpus()[i].len() >= 2,
+                "gpu-proc[{}] would run on 1 core; the cuda backend needs at least 2\nhint: raise --gpu-cores (config: [cpus] gpu_cores)",
+                g.device
+            );
+        }
+        let synth_concurrency = match settings.synth_concurrency {
+            0 => layout.synth().len().max(1),
+            n => n,
+        };
 
         let core = Arc::new(Mutex::new(Core {
             ring: ring.clone(),
@@ -328,7 +341,7 @@ impl Pipeline {
                 role: Role::Synth,
                 program: settings.program.clone(),
                 args: vec!["synth-proc".into()],
-                config: ChildConfig::Synth(SynthConfig { concurrency: settings.synth_concurrency.max(1) }),
+                config: ChildConfig::Synth(SynthConfig { concurrency: synth_concurrency }),
                 fds: vec![(ring_fd.clone(), RING_FD)],
                 placement: Some(Placement::prepare(&pin_mode, "synth", layout.synth())?),
                 restart: settings.restart,
