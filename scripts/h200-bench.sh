@@ -10,7 +10,7 @@ set -euo pipefail
 bin="${1:-target/release/splitprover}"
 out="${2:-bench-h200}"
 circuit="${CIRCUIT:-sha-chain:38}"
-n="${N:-40}"
+n="${N:-160}"
 batch="${BATCH:-10}"
 mkdir -p "$out"
 export SPLITPROVER_LOG="${SPLITPROVER_LOG:-warn}"

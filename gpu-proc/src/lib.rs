@@ -23,6 +23,7 @@ use std::collections::HashMap;
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -247,25 +248,39 @@ pub fn serve(ring: Arc<Ring>, control: UnixStream, config: &GpuConfig, prover: &
     let (mut sender, mut receiver) = control::channel(control)?;
     let pid = std::process::id();
     let _lock = page_lock_ring(&ring, &config.backend);
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop = Arc::new(AtomicBool::new(false));
+    let paused = Arc::new(AtomicBool::new(false));
     {
-        let stop = stop.clone();
+        let (stop, paused) = (stop.clone(), paused.clone());
         std::thread::spawn(move || {
-            // Any message other than a future extension, or EOF, means stop.
             loop {
                 match receiver.recv::<ToGpu>() {
+                    // plain flags, polled by the serving loop
+                    Ok(Some(ToGpu::Pause)) => paused.store(true, Ordering::SeqCst),
+                    Ok(Some(ToGpu::Resume)) => paused.store(false, Ordering::SeqCst),
                     Ok(Some(ToGpu::Shutdown)) | Ok(None) | Err(_) => break,
                 }
             }
-            stop.store(true, std::sync::atomic::Ordering::SeqCst); // plain flag, polled per wait
+            stop.store(true, Ordering::SeqCst); // plain flag, polled per wait
         });
     }
     tracing::info!(pid, backend = %config.backend, batch = config.batch, pages = %ring.page_kind(), "gpu-proc serving");
     sender.send(&FromChild::Hello { pid, detail: format!("gpu-proc[{}]: {} backend", config.device, config.backend) })?;
     let owner = shm_protocol::current_owner();
     let batch = config.batch.max(1);
-    while !stop.load(std::sync::atomic::Ordering::SeqCst) {
-        // plain flag
+    let mut acked_pause = false;
+    while !stop.load(Ordering::SeqCst) {
+        // plain flags
+        if paused.load(Ordering::SeqCst) {
+            // Nothing is claimed here, so the pause holds from this answer on.
+            if !acked_pause {
+                sender.send(&FromChild::Paused)?;
+                acked_pause = true;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+            continue;
+        }
+        acked_pause = false;
         let first = match ring.claim_ready(owner, Some(Duration::from_millis(500))) {
             Ok(c) => c,
             Err(e) if e.is_timeout() => {

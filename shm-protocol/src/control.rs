@@ -90,6 +90,11 @@ pub enum ToSynth {
 pub enum ToGpu {
     /// Finish the batch in progress, then exit.
     Shutdown,
+    /// Stop claiming slots after the batch in progress; answer [`FromChild::Paused`] once no
+    /// claim can happen any more.
+    Pause,
+    /// Claim slots again.
+    Resume,
 }
 
 /// What a child reports to the launcher.
@@ -133,6 +138,8 @@ pub enum FromChild {
         /// Slot generation at completion.
         generation: u32,
     },
+    /// A gpu-proc has stopped claiming slots (answer to [`ToGpu::Pause`]).
+    Paused,
     /// Still alive.
     Heartbeat,
     /// One timeline event.

@@ -48,14 +48,29 @@ pub fn run_split(
     Ok(SplitRun { timeline, outcomes, status })
 }
 
-/// GPU-only capacity: `n` jobs are synthesized into the ring first (the gpu-procs held back),
-/// then the gpu-procs start and prove them from their slots. Only the proving part of the
-/// timeline is returned. The ring needs at least `n` slots.
-pub fn run_gpu_only(mut settings: PipelineSettings, n: usize, progress: &dyn Fn(usize)) -> anyhow::Result<SplitRun> {
-    settings.slots = settings.slots.max(n);
-    settings.hold_gpus = true;
+/// GPU-only capacity on pre-synthesized slots: after `warm_up` jobs have gone through (CUDA
+/// initialised, SRS loaded), the gpu-procs are paused, `n` jobs are synthesized into the ring,
+/// and the gpu-procs resume and prove them from their slots. Only that proving is measured. The
+/// ring needs at least `n` slots.
+pub fn run_gpu_only(
+    mut settings: PipelineSettings,
+    n: usize,
+    warm_up: usize,
+    progress: &dyn Fn(usize),
+) -> anyhow::Result<SplitRun> {
+    settings.slots = settings.slots.max(n).max(warm_up);
     let circuit = settings.circuits[0].spec.to_string();
     let pipeline = Pipeline::start(settings)?;
+    pipeline.wait_ready(Duration::from_secs(600))?;
+    let warm: Vec<_> = (0..warm_up)
+        .map(|i| pipeline.submit(&circuit, 30_000 + i as u64, 1))
+        .collect::<anyhow::Result<_>>()?;
+    for h in warm {
+        if let Err(e) = h.wait()?.result {
+            anyhow::bail!("warm-up job failed: {e}");
+        }
+    }
+    pipeline.pause_gpus(Duration::from_secs(60))?;
     let handles = (0..n)
         .map(|i| pipeline.submit(&circuit, 20_000 + i as u64, 1))
         .collect::<anyhow::Result<Vec<_>>>()?;
@@ -68,10 +83,9 @@ pub fn run_gpu_only(mut settings: PipelineSettings, n: usize, progress: &dyn Fn(
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    let _ = pipeline.take_timeline();
-    pipeline.release_gpus()?;
-    pipeline.wait_ready(Duration::from_secs(600))?;
     let status = pipeline.status();
+    let _ = pipeline.take_timeline();
+    pipeline.resume_gpus()?;
     let mut outcomes = Vec::with_capacity(n);
     for h in handles {
         outcomes.push(h.wait()?);

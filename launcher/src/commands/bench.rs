@@ -25,6 +25,10 @@ pub struct BenchArgs {
     /// Proofs per mode.
     #[arg(short = 'n', long, default_value_t = 6)]
     pub proofs: usize,
+    /// Proofs of the GPU-only capacity run (every one needs its own ring slot; default:
+    /// min(-n, 48)).
+    #[arg(long)]
+    pub gpu_only_proofs: Option<usize>,
     /// Client concurrency: jobs in flight in the split mode.
     #[arg(short = 'j', long, default_value_t = 4)]
     pub clients: usize,
@@ -120,8 +124,9 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         s.gpu_cores = gpu_cores;
         let mut gpu_row = None;
         if has("gpu-only") {
-            let bar = report::progress_bar(n, "gpu-only");
-            let run = split::run_gpu_only(s.clone(), n, &|d| bar.set_position(d as u64))?;
+            let bar = report::progress_bar(args.gpu_only_proofs.unwrap_or(n.min(48)), "gpu-only");
+            let m = args.gpu_only_proofs.unwrap_or(n.min(48)).max(1);
+            let run = split::run_gpu_only(s.clone(), m, batch, &|d| bar.set_position(d as u64))?;
             bar.finish_and_clear();
             check_outcomes(&run)?;
             let cfg = format!("gpu {gpu_cores} cores, batch {batch}");

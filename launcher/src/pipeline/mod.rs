@@ -84,9 +84,6 @@ pub struct PipelineSettings {
     pub restart: RestartPolicy,
     /// Verify every proof before handing it out.
     pub verify: bool,
-    /// Start the gpu-procs only at [`Pipeline::release_gpus`] (GPU-only capacity runs fill the
-    /// ring first).
-    pub hold_gpus: bool,
 }
 
 impl PipelineSettings {
@@ -105,7 +102,6 @@ impl PipelineSettings {
             synth_concurrency: 1,
             restart: RestartPolicy::default(),
             verify: true,
-            hold_gpus: false,
         })
     }
 }
@@ -248,14 +244,14 @@ struct Core {
     fatal: Option<String>,
     verify: bool,
     stopping: bool,
+    /// gpu-procs that confirmed a pause.
+    paused: HashSet<Role>,
 }
 
 /// The running split pipeline.
 pub struct Pipeline {
     core: Arc<Mutex<Core>>,
     supervisors: Mutex<Vec<Supervisor>>,
-    held: Mutex<Vec<ChildSpec>>,
-    events_tx: Mutex<Option<mpsc::Sender<ChildEvent>>>,
     dispatcher: Option<thread::JoinHandle<()>>,
     ring: Arc<Ring>,
     pin_mode: PinMode,
@@ -332,6 +328,7 @@ impl Pipeline {
             fatal: None,
             verify: settings.verify,
             stopping: false,
+            paused: HashSet::new(),
         }));
         let (events_tx, events_rx) = mpsc::channel();
         let ring_fd: Arc<OwnedFd> = Arc::new(ring.region().fd().try_clone_to_owned()?);
@@ -348,7 +345,6 @@ impl Pipeline {
             },
             events_tx.clone(),
         ));
-        let mut held = Vec::new();
         for (i, g) in settings.gpus.iter().enumerate() {
             let mut fds = vec![(ring_fd.clone(), RING_FD)];
             let mut entries = Vec::new();
@@ -376,13 +372,9 @@ impl Pipeline {
                     placement: Some(Placement::prepare(&pin_mode, &format!("gpu{i}"), &layout.gpus()[i])?),
                     restart: settings.restart,
             };
-            if settings.hold_gpus {
-                held.push(spec);
-            } else {
-                supervisors.push(Supervisor::start(spec, events_tx.clone()));
-            }
+            supervisors.push(Supervisor::start(spec, events_tx.clone()));
         }
-        let events_tx = if held.is_empty() { None } else { Some(events_tx) };
+        drop(events_tx);
         let dispatcher = {
             let core = core.clone();
             thread::Builder::new().name("dispatcher".into()).spawn(move || dispatch(core, events_rx))?
@@ -390,8 +382,6 @@ impl Pipeline {
         Ok(Pipeline {
             core,
             supervisors: Mutex::new(supervisors),
-            held: Mutex::new(held),
-            events_tx: Mutex::new(events_tx),
             dispatcher: Some(dispatcher),
             ring,
             pin_mode,
@@ -399,14 +389,31 @@ impl Pipeline {
         })
     }
 
-    /// Starts the gpu-procs held back by [`PipelineSettings::hold_gpus`].
-    pub fn release_gpus(&self) -> anyhow::Result<()> {
-        let tx = self.events_tx.lock().unwrap_or_else(|e| e.into_inner()).take();
-        let held = std::mem::take(&mut *self.held.lock().unwrap_or_else(|e| e.into_inner()));
-        let Some(tx) = tx else { anyhow::bail!("the gpu-procs are already running") };
-        let mut sups = self.supervisors.lock().unwrap_or_else(|e| e.into_inner());
-        for spec in held {
-            sups.push(Supervisor::start(spec, tx.clone()));
+    /// Makes every gpu-proc stop claiming slots and waits until each has confirmed (a restarted
+    /// gpu-proc starts unpaused). GPU-only capacity runs fill the ring meanwhile.
+    pub fn pause_gpus(&self, timeout: Duration) -> anyhow::Result<()> {
+        self.send_gpus(ToGpu::Pause)?;
+        let gpus = self.supervisors.lock().unwrap_or_else(|e| e.into_inner()).len() - 1;
+        let deadline = Instant::now() + timeout;
+        while lock(&self.core).paused.len() < gpus {
+            anyhow::ensure!(Instant::now() < deadline, "the gpu-procs did not pause within {timeout:?}");
+            thread::sleep(Duration::from_millis(5));
+        }
+        Ok(())
+    }
+
+    /// Lets every gpu-proc claim slots again.
+    pub fn resume_gpus(&self) -> anyhow::Result<()> {
+        lock(&self.core).paused.clear();
+        self.send_gpus(ToGpu::Resume)
+    }
+
+    fn send_gpus(&self, msg: ToGpu) -> anyhow::Result<()> {
+        let mut core = lock(&self.core);
+        for (role, info) in core.children.iter_mut() {
+            if let (Role::Gpu(_), Some(s)) = (role, info.sender.as_mut()) {
+                s.send(&msg).with_context(|| format!("cannot reach {role}"))?;
+            }
         }
         Ok(())
     }
@@ -537,7 +544,6 @@ impl Pipeline {
                 }
             }
         }
-        self.events_tx.lock().unwrap_or_else(|e| e.into_inner()).take();
         let sups: Vec<Supervisor> = self.supervisors.lock().unwrap_or_else(|e| e.into_inner()).drain(..).collect();
         for s in sups {
             s.stop(Duration::from_secs(20));
@@ -697,6 +703,9 @@ impl Core {
                     }
                 }
                 FromChild::Proved { .. } => self.sweep_done(),
+                FromChild::Paused => {
+                    self.paused.insert(role);
+                }
                 FromChild::Heartbeat => {}
                 FromChild::Event(e) => {
                     if e.kind == EventKind::SynthStart {
