@@ -32,7 +32,7 @@ use blstrs::Scalar;
 use ff::Field;
 use kernels::{Assignment, Backend, CpuBackend, Density};
 use shm_protocol::control::{
-    self, ChildConfig, EventKind, FromChild, GpuConfig, SrsEntry, TimelineEvent, ToGpu,
+    self, ChildConfig, EventKind, FromChild, GpuConfig, SharedSender, SrsEntry, TimelineEvent, ToGpu,
     CHILD_CONFIG_ENV, CONTROL_FD, RING_FD,
 };
 use shm_protocol::{ClaimedSlot, Region, Ring, SlotResult, SlotView};
@@ -238,14 +238,27 @@ pub fn run_from_env() -> anyhow::Result<()> {
     let ring = Ring::open(region).context("the ring passed by the launcher is not valid")?;
     // SAFETY: the launcher passes one end of a socketpair at CONTROL_FD; we take sole ownership.
     let control = unsafe { UnixStream::from_raw_fd(CONTROL_FD) };
+    let (sender, receiver) = control::channel(control)?;
+    let sender = SharedSender::new(sender);
+    // Beat while the backends load too: opening a large SRS can take a while.
+    let _heartbeat = sender.spawn_heartbeat(HEARTBEAT);
     // SAFETY: the SRS fds come from the launcher, which sealed them before starting us.
     let prover = unsafe { Prover::from_config(&config) }?;
-    serve(Arc::new(ring), control, &config, &prover)
+    serve(Arc::new(ring), sender, receiver, &config, &prover)
 }
 
+/// How often a gpu-proc tells the launcher it is alive (from its own thread, so a long batch does
+/// not look like a hang).
+pub const HEARTBEAT: Duration = Duration::from_secs(1);
+
 /// Serves the ring until the launcher says `Shutdown` or goes away.
-pub fn serve(ring: Arc<Ring>, control: UnixStream, config: &GpuConfig, prover: &Prover) -> anyhow::Result<()> {
-    let (mut sender, mut receiver) = control::channel(control)?;
+pub fn serve(
+    ring: Arc<Ring>,
+    sender: SharedSender,
+    mut receiver: control::Receiver,
+    config: &GpuConfig,
+    prover: &Prover,
+) -> anyhow::Result<()> {
     let pid = std::process::id();
     let _lock = page_lock_ring(&ring, &config.backend);
     let stop = Arc::new(AtomicBool::new(false));
@@ -283,10 +296,7 @@ pub fn serve(ring: Arc<Ring>, control: UnixStream, config: &GpuConfig, prover: &
         acked_pause = false;
         let first = match ring.claim_ready(owner, Some(Duration::from_millis(500))) {
             Ok(c) => c,
-            Err(e) if e.is_timeout() => {
-                sender.send(&FromChild::Heartbeat)?;
-                continue;
-            }
+            Err(e) if e.is_timeout() => continue,
             Err(e) => return Err(e).context("claiming a ready slot"),
         };
         let circuit = first.meta().circuit_id;

@@ -338,3 +338,23 @@ fn service_accepts_jobs_over_its_socket_and_reports_status() {
     assert!(status.success(), "{status:?}");
     assert!(!socket.exists());
 }
+
+#[test]
+fn a_stopped_gpu_proc_is_killed_for_missing_heartbeats_and_its_jobs_still_finish() {
+    let _g = serial();
+    let mut s = settings("sha-chain:1");
+    s.heartbeat_timeout = Duration::from_secs(3);
+    let p = Pipeline::start(s).unwrap();
+    p.wait_ready(Duration::from_secs(60)).unwrap();
+    let gpu = p.pids()[&Role::Gpu(0)];
+    // A hung GPU call looks like this from the outside: the process is there but silent.
+    kill(gpu, libc::SIGSTOP);
+    let handles: Vec<_> = (0..3).map(|i| p.submit("sha-chain:1", 70 + i, 1).unwrap()).collect();
+    let (ok, bad) = finish_all(handles, Duration::from_secs(120));
+    assert!(bad.is_empty(), "{bad:?}");
+    assert_eq!(ok, 3);
+    let status = p.status();
+    assert_eq!(status.counters.hung_kills, 1, "{status:?}");
+    assert_ne!(p.pids()[&Role::Gpu(0)], gpu, "a new gpu-proc serves");
+    p.shutdown();
+}

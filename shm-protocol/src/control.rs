@@ -217,6 +217,58 @@ pub struct Receiver {
     line: String,
 }
 
+/// A [`Sender`] shared by the threads of a child: the serving loop and the heartbeat. Each
+/// message is written whole under the lock, so lines never interleave.
+#[derive(Clone, Debug)]
+pub struct SharedSender(std::sync::Arc<std::sync::Mutex<Sender>>);
+
+impl SharedSender {
+    /// Wraps a sender.
+    pub fn new(sender: Sender) -> Self {
+        SharedSender(std::sync::Arc::new(std::sync::Mutex::new(sender)))
+    }
+
+    /// Sends one message.
+    pub fn send<T: Serialize>(&self, msg: &T) -> io::Result<()> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).send(msg)
+    }
+
+    /// Sends [`FromChild::Heartbeat`] every `interval` from a background thread until the
+    /// returned guard is dropped or the launcher is gone. The launcher kills a child whose
+    /// heartbeats stop (a hung GPU call, a stopped process).
+    pub fn spawn_heartbeat(&self, interval: std::time::Duration) -> Heartbeat {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (flag, sender) = (stop.clone(), self.clone());
+        std::thread::Builder::new()
+            .name("heartbeat".into())
+            .spawn(move || {
+                // Relaxed: a plain flag polled once per interval; no data is published with it.
+                while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                    if sender.send(&FromChild::Heartbeat).is_err() {
+                        break;
+                    }
+                    std::thread::sleep(interval);
+                }
+            })
+            .map(drop)
+            .unwrap_or_else(|e| tracing::warn!("cannot start the heartbeat thread: {e}"));
+        Heartbeat { stop }
+    }
+}
+
+/// Stops the heartbeat thread when dropped.
+#[derive(Debug)]
+pub struct Heartbeat {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Drop for Heartbeat {
+    fn drop(&mut self) {
+        // Relaxed: a plain flag, see `spawn_heartbeat`.
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 /// Splits a connected stream into its two halves.
 pub fn channel(stream: UnixStream) -> io::Result<(Sender, Receiver)> {
     let read = stream.try_clone()?;

@@ -42,12 +42,15 @@ use anyhow::Context;
 use kernels::circuits::CircuitSpec;
 use kernels::synth::CircuitShape;
 use shm_protocol::control::{
-    self, ChildConfig, EventKind, FromChild, SynthConfig, SynthRequest, TimelineEvent, ToSynth,
+    self, ChildConfig, EventKind, FromChild, SharedSender, SynthConfig, SynthRequest, TimelineEvent, ToSynth,
     CHILD_CONFIG_ENV, CONTROL_FD, RING_FD,
 };
 use shm_protocol::{Published, Region, Ring, SlotCapacity, SlotMeta};
 
 pub use sink::SlotSink;
+
+/// How often a child tells the launcher it is alive.
+pub const HEARTBEAT: Duration = Duration::from_secs(1);
 
 /// Why one partition could not be synthesized.
 #[derive(Debug, thiserror::Error)]
@@ -164,7 +167,8 @@ pub fn run_from_env() -> anyhow::Result<()> {
 /// Serves requests from `control` until `Shutdown` or until the launcher goes away.
 pub fn serve(ring: Arc<Ring>, control: UnixStream, config: SynthConfig) -> anyhow::Result<()> {
     let (sender, mut receiver) = control::channel(control)?;
-    let sender = Arc::new(Mutex::new(sender));
+    let sender = SharedSender::new(sender);
+    let _heartbeat = sender.spawn_heartbeat(HEARTBEAT);
     let threads = config.concurrency.max(1);
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
@@ -175,7 +179,6 @@ pub fn serve(ring: Arc<Ring>, control: UnixStream, config: SynthConfig) -> anyho
     tracing::info!(pid, threads, pages = %ring.page_kind(), slots = ring.slot_count(), "synth-proc serving");
     send(&sender, &FromChild::Hello { pid, detail: format!("synth-proc: {threads} workers") });
     let shapes = Arc::new(Mutex::new(ShapeCache::default()));
-    let heartbeat = spawn_heartbeat(sender.clone());
     loop {
         match receiver.recv::<ToSynth>() {
             Ok(Some(ToSynth::Synthesize(req))) => {
@@ -191,12 +194,11 @@ pub fn serve(ring: Arc<Ring>, control: UnixStream, config: SynthConfig) -> anyho
     }
     // Let running syntheses finish and publish before exiting.
     drop(pool);
-    drop(heartbeat);
     tracing::info!("synth-proc exiting");
     Ok(())
 }
 
-fn work(ring: &Ring, sender: &Mutex<control::Sender>, shapes: &Mutex<ShapeCache>, req: SynthRequest) {
+fn work(ring: &Ring, sender: &SharedSender, shapes: &Mutex<ShapeCache>, req: SynthRequest) {
     send(sender, &FromChild::Event(TimelineEvent::now(EventKind::SynthStart, req.job_id, req.partition, u32::MAX)));
     // Shapes are counted once; the lock is held only for a lookup after that.
     let mut local = ShapeCache::default();
@@ -234,33 +236,9 @@ fn work(ring: &Ring, sender: &Mutex<control::Sender>, shapes: &Mutex<ShapeCache>
     }
 }
 
-fn send(sender: &Mutex<control::Sender>, msg: &FromChild) {
-    let mut s = sender.lock().unwrap_or_else(|e| e.into_inner());
-    if let Err(e) = s.send(msg) {
+fn send(sender: &SharedSender, msg: &FromChild) {
+    if let Err(e) = sender.send(msg) {
         // The launcher is gone; PDEATHSIG ends us shortly.
         tracing::debug!("cannot report to the launcher: {e}");
     }
-}
-
-struct Heartbeat {
-    stop: Arc<std::sync::atomic::AtomicBool>,
-}
-
-impl Drop for Heartbeat {
-    fn drop(&mut self) {
-        self.stop.store(true, std::sync::atomic::Ordering::Relaxed); // plain flag, polled
-    }
-}
-
-fn spawn_heartbeat(sender: Arc<Mutex<control::Sender>>) -> Heartbeat {
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let flag = stop.clone();
-    std::thread::spawn(move || {
-        while !flag.load(std::sync::atomic::Ordering::Relaxed) {
-            // plain flag, polled
-            std::thread::sleep(Duration::from_secs(1));
-            send(&sender, &FromChild::Heartbeat);
-        }
-    });
-    Heartbeat { stop }
 }

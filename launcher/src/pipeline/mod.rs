@@ -84,6 +84,9 @@ pub struct PipelineSettings {
     pub restart: RestartPolicy,
     /// Verify every proof before handing it out.
     pub verify: bool,
+    /// A child silent for this long (children beat every second) is killed and restarted: a hung
+    /// GPU call or a stopped process must not hold its slots forever.
+    pub heartbeat_timeout: Duration,
 }
 
 impl PipelineSettings {
@@ -102,6 +105,7 @@ impl PipelineSettings {
             synth_concurrency: 1,
             restart: RestartPolicy::default(),
             verify: true,
+            heartbeat_timeout: Duration::from_secs(60),
         })
     }
 }
@@ -217,10 +221,13 @@ pub struct Counters {
     pub child_exits: u64,
     pub slots_requeued: u64,
     pub slots_freed: u64,
+    /// Children killed for missing heartbeats.
+    pub hung_kills: u64,
 }
 
 struct ChildInfo {
     pid: Option<u32>,
+    last_seen: Instant,
     sender: Option<control::Sender>,
     cpus: Option<CpuList>,
     detail: String,
@@ -243,6 +250,7 @@ struct Core {
     counters: Counters,
     fatal: Option<String>,
     verify: bool,
+    heartbeat_timeout: Duration,
     stopping: bool,
     /// gpu-procs that confirmed a pause.
     paused: HashSet<Role>,
@@ -327,6 +335,7 @@ impl Pipeline {
             counters: Counters::default(),
             fatal: None,
             verify: settings.verify,
+            heartbeat_timeout: settings.heartbeat_timeout,
             stopping: false,
             paused: HashSet::new(),
         }));
@@ -663,34 +672,8 @@ impl Core {
         }
     }
 
-    fn on_event(&mut self, event: ChildEvent) {
-        match event {
-            ChildEvent::Started { role, pid, sender, cpus } => {
-                let info = self.children.entry(role).or_insert_with(|| ChildInfo {
-                    pid: None,
-                    sender: None,
-                    cpus: None,
-                    detail: String::new(),
-                    starts: 0,
-                    last_exit: None,
-                });
-                info.pid = Some(pid);
-                info.sender = Some(sender);
-                info.cpus = cpus;
-                info.starts += 1;
-                if self.stopping {
-                    if let Some(s) = info.sender.as_mut() {
-                        let _ = match role {
-                            Role::Synth => s.send(&ToSynth::Shutdown),
-                            Role::Gpu(_) => s.send(&ToGpu::Shutdown),
-                        };
-                    }
-                }
-                if role == Role::Synth {
-                    self.pump_synth();
-                }
-            }
-            ChildEvent::Message { role, msg, .. } => match msg {
+    fn on_message(&mut self, role: Role, msg: FromChild) {
+        match msg {
                 FromChild::Hello { detail, .. } => {
                     if let Some(info) = self.children.get_mut(&role) {
                         info.detail = detail;
@@ -713,7 +696,60 @@ impl Core {
                     }
                     self.timeline.push(e)
                 }
-            },
+            }
+    }
+
+    /// Kills children that stopped beating; their supervisors restart them.
+    fn check_heartbeats(&mut self) {
+        let now = Instant::now();
+        for (role, info) in &mut self.children {
+            if let Some(pid) = info.pid {
+                let silent = now.duration_since(info.last_seen);
+                if silent > self.heartbeat_timeout {
+                    tracing::error!(%role, pid, silent_s = silent.as_secs_f64(), "no heartbeat: killing the child");
+                    child::kill(pid, libc::SIGKILL);
+                    self.counters.hung_kills += 1;
+                    info.last_seen = now; // once per timeout
+                }
+            }
+        }
+    }
+
+    fn on_event(&mut self, event: ChildEvent) {
+        match event {
+            ChildEvent::Started { role, pid, sender, cpus } => {
+                let info = self.children.entry(role).or_insert_with(|| ChildInfo {
+                    pid: None,
+                    last_seen: Instant::now(),
+                    sender: None,
+                    cpus: None,
+                    detail: String::new(),
+                    starts: 0,
+                    last_exit: None,
+                });
+                info.pid = Some(pid);
+                info.last_seen = Instant::now();
+                info.sender = Some(sender);
+                info.cpus = cpus;
+                info.starts += 1;
+                if self.stopping {
+                    if let Some(s) = info.sender.as_mut() {
+                        let _ = match role {
+                            Role::Synth => s.send(&ToSynth::Shutdown),
+                            Role::Gpu(_) => s.send(&ToGpu::Shutdown),
+                        };
+                    }
+                }
+                if role == Role::Synth {
+                    self.pump_synth();
+                }
+            }
+            ChildEvent::Message { role, msg, .. } => {
+                if let Some(info) = self.children.get_mut(&role) {
+                    info.last_seen = Instant::now();
+                }
+                self.on_message(role, msg)
+            }
             ChildEvent::Exited { role, pid, status, stderr_tail, restarting } => {
                 self.counters.child_exits += 1;
                 if let Some(info) = self.children.get_mut(&role) {
@@ -764,15 +800,21 @@ impl Core {
 }
 
 fn dispatch(core: Arc<Mutex<Core>>, events: mpsc::Receiver<ChildEvent>) {
+    const TICK: Duration = Duration::from_millis(250);
+    let mut last_tick = Instant::now();
     loop {
-        match events.recv_timeout(Duration::from_millis(250)) {
+        match events.recv_timeout(TICK) {
             Ok(event) => lock(&core).on_event(event),
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                // A DONE slot whose message was lost (its gpu-proc died right after) is still
-                // collected.
-                lock(&core).sweep_done();
-            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+        if last_tick.elapsed() >= TICK {
+            last_tick = Instant::now();
+            let mut core = lock(&core);
+            // A DONE slot whose message was lost (its gpu-proc died right after) is still
+            // collected; a child that stopped beating is killed.
+            core.sweep_done();
+            core.check_heartbeats();
         }
     }
     lock(&core).sweep_done();
