@@ -66,7 +66,7 @@ fn a_slot_with_a_corrupt_header_fails_alone_and_the_next_slot_is_proved() {
         let p = ring.region().as_mut_ptr().add(offsets_a).cast::<u64>();
         p.write_unaligned(1 << 40);
     }
-    assert!(SLOT_HEADER_BYTES > 64 + 8);
+    const { assert!(SLOT_HEADER_BYTES > 64 + 8) };
     let (prover, check) = cpu_prover(&spec);
     let me = current_owner();
     let claims = vec![ring.try_claim_ready(me).unwrap().unwrap(), ring.try_claim_ready(me).unwrap().unwrap()];

@@ -112,7 +112,7 @@ impl SharedSrs {
             secs = started.elapsed().as_secs_f64(),
             "SRS loaded into shared memory"
         );
-        Ok(SharedSrs { spec: spec.clone(), params_path: params_path.to_owned(), region: Arc::new(region) })
+        Ok(SharedSrs { spec: *spec, params_path: params_path.to_owned(), region: Arc::new(region) })
     }
 
     /// A zero-copy view of the image.

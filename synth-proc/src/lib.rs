@@ -99,7 +99,7 @@ pub struct ShapeCache {
 }
 
 impl ShapeCache {
-    fn get(&mut self, spec: &str) -> Result<&(CircuitSpec, CircuitShape), SynthError> {
+    fn get(&mut self, spec: &str) -> Result<(CircuitSpec, CircuitShape), SynthError> {
         if !self.shapes.contains_key(spec) {
             let parsed: CircuitSpec = spec
                 .parse()
@@ -109,7 +109,7 @@ impl ShapeCache {
                 .map_err(|source| SynthError::BadSpec { spec: spec.to_owned(), source })?;
             self.shapes.insert(spec.to_owned(), (parsed, shape));
         }
-        Ok(&self.shapes[spec])
+        Ok(self.shapes[spec])
     }
 }
 
@@ -122,6 +122,15 @@ pub fn synthesize_request(
     req: &SynthRequest,
 ) -> Result<(Published, u64), SynthError> {
     let (spec, shape) = shapes.get(&req.circuit)?;
+    synthesize_into_slot(ring, &spec, &shape, req)
+}
+
+fn synthesize_into_slot(
+    ring: &Ring,
+    spec: &CircuitSpec,
+    shape: &CircuitShape,
+    req: &SynthRequest,
+) -> Result<(Published, u64), SynthError> {
     if spec.circuit_id() != req.circuit_id {
         return Err(SynthError::CircuitIdMismatch {
             spec: req.circuit.clone(),
@@ -201,18 +210,8 @@ pub fn serve(ring: Arc<Ring>, control: UnixStream, config: SynthConfig) -> anyho
 fn work(ring: &Ring, sender: &SharedSender, shapes: &Mutex<ShapeCache>, req: SynthRequest) {
     send(sender, &FromChild::Event(TimelineEvent::now(EventKind::SynthStart, req.job_id, req.partition, u32::MAX)));
     // Shapes are counted once; the lock is held only for a lookup after that.
-    let mut local = ShapeCache::default();
-    let shape_ready = {
-        let mut cache = shapes.lock().unwrap_or_else(|e| e.into_inner());
-        match cache.get(&req.circuit) {
-            Ok(entry) => {
-                local.shapes.insert(req.circuit.clone(), entry.clone());
-                Ok(())
-            }
-            Err(e) => Err(e),
-        }
-    };
-    let result = shape_ready.and_then(|()| synthesize_request(ring, &mut local, &req));
+    let shape = shapes.lock().unwrap_or_else(|e| e.into_inner()).get(&req.circuit);
+    let result = shape.and_then(|(spec, shape)| synthesize_into_slot(ring, &spec, &shape, &req));
     match result {
         Ok((p, t_ns)) => {
             let slot = p.index as u32;

@@ -11,7 +11,7 @@ use kernels::circuits::CircuitSpec;
 
 use crate::cli::PipelineArgs;
 use crate::cpuset::PinChoice;
-use crate::pipeline::{CircuitSetting, GpuSetting, PipelineSettings};
+use crate::pipeline::{GpuSetting, PipelineSettings};
 
 /// Resolves the shared pipeline flags into settings for one circuit.
 pub fn settings_from_args(
@@ -21,8 +21,7 @@ pub fn settings_from_args(
 ) -> anyhow::Result<PipelineSettings> {
     let cache = args.cache_dir.clone().unwrap_or_else(crate::env::cache_dir);
     let params = crate::srs::resolve(spec, srs, &cache)?;
-    let mut s = PipelineSettings::for_circuit(spec.clone(), params)?;
-    s.circuits = vec![CircuitSetting { spec: spec.clone(), params: s.circuits[0].params.clone() }];
+    let mut s = PipelineSettings::for_circuit(*spec, params)?;
     s.slots = args.slots;
     s.huge_pages = crate::ring::parse_huge_pages(&args.huge_pages)?;
     s.pin = args.pin.parse::<PinChoice>().map_err(|e| anyhow::anyhow!("--pin: {e}"))?;

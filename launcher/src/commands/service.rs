@@ -80,7 +80,7 @@ pub fn settings_from_config(config: &Config) -> anyhow::Result<PipelineSettings>
         let params = crate::srs::resolve(&spec, c.srs.as_deref(), &config.cache_dir)?;
         circuits.push(CircuitSetting { spec, params });
     }
-    let mut s = PipelineSettings::for_circuit(circuits[0].spec.clone(), circuits[0].params.clone())?;
+    let mut s = PipelineSettings::for_circuit(circuits[0].spec, circuits[0].params.clone())?;
     s.circuits = circuits;
     s.slots = config.ring.slots;
     s.slot_bytes = match (config.ring.slot_bytes, config.ring.ring_bytes) {
@@ -234,7 +234,7 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 fn unhex(s: &str) -> anyhow::Result<Vec<u8>> {
-    anyhow::ensure!(s.len() % 2 == 0, "odd hex length");
+    anyhow::ensure!(s.len().is_multiple_of(2), "odd hex length");
     (0..s.len()).step_by(2).map(|i| Ok(u8::from_str_radix(&s[i..i + 2], 16)?)).collect()
 }
 

@@ -283,7 +283,7 @@ impl Pipeline {
                 .slot_bytes()
                 .with_context(|| format!("circuit `{}` is too large for a slot", c.spec))?;
             slot_bytes = slot_bytes.max(need);
-            circuits.insert(c.spec.circuit_id(), CircuitEntry { spec: c.spec.clone(), pvk });
+            circuits.insert(c.spec.circuit_id(), CircuitEntry { spec: c.spec, pvk });
             srs.push(shared);
         }
         if let Some(explicit) = settings.slot_bytes {
