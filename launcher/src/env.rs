@@ -12,6 +12,8 @@ pub const SPLITPROVER_SOCKET: &str = "SPLITPROVER_SOCKET";
 pub const SPLITPROVER_CHILD_CONFIG: &str = shm_protocol::control::CHILD_CONFIG_ENV;
 /// Log filter (`tracing_subscriber::EnvFilter` syntax), default `info`.
 pub const SPLITPROVER_LOG: &str = "SPLITPROVER_LOG";
+/// The GPUs the launcher may use (CUDA's own variable); each gpu-proc gets its one device in it.
+pub const CUDA_VISIBLE_DEVICES: &str = "CUDA_VISIBLE_DEVICES";
 /// systemd's notify socket.
 pub const NOTIFY_SOCKET: &str = "NOTIFY_SOCKET";
 

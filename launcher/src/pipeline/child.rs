@@ -125,6 +125,8 @@ pub struct ChildSpec {
     pub args: Vec<String>,
     /// What the child is told.
     pub config: ChildConfig,
+    /// Extra environment variables.
+    pub env: Vec<(String, String)>,
     /// Descriptors the child inherits: (source, number in the child). The control socket is added.
     pub fds: Vec<(Arc<OwnedFd>, RawFd)>,
     /// Where it runs.
@@ -343,6 +345,7 @@ fn spawn(spec: &ChildSpec) -> anyhow::Result<RunningChild> {
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
     crate::notify::scrub_child_env(&mut cmd);
+    cmd.envs(spec.env.iter().map(|(k, v)| (k, v)));
     let mut map: Vec<(RawFd, RawFd)> = spec.fds.iter().map(|(fd, to)| (fd.as_raw_fd(), *to)).collect();
     map.push((theirs.as_raw_fd(), CONTROL_FD));
     pass_fds(&mut cmd, map);

@@ -347,6 +347,7 @@ impl Pipeline {
                 role: Role::Synth,
                 program: settings.program.clone(),
                 args: vec!["synth-proc".into()],
+                env: Vec::new(),
                 config: ChildConfig::Synth(SynthConfig { concurrency: synth_concurrency }),
                 fds: vec![(ring_fd.clone(), RING_FD)],
                 placement: Some(Placement::prepare(&pin_mode, "synth", layout.synth())?),
@@ -371,6 +372,7 @@ impl Pipeline {
                     role: Role::Gpu(g.device),
                     program: settings.program.clone(),
                     args: vec!["gpu-proc".into()],
+                    env: gpu_env(g.device),
                     config: ChildConfig::Gpu(GpuConfig {
                         device: g.device,
                         backend: g.backend.clone(),
@@ -575,6 +577,38 @@ impl Drop for Pipeline {
         if self.dispatcher.is_some() {
             self.stop_all();
         }
+    }
+}
+
+/// One gpu-proc per GPU: supraseal-c2 spreads a batch over every GPU it sees, so each gpu-proc
+/// sees only its own device (index `device` among those the launcher may use).
+fn gpu_env(device: u32) -> Vec<(String, String)> {
+    let ours = std::env::var(crate::env::CUDA_VISIBLE_DEVICES).ok();
+    vec![(crate::env::CUDA_VISIBLE_DEVICES.to_owned(), visible_device(ours.as_deref(), device))]
+}
+
+/// The `CUDA_VISIBLE_DEVICES` value of gpu-proc `device` when the launcher's own is `ours`.
+fn visible_device(ours: Option<&str>, device: u32) -> String {
+    match ours {
+        Some(list) if !list.trim().is_empty() => list
+            .split(',')
+            .nth(device as usize)
+            .map(|d| d.trim().to_owned())
+            .unwrap_or_else(|| device.to_string()),
+        _ => device.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::visible_device;
+
+    #[test]
+    fn each_gpu_proc_sees_its_own_device_of_those_the_launcher_may_use() {
+        assert_eq!(visible_device(None, 1), "1");
+        assert_eq!(visible_device(Some(""), 0), "0");
+        assert_eq!(visible_device(Some("4, 6,GPU-abc"), 2), "GPU-abc");
+        assert_eq!(visible_device(Some("4,6"), 1), "6");
     }
 }
 
