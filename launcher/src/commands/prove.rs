@@ -60,6 +60,7 @@ pub fn inputs_path(out: &std::path::Path) -> std::path::PathBuf {
     s.into()
 }
 
-fn hex(bytes: &[u8]) -> String {
+/// Lower-case hex of `bytes`.
+pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

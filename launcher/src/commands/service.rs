@@ -16,6 +16,7 @@ use std::time::Duration;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
+use super::prove::hex;
 use crate::cli::{RunArgs, StatusArgs, SubmitArgs};
 use crate::config::Config;
 use crate::cpuset::CpuList;
@@ -227,10 +228,6 @@ fn reply(out: &mut UnixStream, r: &Response) -> anyhow::Result<()> {
     line.push(b'\n');
     out.write_all(&line)?;
     Ok(())
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn unhex(s: &str) -> anyhow::Result<Vec<u8>> {

@@ -599,19 +599,6 @@ fn visible_device(ours: Option<&str>, device: u32) -> String {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::visible_device;
-
-    #[test]
-    fn each_gpu_proc_sees_its_own_device_of_those_the_launcher_may_use() {
-        assert_eq!(visible_device(None, 1), "1");
-        assert_eq!(visible_device(Some(""), 0), "0");
-        assert_eq!(visible_device(Some("4, 6,GPU-abc"), 2), "GPU-abc");
-        assert_eq!(visible_device(Some("4,6"), 1), "6");
-    }
-}
-
 fn layout_for(settings: &PipelineSettings) -> anyhow::Result<Layout> {
     let explicit: Option<Vec<CpuList>> = settings.gpus.iter().map(|g| g.cpus.clone()).collect();
     match (&settings.synth_cpus, explicit) {
@@ -852,4 +839,17 @@ fn dispatch(core: Arc<Mutex<Core>>, events: mpsc::Receiver<ChildEvent>) {
         }
     }
     lock(&core).sweep_done();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::visible_device;
+
+    #[test]
+    fn each_gpu_proc_sees_its_own_device_of_those_the_launcher_may_use() {
+        assert_eq!(visible_device(None, 1), "1");
+        assert_eq!(visible_device(Some(""), 0), "0");
+        assert_eq!(visible_device(Some("4, 6,GPU-abc"), 2), "GPU-abc");
+        assert_eq!(visible_device(Some("4,6"), 1), "6");
+    }
 }
