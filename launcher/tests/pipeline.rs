@@ -358,3 +358,27 @@ fn a_stopped_gpu_proc_is_killed_for_missing_heartbeats_and_its_jobs_still_finish
     assert_ne!(p.pids()[&Role::Gpu(0)], gpu, "a new gpu-proc serves");
     p.shutdown();
 }
+
+#[test]
+fn shutdown_with_queued_jobs_is_prompt_and_fails_them_with_the_reason() {
+    let _g = serial();
+    let mut s = settings("sha-chain:1");
+    s.slots = 2;
+    let p = Pipeline::start(s).unwrap();
+    p.wait_ready(Duration::from_secs(60)).unwrap();
+    let handles: Vec<_> = (0..12).map(|i| p.submit("sha-chain:1", 40 + i, 1).unwrap()).collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let t = Instant::now();
+    p.shutdown();
+    // Children drop queued work instead of waiting for slots that will never free up (the
+    // supervisors would kill them after a 20 s grace).
+    assert!(t.elapsed() < Duration::from_secs(15), "shutdown took {:?}", t.elapsed());
+    let mut failed = 0;
+    for h in handles {
+        if let Err(e) = h.wait().unwrap().result {
+            assert!(e.contains("shut down"), "{e}");
+            failed += 1;
+        }
+    }
+    assert!(failed > 0, "12 jobs cannot all finish in 0.3 s on two cores");
+}

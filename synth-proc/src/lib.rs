@@ -35,6 +35,7 @@ mod sink;
 use std::collections::HashMap;
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -77,6 +78,9 @@ pub enum SynthError {
     /// The ring refused (slot too small, stale slot, ...).
     #[error("ring: {0}")]
     Ring(#[from] shm_protocol::Error),
+    /// synth-proc is shutting down and did not start this synthesis.
+    #[error("synth-proc is shutting down")]
+    Stopped,
     /// Synthesis itself failed.
     #[error("synthesis of `{spec}` failed: {source}")]
     Synthesis {
@@ -122,14 +126,18 @@ pub fn synthesize_request(
     req: &SynthRequest,
 ) -> Result<(Published, u64), SynthError> {
     let (spec, shape) = shapes.get(&req.circuit)?;
-    synthesize_into_slot(ring, &spec, &shape, req)
+    synthesize_into_slot(ring, &spec, &shape, req, None, &|_| {})
 }
 
+/// The synthesis of one request. Waits for a free slot (re-checking `stop` every 200 ms, if
+/// given), calls `on_started(slot)` once the slot is reserved, then synthesizes and publishes.
 fn synthesize_into_slot(
     ring: &Ring,
     spec: &CircuitSpec,
     shape: &CircuitShape,
     req: &SynthRequest,
+    stop: Option<&AtomicBool>,
+    on_started: &dyn Fn(u32),
 ) -> Result<(Published, u64), SynthError> {
     if spec.circuit_id() != req.circuit_id {
         return Err(SynthError::CircuitIdMismatch {
@@ -138,9 +146,22 @@ fn synthesize_into_slot(
             got: req.circuit_id,
         });
     }
-    let mut writer = ring.acquire_free(shm_protocol::current_owner(), None)?;
+    let owner = shm_protocol::current_owner();
+    let mut writer = match stop {
+        None => ring.acquire_free(owner, None)?,
+        Some(stop) => loop {
+            match ring.acquire_free(owner, Some(Duration::from_millis(200))) {
+                Ok(w) => break w,
+                // Relaxed: a plain flag, set once by the control thread.
+                Err(e) if e.is_timeout() && stop.load(Ordering::Relaxed) => return Err(SynthError::Stopped),
+                Err(e) if e.is_timeout() => continue,
+                Err(e) => return Err(e.into()),
+            }
+        },
+    };
     let meta = SlotMeta { job_id: req.job_id, circuit_id: req.circuit_id, partition: req.partition, attempt: 0 };
     writer.begin(meta, capacity_for(shape))?;
+    on_started(writer.index() as u32);
     let lengths = {
         let sink = SlotSink::new(writer.parts_mut()?);
         let sink = spec
@@ -188,13 +209,19 @@ pub fn serve(ring: Arc<Ring>, control: UnixStream, config: SynthConfig) -> anyho
     tracing::info!(pid, threads, pages = %ring.page_kind(), slots = ring.slot_count(), "synth-proc serving");
     send(&sender, &FromChild::Hello { pid, detail: format!("synth-proc: {threads} workers") });
     let shapes = Arc::new(Mutex::new(ShapeCache::default()));
+    let stop = Arc::new(AtomicBool::new(false));
     loop {
         match receiver.recv::<ToSynth>() {
             Ok(Some(ToSynth::Synthesize(req))) => {
-                let (ring, sender, shapes) = (ring.clone(), sender.clone(), shapes.clone());
-                pool.spawn(move || work(&ring, &sender, &shapes, req));
+                let (ring, sender, shapes, stop) = (ring.clone(), sender.clone(), shapes.clone(), stop.clone());
+                pool.spawn(move || work(&ring, &sender, &shapes, &stop, req));
             }
-            Ok(Some(ToSynth::Shutdown)) | Ok(None) => break,
+            Ok(Some(ToSynth::Shutdown)) | Ok(None) => {
+                // Syntheses in progress finish and publish; queued ones are dropped (the launcher
+                // re-sends whatever is not in the ring when it starts a synth-proc again).
+                stop.store(true, Ordering::Relaxed); // plain flag
+                break;
+            }
             Err(e) => {
                 tracing::error!("control channel: {e}");
                 break;
@@ -207,12 +234,21 @@ pub fn serve(ring: Arc<Ring>, control: UnixStream, config: SynthConfig) -> anyho
     Ok(())
 }
 
-fn work(ring: &Ring, sender: &SharedSender, shapes: &Mutex<ShapeCache>, req: SynthRequest) {
-    send(sender, &FromChild::Event(TimelineEvent::now(EventKind::SynthStart, req.job_id, req.partition, u32::MAX)));
+fn work(ring: &Ring, sender: &SharedSender, shapes: &Mutex<ShapeCache>, stop: &AtomicBool, req: SynthRequest) {
+    // Relaxed: a plain flag, set once by the control thread.
+    if stop.load(Ordering::Relaxed) {
+        return;
+    }
     // Shapes are counted once; the lock is held only for a lookup after that.
     let shape = shapes.lock().unwrap_or_else(|e| e.into_inner()).get(&req.circuit);
-    let result = shape.and_then(|(spec, shape)| synthesize_into_slot(ring, &spec, &shape, &req));
+    // SYNTH_START once a slot is reserved: the wait for a free slot is back-pressure, not
+    // synthesis.
+    let started = |slot| {
+        send(sender, &FromChild::Event(TimelineEvent::now(EventKind::SynthStart, req.job_id, req.partition, slot)))
+    };
+    let result = shape.and_then(|(spec, shape)| synthesize_into_slot(ring, &spec, &shape, &req, Some(stop), &started));
     match result {
+        Err(SynthError::Stopped) => {}
         Ok((p, t_ns)) => {
             let slot = p.index as u32;
             let at = |kind| TimelineEvent { t_ns, ..TimelineEvent::now(kind, req.job_id, req.partition, slot) };
