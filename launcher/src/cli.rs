@@ -189,6 +189,11 @@ pub enum SrsCommand {
 /// Parses the command line and runs it.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    if matches!(cli.command, Command::Demo(_)) && std::env::var_os(crate::env::SPLITPROVER_LOG).is_none() {
+        // The demo prints its own summary; keep the logs (ours and the children's, who inherit
+        // the variable) to warnings. This runs before any thread is started.
+        std::env::set_var(crate::env::SPLITPROVER_LOG, "warn");
+    }
     crate::logging::init(matches!(cli.command, Command::SynthProc | Command::GpuProc));
     let result = match cli.command {
         Command::Demo(a) => commands::demo::run(a),
