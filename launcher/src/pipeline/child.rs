@@ -169,6 +169,11 @@ impl Supervisor {
         *self.pid.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Marks the child as stopping: its exit is expected and it is not restarted.
+    pub fn request_stop(&self) {
+        self.stop.store(true, Ordering::SeqCst); // plain flag, read after each child exit
+    }
+
     /// Stops restarting; the child is expected to exit on its own (after `Shutdown`) within
     /// `grace`, else it is killed. Returns when the supervisor thread has ended.
     pub fn stop(mut self, grace: Duration) {

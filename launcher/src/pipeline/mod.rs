@@ -543,6 +543,9 @@ impl Pipeline {
     }
 
     fn stop_all(&mut self) {
+        for s in self.supervisors.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            s.request_stop();
+        }
         {
             let mut core = lock(&self.core);
             core.stopping = true;
