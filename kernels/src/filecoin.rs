@@ -65,7 +65,7 @@ use storage_proofs_core::proof::ProofScheme;
 use storage_proofs_porep::stacked::{self, StackedCircuit, StackedCompound, StackedDrg};
 
 use crate::paramgen::GenProgress;
-use crate::synth::{AssignmentSink, VecSink};
+use crate::synth::{AssignmentSink, CircuitShape, VecSink};
 use crate::{Backend, Error, ErrorKind, Proof};
 
 pub use filecoin_proofs::{
@@ -82,8 +82,10 @@ pub const PARTITION_PROOF_LEN: usize = 192;
 pub type PoRepCircuit<Tree> = StackedCircuit<Tree, DefaultPieceHasher>;
 
 type Compound<Tree> = StackedCompound<Tree, DefaultPieceHasher>;
-type PublicInputs<Tree> =
-    stacked::PublicInputs<<<Tree as MerkleTreeTrait>::Hasher as Hasher>::Domain, DefaultPieceDomain>;
+type PublicInputs<Tree> = stacked::PublicInputs<
+    <<Tree as MerkleTreeTrait>::Hasher as Hasher>::Domain,
+    DefaultPieceDomain,
+>;
 
 fn fil_error(what: &str, e: impl std::fmt::Display) -> Error {
     ErrorKind::Filecoin(format!("{what}: {e:#}")).into()
@@ -178,16 +180,16 @@ pub fn parse_c1<Tree: 'static + MerkleTreeTrait>(
 ) -> Result<SealCommitPhase1Output<Tree>, Error> {
     serde_json::from_slice(json).map_err(|e| {
         use serde_json::error::Category;
-        let why = match e.classify() {
-            Category::Eof => "truncated JSON",
-            Category::Syntax => "malformed JSON",
-            Category::Io => "unreadable JSON",
-            Category::Data => "not a C1 output (`SealCommitPhase1Output`) of this sector shape",
-        };
-        invalid_c1(format!(
-            "{why} ({e}); tree shape `{}`; hint: check the sector size and proof type",
-            Tree::display()
-        ))
+        match e.classify() {
+            Category::Eof => invalid_c1(format!("truncated JSON ({e})")),
+            Category::Syntax => invalid_c1(format!("malformed JSON ({e})")),
+            Category::Io => invalid_c1(format!("unreadable JSON ({e})")),
+            Category::Data => invalid_c1(format!(
+                "not a C1 output (`SealCommitPhase1Output`) for tree shape `{}` ({e}); hint: \
+                 check the sector size and proof type",
+                Tree::display()
+            )),
+        }
     })
 }
 
@@ -203,6 +205,17 @@ impl<Tree: 'static + MerkleTreeTrait> PoRepC2<Tree> {
     /// [`parse_c1`] then [`PoRepC2::new`].
     pub fn from_json(config: &PoRepConfig, json: &[u8]) -> Result<Self, Error> {
         Self::new(config, parse_c1::<Tree>(json)?)
+    }
+
+    /// Reads a C1 output file, then [`PoRepC2::from_json`]; errors about the input name the file.
+    pub fn from_c1_file(config: &PoRepConfig, path: impl AsRef<Path>) -> Result<Self, Error> {
+        let path = path.as_ref();
+        let json = std::fs::read(path)
+            .map_err(|e| invalid_c1(format!("cannot read `{}`: {e}", path.display())))?;
+        Self::from_json(config, &json).map_err(|e| match e.into_kind() {
+            ErrorKind::InvalidC1(reason) => invalid_c1(format!("`{}`: {reason}", path.display())),
+            kind => kind.into(),
+        })
     }
 
     /// Checks a parsed C1 output against `config` (the checks of
@@ -305,7 +318,7 @@ impl<Tree: 'static + MerkleTreeTrait> PoRepC2<Tree> {
         guarded("porep circuit", || {
             Compound::<Tree>::circuit(
                 &self.public_inputs,
-                Default::default(),
+                (),
                 &self.vanilla_proofs[k],
                 &self.public_params,
                 Some(k),
@@ -325,6 +338,11 @@ impl<Tree: 'static + MerkleTreeTrait> PoRepC2<Tree> {
         })
     }
 
+    /// The shape of partition `k` (a counting pass, no witness): what a slot must hold.
+    pub fn shape(&self, k: usize) -> Result<CircuitShape, Error> {
+        crate::synth::circuit_shape(self.circuit(k)?)
+    }
+
     /// Synthesizes partition `k` into `sink` (bellperson's prover sequence).
     pub fn synthesize_partition<S: AssignmentSink>(&self, k: usize, sink: S) -> Result<S, Error> {
         crate::synth::synthesize(self.circuit(k)?, sink)
@@ -333,7 +351,11 @@ impl<Tree: 'static + MerkleTreeTrait> PoRepC2<Tree> {
     /// Proves every partition with `backend` (fresh `r`, `s` from `rng`, one partition at a
     /// time so one assignment is in memory at once) and returns the proof bytes filecoin-proofs
     /// writes: the partitions' proofs concatenated.
-    pub fn prove<B: Backend, R: RngCore>(&self, backend: &B, rng: &mut R) -> Result<Vec<u8>, Error> {
+    pub fn prove<B: Backend, R: RngCore>(
+        &self,
+        backend: &B,
+        rng: &mut R,
+    ) -> Result<Vec<u8>, Error> {
         let mut proofs = Vec::with_capacity(self.partitions());
         for k in 0..self.partitions() {
             let t = std::time::Instant::now();
@@ -342,7 +364,9 @@ impl<Tree: 'static + MerkleTreeTrait> PoRepC2<Tree> {
             let (r, s) = (Scalar::random(&mut *rng), Scalar::random(&mut *rng));
             let t = std::time::Instant::now();
             let mut out = backend.prove_batch(&[assignment.as_assignment()], &[r], &[s])?;
-            let proof = out.pop().ok_or_else(|| Error::shape("proofs returned", 1, 0))?;
+            let proof = out
+                .pop()
+                .ok_or_else(|| Error::shape("proofs returned", 1, 0))?;
             tracing::debug!(
                 partition = k,
                 constraints = assignment.a.len(),
@@ -429,7 +453,10 @@ impl ParamFiles {
 
 /// Writes `bytes` to `path` through a temporary file in the same dir and a rename, so a reader
 /// never sees a half-written file.
-fn write_atomic(path: &Path, f: impl FnOnce(&mut dyn Write) -> Result<(), Error>) -> Result<(), Error> {
+fn write_atomic(
+    path: &Path,
+    f: impl FnOnce(&mut dyn Write) -> Result<(), Error>,
+) -> Result<(), Error> {
     let tmp = path.with_extension(format!(
         "{}.tmp{}",
         path.extension().and_then(|e| e.to_str()).unwrap_or(""),
@@ -504,20 +531,41 @@ mod tests {
     #[test]
     fn wrong_tree_shape_is_refused() {
         let e = ParamFiles::porep::<SectorShapeSub8>(&config(), "/nonexistent").unwrap_err();
-        assert!(e.to_string().contains("not the one of a 2048-byte sector"), "{e}");
+        assert!(
+            e.to_string().contains("not the one of a 2048-byte sector"),
+            "{e}"
+        );
     }
 
     #[test]
     fn param_files_use_the_official_names() {
         let f = ParamFiles::porep::<SectorShape2KiB>(&config(), "/cache").unwrap();
-        assert!(f.identifier.starts_with("stacked-proof-of-replication-merkletree-poseidon_hasher-8-0-0-sha256_hasher-"), "{}", f.identifier);
-        assert_eq!(f.params, Path::new("/cache").join(format!("v28-{}.params", f.identifier)));
-        assert_eq!(f.vk, Path::new("/cache").join(format!("v28-{}.vk", f.identifier)));
-        assert_eq!(f.meta, Path::new("/cache").join(format!("v28-{}.meta", f.identifier)));
+        assert!(
+            f.identifier.starts_with(
+                "stacked-proof-of-replication-merkletree-poseidon_hasher-8-0-0-sha256_hasher-"
+            ),
+            "{}",
+            f.identifier
+        );
+        assert_eq!(
+            f.params,
+            Path::new("/cache").join(format!("v28-{}.params", f.identifier))
+        );
+        assert_eq!(
+            f.vk,
+            Path::new("/cache").join(format!("v28-{}.vk", f.identifier))
+        );
+        assert_eq!(
+            f.meta,
+            Path::new("/cache").join(format!("v28-{}.meta", f.identifier))
+        );
         // The id is a function of the identifier: another porep id is another parameter set.
         let other = porep_config(2048, [4; 32], ApiVersion::V1_2_0).unwrap();
         let g = ParamFiles::porep::<SectorShape2KiB>(&other, "/cache").unwrap();
-        assert_eq!(f.circuit_id() == g.circuit_id(), f.identifier == g.identifier);
+        assert_eq!(
+            f.circuit_id() == g.circuit_id(),
+            f.identifier == g.identifier
+        );
     }
 
     #[test]

@@ -129,7 +129,10 @@ fn params() -> &'static ParamFiles {
             params.l.len(),
             t.elapsed().as_secs_f64()
         );
-        assert_eq!(files, ParamFiles::porep::<SectorShape2KiB>(&config(), &dir).unwrap());
+        assert_eq!(
+            files,
+            ParamFiles::porep::<SectorShape2KiB>(&config(), &dir).unwrap()
+        );
         files
     })
 }
@@ -183,12 +186,21 @@ fn c2_from_c1_verifies_with_filecoin_proofs() {
     );
     assert_eq!(proof.len(), PARTITION_PROOF_LEN * job.partitions());
 
-    assert!(verify(s, SECTOR_ID, s.comm_r, &proof), "verify_seal refused our proof");
+    assert!(
+        verify(s, SECTOR_ID, s.comm_r, &proof),
+        "verify_seal refused our proof"
+    );
     // The same proof must not pass for another sector.
-    assert!(!verify(s, SECTOR_ID + 1, s.comm_r, &proof), "accepted for another sector id");
+    assert!(
+        !verify(s, SECTOR_ID + 1, s.comm_r, &proof),
+        "accepted for another sector id"
+    );
     let mut other_comm_r = s.comm_r;
     other_comm_r[0] ^= 1;
-    assert!(!verify(s, SECTOR_ID, other_comm_r, &proof), "accepted for another comm_r");
+    assert!(
+        !verify(s, SECTOR_ID, other_comm_r, &proof),
+        "accepted for another comm_r"
+    );
     let mut damaged = proof.clone();
     damaged[PARTITION_PROOF_LEN - 1] ^= 1;
     assert!(
@@ -211,7 +223,8 @@ fn c2_from_c1_verifies_with_filecoin_proofs() {
 fn partition_circuit_has_the_known_shape() {
     let s = sealed();
     let job = PoRepC2::<SectorShape2KiB>::from_json(&s.config, &s.c1_json).unwrap();
-    let shape = circuit_shape(job.circuit(0).unwrap()).unwrap();
+    let shape = job.shape(0).unwrap();
+    assert_eq!(shape, circuit_shape(job.circuit(0).unwrap()).unwrap());
     // 2,687,921 constraints and 1 + 39 inputs for the 2 KiB PoRep (issue 5).
     assert_eq!(shape.constraints, 2_687_921);
     assert_eq!(shape.inputs, 40);
@@ -231,18 +244,68 @@ fn bad_c1_gives_clear_errors() {
     assert!(matches!(e.kind(), ErrorKind::InvalidC1(_)), "{e}");
     assert!(e.to_string().contains("truncated JSON"), "{e}");
 
-    let e = PoRepC2::<SectorShape2KiB>::from_json(&s.config, b"not json").err().unwrap();
+    let e = PoRepC2::<SectorShape2KiB>::from_json(&s.config, b"not json")
+        .err()
+        .unwrap();
     assert!(e.to_string().contains("malformed JSON"), "{e}");
+    eprintln!("{e}");
+
+    // Files: the error names the file.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c1.json");
+    let e = PoRepC2::<SectorShape2KiB>::from_c1_file(&s.config, &path)
+        .err()
+        .unwrap();
+    assert!(e.to_string().contains("c1.json"), "{e}");
+    std::fs::write(&path, &json[..json.len() - 1]).unwrap();
+    let e = PoRepC2::<SectorShape2KiB>::from_c1_file(&s.config, &path)
+        .err()
+        .unwrap();
+    assert!(
+        e.to_string().contains("c1.json") && e.to_string().contains("truncated"),
+        "{e}"
+    );
+    eprintln!("{e}");
+    std::fs::write(&path, json).unwrap();
+    assert_eq!(
+        PoRepC2::<SectorShape2KiB>::from_c1_file(&s.config, &path)
+            .unwrap()
+            .partitions(),
+        1
+    );
 
     // Another porep id (another proof type): the vanilla proofs are for another graph.
     let other = porep_config(SECTOR_SIZE, [6; 32], ApiVersion::V1_2_0).unwrap();
-    let e = PoRepC2::<SectorShape2KiB>::from_json(&other, json).err().unwrap();
+    let e = PoRepC2::<SectorShape2KiB>::from_json(&other, json)
+        .err()
+        .unwrap();
     assert!(e.to_string().contains("do not verify"), "{e}");
+    eprintln!("{e}");
 
     // Another sector size with the same tree shape.
     let big = porep_config(8 << 20, POREP_ID, ApiVersion::V1_2_0).unwrap();
-    let e = PoRepC2::<SectorShape2KiB>::from_json(&big, json).err().unwrap();
-    assert!(matches!(e.kind(), ErrorKind::InvalidC1(_) | ErrorKind::Filecoin(_)), "{e}");
+    let e = PoRepC2::<SectorShape2KiB>::from_json(&big, json)
+        .err()
+        .unwrap();
+    assert!(
+        matches!(e.kind(), ErrorKind::InvalidC1(_) | ErrorKind::Filecoin(_)),
+        "{e}"
+    );
+    eprintln!("{e}");
+
+    // Another proof type: a 32 GiB sector (another tree shape, 10 partitions).
+    let huge = porep_config(32 << 30, POREP_ID, ApiVersion::V1_2_0).unwrap();
+    let e = PoRepC2::<kernels::filecoin::SectorShapeSub8>::from_json(&huge, json)
+        .err()
+        .unwrap();
+    eprintln!("{e}");
+    assert!(matches!(e.kind(), ErrorKind::InvalidC1(_)), "{e}");
+    // The 2 KiB tree shape with a 32 GiB config.
+    let e = PoRepC2::<SectorShape2KiB>::from_json(&huge, json)
+        .err()
+        .unwrap();
+    eprintln!("{e}");
+    assert!(matches!(e.kind(), ErrorKind::PoRepConfig(_)), "{e}");
 
     // A damaged seed.
     let mut c1: SealCommitPhase1Output<SectorShape2KiB> = parse_c1(json).unwrap();
