@@ -121,4 +121,16 @@ pub enum ErrorKind {
     /// An I/O error while reading or writing parameters.
     #[error("i/o error: {0}")]
     Io(std::io::Error),
+    /// A Filecoin C1 output (`SealCommitPhase1Output`) is malformed, truncated, of another
+    /// sector size or proof type, or its vanilla proofs do not verify.
+    #[error("invalid C1 output: {0}")]
+    InvalidC1(String),
+    /// A Filecoin proof configuration is unsupported or inconsistent (sector size, tree shape,
+    /// partition index, non-interactive PoRep).
+    #[error("unsupported porep config: {0}")]
+    PoRepConfig(String),
+    /// The Filecoin proof crates reported an error (or panicked) while building parameters,
+    /// circuits or public inputs.
+    #[error("filecoin-proofs error: {0}")]
+    Filecoin(String),
 }

@@ -11,6 +11,9 @@
 //! - [`paramgen`]: a fast random parameter generator with progress reporting.
 //! - [`circuits`]: built-in circuits named by a [`circuits::CircuitSpec`] (`sha-chain:38`,
 //!   `pubinputs:8`, `bits:4096`).
+//! - `filecoin` (feature `filecoin`): PoRep C2 from a C1 output, circuits built by the fil crates,
+//!   proved by this crate's backends, bytes accepted by filecoin-proofs' `verify_seal`; local
+//!   test parameters under the official parameter cache names.
 //!
 //! # Example
 //!
@@ -39,6 +42,8 @@
 pub mod backend;
 pub mod circuits;
 mod error;
+#[cfg(feature = "filecoin")]
+pub mod filecoin;
 mod msm;
 pub mod ntt;
 pub mod paramgen;
