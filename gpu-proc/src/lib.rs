@@ -107,57 +107,64 @@ impl Prover {
 
     /// Proves claimed slots of one circuit, completing each slot with its proof or failure.
     pub fn prove_claimed(&self, claims: Vec<ClaimedSlot<'_>>) -> Vec<SlotOutcome> {
-        let mut outcomes = Vec::with_capacity(claims.len());
-        // Validate every slot; a bad one fails alone.
-        let mut survivors = Vec::new();
-        for claim in claims {
-            let meta = claim.meta();
-            match claim.view() {
-                Ok(_) => survivors.push(claim),
-                Err(e) => outcomes.push(finish(claim, Err(format!("bad slot: {e}")), meta.job_id, meta.partition)),
-            }
-        }
-        if survivors.is_empty() {
-            return outcomes;
-        }
-        let circuit_id = survivors[0].meta().circuit_id;
-        let Some((name, backend)) = self.backends.get(&circuit_id) else {
-            for claim in survivors {
-                let meta = claim.meta();
-                let msg = format!("no SRS for circuit id {circuit_id:#x} in this gpu-proc");
-                outcomes.push(finish(claim, Err(msg), meta.job_id, meta.partition));
-            }
-            return outcomes;
-        };
         let results = {
-            let views: Vec<SlotView<'_>> =
-                survivors.iter().map(|c| c.view().expect("validated above")).collect();
-            let assignments: Vec<Assignment<'_>> = views.iter().map(assignment_of).collect();
-            let mut rng = rand::thread_rng();
-            let r: Vec<Scalar> = (0..assignments.len()).map(|_| Scalar::random(&mut rng)).collect();
-            let s: Vec<Scalar> = (0..assignments.len()).map(|_| Scalar::random(&mut rng)).collect();
-            let proved = catch_unwind(AssertUnwindSafe(|| backend.prove_batch(&assignments, &r, &s)));
-            match proved {
-                Ok(Ok(proofs)) => proofs
-                    .iter()
-                    .map(|p| {
-                        let mut bytes = Vec::with_capacity(192);
-                        p.write(&mut bytes).map(|()| bytes).map_err(|e| format!("serializing the proof: {e}"))
-                    })
-                    .collect::<Vec<_>>(),
-                Ok(Err(e)) => vec![Err(format!("{name}: {e}")); assignments.len()],
-                Err(panic) => {
-                    let msg = panic_message(&*panic);
-                    tracing::error!("backend panicked: {msg}");
-                    vec![Err(format!("{name}: the {} backend panicked: {msg}", backend.name())); assignments.len()]
+            // Each slot is validated once; a bad one fails alone, the views of the others are
+            // what the backend proves from.
+            let views: Vec<Result<SlotView<'_>, String>> =
+                claims.iter().map(|c| c.view().map_err(|e| format!("bad slot: {e}"))).collect();
+            self.prove_views(&views)
+        };
+        claims
+            .into_iter()
+            .zip(results)
+            .map(|(claim, result)| {
+                let meta = claim.meta();
+                finish(claim, result, meta.job_id, meta.partition)
+            })
+            .collect()
+    }
+
+    /// One result per view: the view's own error, or the proof of the valid views proved together.
+    fn prove_views(&self, views: &[Result<SlotView<'_>, String>]) -> Vec<Result<Vec<u8>, String>> {
+        let mut results: Vec<Result<Vec<u8>, String>> = views
+            .iter()
+            .map(|v| match v {
+                Ok(_) => Ok(Vec::new()),
+                Err(e) => Err(e.clone()),
+            })
+            .collect();
+        let good: Vec<(usize, &SlotView<'_>)> =
+            views.iter().enumerate().filter_map(|(i, v)| v.as_ref().ok().map(|v| (i, v))).collect();
+        let Some((_, first)) = good.first() else { return results };
+        let circuit_id = first.meta().circuit_id;
+        let proved: Vec<Result<Vec<u8>, String>> = match self.backends.get(&circuit_id) {
+            None => vec![Err(format!("no SRS for circuit id {circuit_id:#x} in this gpu-proc")); good.len()],
+            Some((name, backend)) => {
+                let assignments: Vec<Assignment<'_>> = good.iter().map(|(_, v)| assignment_of(v)).collect();
+                let mut rng = rand::thread_rng();
+                let r: Vec<Scalar> = (0..assignments.len()).map(|_| Scalar::random(&mut rng)).collect();
+                let s: Vec<Scalar> = (0..assignments.len()).map(|_| Scalar::random(&mut rng)).collect();
+                match catch_unwind(AssertUnwindSafe(|| backend.prove_batch(&assignments, &r, &s))) {
+                    Ok(Ok(proofs)) => proofs
+                        .iter()
+                        .map(|p| {
+                            let mut bytes = Vec::with_capacity(192);
+                            p.write(&mut bytes).map(|()| bytes).map_err(|e| format!("serializing the proof: {e}"))
+                        })
+                        .collect(),
+                    Ok(Err(e)) => vec![Err(format!("{name}: {e}")); assignments.len()],
+                    Err(panic) => {
+                        let msg = panic_message(&*panic);
+                        tracing::error!("backend panicked: {msg}");
+                        vec![Err(format!("{name}: the {} backend panicked: {msg}", backend.name())); assignments.len()]
+                    }
                 }
             }
         };
-        for (claim, result) in survivors.into_iter().zip(results) {
-            let meta = claim.meta();
-            outcomes.push(finish(claim, result, meta.job_id, meta.partition));
+        for ((i, _), r) in good.iter().zip(proved) {
+            results[*i] = r;
         }
-        outcomes
+        results
     }
 }
 

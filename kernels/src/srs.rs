@@ -738,31 +738,22 @@ impl SrsImage {
 }
 
 fn decode_g1(b: &[u8], checked: bool, what: &str) -> Result<G1Affine, Error> {
-    let mut repr = [0u8; G1_UNCOMPRESSED];
-    repr.copy_from_slice(b);
-    let p = if checked {
-        G1Affine::from_uncompressed(&repr)
-    } else {
-        G1Affine::from_uncompressed_unchecked(&repr)
-    };
-    let p: G1Affine =
-        Option::from(p).ok_or_else(|| Error::format(format!("`{what}`: G1 point not on curve")))?;
-    if bool::from(p.is_identity()) {
-        return Err(Error::format(format!("`{what}`: point at infinity")));
-    }
-    Ok(p)
+    decode_point(b, checked, what, "G1")
 }
 
 fn decode_g2(b: &[u8], checked: bool, what: &str) -> Result<G2Affine, Error> {
-    let mut repr = [0u8; G2_UNCOMPRESSED];
-    repr.copy_from_slice(b);
-    let p = if checked {
-        G2Affine::from_uncompressed(&repr)
-    } else {
-        G2Affine::from_uncompressed_unchecked(&repr)
-    };
-    let p: G2Affine =
-        Option::from(p).ok_or_else(|| Error::format(format!("`{what}`: G2 point not on curve")))?;
+    decode_point(b, checked, what, "G2")
+}
+
+/// One uncompressed point of `.params`; `checked` also verifies subgroup membership.
+fn decode_point<P>(b: &[u8], checked: bool, what: &str, group: &str) -> Result<P, Error>
+where
+    P: group::UncompressedEncoding + group::prime::PrimeCurveAffine,
+{
+    let mut repr = P::Uncompressed::default();
+    repr.as_mut().copy_from_slice(b);
+    let p = if checked { P::from_uncompressed(&repr) } else { P::from_uncompressed_unchecked(&repr) };
+    let p: P = Option::from(p).ok_or_else(|| Error::format(format!("`{what}`: {group} point not on curve")))?;
     if bool::from(p.is_identity()) {
         return Err(Error::format(format!("`{what}`: point at infinity")));
     }

@@ -381,6 +381,30 @@ impl<S: AssignmentSink> ProvingCs<S> {
     }
 }
 
+impl<S: AssignmentSink> ProvingCs<S> {
+    /// `alloc` and `alloc_input`: push the value into the sink; a refusal stops the synthesis.
+    fn allocate(
+        &mut self,
+        f: impl FnOnce() -> Result<Scalar, SynthesisError>,
+        input: bool,
+    ) -> Result<Variable, SynthesisError> {
+        if self.failed {
+            return Err(self.pending());
+        }
+        let value = f()?;
+        let pushed = if input { self.sink.push_input(value) } else { self.sink.push_aux(value) };
+        if let Err(e) = pushed {
+            self.failed = true;
+            return Err(e);
+        }
+        Ok(Variable(if input {
+            Index::Input(self.sink.inputs().len() - 1)
+        } else {
+            Index::Aux(self.sink.aux().len() - 1)
+        }))
+    }
+}
+
 impl<S: AssignmentSink> ConstraintSystem<Scalar> for ProvingCs<S> {
     type Root = Self;
 
@@ -390,15 +414,7 @@ impl<S: AssignmentSink> ConstraintSystem<Scalar> for ProvingCs<S> {
         A: FnOnce() -> AR,
         AR: Into<String>,
     {
-        if self.failed {
-            return Err(self.pending());
-        }
-        let value = f()?;
-        if let Err(e) = self.sink.push_aux(value) {
-            self.failed = true;
-            return Err(e);
-        }
-        Ok(Variable(Index::Aux(self.sink.aux().len() - 1)))
+        self.allocate(f, false)
     }
 
     fn alloc_input<F, A, AR>(&mut self, _: A, f: F) -> Result<Variable, SynthesisError>
@@ -407,15 +423,7 @@ impl<S: AssignmentSink> ConstraintSystem<Scalar> for ProvingCs<S> {
         A: FnOnce() -> AR,
         AR: Into<String>,
     {
-        if self.failed {
-            return Err(self.pending());
-        }
-        let value = f()?;
-        if let Err(e) = self.sink.push_input(value) {
-            self.failed = true;
-            return Err(e);
-        }
-        Ok(Variable(Index::Input(self.sink.inputs().len() - 1)))
+        self.allocate(f, true)
     }
 
     fn enforce<A, AR, LA, LB, LC>(&mut self, _: A, a: LA, b: LB, c: LC)

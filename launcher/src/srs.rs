@@ -11,6 +11,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use kernels::circuits::CircuitSpec;
 use kernels::paramgen::{GenPhase, GenProgress};
 use kernels::srs::{self, SrsImage, SrsView};
+use kernels::synth::CircuitShape;
 use shm_protocol::{HugePagePolicy, Region};
 
 /// Default file of a built-in circuit's generated SRS in `cache_dir`.
@@ -79,9 +80,14 @@ pub struct SharedSrs {
 }
 
 impl SharedSrs {
-    /// Streams `params_path` into a new memfd region and checks it fits `spec`. Errors name the
+    /// Streams `params_path` into a new memfd region and checks it fits `spec` (of `shape`). Errors name the
     /// file and the problem (missing, truncated, wrong format, made for another circuit).
-    pub fn load(spec: &CircuitSpec, params_path: &Path, huge: HugePagePolicy) -> anyhow::Result<SharedSrs> {
+    pub fn load(
+        spec: &CircuitSpec,
+        shape: &CircuitShape,
+        params_path: &Path,
+        huge: HugePagePolicy,
+    ) -> anyhow::Result<SharedSrs> {
         let started = Instant::now();
         let what = || format!("SRS `{}`", params_path.display());
         let lens = srs::scan_params_file(params_path).with_context(what)?;
@@ -102,8 +108,7 @@ impl SharedSrs {
         // SAFETY: from here on the image is read-only by contract: the launcher never writes it
         // again and gpu-procs only read it.
         let view = SrsView::new(unsafe { region.as_slice() }).with_context(what)?;
-        let shape = spec.shape().with_context(|| format!("counting circuit `{spec}`"))?;
-        view.check_shape(&shape).with_context(|| format!("{} does not fit circuit `{spec}`", what()))?;
+        view.check_shape(shape).with_context(|| format!("{} does not fit circuit `{spec}`", what()))?;
         tracing::info!(
             circuit = %spec,
             file = %params_path.display(),

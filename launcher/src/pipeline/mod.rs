@@ -276,9 +276,10 @@ impl Pipeline {
         let mut circuits = HashMap::new();
         let mut slot_bytes = 0u64;
         for c in &settings.circuits {
-            let shared = SharedSrs::load(&c.spec, &c.params, HugePagePolicy::Auto)?;
+            // Counted once: the SRS check and the slot size both need it.
+            let shape = c.spec.shape().with_context(|| format!("counting circuit `{}`", c.spec))?;
+            let shared = SharedSrs::load(&c.spec, &shape, &c.params, HugePagePolicy::Auto)?;
             let pvk = prepare_verifying_key(&shared.view()?.verifying_key());
-            let shape = c.spec.shape()?;
             let need = synth_proc::capacity_for(&shape)
                 .slot_bytes()
                 .with_context(|| format!("circuit `{}` is too large for a slot", c.spec))?;
