@@ -25,6 +25,7 @@ fn ring_with_ready_slots(spec: &CircuitSpec, slots: u32) -> Ring {
             circuit: spec.to_string(),
             circuit_id: spec.circuit_id(),
             seed: 10 + u64::from(p),
+            input: None,
         };
         synth_proc::synthesize_request(&ring, &mut shapes, &req).unwrap();
     }

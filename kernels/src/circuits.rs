@@ -388,6 +388,85 @@ impl FromStr for CircuitSpec {
     }
 }
 
+/// Prefixes of Filecoin proof kinds (`porep:`, `post:`, `snap:`; see `filecoin::ProofKind`).
+pub const FILECOIN_PREFIXES: [&str; 3] = ["porep:", "post:", "snap:"];
+
+/// A circuit the pipeline can serve: a built-in one (witness from a seed) or, with the feature
+/// `filecoin`, a Filecoin proof kind (witness from a proof request file: C1 output, PoSt or
+/// SnapDeals request). Written as its spec (`sha-chain:38`, `porep:StackedDrg32GiBV1_1`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AnyCircuit {
+    /// A built-in circuit.
+    Builtin(CircuitSpec),
+    /// A Filecoin proof kind.
+    #[cfg(feature = "filecoin")]
+    Filecoin(crate::filecoin::ProofKind),
+}
+
+impl AnyCircuit {
+    /// Its shape (counting pass; a few seconds for the largest Filecoin circuits).
+    pub fn shape(&self) -> Result<CircuitShape, Error> {
+        match self {
+            Self::Builtin(spec) => spec.shape(),
+            #[cfg(feature = "filecoin")]
+            Self::Filecoin(kind) => kind.shape(),
+        }
+    }
+
+    /// The id slots and SRS images carry: [`CircuitSpec::circuit_id`], or for Filecoin the id of
+    /// its parameter set (`filecoin::ParamFiles::circuit_id`).
+    pub fn circuit_id(&self) -> Result<u64, Error> {
+        match self {
+            Self::Builtin(spec) => Ok(spec.circuit_id()),
+            #[cfg(feature = "filecoin")]
+            Self::Filecoin(kind) => Ok(crate::filecoin::ParamFiles::for_kind(*kind, "")?.circuit_id()),
+        }
+    }
+
+    /// The built-in spec, if it is one.
+    pub fn builtin(&self) -> Option<CircuitSpec> {
+        match self {
+            Self::Builtin(spec) => Some(*spec),
+            #[cfg(feature = "filecoin")]
+            Self::Filecoin(_) => None,
+        }
+    }
+}
+
+impl fmt::Display for AnyCircuit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Builtin(spec) => spec.fmt(f),
+            #[cfg(feature = "filecoin")]
+            Self::Filecoin(kind) => kind.fmt(f),
+        }
+    }
+}
+
+impl FromStr for AnyCircuit {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self, Error> {
+        if FILECOIN_PREFIXES.iter().any(|p| s.starts_with(p)) {
+            #[cfg(feature = "filecoin")]
+            return s.parse().map(Self::Filecoin);
+            #[cfg(not(feature = "filecoin"))]
+            return Err(ErrorKind::InvalidSpec {
+                spec: s.to_owned(),
+                reason: "this build has no Filecoin support (build with the feature `filecoin`)".into(),
+            }
+            .into());
+        }
+        s.parse().map(Self::Builtin)
+    }
+}
+
+impl From<CircuitSpec> for AnyCircuit {
+    fn from(spec: CircuitSpec) -> Self {
+        Self::Builtin(spec)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -440,3 +519,4 @@ mod tests {
         satisfied_with_inputs("bits:100".parse().unwrap(), 5);
     }
 }
+

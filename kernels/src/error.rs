@@ -129,6 +129,13 @@ pub enum ErrorKind {
     /// partition index, non-interactive PoRep).
     #[error("unsupported porep config: {0}")]
     PoRepConfig(String),
+    /// The parameters of a Filecoin circuit are not in the parameter cache.
+    #[error("{0}")]
+    MissingParameters(String),
+    /// A Filecoin PoSt or SnapDeals proof request is malformed, of another proof type or
+    /// sector, or its vanilla proofs do not verify.
+    #[error("invalid proof request: {0}")]
+    InvalidRequest(String),
     /// The Filecoin proof crates reported an error (or panicked) while building parameters,
     /// circuits or public inputs.
     #[error("filecoin-proofs error: {0}")]

@@ -60,6 +60,29 @@ pub trait AssignmentSink: Send {
     fn aux(&self) -> &[Scalar];
 }
 
+/// A borrowed sink is a sink: lets callers synthesize into `&mut dyn AssignmentSink` (the
+/// Filecoin jobs are type-erased over their tree shape, so their sink is too).
+impl<S: AssignmentSink + ?Sized> AssignmentSink for &mut S {
+    fn push_input(&mut self, value: Scalar) -> Result<(), SynthesisError> {
+        (**self).push_input(value)
+    }
+    fn push_aux(&mut self, value: Scalar) -> Result<(), SynthesisError> {
+        (**self).push_aux(value)
+    }
+    fn push_constraint(&mut self, a: Scalar, b: Scalar, c: Scalar) -> Result<(), SynthesisError> {
+        (**self).push_constraint(a, b, c)
+    }
+    fn set_density(&mut self, kind: DensityKind, index: usize) -> Result<(), SynthesisError> {
+        (**self).set_density(kind, index)
+    }
+    fn inputs(&self) -> &[Scalar] {
+        (**self).inputs()
+    }
+    fn aux(&self) -> &[Scalar] {
+        (**self).aux()
+    }
+}
+
 /// The size of a synthesized circuit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct CircuitShape {

@@ -37,6 +37,10 @@ pub enum Command {
     /// SRS (Groth16 parameters) tools.
     #[command(subcommand)]
     Srs(SrsCommand),
+    /// Filecoin parameters in the parameter cache (official file names).
+    #[cfg(feature = "filecoin")]
+    #[command(subcommand)]
+    Params(ParamsCommand),
     /// Internal: run as synth-proc (started by the launcher).
     #[command(name = "synth-proc", hide = true)]
     SynthProc,
@@ -91,12 +95,59 @@ pub struct DemoArgs {
     pub pipeline: PipelineArgs,
 }
 
+/// A Filecoin proof request to prove instead of a built-in circuit.
+#[derive(Debug, Args, Clone, Default)]
+pub struct RequestArgs {
+    /// PoRep C2 from this C1 output (filecoin-proofs-api `SealCommitPhase1Output` JSON as lotus
+    /// and Curio write it, lotus-bench `Commit2In`, or filecoin-proofs' own form with
+    /// --proof-type).
+    #[arg(long, value_name = "C1_JSON", conflicts_with_all = ["post", "snap", "circuit"])]
+    pub porep_c1: Option<PathBuf>,
+    /// WinningPoSt or WindowPoSt from this PoSt request (registered proof, prover id,
+    /// randomness, vanilla proofs).
+    #[arg(long, value_name = "REQUEST_JSON", conflicts_with_all = ["snap", "circuit"])]
+    pub post: Option<PathBuf>,
+    /// SnapDeals (empty sector update) from this request (registered update proof, commitments,
+    /// partition vanilla proofs).
+    #[arg(long, value_name = "REQUEST_JSON", conflicts_with = "circuit")]
+    pub snap: Option<PathBuf>,
+    /// The proof kind (`porep:StackedDrg32GiBV1_1`), for a request that does not name it.
+    #[arg(long)]
+    pub proof_type: Option<String>,
+}
+
+impl RequestArgs {
+    /// The request file given, if any.
+    pub fn request_file(&self) -> Option<&PathBuf> {
+        self.porep_c1.as_ref().or(self.post.as_ref()).or(self.snap.as_ref())
+    }
+
+    /// The family the flag given promises (`porep`, `post`, `snap`).
+    pub fn family(&self) -> Option<&'static str> {
+        if self.porep_c1.is_some() {
+            Some("porep")
+        } else if self.post.is_some() {
+            Some("post")
+        } else if self.snap.is_some() {
+            Some("snap")
+        } else {
+            None
+        }
+    }
+}
+
 /// `splitprover prove`.
 #[derive(Debug, Args)]
 pub struct ProveArgs {
     /// Circuit spec (`sha-chain:38`, `pubinputs:8`, `bits:4096`).
-    #[arg(long)]
-    pub circuit: String,
+    #[arg(long, required_unless_present_any = ["porep_c1", "post", "snap"])]
+    pub circuit: Option<String>,
+    /// A Filecoin proof request instead of a built-in circuit.
+    #[command(flatten)]
+    pub request: RequestArgs,
+    /// Filecoin parameter cache dir (official `v28-*.params` names).
+    #[arg(long, env = crate::env::FIL_PROOFS_PARAMETER_CACHE)]
+    pub param_cache: Option<PathBuf>,
     /// SRS file (bellperson `Parameters` format); default: the cache, generated if missing.
     #[arg(long)]
     pub srs: Option<PathBuf>,
@@ -106,7 +157,8 @@ pub struct ProveArgs {
     /// Partitions (independent circuits) in the job.
     #[arg(long, default_value_t = 1)]
     pub partitions: u32,
-    /// Where to write the proof bytes (192 bytes per partition, in order); the public inputs go to
+    /// Where to write the proof bytes (192 bytes per partition, in order: for Filecoin requests
+    /// exactly what filecoin-proofs writes); for built-in circuits the public inputs go to
     /// `<out>.inputs.json`.
     #[arg(long, short)]
     pub out: PathBuf,
@@ -127,8 +179,14 @@ pub struct RunArgs {
 #[derive(Debug, Args)]
 pub struct SubmitArgs {
     /// Circuit spec.
-    #[arg(long)]
-    pub circuit: String,
+    #[arg(long, required_unless_present_any = ["porep_c1", "post", "snap"])]
+    pub circuit: Option<String>,
+    /// A Filecoin proof request (a file on the service's host) instead of a built-in circuit.
+    #[command(flatten)]
+    pub request: RequestArgs,
+    /// Write the proof bytes here (implies --wait).
+    #[arg(long, short, conflicts_with = "out_dir")]
+    pub out: Option<PathBuf>,
     /// Witness seed.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -186,6 +244,40 @@ pub enum SrsCommand {
     },
 }
 
+/// `splitprover params ...`.
+#[cfg(feature = "filecoin")]
+#[derive(Debug, Subcommand)]
+pub enum ParamsCommand {
+    /// Generate local test parameters (`.params`, `.vk`, `.meta`) for a Filecoin proof kind with
+    /// the fast generator, under the official names. For tests and benchmarks only: the
+    /// randomness is not destroyed, and production parameters come from the Filecoin trusted
+    /// setup.
+    Generate {
+        /// Proof kinds: `porep:StackedDrg2KiBV1_1`, `post:StackedDrgWinning2KiBV1`,
+        /// `post:StackedDrgWindow2KiBV1_2`, `snap:StackedDrg2KiBV1`, ...
+        #[arg(required = true)]
+        kinds: Vec<String>,
+        /// Parameter cache dir.
+        #[arg(long, env = crate::env::FIL_PROOFS_PARAMETER_CACHE)]
+        param_cache: Option<PathBuf>,
+        /// Seed of the parameters (reproducible); random if absent.
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Replace files that are already there.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Check the parameters of proof kinds: present, well-formed, fitting the circuit.
+    Check {
+        /// Proof kinds.
+        #[arg(required = true)]
+        kinds: Vec<String>,
+        /// Parameter cache dir.
+        #[arg(long, env = crate::env::FIL_PROOFS_PARAMETER_CACHE)]
+        param_cache: Option<PathBuf>,
+    },
+}
+
 /// Parses the command line and runs it.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -203,6 +295,8 @@ pub fn main() -> ExitCode {
         Command::Submit(a) => commands::service::submit(a),
         Command::Status(a) => commands::service::status(a),
         Command::Srs(c) => commands::srs::run(c),
+        #[cfg(feature = "filecoin")]
+        Command::Params(c) => commands::params::run(c),
         Command::SynthProc => synth_proc::run_from_env().map(|()| ExitCode::SUCCESS),
         Command::GpuProc => gpu_proc::run_from_env().map(|()| ExitCode::SUCCESS),
     };

@@ -17,6 +17,10 @@ pub struct Config {
     /// Unix socket of the service.
     #[serde(default = "default_socket")]
     pub socket: PathBuf,
+    /// Filecoin parameter cache dir (official file names, `v28-<identifier>.params`); default
+    /// `FIL_PROOFS_PARAMETER_CACHE`, else `/var/tmp/filecoin-proof-parameters`.
+    #[serde(default = "crate::env::param_cache_dir")]
+    pub param_cache: PathBuf,
     /// The shared-memory ring.
     #[serde(default)]
     pub ring: RingConfig,
@@ -116,10 +120,12 @@ impl Default for SynthesisConfig {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CircuitConfig {
-    /// Circuit spec, for example `sha-chain:38`.
+    /// Circuit spec: a built-in circuit (`sha-chain:38`) or a Filecoin proof kind
+    /// (`porep:StackedDrg32GiBV1_1`, `post:StackedDrgWindow32GiBV1_2`, `snap:StackedDrg32GiBV1`).
     pub spec: String,
     /// SRS file in bellperson `Parameters` format; by default `<cache_dir>/<spec>.params`,
-    /// generated on first start for built-in circuits.
+    /// generated on first start for built-in circuits, and the official file in `param_cache`
+    /// for Filecoin circuits.
     #[serde(default)]
     pub srs: Option<PathBuf>,
 }

@@ -14,6 +14,9 @@ pub const SPLITPROVER_CHILD_CONFIG: &str = shm_protocol::control::CHILD_CONFIG_E
 pub const SPLITPROVER_LOG: &str = "SPLITPROVER_LOG";
 /// The GPUs the launcher may use (CUDA's own variable); each gpu-proc gets its one device in it.
 pub const CUDA_VISIBLE_DEVICES: &str = "CUDA_VISIBLE_DEVICES";
+/// filecoin-proofs' parameter cache dir (`v28-<identifier>.params`, `.vk`), which the Filecoin
+/// circuits read their parameters from (default `/var/tmp/filecoin-proof-parameters`).
+pub const FIL_PROOFS_PARAMETER_CACHE: &str = "FIL_PROOFS_PARAMETER_CACHE";
 /// systemd's notify socket.
 pub const NOTIFY_SOCKET: &str = "NOTIFY_SOCKET";
 
@@ -40,4 +43,12 @@ pub fn socket_path() -> PathBuf {
         return PathBuf::from(d).join("splitprover.sock");
     }
     std::env::temp_dir().join(format!("splitprover-{}.sock", rustix::process::getuid().as_raw()))
+}
+
+/// The Filecoin parameter cache dir: `FIL_PROOFS_PARAMETER_CACHE`, else filecoin-proofs' default.
+pub fn param_cache_dir() -> PathBuf {
+    match std::env::var_os(FIL_PROOFS_PARAMETER_CACHE) {
+        Some(d) if !d.is_empty() => PathBuf::from(d),
+        _ => PathBuf::from("/var/tmp/filecoin-proof-parameters"),
+    }
 }

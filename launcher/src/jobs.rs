@@ -1,6 +1,6 @@
 //! The job table: which partitions of which job are where, independent of processes and transport.
 //!
-//! A job is a circuit spec, a seed and a number of partitions. Each partition moves
+//! A job is a circuit spec, a seed (or a proof request file) and a number of partitions. Each partition moves
 //! `Pending → Synthesizing → InRing → Done`, or the whole job fails with the first reason reported.
 //! The table is pure bookkeeping: the pipeline feeds it what the children report and asks it what to
 //! re-send after a crash, which is why it can be tested without a single process.
@@ -21,6 +21,8 @@ pub struct JobSpec {
     pub seed: u64,
     /// Number of partitions (independent circuits) in the job.
     pub partitions: u32,
+    /// The proof request file (Filecoin jobs: C1 output, PoSt or SnapDeals request).
+    pub input: Option<std::path::PathBuf>,
 }
 
 /// Where one partition is.
@@ -267,6 +269,7 @@ fn request(job_id: u64, spec: &JobSpec, partition: u32) -> SynthRequest {
         circuit: spec.circuit.clone(),
         circuit_id: spec.circuit_id,
         seed: spec.seed.wrapping_add(u64::from(partition)),
+        input: spec.input.clone(),
     }
 }
 
@@ -275,7 +278,7 @@ mod tests {
     use super::*;
 
     fn spec(partitions: u32) -> JobSpec {
-        JobSpec { circuit: "sha-chain:1".into(), circuit_id: 9, seed: 100, partitions }
+        JobSpec { circuit: "sha-chain:1".into(), circuit_id: 9, seed: 100, partitions, input: None }
     }
 
     #[test]

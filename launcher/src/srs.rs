@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
-use kernels::circuits::CircuitSpec;
+use kernels::circuits::{AnyCircuit, CircuitSpec};
 use kernels::paramgen::{GenPhase, GenProgress};
 use kernels::srs::{self, SrsImage, SrsView};
 use kernels::synth::CircuitShape;
@@ -25,25 +25,11 @@ pub fn cached_path(cache_dir: &Path, spec: &CircuitSpec) -> PathBuf {
 /// The file is written to a temporary name and renamed, so a crash leaves no half file.
 pub fn generate(spec: &CircuitSpec, seed: u64, out: &Path, show_progress: bool) -> anyhow::Result<()> {
     let started = Instant::now();
-    let bar = if show_progress { ProgressBar::new(0) } else { ProgressBar::hidden() };
-    bar.set_style(
-        ProgressStyle::with_template("{prefix:>12} [{bar:30}] {pos}/{len} ({eta})")
-            .expect("static template")
-            .progress_chars("=> "),
-    );
-    let progress = |p: GenProgress| {
-        bar.set_prefix(match p.phase {
-            GenPhase::Synthesis => "synthesis",
-            GenPhase::Tables => "tables",
-            GenPhase::Exponentiations => "points",
-            GenPhase::Done => "done",
-        });
-        bar.set_length(p.total);
-        bar.set_position(p.done);
-    };
+    let bar = GenBar::new(show_progress);
+    let progress = |p: GenProgress| bar.update(p);
     let params = kernels::paramgen::generate_parameters_seeded(spec.circuit(None), seed, &progress)
         .with_context(|| format!("generating parameters for `{spec}`"))?;
-    bar.finish_and_clear();
+    bar.finish();
     if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create `{}`", dir.display()))?;
     }
@@ -52,6 +38,39 @@ pub fn generate(spec: &CircuitSpec, seed: u64, out: &Path, show_progress: bool) 
     std::fs::rename(&tmp, out).with_context(|| format!("renaming into `{}`", out.display()))?;
     tracing::info!(circuit = %spec, file = %out.display(), secs = started.elapsed().as_secs_f64(), "generated SRS");
     Ok(())
+}
+
+/// A progress bar on stderr for parameter generation.
+pub struct GenBar(ProgressBar);
+
+impl GenBar {
+    /// A bar, hidden unless `show`.
+    pub fn new(show: bool) -> GenBar {
+        let bar = if show { ProgressBar::new(0) } else { ProgressBar::hidden() };
+        bar.set_style(
+            ProgressStyle::with_template("{prefix:>12} [{bar:30}] {pos}/{len} ({eta})")
+                .expect("static template")
+                .progress_chars("=> "),
+        );
+        GenBar(bar)
+    }
+
+    /// Shows `p` (cheap: called from the generator's worker threads).
+    pub fn update(&self, p: GenProgress) {
+        self.0.set_prefix(match p.phase {
+            GenPhase::Synthesis => "synthesis",
+            GenPhase::Tables => "tables",
+            GenPhase::Exponentiations => "points",
+            GenPhase::Done => "done",
+        });
+        self.0.set_length(p.total);
+        self.0.set_position(p.done);
+    }
+
+    /// Removes the bar.
+    pub fn finish(&self) {
+        self.0.finish_and_clear();
+    }
 }
 
 /// The SRS file for `spec`: `explicit` if given (it must exist), else the cached one, generated on
@@ -69,10 +88,38 @@ pub fn resolve(spec: &CircuitSpec, explicit: Option<&Path>, cache_dir: &Path) ->
     Ok(path)
 }
 
+/// The SRS file for any circuit: built-in ones as [`resolve`]; Filecoin ones `explicit` or the
+/// official file in `param_cache`, which must exist (production parameters, or local test ones
+/// from `splitprover params generate`).
+pub fn resolve_any(
+    spec: &AnyCircuit,
+    explicit: Option<&Path>,
+    cache_dir: &Path,
+    param_cache: &Path,
+) -> anyhow::Result<PathBuf> {
+    #[cfg(not(feature = "filecoin"))]
+    let _ = param_cache;
+    match spec {
+        AnyCircuit::Builtin(b) => resolve(b, explicit, cache_dir),
+        #[cfg(feature = "filecoin")]
+        AnyCircuit::Filecoin(kind) => {
+            if let Some(p) = explicit {
+                anyhow::ensure!(p.is_file(), "parameter file `{}` does not exist", p.display());
+                return Ok(p.to_owned());
+            }
+            let files = kernels::filecoin::ParamFiles::for_kind(*kind, param_cache)?;
+            files.check_present(*kind)?;
+            Ok(files.params)
+        }
+    }
+}
+
 /// An SRS image in a shared memfd, ready to hand to gpu-procs.
 pub struct SharedSrs {
     /// The circuit it serves.
-    pub spec: CircuitSpec,
+    pub spec: AnyCircuit,
+    /// Its id (what slots carry).
+    pub circuit_id: u64,
     /// The file it was read from.
     pub params_path: PathBuf,
     /// The memfd region holding the image.
@@ -83,7 +130,8 @@ impl SharedSrs {
     /// Streams `params_path` into a new memfd region and checks it fits `spec` (of `shape`). Errors name the
     /// file and the problem (missing, truncated, wrong format, made for another circuit).
     pub fn load(
-        spec: &CircuitSpec,
+        spec: &AnyCircuit,
+        circuit_id: u64,
         shape: &CircuitShape,
         params_path: &Path,
         huge: HugePagePolicy,
@@ -100,7 +148,7 @@ impl SharedSrs {
         SrsImage::write_params_stream(
             std::io::BufReader::with_capacity(1 << 20, file),
             &lens,
-            spec.circuit_id(),
+            circuit_id,
             false,
             &mut dst[..bytes],
         )
@@ -117,7 +165,7 @@ impl SharedSrs {
             secs = started.elapsed().as_secs_f64(),
             "SRS loaded into shared memory"
         );
-        Ok(SharedSrs { spec: *spec, params_path: params_path.to_owned(), region: Arc::new(region) })
+        Ok(SharedSrs { spec: *spec, circuit_id, params_path: params_path.to_owned(), region: Arc::new(region) })
     }
 
     /// A zero-copy view of the image.

@@ -38,7 +38,7 @@ fn srs_for(circuit: &str) -> PathBuf {
 }
 
 fn settings(circuit: &str) -> PipelineSettings {
-    let mut s = PipelineSettings::for_circuit(circuit.parse().unwrap(), srs_for(circuit)).unwrap();
+    let mut s = PipelineSettings::for_circuit(circuit.parse::<kernels::circuits::CircuitSpec>().unwrap(), srs_for(circuit)).unwrap();
     s.program = PathBuf::from(env!("CARGO_BIN_EXE_splitprover"));
     s.huge_pages = shm_protocol::HugePagePolicy::Plain;
     s.restart.initial_backoff = Duration::from_millis(20);

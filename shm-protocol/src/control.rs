@@ -72,8 +72,12 @@ pub struct SynthRequest {
     pub circuit: String,
     /// Identifier of the circuit (and of its SRS); written into the slot header.
     pub circuit_id: u64,
-    /// Seed of the witness.
+    /// Seed of the witness (built-in circuits).
     pub seed: u64,
+    /// The proof request file the witness comes from (Filecoin circuits: a C1 output, a PoSt or
+    /// SnapDeals request); `None` for built-in circuits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<std::path::PathBuf>,
 }
 
 /// Launcher → synth-proc.
@@ -318,6 +322,7 @@ mod tests {
             circuit: "sha-chain:1".into(),
             circuit_id: 99,
             seed: 5,
+            input: Some("/tmp/c1.json".into()),
         });
         tx.send(&req).unwrap();
         tx.send(&FromChild::Event(TimelineEvent::now(EventKind::GpuEnd, 1, 0, 3))).unwrap();

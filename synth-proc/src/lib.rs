@@ -22,7 +22,7 @@
 //! let region = Region::create("doc", config.region_bytes()?, HugePagePolicy::Plain)?;
 //! let ring = Ring::create(region, config)?;
 //! let req = SynthRequest { job_id: 1, partition: 0, circuit: spec.to_string(),
-//!                          circuit_id: spec.circuit_id(), seed: 7 };
+//!                          circuit_id: spec.circuit_id(), seed: 7, input: None };
 //! let mut shapes = synth_proc::ShapeCache::default();
 //! let (published, _t_ns) = synth_proc::synthesize_request(&ring, &mut shapes, &req)?;
 //! assert_eq!(published.index, 0);
@@ -30,6 +30,8 @@
 //! ```
 #![deny(missing_docs)]
 
+#[cfg(feature = "filecoin")]
+mod requests;
 mod sink;
 
 use std::collections::HashMap;
@@ -40,7 +42,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context;
-use kernels::circuits::CircuitSpec;
+use kernels::circuits::AnyCircuit;
 use kernels::synth::CircuitShape;
 use shm_protocol::control::{
     self, ChildConfig, EventKind, FromChild, SharedSender, SynthConfig, SynthRequest, TimelineEvent, ToSynth,
@@ -48,7 +50,19 @@ use shm_protocol::control::{
 };
 use shm_protocol::{Published, Region, Ring, SlotCapacity, SlotMeta};
 
+#[cfg(feature = "filecoin")]
+pub use requests::RequestCache;
 pub use sink::SlotSink;
+
+/// Without Filecoin support there are no proof requests to cache.
+#[cfg(not(feature = "filecoin"))]
+#[derive(Default)]
+pub struct RequestCache;
+
+#[cfg(not(feature = "filecoin"))]
+impl RequestCache {
+    fn partition_finished(&self, _job_id: u64) {}
+}
 
 /// How often a child tells the launcher it is alive.
 pub const HEARTBEAT: Duration = Duration::from_secs(1);
@@ -78,6 +92,20 @@ pub enum SynthError {
     /// The ring refused (slot too small, stale slot, ...).
     #[error("ring: {0}")]
     Ring(#[from] shm_protocol::Error),
+    /// The proof request of a Filecoin job cannot be used.
+    #[error("proof request `{}`: {reason}", path.display())]
+    BadRequest {
+        /// The request file.
+        path: std::path::PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// A Filecoin circuit was requested without its proof request file.
+    #[error("circuit `{spec}` needs a proof request file and none was given")]
+    MissingInput {
+        /// The spec.
+        spec: String,
+    },
     /// synth-proc is shutting down and did not start this synthesis.
     #[error("synth-proc is shutting down")]
     Stopped,
@@ -96,22 +124,22 @@ pub fn capacity_for(shape: &CircuitShape) -> SlotCapacity {
     SlotCapacity { n: shape.n(), inputs: shape.inputs, aux: shape.aux }
 }
 
-/// Parsed specs and their shapes, counted once per circuit.
+/// Parsed specs, their ids and shapes, counted once per circuit.
 #[derive(Default)]
 pub struct ShapeCache {
-    shapes: HashMap<String, (CircuitSpec, CircuitShape)>,
+    shapes: HashMap<String, (AnyCircuit, u64, CircuitShape)>,
 }
 
 impl ShapeCache {
-    fn get(&mut self, spec: &str) -> Result<(CircuitSpec, CircuitShape), SynthError> {
+    fn get(&mut self, spec: &str) -> Result<(AnyCircuit, u64, CircuitShape), SynthError> {
         if !self.shapes.contains_key(spec) {
-            let parsed: CircuitSpec = spec
-                .parse()
-                .map_err(|source| SynthError::BadSpec { spec: spec.to_owned(), source })?;
-            let shape = parsed
-                .shape()
-                .map_err(|source| SynthError::BadSpec { spec: spec.to_owned(), source })?;
-            self.shapes.insert(spec.to_owned(), (parsed, shape));
+            let bad = |source| SynthError::BadSpec { spec: spec.to_owned(), source };
+            let parsed: AnyCircuit = spec.parse().map_err(bad)?;
+            let id = parsed.circuit_id().map_err(bad)?;
+            let t = std::time::Instant::now();
+            let shape = parsed.shape().map_err(bad)?;
+            tracing::debug!(circuit = spec, constraints = shape.constraints, secs = t.elapsed().as_secs_f64(), "shape counted");
+            self.shapes.insert(spec.to_owned(), (parsed, id, shape));
         }
         Ok(self.shapes[spec])
     }
@@ -125,27 +153,32 @@ pub fn synthesize_request(
     shapes: &mut ShapeCache,
     req: &SynthRequest,
 ) -> Result<(Published, u64), SynthError> {
-    let (spec, shape) = shapes.get(&req.circuit)?;
-    synthesize_into_slot(ring, &spec, &shape, req, None, &|_| {})
+    let (spec, id, shape) = shapes.get(&req.circuit)?;
+    synthesize_into_slot(ring, &spec, id, &shape, &RequestCache::default(), req, None, &|_| {})
 }
 
 /// The synthesis of one request. Waits for a free slot (re-checking `stop` every 200 ms, if
 /// given), calls `on_started(slot)` once the slot is reserved, then synthesizes and publishes.
+#[allow(clippy::too_many_arguments)]
 fn synthesize_into_slot(
     ring: &Ring,
-    spec: &CircuitSpec,
+    spec: &AnyCircuit,
+    circuit_id: u64,
     shape: &CircuitShape,
+    requests: &RequestCache,
     req: &SynthRequest,
     stop: Option<&AtomicBool>,
     on_started: &dyn Fn(u32),
 ) -> Result<(Published, u64), SynthError> {
-    if spec.circuit_id() != req.circuit_id {
+    if circuit_id != req.circuit_id {
         return Err(SynthError::CircuitIdMismatch {
             spec: req.circuit.clone(),
-            expected: spec.circuit_id(),
+            expected: circuit_id,
             got: req.circuit_id,
         });
     }
+    // The witness source, before a slot is taken: a bad request must not hold one.
+    let witness = Witness::for_request(spec, requests, req)?;
     let owner = shm_protocol::current_owner();
     let mut writer = match stop {
         None => ring.acquire_free(owner, None)?,
@@ -164,8 +197,8 @@ fn synthesize_into_slot(
     on_started(writer.index() as u32);
     let lengths = {
         let sink = SlotSink::new(writer.parts_mut()?);
-        let sink = spec
-            .synthesize_into(req.seed, sink)
+        let sink = witness
+            .synthesize(req, sink)
             .map_err(|source| SynthError::Synthesis { spec: req.circuit.clone(), source })?;
         sink.lengths()
     };
@@ -173,6 +206,49 @@ fn synthesize_into_slot(
     let end_ns = control::monotonic_ns();
     let published = writer.publish(lengths)?;
     Ok((published, end_ns))
+}
+
+/// Where a partition's witness comes from.
+enum Witness {
+    /// A built-in circuit: the seed.
+    Seed(kernels::circuits::CircuitSpec),
+    /// A Filecoin proof request, opened once per job.
+    #[cfg(feature = "filecoin")]
+    Request(std::sync::Arc<dyn kernels::filecoin::PartitionedJob>),
+}
+
+impl Witness {
+    fn for_request(spec: &AnyCircuit, requests: &RequestCache, req: &SynthRequest) -> Result<Witness, SynthError> {
+        #[cfg(not(feature = "filecoin"))]
+        let _ = (requests, req);
+        match spec {
+            AnyCircuit::Builtin(b) => Ok(Witness::Seed(*b)),
+            #[cfg(feature = "filecoin")]
+            AnyCircuit::Filecoin(kind) => {
+                let path = req.input.as_deref().ok_or_else(|| SynthError::MissingInput { spec: req.circuit.clone() })?;
+                let job = requests.job(req.job_id, *kind, path)?;
+                if job.kind() != *kind {
+                    return Err(SynthError::BadRequest {
+                        path: path.to_owned(),
+                        reason: format!("a `{}` request, not `{kind}`", job.kind()),
+                    });
+                }
+                Ok(Witness::Request(job))
+            }
+        }
+    }
+
+    fn synthesize<'s>(&self, req: &SynthRequest, sink: SlotSink<'s>) -> Result<SlotSink<'s>, kernels::Error> {
+        match self {
+            Witness::Seed(spec) => spec.synthesize_into(req.seed, sink),
+            #[cfg(feature = "filecoin")]
+            Witness::Request(job) => {
+                let mut sink = sink;
+                job.synthesize_partition(req.partition as usize, &mut sink)?;
+                Ok(sink)
+            }
+        }
+    }
 }
 
 /// Entry point of the process: configuration from [`CHILD_CONFIG_ENV`], ring at [`RING_FD`],
@@ -209,12 +285,14 @@ pub fn serve(ring: Arc<Ring>, control: UnixStream, config: SynthConfig) -> anyho
     tracing::info!(pid, threads, pages = %ring.page_kind(), slots = ring.slot_count(), "synth-proc serving");
     send(&sender, &FromChild::Hello { pid, detail: format!("synth-proc: {threads} workers") });
     let shapes = Arc::new(Mutex::new(ShapeCache::default()));
+    let requests = Arc::new(RequestCache::default());
     let stop = Arc::new(AtomicBool::new(false));
     loop {
         match receiver.recv::<ToSynth>() {
             Ok(Some(ToSynth::Synthesize(req))) => {
-                let (ring, sender, shapes, stop) = (ring.clone(), sender.clone(), shapes.clone(), stop.clone());
-                pool.spawn(move || work(&ring, &sender, &shapes, &stop, req));
+                let (ring, sender, shapes, requests, stop) =
+                    (ring.clone(), sender.clone(), shapes.clone(), requests.clone(), stop.clone());
+                pool.spawn(move || work(&ring, &sender, &shapes, &requests, &stop, req));
             }
             Ok(Some(ToSynth::Shutdown)) | Ok(None) => {
                 // Syntheses in progress finish and publish; queued ones are dropped (the launcher
@@ -234,7 +312,14 @@ pub fn serve(ring: Arc<Ring>, control: UnixStream, config: SynthConfig) -> anyho
     Ok(())
 }
 
-fn work(ring: &Ring, sender: &SharedSender, shapes: &Mutex<ShapeCache>, stop: &AtomicBool, req: SynthRequest) {
+fn work(
+    ring: &Ring,
+    sender: &SharedSender,
+    shapes: &Mutex<ShapeCache>,
+    requests: &RequestCache,
+    stop: &AtomicBool,
+    req: SynthRequest,
+) {
     // Relaxed: a plain flag, set once by the control thread.
     if stop.load(Ordering::Relaxed) {
         return;
@@ -246,7 +331,11 @@ fn work(ring: &Ring, sender: &SharedSender, shapes: &Mutex<ShapeCache>, stop: &A
     let started = |slot| {
         send(sender, &FromChild::Event(TimelineEvent::now(EventKind::SynthStart, req.job_id, req.partition, slot)))
     };
-    let result = shape.and_then(|(spec, shape)| synthesize_into_slot(ring, &spec, &shape, &req, Some(stop), &started));
+    let result = shape
+        .and_then(|(spec, id, shape)| synthesize_into_slot(ring, &spec, id, &shape, requests, &req, Some(stop), &started));
+    if !matches!(result, Err(SynthError::Stopped)) {
+        requests.partition_finished(req.job_id);
+    }
     match result {
         Err(SynthError::Stopped) => {}
         Ok((p, t_ns)) => {

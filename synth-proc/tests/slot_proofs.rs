@@ -24,7 +24,7 @@ fn proofs_from_slots_are_bellpersons_for_every_builtin_circuit() {
         let config = RingConfig { slot_count: 1, slot_bytes: caps.slot_bytes().unwrap() };
         let region = Region::create("slot-proofs", config.region_bytes().unwrap(), HugePagePolicy::Plain).unwrap();
         let ring = Ring::create(region, config).unwrap();
-        let req = SynthRequest { job_id: 1, partition: 0, circuit: text.into(), circuit_id: spec.circuit_id(), seed };
+        let req = SynthRequest { job_id: 1, partition: 0, circuit: text.into(), circuit_id: spec.circuit_id(), seed, input: None };
         synth_proc::synthesize_request(&ring, &mut synth_proc::ShapeCache::default(), &req).unwrap();
 
         let claimed = ring.claim_ready(current_owner(), None).unwrap();

@@ -2,18 +2,21 @@
 
 pub mod bench;
 pub mod demo;
+#[cfg(feature = "filecoin")]
+pub mod params;
 pub mod prove;
 pub mod service;
 pub mod srs;
 
 use anyhow::Context;
-use kernels::circuits::CircuitSpec;
+use kernels::circuits::{AnyCircuit, CircuitSpec};
 
 use crate::cli::PipelineArgs;
 use crate::cpuset::PinChoice;
 use crate::pipeline::{GpuSetting, PipelineSettings};
 
-/// Resolves the shared pipeline flags into settings for one circuit.
+/// Resolves the shared pipeline flags into settings for one built-in circuit (its SRS `srs`, or
+/// the cached one, generated on first use).
 pub fn settings_from_args(
     args: &PipelineArgs,
     spec: &CircuitSpec,
@@ -21,7 +24,12 @@ pub fn settings_from_args(
 ) -> anyhow::Result<PipelineSettings> {
     let cache = args.cache_dir.clone().unwrap_or_else(crate::env::cache_dir);
     let params = crate::srs::resolve(spec, srs, &cache)?;
-    let mut s = PipelineSettings::for_circuit(*spec, params)?;
+    settings_for(args, AnyCircuit::Builtin(*spec), params)
+}
+
+/// Resolves the shared pipeline flags into settings for one circuit whose SRS file is `params`.
+pub fn settings_for(args: &PipelineArgs, spec: AnyCircuit, params: std::path::PathBuf) -> anyhow::Result<PipelineSettings> {
+    let mut s = PipelineSettings::for_circuit(spec, params)?;
     s.slots = args.slots;
     s.huge_pages = crate::ring::parse_huge_pages(&args.huge_pages)?;
     s.pin = args.pin.parse::<PinChoice>().map_err(|e| anyhow::anyhow!("--pin: {e}"))?;
@@ -42,4 +50,42 @@ pub fn settings_from_args(
 /// Parses a circuit spec with a message naming it.
 pub fn parse_spec(text: &str) -> anyhow::Result<CircuitSpec> {
     text.parse().with_context(|| format!("bad circuit spec `{text}`"))
+}
+
+/// The proof kind of a Filecoin request: `proof_type` if given, else read from the request; either
+/// way it must be of `family` (`porep`, `post`, `snap`: the flag the file came with), so
+/// `--post snap.json` is refused instead of proving something else.
+#[cfg(feature = "filecoin")]
+pub fn request_kind(
+    path: &std::path::Path,
+    proof_type: Option<&str>,
+    family: Option<&str>,
+) -> anyhow::Result<kernels::filecoin::ProofKind> {
+    use kernels::filecoin::{self, ProofFamily, ProofKind};
+    let kind: ProofKind = match proof_type {
+        Some(k) => k.parse().with_context(|| format!("bad proof type `{k}`"))?,
+        None => {
+            let bytes = std::fs::read(path).with_context(|| format!("cannot read `{}`", path.display()))?;
+            filecoin::detect_kind(&bytes).with_context(|| format!("`{}`", path.display()))?
+        }
+    };
+    let expected = match family {
+        None => return Ok(kind),
+        Some("porep") => ProofFamily::PoRep,
+        Some("post") => ProofFamily::PoSt,
+        Some("snap") => ProofFamily::SnapDeals,
+        Some(other) => anyhow::bail!("unknown request family `{other}` (porep, post or snap)"),
+    };
+    anyhow::ensure!(
+        kind.family() == expected,
+        "`{}` is {} (`{kind}`), not {expected}\nhint: use --{} for it",
+        path.display(),
+        kind.family(),
+        match kind.family() {
+            ProofFamily::PoRep => "porep-c1",
+            ProofFamily::PoSt => "post",
+            ProofFamily::SnapDeals => "snap",
+        }
+    );
+    Ok(kind)
 }

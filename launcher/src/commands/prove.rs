@@ -11,7 +11,11 @@ use crate::pipeline::Pipeline;
 
 /// Runs one job.
 pub fn run(args: ProveArgs) -> anyhow::Result<ExitCode> {
-    let spec = super::parse_spec(&args.circuit)?;
+    if let Some(request) = args.request.request_file() {
+        return prove_request(&args, request);
+    }
+    let circuit = args.circuit.as_deref().context("--circuit is required without a request file")?;
+    let spec = super::parse_spec(circuit)?;
     let settings = super::settings_from_args(&args.pipeline, &spec, args.srs.as_deref())?;
     let pipeline = Pipeline::start(settings)?;
     pipeline.wait_ready(Duration::from_secs(300))?;
@@ -29,6 +33,46 @@ pub fn run(args: ProveArgs) -> anyhow::Result<ExitCode> {
         args.out.display()
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// Proves one Filecoin request (its kind from `--proof-type` or the request itself).
+#[cfg(feature = "filecoin")]
+fn prove_request(args: &ProveArgs, request: &std::path::Path) -> anyhow::Result<ExitCode> {
+    let kind = super::request_kind(request, args.request.proof_type.as_deref(), args.request.family())?;
+    let spec = kernels::circuits::AnyCircuit::Filecoin(kind);
+    let param_cache = args.param_cache.clone().unwrap_or_else(crate::env::param_cache_dir);
+    let cache = args.pipeline.cache_dir.clone().unwrap_or_else(crate::env::cache_dir);
+    let params = crate::srs::resolve_any(&spec, args.srs.as_deref(), &cache, &param_cache)?;
+    let settings = super::settings_for(&args.pipeline, spec, params)?;
+    let pipeline = Pipeline::start(settings)?;
+    pipeline.wait_ready(Duration::from_secs(600))?;
+    let outcome = pipeline.submit_request(Some(kind), request)?.wait()?;
+    pipeline.shutdown();
+    let proofs = match outcome.result {
+        Ok(p) => p,
+        Err(e) => anyhow::bail!("job {} ({kind}) failed: {e}", outcome.job_id),
+    };
+    write_proof(&args.out, &proofs)?;
+    eprintln!(
+        "proved `{kind}` ({} partition(s)) in {:.2}s: {}",
+        proofs.len(),
+        outcome.elapsed.as_secs_f64(),
+        args.out.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(not(feature = "filecoin"))]
+fn prove_request(_: &ProveArgs, _: &std::path::Path) -> anyhow::Result<ExitCode> {
+    anyhow::bail!("this build has no Filecoin support (feature `filecoin`)")
+}
+
+/// Writes the partitions' proofs, concatenated in order, to `out`: for a Filecoin request, the
+/// proof bytes filecoin-proofs writes. Through a temporary file and a rename.
+pub fn write_proof(out: &std::path::Path, proofs: &[Vec<u8>]) -> anyhow::Result<()> {
+    let tmp = out.with_extension(format!("tmp-{}", std::process::id()));
+    std::fs::write(&tmp, proofs.concat()).with_context(|| format!("cannot write `{}`", tmp.display()))?;
+    std::fs::rename(&tmp, out).with_context(|| format!("cannot write `{}`", out.display()))
 }
 
 /// Writes the concatenated proofs to `out` and the public inputs (hex, little-endian field

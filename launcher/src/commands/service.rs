@@ -15,13 +15,14 @@ use std::time::Duration;
 
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
+use kernels::circuits::AnyCircuit;
 
 use super::prove::hex;
 use crate::cli::{RunArgs, StatusArgs, SubmitArgs};
 use crate::config::Config;
 use crate::cpuset::CpuList;
 use crate::notify::Notifier;
-use crate::pipeline::{CircuitSetting, GpuSetting, Pipeline, PipelineSettings, PipelineStatus};
+use crate::pipeline::{CircuitSetting, GpuSetting, JobHandle, Pipeline, PipelineSettings, PipelineStatus};
 
 /// A client's request.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -34,6 +35,20 @@ pub enum Request {
         seed: u64,
         /// Partitions.
         partitions: u32,
+        /// Keep the connection open and send [`Response::Finished`].
+        wait: bool,
+    },
+    /// Prove a Filecoin proof request (C1 output, PoSt or SnapDeals request) read from a file on
+    /// the service's host.
+    SubmitRequest {
+        /// The request file (absolute, or relative to the service's working dir).
+        path: PathBuf,
+        /// The proof kind (`porep:StackedDrg32GiBV1_1`), for request forms that do not name it.
+        #[serde(default)]
+        kind: Option<String>,
+        /// The family the request must be of (`porep`, `post`, `snap`), if the client said.
+        #[serde(default)]
+        family: Option<String>,
         /// Keep the connection open and send [`Response::Finished`].
         wait: bool,
     },
@@ -77,8 +92,8 @@ pub fn settings_from_config(config: &Config) -> anyhow::Result<PipelineSettings>
     );
     let mut circuits = Vec::new();
     for c in &config.circuit {
-        let spec = super::parse_spec(&c.spec)?;
-        let params = crate::srs::resolve(&spec, c.srs.as_deref(), &config.cache_dir)?;
+        let spec: AnyCircuit = c.spec.parse().with_context(|| format!("bad circuit spec `{}`", c.spec))?;
+        let params = crate::srs::resolve_any(&spec, c.srs.as_deref(), &config.cache_dir, &config.param_cache)?;
         circuits.push(CircuitSetting { spec, params });
     }
     let mut s = PipelineSettings::for_circuit(circuits[0].spec, circuits[0].params.clone())?;
@@ -200,25 +215,41 @@ fn serve_client(pipeline: &Pipeline, conn: UnixStream) -> anyhow::Result<()> {
         match request {
             Request::Status => reply(&mut out, &Response::Status(Box::new(pipeline.status())))?,
             Request::Submit { circuit, seed, partitions, wait } => {
-                match pipeline.submit(&circuit, seed, partitions) {
-                    Err(e) => reply(&mut out, &Response::Error { message: format!("{e:#}") })?,
-                    Ok(handle) => {
-                        reply(&mut out, &Response::Accepted { job_id: handle.id })?;
-                        if wait {
-                            let o = handle.wait()?;
-                            let (proofs, error) = match o.result {
-                                Ok(p) => (p.iter().map(|b| hex(b)).collect(), None),
-                                Err(e) => (Vec::new(), Some(e)),
-                            };
-                            reply(
-                                &mut out,
-                                &Response::Finished { job_id: o.job_id, proofs, error, elapsed_ms: o.elapsed.as_millis() as u64 },
-                            )?;
-                        }
-                    }
-                }
+                answer_job(&mut out, pipeline.submit(&circuit, seed, partitions), wait)?
+            }
+            Request::SubmitRequest { path, kind, family, wait } => {
+                answer_job(&mut out, submit_request(pipeline, &path, kind.as_deref(), family.as_deref()), wait)?
             }
         }
+    }
+    Ok(())
+}
+
+#[cfg(feature = "filecoin")]
+fn submit_request(pipeline: &Pipeline, path: &Path, kind: Option<&str>, family: Option<&str>) -> anyhow::Result<JobHandle> {
+    let kind = super::request_kind(path, kind, family)?;
+    pipeline.submit_request(Some(kind), path)
+}
+
+#[cfg(not(feature = "filecoin"))]
+fn submit_request(_: &Pipeline, _: &Path, _: Option<&str>, _: Option<&str>) -> anyhow::Result<JobHandle> {
+    anyhow::bail!("this service was built without Filecoin support (feature `filecoin`)")
+}
+
+/// Answers a submission: accepted (then, with `wait`, the outcome) or the refusal.
+fn answer_job(out: &mut UnixStream, handle: anyhow::Result<JobHandle>, wait: bool) -> anyhow::Result<()> {
+    let handle = match handle {
+        Err(e) => return reply(out, &Response::Error { message: format!("{e:#}") }),
+        Ok(h) => h,
+    };
+    reply(out, &Response::Accepted { job_id: handle.id })?;
+    if wait {
+        let o = handle.wait()?;
+        let (proofs, error) = match o.result {
+            Ok(p) => (p.iter().map(|b| hex(b)).collect(), None),
+            Err(e) => (Vec::new(), Some(e)),
+        };
+        reply(out, &Response::Finished { job_id: o.job_id, proofs, error, elapsed_ms: o.elapsed.as_millis() as u64 })?;
     }
     Ok(())
 }
@@ -272,24 +303,38 @@ fn socket_of(explicit: Option<PathBuf>) -> PathBuf {
 
 /// `splitprover submit`.
 pub fn submit(args: SubmitArgs) -> anyhow::Result<ExitCode> {
-    let socket = socket_of(args.socket);
-    let wait = args.wait || args.out_dir.is_some();
+    let socket = socket_of(args.socket.clone());
+    let wait = args.wait || args.out_dir.is_some() || args.out.is_some();
     if let Some(d) = &args.out_dir {
         std::fs::create_dir_all(d).with_context(|| format!("cannot create `{}`", d.display()))?;
     }
+    let request_file = args.request.request_file();
     // One connection per job so they run concurrently.
     let mut clients = Vec::new();
-    for i in 0..args.jobs {
-        let seed = args.seed + 1000 * i as u64;
-        let mut c = Client::connect(&socket)?;
-        c.send(&Request::Submit { circuit: args.circuit.clone(), seed, partitions: args.partitions, wait })?;
-        match c.recv()? {
-            Response::Accepted { job_id } => {
-                eprintln!("job {job_id} accepted (seed {seed})");
-                clients.push((c, seed));
+    match &request_file {
+        Some(file) => {
+            anyhow::ensure!(args.jobs == 1, "--jobs applies to built-in circuits; send one request file per job");
+            let path = std::fs::canonicalize(file).with_context(|| format!("proof request `{}`", file.display()))?;
+            let mut c = Client::connect(&socket)?;
+            c.send(&Request::SubmitRequest {
+                path,
+                kind: args.request.proof_type.clone(),
+                family: args.request.family().map(str::to_owned),
+                wait,
+            })?;
+            clients.push(accepted(c, 0)?);
+        }
+        None => {
+            let circuit = args
+                .circuit
+                .clone()
+                .context("nothing to prove\nhint: give --circuit SPEC, or a request file with --porep-c1/--post/--snap")?;
+            for i in 0..args.jobs {
+                let seed = args.seed + 1000 * i as u64;
+                let mut c = Client::connect(&socket)?;
+                c.send(&Request::Submit { circuit: circuit.clone(), seed, partitions: args.partitions, wait })?;
+                clients.push(accepted(c, seed)?);
             }
-            Response::Error { message } => anyhow::bail!("refused: {message}"),
-            other => anyhow::bail!("unexpected answer {other:?}"),
         }
     }
     if !wait {
@@ -299,11 +344,20 @@ pub fn submit(args: SubmitArgs) -> anyhow::Result<ExitCode> {
     for (mut c, seed) in clients {
         match c.recv()? {
             Response::Finished { job_id, proofs, error: None, elapsed_ms } => {
-                if let Some(dir) = &args.out_dir {
-                    let path = dir.join(format!("job-{job_id}.proof"));
-                    let bytes: Vec<Vec<u8>> = proofs.iter().map(|p| unhex(p)).collect::<anyhow::Result<_>>()?;
-                    let spec = super::parse_spec(&args.circuit)?;
-                    super::prove::write_outputs(&path, &spec, seed, &bytes)?;
+                let bytes: Vec<Vec<u8>> = proofs.iter().map(|p| unhex(p)).collect::<anyhow::Result<_>>()?;
+                let path = match (&args.out, &args.out_dir) {
+                    (Some(out), _) => Some(out.clone()),
+                    (None, Some(dir)) => Some(dir.join(format!("job-{job_id}.proof"))),
+                    (None, None) => None,
+                };
+                if let Some(path) = path {
+                    match (&request_file, &args.circuit) {
+                        (Some(_), _) => super::prove::write_proof(&path, &bytes)?,
+                        (None, Some(circuit)) => {
+                            super::prove::write_outputs(&path, &super::parse_spec(circuit)?, seed, &bytes)?
+                        }
+                        (None, None) => unreachable!("checked before sending"),
+                    }
                     println!("{}", path.display());
                 }
                 eprintln!("job {job_id} done in {:.2}s", elapsed_ms as f64 / 1000.0);
@@ -316,6 +370,18 @@ pub fn submit(args: SubmitArgs) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+/// Reads the service's first answer to a submission.
+fn accepted(mut c: Client, seed: u64) -> anyhow::Result<(Client, u64)> {
+    match c.recv()? {
+        Response::Accepted { job_id } => {
+            eprintln!("job {job_id} accepted");
+            Ok((c, seed))
+        }
+        Response::Error { message } => anyhow::bail!("refused: {message}"),
+        other => anyhow::bail!("unexpected answer {other:?}"),
+    }
 }
 
 /// `splitprover status`.

@@ -23,7 +23,8 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use bellperson::groth16::{prepare_verifying_key, verify_proof, PreparedVerifyingKey};
 use blstrs::Bls12;
-use kernels::circuits::CircuitSpec;
+use blstrs::Scalar;
+use kernels::circuits::{AnyCircuit, CircuitSpec};
 use shm_protocol::control::{
     self, ChildConfig, EventKind, FromChild, GpuConfig, SrsEntry, SynthConfig, TimelineEvent, ToGpu,
     ToSynth, FIRST_SRS_FD, RING_FD,
@@ -38,8 +39,8 @@ use child::{ChildEvent, ChildSpec, RestartPolicy, Role, Supervisor};
 /// One circuit the pipeline serves.
 #[derive(Clone, Debug)]
 pub struct CircuitSetting {
-    /// The circuit.
-    pub spec: CircuitSpec,
+    /// The circuit (built-in, or a Filecoin proof kind).
+    pub spec: AnyCircuit,
     /// Its SRS file (bellperson `Parameters` format).
     pub params: PathBuf,
 }
@@ -91,10 +92,10 @@ pub struct PipelineSettings {
 
 impl PipelineSettings {
     /// Settings for one circuit with defaults everywhere else; `program` is this executable.
-    pub fn for_circuit(spec: CircuitSpec, params: PathBuf) -> anyhow::Result<PipelineSettings> {
+    pub fn for_circuit(spec: impl Into<AnyCircuit>, params: PathBuf) -> anyhow::Result<PipelineSettings> {
         Ok(PipelineSettings {
             program: std::env::current_exe().context("cannot find the splitprover executable")?,
-            circuits: vec![CircuitSetting { spec, params }],
+            circuits: vec![CircuitSetting { spec: spec.into(), params }],
             slots: 4,
             slot_bytes: None,
             huge_pages: HugePagePolicy::Auto,
@@ -236,7 +237,7 @@ struct ChildInfo {
 }
 
 struct CircuitEntry {
-    spec: CircuitSpec,
+    spec: AnyCircuit,
     pvk: PreparedVerifyingKey<Bls12>,
 }
 
@@ -245,6 +246,9 @@ struct Core {
     jobs: JobTable,
     waiters: HashMap<u64, mpsc::Sender<JobOutcome>>,
     circuits: HashMap<u64, CircuitEntry>,
+    /// Public inputs of every partition of live jobs proved from a request file (Filecoin),
+    /// computed when the job was accepted.
+    request_inputs: HashMap<u64, Vec<Vec<Scalar>>>,
     children: HashMap<Role, ChildInfo>,
     timeline: Vec<TimelineEvent>,
     counters: Counters,
@@ -277,14 +281,17 @@ impl Pipeline {
         let mut slot_bytes = 0u64;
         for c in &settings.circuits {
             // Counted once: the SRS check and the slot size both need it.
+            let t = Instant::now();
             let shape = c.spec.shape().with_context(|| format!("counting circuit `{}`", c.spec))?;
-            let shared = SharedSrs::load(&c.spec, &shape, &c.params, HugePagePolicy::Auto)?;
+            tracing::info!(circuit = %c.spec, constraints = shape.constraints, secs = t.elapsed().as_secs_f64(), "circuit counted");
+            let id = c.spec.circuit_id().with_context(|| format!("circuit `{}`", c.spec))?;
+            let shared = SharedSrs::load(&c.spec, id, &shape, &c.params, HugePagePolicy::Auto)?;
             let pvk = prepare_verifying_key(&shared.view()?.verifying_key());
             let need = synth_proc::capacity_for(&shape)
                 .slot_bytes()
                 .with_context(|| format!("circuit `{}` is too large for a slot", c.spec))?;
             slot_bytes = slot_bytes.max(need);
-            circuits.insert(c.spec.circuit_id(), CircuitEntry { spec: c.spec, pvk });
+            circuits.insert(id, CircuitEntry { spec: c.spec, pvk });
             srs.push(shared);
         }
         if let Some(explicit) = settings.slot_bytes {
@@ -331,6 +338,7 @@ impl Pipeline {
             jobs: JobTable::new(1),
             waiters: HashMap::new(),
             circuits,
+            request_inputs: HashMap::new(),
             children: HashMap::new(),
             timeline: Vec::new(),
             counters: Counters::default(),
@@ -363,7 +371,7 @@ impl Pipeline {
                 let fd = FIRST_SRS_FD + k as i32;
                 fds.push((Arc::new(s.region.fd().as_fd().try_clone_to_owned()?), fd));
                 entries.push(SrsEntry {
-                    circuit_id: s.spec.circuit_id(),
+                    circuit_id: s.circuit_id,
                     circuit: s.spec.to_string(),
                     fd,
                     params_path: s.params_path.clone(),
@@ -455,7 +463,14 @@ impl Pipeline {
     /// Accepts a job. Errors only for a circuit this pipeline does not serve or a pipeline that
     /// gave up; everything later arrives as the job's outcome.
     pub fn submit(&self, circuit: &str, seed: u64, partitions: u32) -> anyhow::Result<JobHandle> {
-        let spec: CircuitSpec = circuit.parse().with_context(|| format!("bad circuit spec `{circuit}`"))?;
+        let spec: CircuitSpec = match circuit.parse::<AnyCircuit>() {
+            Ok(AnyCircuit::Builtin(spec)) => spec,
+            #[allow(unreachable_patterns)] // without the `filecoin` feature every circuit is built-in
+            Ok(other) => anyhow::bail!(
+                "circuit `{other}` is proved from a proof request file (C1 output, PoSt or SnapDeals request), not a seed"
+            ),
+            Err(e) => return Err(anyhow::Error::new(e).context(format!("bad circuit spec `{circuit}`"))),
+        };
         anyhow::ensure!(partitions >= 1, "a job needs at least one partition");
         let mut core = lock(&self.core);
         if let Some(f) = &core.fatal {
@@ -470,7 +485,55 @@ impl Pipeline {
             circuit_id: spec.circuit_id(),
             seed,
             partitions,
+            input: None,
         });
+        let (tx, rx) = mpsc::channel();
+        core.waiters.insert(id, tx);
+        core.pump_synth();
+        Ok(JobHandle { id, rx })
+    }
+
+    /// Accepts a Filecoin job: the proof request in `path` (a C1 output in any of its forms, a
+    /// PoSt or a SnapDeals request), of `kind` or of the kind it names. The request is read and
+    /// checked here (vanilla proofs verified, public inputs of every partition computed for the
+    /// proof checks), so a bad request is refused at once with the reason; synth-proc reads it
+    /// again from `path`, which must stay in place until the job ends. The outcome's proofs,
+    /// concatenated in order, are the proof bytes filecoin-proofs writes.
+    #[cfg(feature = "filecoin")]
+    pub fn submit_request(
+        &self,
+        kind: Option<kernels::filecoin::ProofKind>,
+        path: &std::path::Path,
+    ) -> anyhow::Result<JobHandle> {
+        let path = std::fs::canonicalize(path).with_context(|| format!("proof request `{}`", path.display()))?;
+        let t = Instant::now();
+        let job = kernels::filecoin::open_job_file(kind, &path)?;
+        let kind = job.kind();
+        let spec = AnyCircuit::Filecoin(kind);
+        let circuit_id = spec.circuit_id()?;
+        {
+            let core = lock(&self.core);
+            if let Some(f) = &core.fatal {
+                anyhow::bail!("the pipeline cannot prove: {f}");
+            }
+            anyhow::ensure!(
+                core.circuits.contains_key(&circuit_id),
+                "this pipeline has no parameters for `{kind}` (the request's proof type)\nhint: add `[[circuit]] spec = \"{kind}\"` to the config"
+            );
+        }
+        let inputs: Vec<Vec<Scalar>> =
+            (0..job.partitions()).map(|k| job.public_inputs(k)).collect::<Result<_, _>>()?;
+        let partitions = u32::try_from(job.partitions()).context("too many partitions")?;
+        tracing::info!(%kind, partitions, secs = t.elapsed().as_secs_f64(), request = %path.display(), "proof request accepted");
+        let mut core = lock(&self.core);
+        let id = core.jobs.submit(JobSpec {
+            circuit: spec.to_string(),
+            circuit_id,
+            seed: 0,
+            partitions,
+            input: Some(path),
+        });
+        core.request_inputs.insert(id, inputs);
         let (tx, rx) = mpsc::channel();
         core.waiters.insert(id, tx);
         core.pump_synth();
@@ -636,6 +699,7 @@ impl Core {
     }
 
     fn deliver(&mut self, outcome: JobOutcome) {
+        self.request_inputs.remove(&outcome.job_id);
         for p in 0..outcome.spec.partitions {
             self.timeline.push(TimelineEvent::now(EventKind::ProofDone, outcome.job_id, p, u32::MAX));
         }
@@ -684,11 +748,17 @@ impl Core {
         let Some(entry) = self.circuits.get(&circuit_id) else {
             return Err(format!("slot carries unknown circuit id {circuit_id:#x}"));
         };
-        let Some(seed) = self.jobs.seed_of(job_id) else { return Ok(proof) };
-        let inputs = entry
-            .spec
-            .public_inputs(seed.wrapping_add(u64::from(partition)))
-            .map_err(|e| format!("public inputs: {e}"))?;
+        let inputs = match (self.request_inputs.get(&job_id), entry.spec.builtin()) {
+            (Some(per_partition), _) => per_partition
+                .get(partition as usize)
+                .cloned()
+                .ok_or_else(|| format!("partition {partition} is out of range"))?,
+            (None, Some(spec)) => {
+                let Some(seed) = self.jobs.seed_of(job_id) else { return Ok(proof) };
+                spec.public_inputs(seed.wrapping_add(u64::from(partition))).map_err(|e| format!("public inputs: {e}"))?
+            }
+            (None, None) => return Err(format!("no public inputs known for job {job_id}")),
+        };
         let parsed = bellperson::groth16::Proof::<Bls12>::read(&proof[..]).map_err(|e| format!("malformed proof: {e}"))?;
         match verify_proof(&entry.pvk, &parsed, &inputs) {
             Ok(true) => Ok(proof),

@@ -1,0 +1,408 @@
+//! PoRep C2: the Groth16 proofs of a sealed sector, from the C1 output.
+//!
+//! What a storage provider hands a C2 prover is the C1 output, in one of three forms, all read
+//! by `open` (through [`super::open_job`]):
+//! - filecoin-proofs-api's `SealCommitPhase1Output` JSON (`registered_proof` + vanilla proofs
+//!   keyed by sector shape): what lotus and Curio workers get from `SealCommitPhase1`;
+//! - lotus-bench's `Commit2In` (`{"SectorNum", "Phase1Out": <base64 of the former>, "SectorSize"}`);
+//! - filecoin-proofs' own `SealCommitPhase1Output<Tree>` (the proof type must then be named).
+//!
+//! [`PoRepC2`] then mirrors `seal_commit_phase2_circuit_proofs` step for step: public parameters
+//! from the [`PoRepConfig`], public inputs `{replica_id, tau: {comm_d, comm_r}, seed}`; per
+//! partition `k` the circuit `StackedCompound::circuit(.., Some(k))` and its public inputs
+//! `StackedCompound::generate_public_inputs(.., Some(k))`. Interactive PoRep only (also with
+//! synthetic challenges); non-interactive PoRep needs proof aggregation and is refused.
+
+
+use blstrs::Scalar;
+use filecoin_hashers::{Domain, Hasher};
+use filecoin_proofs::{DefaultPieceDomain, DefaultPieceHasher, PoRepConfig, SealCommitPhase1Output};
+use filecoin_proofs_api::RegisteredSealProof;
+use storage_proofs_core::api_version::{ApiFeature, ApiVersion};
+use storage_proofs_core::compound_proof::CompoundProof;
+use storage_proofs_core::merkle::MerkleTreeTrait;
+use storage_proofs_core::proof::ProofScheme;
+use storage_proofs_porep::stacked::{self, StackedCircuit, StackedCompound, StackedDrg};
+
+use super::{guarded, BlankVisitor, PartitionedJob, ProofKind};
+use crate::synth::{AssignmentSink, CircuitShape};
+use crate::{Backend, Error, ErrorKind};
+
+/// The PoRep circuit of one partition, as filecoin-proofs builds it.
+pub type PoRepCircuit<Tree> = StackedCircuit<Tree, DefaultPieceHasher>;
+
+type Compound<Tree> = StackedCompound<Tree, DefaultPieceHasher>;
+type PublicInputs<Tree> = stacked::PublicInputs<
+    <<Tree as MerkleTreeTrait>::Hasher as Hasher>::Domain,
+    DefaultPieceDomain,
+>;
+
+fn invalid_c1(reason: impl Into<String>) -> Error {
+    ErrorKind::InvalidC1(reason.into()).into()
+}
+
+/// The Merkle tree arities `(sub, top)` filecoin-proofs uses for a sector size (base arity 8).
+fn tree_arities(sector_size: u64) -> Option<(usize, usize)> {
+    const KIB: u64 = 1 << 10;
+    const MIB: u64 = 1 << 20;
+    const GIB: u64 = 1 << 30;
+    match sector_size {
+        s if s == 2 * KIB || s == 8 * MIB || s == 512 * MIB => Some((0, 0)),
+        s if s == 4 * KIB || s == 16 * MIB || s == GIB => Some((2, 0)),
+        s if s == 16 * KIB || s == 32 * GIB => Some((8, 0)),
+        s if s == 32 * KIB || s == 64 * GIB => Some((8, 2)),
+        _ => None,
+    }
+}
+
+/// Checks that `Tree` is the tree shape filecoin-proofs uses for the config's sector size and
+/// that the config is an interactive PoRep.
+fn check_config<Tree: 'static + MerkleTreeTrait>(config: &PoRepConfig) -> Result<(), Error> {
+    let _: ApiVersion = config.api_version;
+    let size = u64::from(config.sector_size);
+    let (sub, top) = tree_arities(size).ok_or_else(|| {
+        Error::from(ErrorKind::PoRepConfig(format!(
+            "unsupported sector size {size} bytes"
+        )))
+    })?;
+    let shape = Tree::display();
+    if !shape.ends_with(&format!("-8-{sub}-{top}")) {
+        return Err(ErrorKind::PoRepConfig(format!(
+            "tree shape `{shape}` is not the one of a {size}-byte sector (arities 8-{sub}-{top})"
+        ))
+        .into());
+    }
+    if config.feature_enabled(ApiFeature::NonInteractivePoRep) {
+        return Err(ErrorKind::PoRepConfig(
+            "non-interactive PoRep (aggregated proofs) is not supported".into(),
+        )
+        .into());
+    }
+    Ok(())
+}
+
+/// Parses a C1 output (`SealCommitPhase1Output` serde JSON) for the tree shape `Tree`.
+///
+/// Errors say whether the JSON is truncated, malformed, or well-formed but not a C1 output of
+/// this shape (another sector size or proof type).
+pub fn parse_c1<Tree: 'static + MerkleTreeTrait>(
+    json: &[u8],
+) -> Result<SealCommitPhase1Output<Tree>, Error> {
+    serde_json::from_slice(json).map_err(|e| {
+        use serde_json::error::Category;
+        match e.classify() {
+            Category::Eof => invalid_c1(format!("truncated JSON ({e})")),
+            Category::Syntax => invalid_c1(format!("malformed JSON ({e})")),
+            Category::Io => invalid_c1(format!("unreadable JSON ({e})")),
+            Category::Data => invalid_c1(format!(
+                "not a C1 output (`SealCommitPhase1Output`) for tree shape `{}` ({e}); hint: \
+                 check the sector size and proof type",
+                Tree::display()
+            )),
+        }
+    })
+}
+
+/// A PoRep C2 job: a checked C1 output with everything needed to build and prove its partitions.
+pub struct PoRepC2<Tree: 'static + MerkleTreeTrait> {
+    registered: RegisteredSealProof,
+    config: PoRepConfig,
+    public_params: stacked::PublicParams<Tree>,
+    public_inputs: PublicInputs<Tree>,
+    vanilla_proofs: Vec<Vec<filecoin_proofs::VanillaSealProof<Tree>>>,
+}
+
+impl<Tree: 'static + MerkleTreeTrait> PoRepC2<Tree> {
+    /// [`parse_c1`] then [`PoRepC2::new`].
+    pub fn from_json(proof: RegisteredSealProof, json: &[u8]) -> Result<Self, Error> {
+        Self::new(proof, parse_c1::<Tree>(json)?)
+    }
+
+    /// Checks a parsed C1 output against the config of `proof` (the checks of
+    /// `seal_commit_phase2_circuit_proofs`, plus partition count and vanilla proof verification)
+    /// and prepares the public parameters and inputs.
+    pub fn new(proof: RegisteredSealProof, c1: SealCommitPhase1Output<Tree>) -> Result<Self, Error> {
+        ProofKind::PoRep(proof).check_supported()?;
+        let config = &proof.as_v1_config();
+        check_config::<Tree>(config)?;
+        let SealCommitPhase1Output {
+            vanilla_proofs,
+            comm_r,
+            comm_d,
+            replica_id,
+            seed,
+            ticket: _,
+        } = c1;
+        if comm_d == [0; 32] {
+            return Err(invalid_c1("all-zero commitment `comm_d`"));
+        }
+        if comm_r == [0; 32] {
+            return Err(invalid_c1("all-zero commitment `comm_r`"));
+        }
+        if seed == [0; 32] {
+            return Err(invalid_c1("all-zero porep challenge `seed`"));
+        }
+        let partitions = usize::from(config.partitions);
+        if vanilla_proofs.len() != partitions {
+            return Err(invalid_c1(format!(
+                "{} partitions of vanilla proofs, a {}-byte sector has {partitions}; hint: check \
+                 the sector size and proof type",
+                vanilla_proofs.len(),
+                u64::from(config.sector_size)
+            )));
+        }
+        if let Some(k) = vanilla_proofs.iter().position(Vec::is_empty) {
+            return Err(invalid_c1(format!("partition {k} has no vanilla proofs")));
+        }
+        let comm_r_safe = <<Tree::Hasher as Hasher>::Domain as Domain>::try_from_bytes(&comm_r)
+            .map_err(|e| invalid_c1(format!("`comm_r` is not a field element: {e}")))?;
+        let comm_d_safe = DefaultPieceDomain::try_from_bytes(&comm_d)
+            .map_err(|e| invalid_c1(format!("`comm_d` is not a field element: {e}")))?;
+        let public_inputs = stacked::PublicInputs {
+            replica_id,
+            tau: Some(stacked::Tau {
+                comm_d: comm_d_safe,
+                comm_r: comm_r_safe,
+            }),
+            k: None,
+            seed: Some(seed),
+        };
+        let public_params = guarded("porep public parameters", || {
+            filecoin_proofs::parameters::public_params::<Tree>(config)
+        })?;
+        let valid = guarded("vanilla proof verification", || {
+            StackedDrg::<Tree, DefaultPieceHasher>::verify_all_partitions(
+                &public_params,
+                &public_inputs,
+                &vanilla_proofs,
+            )
+        })?;
+        if !valid {
+            return Err(invalid_c1(format!(
+                "the vanilla proofs do not verify for a {}-byte sector with this porep id and api \
+                 version {} (another sector size or proof type, or a damaged C1 output)",
+                u64::from(config.sector_size),
+                config.api_version
+            )));
+        }
+        Ok(Self {
+            registered: proof,
+            config: config.clone(),
+            public_params,
+            public_inputs,
+            vanilla_proofs,
+        })
+    }
+
+    /// The config this job was checked against.
+    pub fn config(&self) -> &PoRepConfig {
+        &self.config
+    }
+
+    /// Number of partitions (one Groth16 proof each).
+    pub fn partitions(&self) -> usize {
+        self.vanilla_proofs.len()
+    }
+
+    fn check_partition(&self, k: usize) -> Result<(), Error> {
+        if k >= self.partitions() {
+            return Err(ErrorKind::PoRepConfig(format!(
+                "partition {k} out of range (the job has {})",
+                self.partitions()
+            ))
+            .into());
+        }
+        Ok(())
+    }
+
+    /// The circuit of partition `k`, exactly as `StackedCompound::circuit_proofs` builds it.
+    pub fn circuit(&self, k: usize) -> Result<PoRepCircuit<Tree>, Error> {
+        self.check_partition(k)?;
+        guarded("porep circuit", || {
+            Compound::<Tree>::circuit(
+                &self.public_inputs,
+                (),
+                &self.vanilla_proofs[k],
+                &self.public_params,
+                Some(k),
+            )
+        })
+    }
+
+    /// The public inputs of partition `k` (without the leading ONE), as the verifier computes them.
+    pub fn public_inputs(&self, k: usize) -> Result<Vec<Scalar>, Error> {
+        self.check_partition(k)?;
+        guarded("porep public inputs", || {
+            Compound::<Tree>::generate_public_inputs(
+                &self.public_inputs,
+                &self.public_params,
+                Some(k),
+            )
+        })
+    }
+
+    /// The shape of partition `k` (a counting pass, no witness): what a slot must hold.
+    pub fn shape(&self, k: usize) -> Result<CircuitShape, Error> {
+        crate::synth::circuit_shape(self.circuit(k)?)
+    }
+
+    /// Synthesizes partition `k` into `sink` (bellperson's prover sequence).
+    pub fn synthesize_partition<S: AssignmentSink>(&self, k: usize, sink: S) -> Result<S, Error> {
+        crate::synth::synthesize(self.circuit(k)?, sink)
+    }
+
+    /// Proves every partition with `backend` (see [`super::prove_job`]) and returns the proof
+    /// bytes filecoin-proofs writes: the partitions' proofs concatenated.
+    pub fn prove<B: Backend, R: rand_core::RngCore>(&self, backend: &B, rng: &mut R) -> Result<Vec<u8>, Error> {
+        super::prove_job(self, backend, rng)
+    }
+}
+
+impl<Tree: 'static + MerkleTreeTrait> PartitionedJob for PoRepC2<Tree> {
+    fn kind(&self) -> ProofKind {
+        ProofKind::PoRep(self.registered)
+    }
+
+    fn partitions(&self) -> usize {
+        self.vanilla_proofs.len()
+    }
+
+    fn synthesize_partition(&self, k: usize, sink: &mut dyn AssignmentSink) -> Result<(), Error> {
+        crate::synth::synthesize(self.circuit(k)?, sink).map(drop)
+    }
+
+    fn public_inputs(&self, k: usize) -> Result<Vec<Scalar>, Error> {
+        PoRepC2::public_inputs(self, k)
+    }
+}
+
+/// The C1 output in filecoin-proofs-api's form (`registered_proof` + shape-keyed vanilla proofs).
+fn parse_api_c1(input: &[u8]) -> Result<filecoin_proofs_api::seal::SealCommitPhase1Output, Error> {
+    serde_json::from_slice(input).map_err(|e| match super::json_error("C1 output", &e).into_kind() {
+        ErrorKind::InvalidRequest(r) => invalid_c1(r),
+        k => k.into(),
+    })
+}
+
+/// The inner C1 output of lotus-bench's `Commit2In` (`Phase1Out` is base64 JSON), if `input` is one.
+fn unwrap_commit2in(input: &[u8]) -> Result<Option<Vec<u8>>, Error> {
+    #[derive(serde::Deserialize)]
+    struct Commit2In {
+        #[serde(rename = "Phase1Out")]
+        phase1_out: Option<String>,
+    }
+    let Ok(wrapper) = serde_json::from_slice::<Commit2In>(input) else { return Ok(None) };
+    match wrapper.phase1_out {
+        None => Ok(None),
+        Some(b64) => super::decode_base64("`Phase1Out`", &b64)
+            .map(Some)
+            .map_err(|e| invalid_c1(e.to_string())),
+    }
+}
+
+/// The kind of a lotus-bench `Commit2In` wrapper (from the C1 output inside it).
+pub(super) fn detect_commit2in(input: &[u8]) -> Result<ProofKind, Error> {
+    let inner = unwrap_commit2in(input)?.ok_or_else(|| invalid_c1("`Phase1Out` is not a string"))?;
+    let c1 = parse_api_c1(&inner)?;
+    let kind = ProofKind::PoRep(c1.registered_proof);
+    kind.check_supported()?;
+    Ok(kind)
+}
+
+/// Opens a C1 output (any of the three forms) for `proof`.
+pub(super) fn open(proof: RegisteredSealProof, input: &[u8]) -> Result<Box<dyn PartitionedJob>, Error> {
+    fn inner<Tree: 'static + MerkleTreeTrait>(
+        proof: RegisteredSealProof,
+        input: &[u8],
+    ) -> Result<Box<dyn PartitionedJob>, Error> {
+        let inner_json = unwrap_commit2in(input)?;
+        let input = inner_json.as_deref().unwrap_or(input);
+        #[derive(serde::Deserialize)]
+        struct Probe {
+            registered_proof: Option<serde::de::IgnoredAny>,
+        }
+        // filecoin-proofs-api writes `registered_proof` first: a truncated api C1 output is still
+        // recognised as one (and gets the api form's error).
+        const KEY: &[u8] = b"\"registered_proof\"";
+        let api_form = serde_json::from_slice::<Probe>(input).map(|p| p.registered_proof.is_some()).unwrap_or(false)
+            || input[..input.len().min(256)].windows(KEY.len()).any(|w| w == KEY);
+        let c1: SealCommitPhase1Output<Tree> = if api_form {
+            let api = parse_api_c1(input)?;
+            if api.registered_proof != proof {
+                return Err(invalid_c1(format!(
+                    "a C1 output of `{}`, not of `{}`",
+                    ProofKind::PoRep(api.registered_proof),
+                    ProofKind::PoRep(proof)
+                )));
+            }
+            let replica_id: blstrs::Scalar = api.replica_id.into();
+            SealCommitPhase1Output {
+                vanilla_proofs: guarded("vanilla proofs", || api.vanilla_proofs.try_into())
+                    .map_err(|e| invalid_c1(format!("vanilla proofs of another sector shape ({e})")))?,
+                comm_r: api.comm_r,
+                comm_d: api.comm_d,
+                replica_id: replica_id.into(),
+                seed: api.seed,
+                ticket: api.ticket,
+            }
+        } else {
+            parse_c1::<Tree>(input)?
+        };
+        Ok(Box::new(PoRepC2::<Tree>::new(proof, c1)?))
+    }
+    ProofKind::PoRep(proof).check_supported()?;
+    super::with_tree!(u64::from(proof.sector_size()), Tree => inner::<Tree>(proof, input))
+}
+
+/// Calls `visitor` with the blank PoRep circuit of `proof` (what parameter generation uses).
+pub(super) fn visit_blank<V: BlankVisitor>(proof: RegisteredSealProof, visitor: V) -> Result<V::Out, Error> {
+    super::with_tree!(u64::from(proof.sector_size()), Tree => {
+        let config = proof.as_v1_config();
+        check_config::<Tree>(&config)?;
+        let public_params =
+            guarded("porep public parameters", || filecoin_proofs::parameters::public_params::<Tree>(&config))?;
+        let blank = <Compound<Tree> as CompoundProof<StackedDrg<'_, Tree, DefaultPieceHasher>, PoRepCircuit<Tree>>>::blank_circuit(&public_params);
+        visitor.visit(blank)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use filecoin_proofs::{SectorShape2KiB, SectorShape32GiB};
+
+    #[test]
+    fn wrong_tree_shape_is_refused() {
+        let config = RegisteredSealProof::StackedDrg2KiBV1_1.as_v1_config();
+        let e = check_config::<SectorShape32GiB>(&config).unwrap_err();
+        assert!(e.to_string().contains("8-0-0"), "{e}");
+        check_config::<SectorShape2KiB>(&config).unwrap();
+    }
+
+    #[test]
+    fn bad_json_names_the_problem() {
+        let e = parse_c1::<SectorShape2KiB>(b"{\"vanilla_proofs\": [[").unwrap_err();
+        assert!(e.to_string().contains("truncated JSON"), "{e}");
+        let e = parse_c1::<SectorShape2KiB>(b"{\"vanilla_proofs\" 1}").unwrap_err();
+        assert!(e.to_string().contains("malformed JSON"), "{e}");
+        let e = parse_c1::<SectorShape2KiB>(b"{\"comm_r\": 5}").unwrap_err();
+        assert!(e.to_string().contains("not a C1 output"), "{e}");
+        assert!(matches!(e.kind(), ErrorKind::InvalidC1(_)));
+    }
+
+    #[test]
+    fn commit2in_with_bad_base64_names_the_field() {
+        let e = open(RegisteredSealProof::StackedDrg2KiBV1_1, b"{\"SectorNum\": 1, \"Phase1Out\": \"@@@\"}")
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("`Phase1Out` is not base64"), "{e}");
+        let inner = super::super::encode_base64(b"{\"registered_proof\": \"StackedDrg8MiBV1_1\"}");
+        let e = open(
+            RegisteredSealProof::StackedDrg2KiBV1_1,
+            format!("{{\"Phase1Out\": \"{inner}\"}}").as_bytes(),
+        )
+        .err()
+        .unwrap();
+        assert!(matches!(e.kind(), ErrorKind::InvalidC1(_)), "{e}");
+    }
+}

@@ -1,0 +1,204 @@
+//! `splitprover bench --filecoin porep:…`: PoRep C2 of a real sealed sector, in one run,
+//! - `stock`: filecoin-proofs-api `seal_commit_phase2` (bellperson; this build links no fil GPU
+//!   code, so it is its CPU path);
+//! - `monolithic`: our synthesis then our backend (`--backend`), in process, one partition at a
+//!   time (`kernels::filecoin::prove_job`);
+//! - `split`: the split pipeline (synth-proc and gpu-proc as pinned processes), `-n` jobs with
+//!   `-j` in flight.
+//!
+//! The sector is sealed first (PC1, PC2, C1 through filecoin-proofs-api, timed), its parameters
+//! generated into the parameter cache with the fast generator if missing (timed). Every proof of
+//! every mode is checked with `verify_seal`; a refused proof fails the bench.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use kernels::circuits::AnyCircuit;
+use kernels::filecoin::{self, fixture, ParamFiles, ProofKind};
+use kernels::Backend;
+
+use crate::pipeline::PipelineSettings;
+use crate::report::{self, BenchRow};
+use crate::timeline::Timeline;
+
+/// What the Filecoin bench needs besides the pipeline settings.
+pub struct FilecoinBench {
+    /// The proof kind (PoRep only).
+    pub kind: ProofKind,
+    /// Modes: `stock`, `monolithic`, `split`.
+    pub modes: Vec<String>,
+    /// Proofs of the monolithic and split modes.
+    pub proofs: usize,
+    /// Runs of the stock prover.
+    pub stock_runs: usize,
+    /// Jobs in flight in the split mode.
+    pub clients: usize,
+    /// Parameter cache dir.
+    pub param_cache: PathBuf,
+    /// Where the sector is sealed (kept between runs: a sealed sector is reused).
+    pub work_dir: PathBuf,
+}
+
+/// One measured mode.
+pub struct FilecoinRow {
+    /// The row as the other benches print it (wall, s/proof, ...).
+    pub row: BenchRow,
+    /// Every proof's latency, seconds.
+    pub latencies: Vec<f64>,
+}
+
+/// Runs the bench and returns one row per mode, plus the timeline of the split run.
+pub fn run(bench: &FilecoinBench, settings: PipelineSettings) -> anyhow::Result<(Vec<FilecoinRow>, Option<Timeline>)> {
+    let ProofKind::PoRep(proof) = bench.kind else {
+        anyhow::bail!("the Filecoin bench measures PoRep C2 (`porep:…`), not `{}`", bench.kind);
+    };
+    let kind = bench.kind;
+    std::fs::create_dir_all(&bench.param_cache)?;
+    let parents = bench.work_dir.join("parents");
+    std::fs::create_dir_all(&parents)?;
+    // filecoin-proofs reads its settings once per process: before any call. The children inherit
+    // them.
+    std::env::set_var(crate::env::FIL_PROOFS_PARAMETER_CACHE, &bench.param_cache);
+    if std::env::var_os("FIL_PROOFS_PARENT_CACHE").is_none() {
+        std::env::set_var("FIL_PROOFS_PARENT_CACHE", &parents);
+    }
+
+    let t = Instant::now();
+    let bar = crate::srs::GenBar::new(true);
+    let (files, generated) = filecoin::ensure_parameters(kind, &bench.param_cache, 17, &|p| bar.update(p))?;
+    bar.finish();
+    eprintln!("{kind}: parameters ready in {:.1} s (generated: {generated})", t.elapsed().as_secs_f64());
+
+    let t = Instant::now();
+    let sector = fixture::seal_sector(proof, &bench.work_dir.join("sector"), 4242, 11)
+        .with_context(|| format!("sealing a {kind} sector"))?;
+    eprintln!("{kind}: sealed (PC1, PC2, C1) in {:.1} s", t.elapsed().as_secs_f64());
+    let c1_path = bench.work_dir.join("c1.json");
+    std::fs::write(&c1_path, &sector.c1_json)?;
+    let check = |what: &str, proof: &[u8]| -> anyhow::Result<()> {
+        anyhow::ensure!(sector.verify(proof, None)?, "{what}: verify_seal refused the proof");
+        Ok(())
+    };
+
+    let mut rows = Vec::new();
+    let has = |m: &str| bench.modes.iter().any(|x| x == m);
+    if has("stock") {
+        let mut lat = Vec::new();
+        let started = Instant::now();
+        for _ in 0..bench.stock_runs.max(1) {
+            let t = Instant::now();
+            let proof = sector.stock_c2()?;
+            lat.push(t.elapsed().as_secs_f64());
+            check("stock", &proof)?;
+        }
+        rows.push(plain_row("filecoin-proofs seal_commit_phase2 (bellperson CPU)", "stock", started.elapsed(), lat));
+    }
+    if has("monolithic") {
+        let backend = local_backend(&settings.gpus[0].backend, &files)?;
+        let job = filecoin::open_job(kind, &sector.c1_json)?;
+        let mut lat = Vec::new();
+        let started = Instant::now();
+        for _ in 0..bench.proofs.max(1) {
+            let t = Instant::now();
+            let proof = filecoin::prove_job(&*job, backend.as_ref(), &mut rand::thread_rng())?;
+            lat.push(t.elapsed().as_secs_f64());
+            check("monolithic", &proof)?;
+        }
+        let cfg = format!("ours in process, {} backend", backend.name());
+        rows.push(plain_row(&cfg, "monolithic", started.elapsed(), lat));
+    }
+    let mut timeline = None;
+    if has("split") {
+        let mut s = settings;
+        s.circuits = vec![crate::pipeline::CircuitSetting { spec: AnyCircuit::Filecoin(kind), params: files.params.clone() }];
+        let pipeline = crate::pipeline::Pipeline::start(s)?;
+        pipeline.wait_ready(Duration::from_secs(900))?;
+        let status = pipeline.status();
+        // One warm-up job (CUDA initialised, SRS loaded, request cache warm), not measured.
+        let warm = pipeline.submit_request(Some(kind), &c1_path)?.wait()?;
+        check("split warm-up", &warm.result.map_err(|e| anyhow::anyhow!("warm-up job failed: {e}"))?.concat())?;
+        let _ = pipeline.take_timeline();
+        let bar = report::progress_bar(bench.proofs.max(1), "split");
+        let started = Instant::now();
+        let mut in_flight = std::collections::VecDeque::new();
+        let mut lat = Vec::new();
+        let mut next = 0;
+        while lat.len() < bench.proofs.max(1) {
+            while next < bench.proofs.max(1) && in_flight.len() < bench.clients.max(1) {
+                in_flight.push_back(pipeline.submit_request(Some(kind), &c1_path)?);
+                next += 1;
+            }
+            let o = in_flight.pop_front().expect("a job is in flight").wait()?;
+            let proofs = o.result.map_err(|e| anyhow::anyhow!("job {} failed: {e}", o.job_id))?;
+            check("split", &proofs.concat())?;
+            lat.push(o.elapsed.as_secs_f64());
+            bar.set_position(lat.len() as u64);
+        }
+        bar.finish_and_clear();
+        let wall = started.elapsed();
+        let tl = Timeline::from_events(pipeline.take_timeline());
+        pipeline.shutdown();
+        let synth = status.children.iter().find(|c| c.role == "synth-proc");
+        let gpu = status.children.iter().find(|c| c.role.starts_with("gpu-proc"));
+        let cfg = format!(
+            "synth cpus {} / gpu cpus {}, -j {}",
+            synth.and_then(|c| c.cpus.clone()).unwrap_or_default(),
+            gpu.and_then(|c| c.cpus.clone()).unwrap_or_default(),
+            bench.clients
+        );
+        let stats = report::TimelineStats::from_timeline(&tl);
+        let mut row = BenchRow::from_stats(&cfg, "split", &stats);
+        // The pipeline's wall is the clients' (warm-up excluded).
+        row.wall_s = wall.as_secs_f64();
+        row.s_per_proof = Some(wall.as_secs_f64() / lat.len() as f64);
+        row.proofs_per_s = Some(lat.len() as f64 / wall.as_secs_f64());
+        row.proofs_per_min = row.proofs_per_s.map(|p| p * 60.0);
+        rows.push(FilecoinRow { row, latencies: lat });
+        timeline = Some(tl);
+    }
+    Ok((rows, timeline))
+}
+
+fn plain_row(config: &str, mode: &str, wall: Duration, latencies: Vec<f64>) -> FilecoinRow {
+    let n = latencies.len();
+    let wall_s = wall.as_secs_f64();
+    let mut row = BenchRow::from_stats(config, mode, &report::TimelineStats::from_timeline(&Timeline::from_events(Vec::new())));
+    row.proofs = n;
+    row.wall_s = wall_s;
+    row.s_per_proof = Some(wall_s / n as f64);
+    row.proofs_per_s = Some(n as f64 / wall_s);
+    row.proofs_per_min = Some(60.0 * n as f64 / wall_s);
+    FilecoinRow { row, latencies }
+}
+
+fn local_backend(kind: &str, files: &ParamFiles) -> anyhow::Result<Box<dyn Backend>> {
+    match kind {
+        "cpu" => {
+            let image = kernels::srs::SrsImage::from_params_file(&files.params, files.circuit_id(), false)?;
+            Ok(Box::new(kernels::CpuBackend::new(image)?))
+        }
+        #[cfg(feature = "cuda")]
+        "cuda" => Ok(Box::new(kernels::backend::cuda::CudaBackend::open(&files.params)?)),
+        other => anyhow::bail!("backend `{other}` is not available in this build"),
+    }
+}
+
+/// The latency line of a row: min / median / max seconds.
+pub fn latency_line(latencies: &[f64]) -> String {
+    let mut v = latencies.to_vec();
+    v.sort_by(|a, b| a.total_cmp(b));
+    match v.len() {
+        0 => "-".into(),
+        n => format!("{:.2} / {:.2} / {:.2} s", v[0], v[n / 2], v[n - 1]),
+    }
+}
+
+/// Whether `path` looks like a parameter cache holding `kind` (for messages).
+pub fn describe_cache(kind: ProofKind, dir: &Path) -> String {
+    match ParamFiles::for_kind(kind, dir) {
+        Ok(f) if f.params.is_file() => format!("{} (present)", f.params.display()),
+        Ok(f) => format!("{} (to generate)", f.params.display()),
+        Err(e) => e.to_string(),
+    }
+}

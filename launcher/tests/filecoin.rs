@@ -1,0 +1,239 @@
+//! Filecoin proofs through the split pipeline with real processes (issue 5): a 2 KiB sector sealed
+//! in the test (PC1, PC2, C1 through filecoin-proofs-api), its C2 synthesized by synth-proc into
+//! a ring slot and proved by gpu-proc, the proof bytes checked with filecoin-proofs' `verify_seal`;
+//! bad requests fail alone while the pipeline keeps serving; the CLI (`prove --porep-c1`,
+//! `params check`) and the service (`submit --porep-c1`) do the same.
+//!
+//! Parameters come from the shared test parameter cache (`target/filecoin-test-params`, fast
+//! generator, fixed seed: whichever test binary runs first generates them).
+#![cfg(feature = "filecoin")]
+
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
+
+use kernels::circuits::AnyCircuit;
+use kernels::filecoin::fixture::{seal_sector, SealedSector};
+use kernels::filecoin::{ensure_parameters, ParamFiles, ProofKind, RegisteredSealProof};
+use launcher::pipeline::child::kill;
+use launcher::pipeline::{Pipeline, PipelineSettings};
+
+const PROOF: RegisteredSealProof = RegisteredSealProof::StackedDrg2KiBV1_1;
+const PARAM_SEED: u64 = 0x5eed_f11e;
+
+/// Pipelines in one test binary run one at a time: the machine has two cores.
+fn serial() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn param_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/filecoin-test-params")
+}
+
+/// filecoin-proofs' settings are read once per process: set before any fil call. Children
+/// inherit them.
+fn settings_env() {
+    static DONE: OnceLock<()> = OnceLock::new();
+    DONE.get_or_init(|| {
+        let parents = Path::new(env!("CARGO_TARGET_TMPDIR")).join("filecoin-parents");
+        std::fs::create_dir_all(param_dir()).unwrap();
+        std::fs::create_dir_all(&parents).unwrap();
+        std::env::set_var("FIL_PROOFS_PARAMETER_CACHE", param_dir());
+        std::env::set_var("FIL_PROOFS_PARENT_CACHE", parents);
+        std::env::remove_var("FIL_PROOFS_VERIFY_PRODUCTION_PARAMS");
+    });
+}
+
+fn params(kind: ProofKind) -> ParamFiles {
+    settings_env();
+    let t = Instant::now();
+    let (files, generated) = ensure_parameters(kind, param_dir(), PARAM_SEED, &|_| {}).unwrap();
+    eprintln!("{kind} parameters ready in {:.1} s (generated: {generated})", t.elapsed().as_secs_f64());
+    files
+}
+
+fn work_dir() -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join("launcher-filecoin")
+}
+
+/// Sealed sectors by id, with their C1 output written to `c1-<id>.json`.
+fn sector(id: u64) -> (SealedSector, PathBuf) {
+    settings_env();
+    static SEALED: Mutex<Vec<SealedSector>> = Mutex::new(Vec::new());
+    let mut sealed = SEALED.lock().unwrap();
+    let s = match sealed.iter().find(|s| s.sector_id == id) {
+        Some(s) => s.clone(),
+        None => {
+            let s = seal_sector(PROOF, &work_dir().join("sectors"), id, id).unwrap();
+            sealed.push(s.clone());
+            s
+        }
+    };
+    let path = work_dir().join(format!("c1-{id}.json"));
+    std::fs::write(&path, &s.c1_json).unwrap();
+    (s, path)
+}
+
+fn settings(kind: ProofKind) -> PipelineSettings {
+    let files = params(kind);
+    let mut s = PipelineSettings::for_circuit(AnyCircuit::Filecoin(kind), files.params).unwrap();
+    s.program = PathBuf::from(env!("CARGO_BIN_EXE_splitprover"));
+    s.huge_pages = shm_protocol::HugePagePolicy::Plain;
+    s.slots = 2;
+    s
+}
+
+#[test]
+fn porep_c2_through_the_split_pipeline_verifies_and_bad_requests_fail_alone() {
+    let _g = serial();
+    let kind = ProofKind::PoRep(PROOF);
+    let (a, a_path) = sector(7001);
+    let p = Pipeline::start(settings(kind)).unwrap();
+    p.wait_ready(Duration::from_secs(120)).unwrap();
+
+    // Bad requests are refused at submission, naming the file and the problem.
+    let bad = work_dir().join("truncated.json");
+    std::fs::write(&bad, &a.c1_json[..a.c1_json.len() / 3]).unwrap();
+    let e = format!("{:#}", p.submit_request(None, &bad).err().unwrap());
+    assert!(e.contains("truncated.json") && e.contains("truncated JSON"), "{e}");
+    let garbage = work_dir().join("garbage.json");
+    std::fs::write(&garbage, b"\x00\x01 not json").unwrap();
+    let e = format!("{:#}", p.submit_request(None, &garbage).err().unwrap());
+    assert!(e.contains("garbage.json") && e.contains("malformed JSON"), "{e}");
+    let e = format!("{:#}", p.submit_request(None, &work_dir().join("missing.json")).err().unwrap());
+    assert!(e.contains("missing.json"), "{e}");
+    // A proof type the pipeline has no parameters for.
+    let e = format!("{:#}", p.submit_request(Some("porep:StackedDrg8MiBV1_1".parse().unwrap()), &a_path).err().unwrap());
+    assert!(e.contains("StackedDrg8MiBV1_1"), "{e}");
+    // A damaged C1 output: its vanilla proofs do not verify.
+    let mut c1: serde_json::Value = serde_json::from_slice(&a.c1_json).unwrap();
+    c1["seed"][0] = serde_json::json!((a.seed[0] ^ 1) as u64);
+    let damaged = work_dir().join("damaged.json");
+    std::fs::write(&damaged, serde_json::to_vec(&c1).unwrap()).unwrap();
+    let e = format!("{:#}", p.submit_request(None, &damaged).err().unwrap());
+    assert!(e.contains("do not verify"), "{e}");
+
+    // A request that disappears after it was accepted fails alone, in synth-proc.
+    let (_, b_path) = sector(7002);
+    let vanishing = work_dir().join("vanishing.json");
+    std::fs::copy(&b_path, &vanishing).unwrap();
+    let doomed = p.submit_request(None, &vanishing).unwrap();
+    std::fs::remove_file(&vanishing).unwrap();
+    // The good job, after all that.
+    let t = Instant::now();
+    let good = p.submit_request(None, &a_path).unwrap();
+    let o = doomed.wait().unwrap();
+    let e = o.result.expect_err("the vanished request cannot be proved");
+    assert!(e.contains("vanishing.json"), "{e}");
+    let o = good.wait().unwrap();
+    let proofs = o.result.unwrap_or_else(|e| panic!("job {} failed: {e}", o.job_id));
+    eprintln!("PoRep C2 2 KiB through the split pipeline: {:.1} s", t.elapsed().as_secs_f64());
+    assert_eq!(proofs.len(), 1);
+    let bytes = proofs.concat();
+    assert_eq!(bytes.len(), 192);
+    assert!(a.verify(&bytes, None).unwrap(), "verify_seal refused the pipeline's proof");
+    // Negative: the proof of one sector must not verify for another.
+    assert!(!a.verify(&bytes, Some(a.sector_id + 1)).unwrap(), "accepted for another sector id");
+    let mut other = a.clone();
+    other.comm_r = sector(7002).0.comm_r;
+    assert!(!other.verify(&bytes, None).unwrap_or(false), "accepted for another sector's comm_r");
+    let c = p.counters();
+    assert_eq!((c.succeeded, c.failed), (1, 1), "{c:?}");
+    p.shutdown();
+}
+
+fn cli(args: &[&str], env: &[(&str, &Path)]) -> (i32, String, String) {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_splitprover"));
+    cmd.args(args).env("SPLITPROVER_LOG", "warn");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn cli_prove_and_service_submit_write_proofs_filecoin_proofs_accepts() {
+    let _g = serial();
+    let kind = ProofKind::PoRep(PROOF);
+    params(kind);
+    let (s, c1_path) = sector(7003);
+    let dir = tempfile::tempdir().unwrap();
+    let pc = param_dir();
+    let env = [("FIL_PROOFS_PARAMETER_CACHE", pc.as_path())];
+
+    let (code, stdout, err) = cli(&["params", "check", &kind.to_string(), "porep:StackedDrg8MiBV1_1"], &env);
+    assert_eq!(code, 1, "{stdout}{err}");
+    assert!(stdout.contains(&format!("{kind}: ok")), "{stdout}");
+    assert!(stdout.contains("porep:StackedDrg8MiBV1_1: no parameters") && stdout.contains("params generate"), "{stdout}");
+
+    // `prove` with lotus-bench's Commit2In form: the kind is read from the request.
+    let wrapped = dir.path().join("commit2in.json");
+    std::fs::write(&wrapped, s.commit2in_json()).unwrap();
+    let out = dir.path().join("c2.proof");
+    let (code, _, err) = cli(
+        &["prove", "--porep-c1", wrapped.to_str().unwrap(), "--huge-pages", "none", "--out", out.to_str().unwrap()],
+        &env,
+    );
+    assert_eq!(code, 0, "{err}");
+    let bytes = std::fs::read(&out).unwrap();
+    assert_eq!(bytes.len(), 192);
+    assert!(s.verify(&bytes, None).unwrap(), "verify_seal refused the CLI's proof");
+
+    // A C1 output given as a PoSt request is refused, naming what it is.
+    let (code, _, err) = cli(&["prove", "--post", c1_path.to_str().unwrap(), "--out", "x"], &env);
+    assert_eq!(code, 2);
+    assert!(err.contains("is a PoRep C1 output") && err.contains("not a PoSt request") && err.contains("--porep-c1"), "{err}");
+
+    // Missing parameters: a clear error that says how to make them.
+    let empty = dir.path().join("no-params");
+    let (code, _, err) = cli(
+        &["prove", "--porep-c1", c1_path.to_str().unwrap(), "--param-cache", empty.to_str().unwrap(), "--out", "x"],
+        &env,
+    );
+    assert_eq!(code, 2);
+    assert!(err.contains("no parameters for `porep:StackedDrg2KiBV1_1`") && err.contains("params generate"), "{err}");
+
+    // The service: `submit --porep-c1`, a bad request refused, the next one served.
+    let socket = dir.path().join("sp.sock");
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "cache_dir = {:?}\nsocket = {:?}\nparam_cache = {:?}\n[ring]\nslots = 2\nhuge_pages = \"none\"\n[[gpu]]\nbackend = \"cpu\"\n[[circuit]]\nspec = \"{kind}\"\n",
+            dir.path(),
+            socket,
+            pc
+        ),
+    )
+    .unwrap();
+    let mut service = std::process::Command::new(env!("CARGO_BIN_EXE_splitprover"))
+        .args(["run", "--config", config.to_str().unwrap()])
+        .env("SPLITPROVER_LOG", "warn")
+        .env("FIL_PROOFS_PARAMETER_CACHE", &pc)
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !socket.exists() {
+        assert!(Instant::now() < deadline, "service did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let env = [("SPLITPROVER_SOCKET", socket.as_path()), ("FIL_PROOFS_PARAMETER_CACHE", pc.as_path())];
+    let bad = dir.path().join("bad.json");
+    std::fs::write(&bad, &s.c1_json[..100]).unwrap();
+    let (code, _, err) = cli(&["submit", "--porep-c1", bad.to_str().unwrap(), "--wait"], &env);
+    assert_eq!(code, 2);
+    assert!(err.contains("refused") && err.contains("bad.json"), "{err}");
+    let out = dir.path().join("served.proof");
+    let (code, _, err) = cli(&["submit", "--porep-c1", c1_path.to_str().unwrap(), "--out", out.to_str().unwrap()], &env);
+    assert_eq!(code, 0, "{err}");
+    let bytes = std::fs::read(&out).unwrap();
+    assert!(s.verify(&bytes, None).unwrap(), "verify_seal refused the service's proof");
+    kill(service.id(), libc::SIGTERM);
+    assert!(service.wait().unwrap().success());
+}
