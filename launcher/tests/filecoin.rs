@@ -172,6 +172,24 @@ fn cli_prove_and_service_submit_write_proofs_filecoin_proofs_accepts() {
     assert!(stdout.contains(&format!("{kind}: ok")), "{stdout}");
     assert!(stdout.contains("porep:StackedDrg8MiBV1_1: no parameters") && stdout.contains("params generate"), "{stdout}");
 
+    // `params generate` writes the official files where `params check` (and the verifiers) find
+    // them; the WindowPoSt circuit is small (21,866 constraints).
+    let fresh = dir.path().join("fresh-params");
+    let window = "post:StackedDrgWindow2KiBV1_2";
+    let (code, stdout, err) =
+        cli(&["params", "generate", window, "--seed", "5", "--param-cache", fresh.to_str().unwrap()], &env);
+    assert_eq!(code, 0, "{err}");
+    assert!(stdout.lines().any(|l| l.ends_with(".params")) && stdout.lines().any(|l| l.ends_with(".vk")), "{stdout}");
+    let (code, stdout, err) = cli(&["params", "check", window, "--param-cache", fresh.to_str().unwrap()], &env);
+    assert_eq!(code, 0, "{stdout}{err}");
+    assert!(stdout.contains("ok") && stdout.contains("21866 constraints"), "{stdout}");
+    let (code, _, err) = cli(&["params", "generate", window, "--param-cache", fresh.to_str().unwrap()], &env);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("already present"), "{err}");
+    let (code, _, err) = cli(&["params", "generate", "porep:StackedDrg3KiBV1"], &env);
+    assert_eq!(code, 2);
+    assert!(err.contains("unknown registered seal proof"), "{err}");
+
     // `prove` with lotus-bench's Commit2In form: the kind is read from the request.
     let wrapped = dir.path().join("commit2in.json");
     std::fs::write(&wrapped, s.commit2in_json()).unwrap();
