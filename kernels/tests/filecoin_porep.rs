@@ -15,7 +15,7 @@ use std::time::Instant;
 use filecoin_proofs::{get_seal_inputs, SealCommitPhase1Output, SectorShape2KiB};
 use kernels::filecoin::fixture::{seal_sector, SealedSector};
 use kernels::filecoin::{
-    self, detect_kind, ensure_parameters, open_job, ParamFiles, PoRepC2, ProofKind,
+    self, detect_kind, open_job, ParamFiles, PoRepC2, ProofKind,
     RegisteredSealProof, PARTITION_PROOF_LEN,
 };
 use kernels::srs::SrsImage;
@@ -26,8 +26,6 @@ use storage_proofs_core::sector::SectorId;
 
 const PROOF: RegisteredSealProof = RegisteredSealProof::StackedDrg2KiBV1_1;
 const SECTOR_ID: u64 = 4242;
-/// Seed of the shared test parameters (every test binary uses it).
-const PARAM_SEED: u64 = 0x5eed_f11e;
 
 fn param_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/filecoin-test-params")
@@ -35,15 +33,7 @@ fn param_dir() -> PathBuf {
 
 /// Points filecoin-proofs' settings (read once per process) at the test dirs before any call.
 fn settings() {
-    static DONE: OnceLock<()> = OnceLock::new();
-    DONE.get_or_init(|| {
-        let parents = Path::new(env!("CARGO_TARGET_TMPDIR")).join("filecoin-parents");
-        std::fs::create_dir_all(param_dir()).unwrap();
-        std::fs::create_dir_all(&parents).unwrap();
-        std::env::set_var("FIL_PROOFS_PARAMETER_CACHE", param_dir());
-        std::env::set_var("FIL_PROOFS_PARENT_CACHE", parents);
-        std::env::remove_var("FIL_PROOFS_VERIFY_PRODUCTION_PARAMS");
-    });
+    kernels::filecoin::fixture::use_test_dirs(&param_dir(), &Path::new(env!("CARGO_TARGET_TMPDIR")).join("filecoin-parents")).unwrap();
 }
 
 fn sealed() -> &'static SealedSector {
@@ -67,9 +57,7 @@ fn params() -> &'static ParamFiles {
     static FILES: OnceLock<ParamFiles> = OnceLock::new();
     FILES.get_or_init(|| {
         settings();
-        let t = Instant::now();
-        let (files, generated) = ensure_parameters(ProofKind::PoRep(PROOF), param_dir(), PARAM_SEED, &|_| {}).unwrap();
-        eprintln!("2 KiB PoRep parameters ready in {:.1} s (generated: {generated})", t.elapsed().as_secs_f64());
+        let files = kernels::filecoin::fixture::test_parameters(ProofKind::PoRep(PROOF), &param_dir()).unwrap();
         assert_eq!(files, ParamFiles::for_kind(ProofKind::PoRep(PROOF), param_dir()).unwrap());
         files
     })

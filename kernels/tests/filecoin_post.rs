@@ -20,7 +20,7 @@ use filecoin_proofs_api::post::get_num_partition_for_fallback_post;
 use filecoin_proofs_api::{RegisteredPoStProof, RegisteredSealProof};
 use kernels::filecoin::fixture::{post_request, randomness, seal_sector, PoStFixture, SealedSector, PROVER_ID};
 use kernels::filecoin::post::PoStRequest;
-use kernels::filecoin::{self, detect_kind, ensure_parameters, open_job, ParamFiles, ProofKind, PARTITION_PROOF_LEN};
+use kernels::filecoin::{self, detect_kind, open_job, ParamFiles, ProofKind, PARTITION_PROOF_LEN};
 use kernels::srs::SrsImage;
 use kernels::{CpuBackend, ErrorKind};
 use rand::SeedableRng;
@@ -31,8 +31,6 @@ const WINDOW: RegisteredPoStProof = RegisteredPoStProof::StackedDrgWindow2KiBV1_
 const SEAL_PROOF: RegisteredSealProof = RegisteredSealProof::StackedDrg2KiBV1_1;
 /// Three sectors: two WindowPoSt partitions of two sectors (the second one padded).
 const SECTOR_IDS: [u64; 3] = [7001, 7002, 7003];
-/// Seed of the shared test parameters (every test binary uses it).
-const PARAM_SEED: u64 = 0x5eed_f11e;
 
 fn param_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/filecoin-test-params")
@@ -44,15 +42,7 @@ fn work_dir() -> PathBuf {
 
 /// Points filecoin-proofs' settings (read once per process) at the test dirs before any call.
 fn settings() {
-    static DONE: OnceLock<()> = OnceLock::new();
-    DONE.get_or_init(|| {
-        let parents = work_dir().join("parents");
-        std::fs::create_dir_all(param_dir()).unwrap();
-        std::fs::create_dir_all(&parents).unwrap();
-        std::env::set_var("FIL_PROOFS_PARAMETER_CACHE", param_dir());
-        std::env::set_var("FIL_PROOFS_PARENT_CACHE", parents);
-        std::env::remove_var("FIL_PROOFS_VERIFY_PRODUCTION_PARAMS");
-    });
+    kernels::filecoin::fixture::use_test_dirs(&param_dir(), &work_dir().join("parents")).unwrap();
 }
 
 /// Seals the three sectors (seeded random data) through filecoin-proofs-api.
@@ -75,11 +65,7 @@ fn params(proof: RegisteredPoStProof) -> &'static ParamFiles {
     let cell = if proof == WINNING { &WINNING_FILES } else { &WINDOW_FILES };
     cell.get_or_init(|| {
         settings();
-        let t = Instant::now();
-        let kind = ProofKind::PoSt(proof);
-        let (files, generated) = ensure_parameters(kind, param_dir(), PARAM_SEED, &|_| {}).unwrap();
-        eprintln!("{kind} parameters ready in {:.1} s (generated: {generated})", t.elapsed().as_secs_f64());
-        files
+        kernels::filecoin::fixture::test_parameters(ProofKind::PoSt(proof), &param_dir()).unwrap()
     })
 }
 

@@ -20,7 +20,7 @@ use filecoin_proofs_api::{RegisteredSealProof, RegisteredUpdateProof};
 use kernels::filecoin::fixture::{seal_cc_sector, snap_request, SealedSector, SnapFixture};
 use kernels::filecoin::update::{circuit_identifier, SnapDeals, SnapRequest};
 use kernels::filecoin::{
-    self, detect_kind, ensure_parameters, open_job, ParamFiles, ProofKind, SectorShape2KiB, PARTITION_PROOF_LEN,
+    self, detect_kind, open_job, ParamFiles, ProofKind, SectorShape2KiB, PARTITION_PROOF_LEN,
 };
 use kernels::srs::SrsImage;
 use kernels::{CpuBackend, ErrorKind};
@@ -31,8 +31,6 @@ const PROOF: RegisteredUpdateProof = RegisteredUpdateProof::StackedDrg2KiBV1;
 const SEAL_PROOF: RegisteredSealProof = RegisteredSealProof::StackedDrg2KiBV1_1;
 const KIND: ProofKind = ProofKind::SnapDeals(PROOF);
 const SECTOR_ID: u64 = 5151;
-/// Seed of the shared test parameters (every test binary uses it).
-const PARAM_SEED: u64 = 0x5eed_f11e;
 
 fn param_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/filecoin-test-params")
@@ -44,15 +42,7 @@ fn work_dir() -> PathBuf {
 
 /// Points filecoin-proofs' settings (read once per process) at the test dirs before any call.
 fn settings() {
-    static DONE: OnceLock<()> = OnceLock::new();
-    DONE.get_or_init(|| {
-        let parents = work_dir().join("parents");
-        std::fs::create_dir_all(param_dir()).unwrap();
-        std::fs::create_dir_all(&parents).unwrap();
-        std::env::set_var("FIL_PROOFS_PARAMETER_CACHE", param_dir());
-        std::env::set_var("FIL_PROOFS_PARENT_CACHE", parents);
-        std::env::remove_var("FIL_PROOFS_VERIFY_PRODUCTION_PARAMS");
-    });
+    kernels::filecoin::fixture::use_test_dirs(&param_dir(), &work_dir().join("parents")).unwrap();
 }
 
 /// Seals a 2 KiB CC sector (zero data), encodes random data into it and makes the update's
@@ -93,10 +83,7 @@ fn params() -> &'static ParamFiles {
             circuit_identifier(PROOF).unwrap(),
             "the parameter files of `{KIND}` are not named after the update circuit"
         );
-        let t = Instant::now();
-        let (files, generated) = ensure_parameters(KIND, param_dir(), PARAM_SEED, &|_| {}).unwrap();
-        eprintln!("2 KiB update parameters ready in {:.1} s (generated: {generated})", t.elapsed().as_secs_f64());
-        files
+        kernels::filecoin::fixture::test_parameters(KIND, &param_dir()).unwrap()
     })
 }
 

@@ -109,6 +109,7 @@ pub fn resolve_any(
             }
             let files = kernels::filecoin::ParamFiles::for_kind(*kind, param_cache)?;
             files.check_present(*kind)?;
+            files.check_pair()?;
             Ok(files.params)
         }
     }

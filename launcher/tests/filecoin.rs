@@ -9,17 +9,16 @@
 #![cfg(feature = "filecoin")]
 
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use kernels::circuits::AnyCircuit;
 use kernels::filecoin::fixture::{seal_sector, SealedSector};
-use kernels::filecoin::{ensure_parameters, ParamFiles, ProofKind, RegisteredSealProof};
+use kernels::filecoin::{ParamFiles, ProofKind, RegisteredSealProof};
 use launcher::pipeline::child::kill;
 use launcher::pipeline::{Pipeline, PipelineSettings};
 
 const PROOF: RegisteredSealProof = RegisteredSealProof::StackedDrg2KiBV1_1;
-const PARAM_SEED: u64 = 0x5eed_f11e;
 
 /// Pipelines in one test binary run one at a time: the machine has two cores.
 fn serial() -> MutexGuard<'static, ()> {
@@ -34,23 +33,12 @@ fn param_dir() -> PathBuf {
 /// filecoin-proofs' settings are read once per process: set before any fil call. Children
 /// inherit them.
 fn settings_env() {
-    static DONE: OnceLock<()> = OnceLock::new();
-    DONE.get_or_init(|| {
-        let parents = Path::new(env!("CARGO_TARGET_TMPDIR")).join("filecoin-parents");
-        std::fs::create_dir_all(param_dir()).unwrap();
-        std::fs::create_dir_all(&parents).unwrap();
-        std::env::set_var("FIL_PROOFS_PARAMETER_CACHE", param_dir());
-        std::env::set_var("FIL_PROOFS_PARENT_CACHE", parents);
-        std::env::remove_var("FIL_PROOFS_VERIFY_PRODUCTION_PARAMS");
-    });
+    kernels::filecoin::fixture::use_test_dirs(&param_dir(), &Path::new(env!("CARGO_TARGET_TMPDIR")).join("filecoin-parents")).unwrap();
 }
 
 fn params(kind: ProofKind) -> ParamFiles {
     settings_env();
-    let t = Instant::now();
-    let (files, generated) = ensure_parameters(kind, param_dir(), PARAM_SEED, &|_| {}).unwrap();
-    eprintln!("{kind} parameters ready in {:.1} s (generated: {generated})", t.elapsed().as_secs_f64());
-    files
+    kernels::filecoin::fixture::test_parameters(kind, &param_dir()).unwrap()
 }
 
 fn work_dir() -> PathBuf {
@@ -186,6 +174,22 @@ fn cli_prove_and_service_submit_write_proofs_filecoin_proofs_accepts() {
     let (code, _, err) = cli(&["params", "generate", window, "--param-cache", fresh.to_str().unwrap()], &env);
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("already present"), "{err}");
+    // A `.vk` of another parameter set beside the `.params` (seed 5 here, the shared cache's
+    // seed there): refused by `params check` and by `prove`, which would otherwise write proofs
+    // filecoin-proofs' verifier rejects.
+    let theirs = ParamFiles::for_kind(window.parse().unwrap(), param_dir()).unwrap();
+    params(window.parse().unwrap());
+    let ours = ParamFiles::for_kind(window.parse().unwrap(), &fresh).unwrap();
+    std::fs::copy(&theirs.vk, &ours.vk).unwrap();
+    let (code, stdout, _) = cli(&["params", "check", window, "--param-cache", fresh.to_str().unwrap()], &env);
+    assert_eq!(code, 1);
+    assert!(stdout.contains("mismatched parameters") && stdout.contains("not from the same parameter set"), "{stdout}");
+    let (code, _, err) = cli(
+        &["prove", "--post", c1_path.to_str().unwrap(), "--proof-type", window, "--param-cache", fresh.to_str().unwrap(), "--out", "x"],
+        &env,
+    );
+    assert_eq!(code, 2);
+    assert!(err.contains("mismatched parameters"), "{err}");
     let (code, _, err) = cli(&["params", "generate", "porep:StackedDrg3KiBV1"], &env);
     assert_eq!(code, 2);
     assert!(err.contains("unknown registered seal proof"), "{err}");

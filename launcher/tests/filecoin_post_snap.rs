@@ -20,7 +20,7 @@ use kernels::filecoin::fixture::{
     post_request, randomness, seal_cc_sector, seal_sector, snap_request, PoStFixture, SealedSector, SnapFixture,
 };
 use kernels::filecoin::{
-    ensure_parameters, ParamFiles, ProofKind, RegisteredPoStProof, RegisteredSealProof, RegisteredUpdateProof,
+    ParamFiles, ProofKind, RegisteredPoStProof, RegisteredSealProof, RegisteredUpdateProof,
     PARTITION_PROOF_LEN,
 };
 use launcher::jobs::JobOutcome;
@@ -34,7 +34,6 @@ const SEAL_PROOF: RegisteredSealProof = RegisteredSealProof::StackedDrg2KiBV1_1;
 const SECTOR_IDS: [u64; 3] = [8001, 8002, 8003];
 /// The CC sector the SnapDeals update starts from.
 const CC_SECTOR_ID: u64 = 8100;
-const PARAM_SEED: u64 = 0x5eed_f11e;
 
 /// Pipelines in one test binary run one at a time: the machine has two cores.
 fn serial() -> MutexGuard<'static, ()> {
@@ -49,23 +48,12 @@ fn param_dir() -> PathBuf {
 /// filecoin-proofs' settings are read once per process: set before any fil call. Children
 /// inherit them.
 fn settings_env() {
-    static DONE: OnceLock<()> = OnceLock::new();
-    DONE.get_or_init(|| {
-        let parents = Path::new(env!("CARGO_TARGET_TMPDIR")).join("filecoin-parents");
-        std::fs::create_dir_all(param_dir()).unwrap();
-        std::fs::create_dir_all(&parents).unwrap();
-        std::env::set_var("FIL_PROOFS_PARAMETER_CACHE", param_dir());
-        std::env::set_var("FIL_PROOFS_PARENT_CACHE", parents);
-        std::env::remove_var("FIL_PROOFS_VERIFY_PRODUCTION_PARAMS");
-    });
+    kernels::filecoin::fixture::use_test_dirs(&param_dir(), &Path::new(env!("CARGO_TARGET_TMPDIR")).join("filecoin-parents")).unwrap();
 }
 
 fn params(kind: ProofKind) -> ParamFiles {
     settings_env();
-    let t = Instant::now();
-    let (files, generated) = ensure_parameters(kind, param_dir(), PARAM_SEED, &|_| {}).unwrap();
-    eprintln!("{kind} parameters ready in {:.1} s (generated: {generated})", t.elapsed().as_secs_f64());
-    files
+    kernels::filecoin::fixture::test_parameters(kind, &param_dir()).unwrap()
 }
 
 fn work_dir() -> PathBuf {

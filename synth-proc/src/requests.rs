@@ -78,3 +78,41 @@ impl RequestCache {
         self.len() == 0
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kernels::filecoin::fixture;
+
+    #[test]
+    fn a_request_is_opened_once_per_job_and_dropped_after_its_partitions() {
+        let tmp = std::env::temp_dir().join(format!("synth-proc-requests-{}", std::process::id()));
+        fixture::use_test_dirs(&tmp.join("params"), &tmp.join("parents")).unwrap();
+        let sector =
+            fixture::seal_sector(kernels::filecoin::RegisteredSealProof::StackedDrg2KiBV1_1, &tmp, 1, 1).unwrap();
+        let path = tmp.join("c1.json");
+        std::fs::write(&path, &sector.c1_json).unwrap();
+        let cache = RequestCache::default();
+        let a = cache.job(5, sector.kind(), &path).unwrap();
+        // Another worker of the same job gets the same parsed request, even with the file gone.
+        std::fs::remove_file(&path).unwrap();
+        let b = cache.job(5, sector.kind(), &path).unwrap();
+        assert!(Arc::ptr_eq(&a, &b));
+        assert_eq!((a.partitions(), cache.len()), (1, 1));
+        cache.partition_finished(5);
+        assert!(cache.is_empty(), "dropped once its only partition ran");
+        // A request that cannot be read fails with its path, and the failure is remembered for
+        // the job's other partitions instead of re-reading.
+        let e = cache.job(6, sector.kind(), &path).err().unwrap();
+        assert!(matches!(&e, SynthError::BadRequest { path: p, .. } if *p == path), "{e}");
+        assert!(e.to_string().contains("c1.json"), "{e}");
+        std::fs::write(&path, &sector.c1_json).unwrap();
+        assert!(cache.job(6, sector.kind(), &path).is_err());
+        // At most MAX_JOBS requests are held; the oldest job goes first.
+        for job in 100..100 + MAX_JOBS as u64 + 3 {
+            cache.job(job, sector.kind(), &path).unwrap();
+        }
+        assert_eq!(cache.len(), MAX_JOBS);
+        let _ = std::fs::remove_dir_all(&tmp);
+    }
+}

@@ -41,6 +41,39 @@ use super::update::SnapRequest;
 use super::{fil_error, guarded, ProofKind};
 use crate::{Error, ErrorKind};
 
+/// Seed of the local test parameters that test binaries share: the same kind and seed give the
+/// same files, so whichever binary runs first generates them and the others reuse them.
+pub const TEST_PARAM_SEED: u64 = 0x5eed_f11e;
+
+/// Sets the Filecoin environment of a test or bench process: filecoin-proofs' parameter cache at
+/// `param_dir` (where its verifiers read the `.vk`) and its parent cache at `parent_dir` (both
+/// created), production parameter checks off. filecoin-proofs reads these settings once per
+/// process, so this runs before any fil call; later calls change nothing. Child processes
+/// inherit the variables.
+pub fn use_test_dirs(param_dir: &Path, parent_dir: &Path) -> Result<(), Error> {
+    static DONE: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+    if DONE.get().is_some() {
+        return Ok(());
+    }
+    std::fs::create_dir_all(param_dir)?;
+    std::fs::create_dir_all(parent_dir)?;
+    DONE.get_or_init(|| {
+        std::env::set_var("FIL_PROOFS_PARAMETER_CACHE", param_dir);
+        std::env::set_var("FIL_PROOFS_PARENT_CACHE", parent_dir);
+        std::env::remove_var("FIL_PROOFS_VERIFY_PRODUCTION_PARAMS");
+    });
+    Ok(())
+}
+
+/// The parameters of `kind` in `param_dir`, generated with [`TEST_PARAM_SEED`] if missing;
+/// says on stderr how long that took.
+pub fn test_parameters(kind: ProofKind, param_dir: &Path) -> Result<super::ParamFiles, Error> {
+    let t = std::time::Instant::now();
+    let (files, generated) = super::ensure_parameters(kind, param_dir, TEST_PARAM_SEED, &|_| {})?;
+    eprintln!("{kind} parameters ready in {:.1} s (generated: {generated})", t.elapsed().as_secs_f64());
+    Ok(files)
+}
+
 /// A valid field element (small top byte), used as the prover id of fixtures.
 pub const PROVER_ID: [u8; 32] = [9; 32];
 

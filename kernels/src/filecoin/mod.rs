@@ -462,6 +462,37 @@ impl ParamFiles {
     }
 }
 
+impl ParamFiles {
+    /// Checks that the `.vk` beside the `.params` is the verifying key inside it (both files of
+    /// one parameter set): proofs made with mismatched files pass our own check but fail
+    /// filecoin-proofs' verifiers, which read the `.vk`. A missing `.vk` is not an error here.
+    pub fn check_pair(&self) -> Result<(), Error> {
+        if !self.vk.is_file() {
+            return Ok(());
+        }
+        let mismatch = |why: String| -> Error {
+            ErrorKind::MissingParameters(format!(
+                "mismatched parameters: `{}` and `{}` {why}; hint: keep the `.params` and `.vk` of one \
+                 parameter set together",
+                self.params.display(),
+                self.vk.display()
+            ))
+            .into()
+        };
+        let file = std::fs::File::open(&self.params)?;
+        // bellperson writes the verifying key first in a `.params` file.
+        let inside = bellperson::groth16::VerifyingKey::<Bls12>::read(std::io::BufReader::new(file))
+            .map_err(|e| mismatch(format!("cannot be compared (the `.params` verifying key does not parse: {e})")))?;
+        let mut expected = Vec::new();
+        inside.write(&mut expected)?;
+        let actual = std::fs::read(&self.vk)?;
+        if actual != expected {
+            return Err(mismatch("are not from the same parameter set".into()));
+        }
+        Ok(())
+    }
+}
+
 /// Writes a file through a temporary file in the same dir and a rename, so a reader never sees a
 /// half-written file.
 fn write_atomic(path: &Path, f: impl FnOnce(&mut dyn Write) -> Result<(), Error>) -> Result<(), Error> {

@@ -65,6 +65,7 @@ fn check(kind: ProofKind, dir: &std::path::Path) -> anyhow::Result<String> {
     let files = ParamFiles::for_kind(kind, dir)?;
     files.check_present(kind)?;
     anyhow::ensure!(files.vk.is_file(), "`{}` is missing (filecoin-proofs' verifiers need it)", files.vk.display());
+    files.check_pair()?;
     let lens = kernels::srs::scan_params_file(&files.params).with_context(|| format!("`{}`", files.params.display()))?;
     let shape = kind.shape()?;
     lens.check_shape(&shape).with_context(|| format!("`{}` does not fit `{kind}`", files.params.display()))?;
