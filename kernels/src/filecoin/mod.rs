@@ -563,6 +563,14 @@ pub fn ensure_parameters(
     Ok((files, true))
 }
 
+/// Refuses a partition index `k` outside a job of `partitions`.
+pub(crate) fn check_partition(k: usize, partitions: usize) -> Result<(), Error> {
+    if k >= partitions {
+        return Err(ErrorKind::PoRepConfig(format!("partition {k} out of range (the job has {partitions})")).into());
+    }
+    Ok(())
+}
+
 pub(crate) fn fil_error(what: &str, e: impl fmt::Display) -> Error {
     ErrorKind::Filecoin(format!("{what}: {e:#}")).into()
 }

@@ -205,14 +205,7 @@ impl<Tree: 'static + MerkleTreeTrait> PoRepC2<Tree> {
     }
 
     fn check_partition(&self, k: usize) -> Result<(), Error> {
-        if k >= self.partitions() {
-            return Err(ErrorKind::PoRepConfig(format!(
-                "partition {k} out of range (the job has {})",
-                self.partitions()
-            ))
-            .into());
-        }
-        Ok(())
+        super::check_partition(k, self.partitions())
     }
 
     /// The circuit of partition `k`, exactly as `StackedCompound::circuit_proofs` builds it.

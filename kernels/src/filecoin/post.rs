@@ -527,14 +527,7 @@ impl<Tree: 'static + MerkleTreeTrait> PoStJob<Tree> {
     }
 
     fn check_partition(&self, k: usize) -> Result<(), Error> {
-        if k >= self.partitions() {
-            return Err(ErrorKind::PoRepConfig(format!(
-                "partition {k} out of range (the job has {})",
-                self.partitions()
-            ))
-            .into());
-        }
-        Ok(())
+        super::check_partition(k, self.partitions())
     }
 
     /// The circuit of partition `k`, exactly as `FallbackPoStCompound::circuit_proofs` builds it

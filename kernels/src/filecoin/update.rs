@@ -285,14 +285,7 @@ impl<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>> SnapDeals<Tree> {
     }
 
     fn check_partition(&self, k: usize) -> Result<(), Error> {
-        if k >= self.partitions() {
-            return Err(ErrorKind::PoRepConfig(format!(
-                "partition {k} out of range (the job has {})",
-                self.partitions()
-            ))
-            .into());
-        }
-        Ok(())
+        super::check_partition(k, self.partitions())
     }
 
     /// The circuit of partition `k`, exactly as `EmptySectorUpdateCompound::circuit_proofs`
