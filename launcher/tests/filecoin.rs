@@ -8,8 +8,11 @@
 //! generator, fixed seed: whichever test binary runs first generates them).
 #![cfg(feature = "filecoin")]
 
+mod common;
+use common::{cli, param_dir, params, serial, settings_env};
+
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use kernels::circuits::AnyCircuit;
@@ -20,26 +23,6 @@ use launcher::pipeline::{Pipeline, PipelineSettings};
 
 const PROOF: RegisteredSealProof = RegisteredSealProof::StackedDrg2KiBV1_1;
 
-/// Pipelines in one test binary run one at a time: the machine has two cores.
-fn serial() -> MutexGuard<'static, ()> {
-    static LOCK: Mutex<()> = Mutex::new(());
-    LOCK.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn param_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/filecoin-test-params")
-}
-
-/// filecoin-proofs' settings are read once per process: set before any fil call. Children
-/// inherit them.
-fn settings_env() {
-    kernels::filecoin::fixture::use_test_dirs(&param_dir(), &Path::new(env!("CARGO_TARGET_TMPDIR")).join("filecoin-parents")).unwrap();
-}
-
-fn params(kind: ProofKind) -> ParamFiles {
-    settings_env();
-    kernels::filecoin::fixture::test_parameters(kind, &param_dir()).unwrap()
-}
 
 fn work_dir() -> PathBuf {
     Path::new(env!("CARGO_TARGET_TMPDIR")).join("launcher-filecoin")
@@ -131,19 +114,6 @@ fn porep_c2_through_the_split_pipeline_verifies_and_bad_requests_fail_alone() {
     p.shutdown();
 }
 
-fn cli(args: &[&str], env: &[(&str, &Path)]) -> (i32, String, String) {
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_splitprover"));
-    cmd.args(args).env("SPLITPROVER_LOG", "warn");
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let out = cmd.output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 #[test]
 fn cli_prove_and_service_submit_write_proofs_filecoin_proofs_accepts() {

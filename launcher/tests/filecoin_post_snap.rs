@@ -11,8 +11,11 @@
 //! generator, fixed seed: whichever test binary runs first generates them).
 #![cfg(feature = "filecoin")]
 
+mod common;
+use common::{cli, param_dir, params, serial, settings_env};
+
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use kernels::circuits::AnyCircuit;
@@ -20,7 +23,7 @@ use kernels::filecoin::fixture::{
     post_request, randomness, seal_cc_sector, seal_sector, snap_request, PoStFixture, SealedSector, SnapFixture,
 };
 use kernels::filecoin::{
-    ParamFiles, ProofKind, RegisteredPoStProof, RegisteredSealProof, RegisteredUpdateProof,
+    ProofKind, RegisteredPoStProof, RegisteredSealProof, RegisteredUpdateProof,
     PARTITION_PROOF_LEN,
 };
 use launcher::jobs::JobOutcome;
@@ -35,26 +38,6 @@ const SECTOR_IDS: [u64; 3] = [8001, 8002, 8003];
 /// The CC sector the SnapDeals update starts from.
 const CC_SECTOR_ID: u64 = 8100;
 
-/// Pipelines in one test binary run one at a time: the machine has two cores.
-fn serial() -> MutexGuard<'static, ()> {
-    static LOCK: Mutex<()> = Mutex::new(());
-    LOCK.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn param_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/filecoin-test-params")
-}
-
-/// filecoin-proofs' settings are read once per process: set before any fil call. Children
-/// inherit them.
-fn settings_env() {
-    kernels::filecoin::fixture::use_test_dirs(&param_dir(), &Path::new(env!("CARGO_TARGET_TMPDIR")).join("filecoin-parents")).unwrap();
-}
-
-fn params(kind: ProofKind) -> ParamFiles {
-    settings_env();
-    kernels::filecoin::fixture::test_parameters(kind, &param_dir()).unwrap()
-}
 
 fn work_dir() -> PathBuf {
     Path::new(env!("CARGO_TARGET_TMPDIR")).join("launcher-filecoin-post-snap")
@@ -231,19 +214,6 @@ fn post_and_snap_requests_through_one_pipeline_verify_and_bad_requests_fail_alon
     p.shutdown();
 }
 
-fn cli(args: &[&str], env: &[(&str, &Path)]) -> (i32, String, String) {
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_splitprover"));
-    cmd.args(args).env("SPLITPROVER_LOG", "warn");
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let out = cmd.output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 #[test]
 fn cli_prove_post_and_snap_write_proofs_filecoin_proofs_accepts() {

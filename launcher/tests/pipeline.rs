@@ -1,18 +1,16 @@
 //! The split pipeline with real processes: every proof verified, children killed with SIGKILL at
 //! random moments, bad input failing alone.
 
-use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard, OnceLock};
+mod common;
+use common::{cli, serial};
+
+use std::path::PathBuf;
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use launcher::pipeline::child::{kill, Role};
 use launcher::pipeline::{Pipeline, PipelineSettings};
 
-/// Pipelines in one test binary run one at a time: the machine has two cores.
-fn serial() -> MutexGuard<'static, ()> {
-    static LOCK: Mutex<()> = Mutex::new(());
-    LOCK.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 fn cache() -> PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
@@ -233,19 +231,6 @@ fn bad_srs_files_are_clear_errors_at_start() {
 }
 
 /// Runs the CLI; returns (exit code, stdout, stderr).
-fn cli(args: &[&str], env: &[(&str, &Path)]) -> (i32, String, String) {
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_splitprover"));
-    cmd.args(args).env("SPLITPROVER_LOG", "warn");
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let out = cmd.output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 #[test]
 fn cli_prove_writes_a_verifiable_proof_and_bad_arguments_exit_2_with_a_message() {

@@ -57,7 +57,9 @@ pub use sink::SlotSink;
 /// Without Filecoin support there are no proof requests to cache.
 #[cfg(not(feature = "filecoin"))]
 #[derive(Default)]
-pub struct RequestCache;
+pub struct RequestCache {
+    _none: (),
+}
 
 #[cfg(not(feature = "filecoin"))]
 impl RequestCache {
