@@ -173,3 +173,50 @@ fn backend_works_over_a_shared_arc_mapping() {
     assert!(a.verify(&pa[0], &spec.public_inputs(8).unwrap()).unwrap());
     assert_eq!(a.srs().unwrap().circuit_id(), spec.circuit_id());
 }
+
+/// The unblinded components assemble into the proof exactly as the Groth16 formulas say; the
+/// CUDA diagnostics (`examples/cuda_diag.rs`) rely on this to compare provers component by
+/// component.
+#[test]
+fn components_assemble_into_the_proof() {
+    use blstrs::{G1Projective, G2Projective};
+    use group::Curve;
+    let (spec, _params, backend) = setup("pubinputs:4");
+    let owned = spec
+        .synthesize_into(3, kernels::synth::VecSink::new())
+        .unwrap()
+        .finish();
+    let asg = owned.as_assignment();
+    let c = backend.components(&asg).unwrap();
+    let srs = backend.srs().unwrap();
+    let (zero, one) = (Scalar::ZERO, Scalar::ONE);
+    let p00 = backend
+        .prove_batch(&[asg], &[zero], &[zero])
+        .unwrap()
+        .remove(0);
+    assert_eq!(
+        p00.a,
+        (G1Projective::from(srs.alpha_g1()) + c.a).to_affine()
+    );
+    assert_eq!(
+        p00.b,
+        (G2Projective::from(srs.beta_g2()) + c.b_g2).to_affine()
+    );
+    assert_eq!(p00.c, (c.h + c.l).to_affine());
+    let p10 = backend
+        .prove_batch(&[asg], &[one], &[zero])
+        .unwrap()
+        .remove(0);
+    let b1 = G1Projective::from(p10.c) - G1Projective::from(p00.c) - srs.beta_g1();
+    assert_eq!(b1.to_affine(), c.b_g1.to_affine());
+    // A quotient of zero: the H component is the identity.
+    let zeros = vec![Scalar::ZERO; asg.a.len()];
+    let mut no_abc = asg;
+    no_abc.a = &zeros;
+    no_abc.b = &zeros;
+    no_abc.c = &zeros;
+    assert_eq!(
+        backend.components(&no_abc).unwrap().h,
+        <G1Projective as group::Group>::identity()
+    );
+}

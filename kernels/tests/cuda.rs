@@ -236,3 +236,14 @@ fn page_locked_assignments_prove_the_same() {
         .verify(&locked[0], &spec.public_inputs(4).unwrap())
         .unwrap());
 }
+
+/// The supraseal-c2 linked into the binary is our patched copy (vendor/supraseal-c2): the one
+/// whose batch additions are ordered across CUDA streams. Without it, proofs of large circuits do
+/// not verify on an H200 (benchmarks/2026-11-30-h200/cuda-diagnosis). Needs no GPU.
+#[test]
+fn supraseal_is_the_patched_copy() {
+    assert_eq!(
+        kernels::backend::cuda::supraseal_patch_level(),
+        kernels::backend::cuda::SUPRASEAL_PATCH_LEVEL
+    );
+}

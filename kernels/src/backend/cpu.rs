@@ -62,13 +62,15 @@ impl<S: AsRef<[u8]> + Send + Sync> CpuBackend<S> {
         &self.srs
     }
 
-    fn prove_one(
-        &self,
-        srs: &SrsView<'_>,
-        asg: &Assignment<'_>,
-        r: Scalar,
-        s: Scalar,
-    ) -> Result<Proof, Error> {
+    /// The five multi-exponentiations of one proof before any blinding: what a GPU prover must
+    /// reproduce exactly for the same SRS and assignment, whatever `r` and `s`. Used by
+    /// [`Backend::prove_batch`] and by the CUDA diagnostics that compare provers component by
+    /// component.
+    pub fn components(&self, asg: &Assignment<'_>) -> Result<Components, Error> {
+        self.components_in(&self.srs()?, asg)
+    }
+
+    fn components_in(&self, srs: &SrsView<'_>, asg: &Assignment<'_>) -> Result<Components, Error> {
         let shape = asg.validate()?;
         srs.check_shape(&shape)?;
         let a_len = shape.inputs + asg.a_aux_density.popcount;
@@ -106,18 +108,36 @@ impl<S: AsRef<[u8]> + Send + Sync> CpuBackend<S> {
         let mut b_sc = filtered(&input, &asg.b_input_density);
         b_sc.extend(filtered(&aux, &asg.b_aux_density));
 
-        let h_acc = msm_g1(srs.h(), &h);
-        let l_acc = msm_g1(srs.l(), &aux);
-        let a_acc = msm_g1(srs.a(), &a_sc);
-        let b1_acc = msm_g1(srs.b_g1(), &b_sc);
-        let b2_acc = msm_g2(srs.b_g2(), &b_sc);
+        let components = Components {
+            h: msm_g1(srs.h(), &h),
+            l: msm_g1(srs.l(), &aux),
+            a: msm_g1(srs.a(), &a_sc),
+            b_g1: msm_g1(srs.b_g1(), &b_sc),
+            b_g2: msm_g2(srs.b_g2(), &b_sc),
+        };
         tracing::debug!(
             n = asg.a.len(),
             ntt_ms = t_ntt.as_millis() as u64,
             total_ms = t.elapsed().as_millis() as u64,
-            "cpu proof"
+            "cpu proof components"
         );
+        Ok(components)
+    }
 
+    fn prove_one(
+        &self,
+        srs: &SrsView<'_>,
+        asg: &Assignment<'_>,
+        r: Scalar,
+        s: Scalar,
+    ) -> Result<Proof, Error> {
+        let Components {
+            h: h_acc,
+            l: l_acc,
+            a: a_acc,
+            b_g1: b1_acc,
+            b_g2: b2_acc,
+        } = self.components_in(srs, asg)?;
         let (alpha_g1, beta_g1, delta_g1) = (srs.alpha_g1(), srs.beta_g1(), srs.delta_g1());
         let (beta_g2, delta_g2) = (srs.beta_g2(), srs.delta_g2());
         let g_a = G1Projective::from(delta_g1) * r + alpha_g1 + a_acc;
@@ -135,6 +155,24 @@ impl<S: AsRef<[u8]> + Send + Sync> CpuBackend<S> {
             c: g_c.to_affine(),
         })
     }
+}
+
+/// The unblinded multi-exponentiations of one Groth16 proof (see [`CpuBackend::components`]).
+///
+/// With them, `A = alpha + a + r delta`, `B = beta + b_g2 + s delta` and
+/// `C = s a + r b_g1 + r s delta + s alpha + r beta + h + l`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Components {
+    /// `sum h_i H_i` over the quotient polynomial's coefficients.
+    pub h: G1Projective,
+    /// `sum w_j L_j` over every aux value.
+    pub l: G1Projective,
+    /// The A query: inputs, then the aux selected by the A density.
+    pub a: G1Projective,
+    /// The B query in G1: the inputs and aux selected by the B densities.
+    pub b_g1: G1Projective,
+    /// The B query in G2.
+    pub b_g2: G2Projective,
 }
 
 impl<S: AsRef<[u8]> + Send + Sync> Backend for CpuBackend<S> {

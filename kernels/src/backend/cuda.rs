@@ -83,6 +83,24 @@ mod ffi {
         pub fn cudaHostUnregister(ptr: *mut c_void) -> c_int;
         pub fn cudaGetErrorString(error: c_int) -> *const c_char;
     }
+
+    extern "C" {
+        /// Defined by our patched copy of supraseal-c2 (vendor/supraseal-c2): the number of
+        /// its patches. Unresolved at link time if the upstream crate is linked instead.
+        pub fn splitprover_supraseal_patch_level() -> c_int;
+    }
+}
+
+/// Patches of the supraseal-c2 copy linked into this binary (vendor/supraseal-c2/PATCHES.md).
+pub const SUPRASEAL_PATCH_LEVEL: i32 = 2;
+
+/// The patch level of the linked supraseal-c2. Equal to [`SUPRASEAL_PATCH_LEVEL`] unless the
+/// build picked up another copy; the call needs no GPU. The upstream crate does not define the
+/// symbol, so a build that links it does not link at all: the batch-addition ordering fix
+/// (patch 1) cannot be lost silently.
+pub fn supraseal_patch_level() -> i32 {
+    // SAFETY: a C function without arguments that returns a constant.
+    unsafe { ffi::splitprover_supraseal_patch_level() }
 }
 
 /// The CUDA runtime's text for an error code, with the code.
@@ -352,6 +370,14 @@ impl CudaBackend {
         let pvk = prepare_verifying_key(&vk);
         if gpu_count()? == 0 {
             return Err(ErrorKind::NoGpu.into());
+        }
+        let level = supraseal_patch_level();
+        if level < SUPRASEAL_PATCH_LEVEL {
+            return Err(ErrorKind::Cuda(format!(
+                "the linked supraseal-c2 has patch level {level}, {SUPRASEAL_PATCH_LEVEL} needed: \
+                 its proofs of large circuits may not verify (see vendor/supraseal-c2/PATCHES.md)"
+            ))
+            .into());
         }
         // supraseal-c2 unwraps both conversions; refuse such paths here instead.
         let Some(text) = path.to_str().filter(|t| !t.contains('\0')) else {
