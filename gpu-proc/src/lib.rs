@@ -32,8 +32,8 @@ use blstrs::Scalar;
 use ff::Field;
 use kernels::{Assignment, Backend, CpuBackend, Density};
 use shm_protocol::control::{
-    self, ChildConfig, EventKind, FromChild, GpuConfig, SharedSender, SrsEntry, TimelineEvent, ToGpu,
-    CHILD_CONFIG_ENV, CONTROL_FD, RING_FD,
+    self, ChildConfig, EventKind, FromChild, GpuConfig, SharedSender, SrsEntry, TimelineEvent,
+    ToGpu, CHILD_CONFIG_ENV, CONTROL_FD, RING_FD,
 };
 use shm_protocol::{ClaimedSlot, Region, Ring, SlotResult, SlotView};
 
@@ -110,8 +110,10 @@ impl Prover {
         let results = {
             // Each slot is validated once; a bad one fails alone, the views of the others are
             // what the backend proves from.
-            let views: Vec<Result<SlotView<'_>, String>> =
-                claims.iter().map(|c| c.view().map_err(|e| format!("bad slot: {e}"))).collect();
+            let views: Vec<Result<SlotView<'_>, String>> = claims
+                .iter()
+                .map(|c| c.view().map_err(|e| format!("bad slot: {e}")))
+                .collect();
             self.prove_views(&views)
         };
         claims
@@ -133,30 +135,55 @@ impl Prover {
                 Err(e) => Err(e.clone()),
             })
             .collect();
-        let good: Vec<(usize, &SlotView<'_>)> =
-            views.iter().enumerate().filter_map(|(i, v)| v.as_ref().ok().map(|v| (i, v))).collect();
-        let Some((_, first)) = good.first() else { return results };
+        let good: Vec<(usize, &SlotView<'_>)> = views
+            .iter()
+            .enumerate()
+            .filter_map(|(i, v)| v.as_ref().ok().map(|v| (i, v)))
+            .collect();
+        let Some((_, first)) = good.first() else {
+            return results;
+        };
         let circuit_id = first.meta().circuit_id;
         let proved: Vec<Result<Vec<u8>, String>> = match self.backends.get(&circuit_id) {
-            None => vec![Err(format!("no SRS for circuit id {circuit_id:#x} in this gpu-proc")); good.len()],
+            None => vec![
+                Err(format!(
+                    "no SRS for circuit id {circuit_id:#x} in this gpu-proc"
+                ));
+                good.len()
+            ],
             Some((name, backend)) => {
-                let assignments: Vec<Assignment<'_>> = good.iter().map(|(_, v)| assignment_of(v)).collect();
+                let assignments: Vec<Assignment<'_>> =
+                    good.iter().map(|(_, v)| assignment_of(v)).collect();
                 let mut rng = rand::thread_rng();
-                let r: Vec<Scalar> = (0..assignments.len()).map(|_| Scalar::random(&mut rng)).collect();
-                let s: Vec<Scalar> = (0..assignments.len()).map(|_| Scalar::random(&mut rng)).collect();
-                match catch_unwind(AssertUnwindSafe(|| backend.prove_batch(&assignments, &r, &s))) {
+                let r: Vec<Scalar> = (0..assignments.len())
+                    .map(|_| Scalar::random(&mut rng))
+                    .collect();
+                let s: Vec<Scalar> = (0..assignments.len())
+                    .map(|_| Scalar::random(&mut rng))
+                    .collect();
+                match catch_unwind(AssertUnwindSafe(|| {
+                    backend.prove_batch(&assignments, &r, &s)
+                })) {
                     Ok(Ok(proofs)) => proofs
                         .iter()
                         .map(|p| {
                             let mut bytes = Vec::with_capacity(192);
-                            p.write(&mut bytes).map(|()| bytes).map_err(|e| format!("serializing the proof: {e}"))
+                            p.write(&mut bytes)
+                                .map(|()| bytes)
+                                .map_err(|e| format!("serializing the proof: {e}"))
                         })
                         .collect(),
                     Ok(Err(e)) => vec![Err(format!("{name}: {e}")); assignments.len()],
                     Err(panic) => {
                         let msg = panic_message(&*panic);
                         tracing::error!("backend panicked: {msg}");
-                        vec![Err(format!("{name}: the {} backend panicked: {msg}", backend.name())); assignments.len()]
+                        vec![
+                            Err(format!(
+                                "{name}: the {} backend panicked: {msg}",
+                                backend.name()
+                            ));
+                            assignments.len()
+                        ]
                     }
                 }
             }
@@ -168,7 +195,12 @@ impl Prover {
     }
 }
 
-fn finish(claim: ClaimedSlot<'_>, result: Result<Vec<u8>, String>, job_id: u64, partition: u32) -> SlotOutcome {
+fn finish(
+    claim: ClaimedSlot<'_>,
+    result: Result<Vec<u8>, String>,
+    job_id: u64,
+    partition: u32,
+) -> SlotOutcome {
     let slot = claim.index() as u32;
     let stored = match &result {
         Ok(bytes) => SlotResult::Proof(bytes),
@@ -178,14 +210,24 @@ fn finish(claim: ClaimedSlot<'_>, result: Result<Vec<u8>, String>, job_id: u64, 
     if let Err(e) = claim.complete(stored) {
         tracing::error!(slot, "cannot complete slot: {e}");
     }
-    SlotOutcome { job_id, partition, slot, generation, result }
+    SlotOutcome {
+        job_id,
+        partition,
+        slot,
+        generation,
+        result,
+    }
 }
 
 /// The kernels' view of a validated slot.
 pub fn assignment_of<'a>(v: &SlotView<'a>) -> Assignment<'a> {
     let d = |which| {
         let b = v.density(which);
-        Density { words: b.words, bit_len: b.bit_len as usize, popcount: b.popcount as usize }
+        Density {
+            words: b.words,
+            bit_len: b.bit_len as usize,
+            popcount: b.popcount as usize,
+        }
     };
     Assignment {
         a: v.a(),
@@ -233,12 +275,14 @@ fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
 /// Entry point of the process: configuration from [`CHILD_CONFIG_ENV`], ring at [`RING_FD`],
 /// control socket at [`CONTROL_FD`], SRS images from `FIRST_SRS_FD`.
 pub fn run_from_env() -> anyhow::Result<()> {
-    let raw = std::env::var(CHILD_CONFIG_ENV)
-        .with_context(|| format!("`{CHILD_CONFIG_ENV}` is not set: gpu-proc is started by `splitprover`"))?;
-    let config = match serde_json::from_str::<ChildConfig>(&raw).context("bad child configuration")? {
-        ChildConfig::Gpu(c) => c,
-        other => anyhow::bail!("gpu-proc was given another process's configuration: {other:?}"),
-    };
+    let raw = std::env::var(CHILD_CONFIG_ENV).with_context(|| {
+        format!("`{CHILD_CONFIG_ENV}` is not set: gpu-proc is started by `splitprover`")
+    })?;
+    let config =
+        match serde_json::from_str::<ChildConfig>(&raw).context("bad child configuration")? {
+            ChildConfig::Gpu(c) => c,
+            other => anyhow::bail!("gpu-proc was given another process's configuration: {other:?}"),
+        };
     // SAFETY: the launcher passes the ring memfd at RING_FD; nothing else owns that number.
     let region = unsafe { Region::from_inherited_fd(OwnedFd::from_raw_fd(RING_FD)) }
         .context("cannot map the ring passed by the launcher")?;
@@ -285,7 +329,10 @@ pub fn serve(
         });
     }
     tracing::info!(pid, backend = %config.backend, batch = config.batch, pages = %ring.page_kind(), "gpu-proc serving");
-    sender.send(&FromChild::Hello { pid, detail: format!("gpu-proc[{}]: {} backend", config.device, config.backend) })?;
+    sender.send(&FromChild::Hello {
+        pid,
+        detail: format!("gpu-proc[{}]: {} backend", config.device, config.backend),
+    })?;
     let owner = shm_protocol::current_owner();
     let batch = config.batch.max(1);
     let mut acked_pause = false;
@@ -320,15 +367,30 @@ pub fn serve(
         }
         for c in &claims {
             let m = c.meta();
-            sender.send(&FromChild::Event(TimelineEvent::now(EventKind::GpuClaim, m.job_id, m.partition, c.index() as u32)))?;
+            sender.send(&FromChild::Event(TimelineEvent::now(
+                EventKind::GpuClaim,
+                m.job_id,
+                m.partition,
+                c.index() as u32,
+            )))?;
         }
         let start = control::monotonic_ns();
-        let metas: Vec<_> = claims.iter().map(|c| (c.meta(), c.index() as u32)).collect();
+        let metas: Vec<_> = claims
+            .iter()
+            .map(|c| (c.meta(), c.index() as u32))
+            .collect();
         let outcomes = prover.prove_claimed(claims);
         let end = control::monotonic_ns();
         for (m, slot) in &metas {
             for (kind, t) in [(EventKind::GpuStart, start), (EventKind::GpuEnd, end)] {
-                sender.send(&FromChild::Event(TimelineEvent { kind, job_id: m.job_id, partition: m.partition, slot: *slot, pid, t_ns: t }))?;
+                sender.send(&FromChild::Event(TimelineEvent {
+                    kind,
+                    job_id: m.job_id,
+                    partition: m.partition,
+                    slot: *slot,
+                    pid,
+                    t_ns: t,
+                }))?;
             }
         }
         for o in outcomes {
@@ -359,7 +421,11 @@ fn page_lock_ring(ring: &Ring, backend: &str) -> Option<kernels::backend::cuda::
     // lock (both live in `serve`, the lock dropped first).
     match unsafe { kernels::backend::cuda::page_lock(ptr as *mut u8, len) } {
         Ok(lock) => {
-            tracing::info!(mib = len >> 20, ms = t.elapsed().as_millis() as u64, "ring page-locked for DMA");
+            tracing::info!(
+                mib = len >> 20,
+                ms = t.elapsed().as_millis() as u64,
+                "ring page-locked for DMA"
+            );
             Some(lock)
         }
         Err(e) => {

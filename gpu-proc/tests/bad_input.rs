@@ -14,8 +14,16 @@ const CIRCUIT: &str = "pubinputs:2";
 
 fn ring_with_ready_slots(spec: &CircuitSpec, slots: u32) -> Ring {
     let caps = synth_proc::capacity_for(&spec.shape().unwrap());
-    let config = RingConfig { slot_count: slots, slot_bytes: caps.slot_bytes().unwrap() };
-    let region = Region::create("gpu-proc-test", config.region_bytes().unwrap(), HugePagePolicy::Plain).unwrap();
+    let config = RingConfig {
+        slot_count: slots,
+        slot_bytes: caps.slot_bytes().unwrap(),
+    };
+    let region = Region::create(
+        "gpu-proc-test",
+        config.region_bytes().unwrap(),
+        HugePagePolicy::Plain,
+    )
+    .unwrap();
     let ring = Ring::create(region, config).unwrap();
     let mut shapes = synth_proc::ShapeCache::default();
     for p in 0..slots {
@@ -33,11 +41,18 @@ fn ring_with_ready_slots(spec: &CircuitSpec, slots: u32) -> Ring {
 }
 
 fn cpu_prover(spec: &CircuitSpec) -> (Prover, CpuBackend) {
-    let params = kernels::paramgen::generate_parameters_seeded(spec.circuit(None), 3, &|_| {}).unwrap();
+    let params =
+        kernels::paramgen::generate_parameters_seeded(spec.circuit(None), 3, &|_| {}).unwrap();
     let image = kernels::srs::SrsImage::from_parameters(&params, spec.circuit_id()).unwrap();
-    let check = CpuBackend::new(kernels::srs::SrsImage::from_parameters(&params, spec.circuit_id()).unwrap()).unwrap();
+    let check = CpuBackend::new(
+        kernels::srs::SrsImage::from_parameters(&params, spec.circuit_id()).unwrap(),
+    )
+    .unwrap();
     let mut backends: HashMap<u64, (String, Box<dyn Backend>)> = HashMap::new();
-    backends.insert(spec.circuit_id(), (spec.to_string(), Box::new(CpuBackend::new(image).unwrap())));
+    backends.insert(
+        spec.circuit_id(),
+        (spec.to_string(), Box::new(CpuBackend::new(image).unwrap())),
+    );
     (Prover::from_backends(backends), check)
 }
 
@@ -70,7 +85,10 @@ fn a_slot_with_a_corrupt_header_fails_alone_and_the_next_slot_is_proved() {
     const { assert!(SLOT_HEADER_BYTES > 64 + 8) };
     let (prover, check) = cpu_prover(&spec);
     let me = current_owner();
-    let claims = vec![ring.try_claim_ready(me).unwrap().unwrap(), ring.try_claim_ready(me).unwrap().unwrap()];
+    let claims = vec![
+        ring.try_claim_ready(me).unwrap().unwrap(),
+        ring.try_claim_ready(me).unwrap().unwrap(),
+    ];
     let outcomes = prover.prove_claimed(claims);
     assert_eq!(outcomes.len(), 2);
     let results = collect(&ring);
@@ -79,7 +97,9 @@ fn a_slot_with_a_corrupt_header_fails_alone_and_the_next_slot_is_proved() {
     assert!(bad.starts_with("bad slot:"), "{bad}");
     let proof = results[1].1.as_ref().expect("the good slot is proved");
     let proof = Proof::read(&proof[..]).unwrap();
-    assert!(check.verify(&proof, &spec.public_inputs(11).unwrap()).unwrap());
+    assert!(check
+        .verify(&proof, &spec.public_inputs(11).unwrap())
+        .unwrap());
     assert_eq!(ring.counts().free, 2);
 }
 
@@ -89,7 +109,12 @@ impl Backend for Panicking {
     fn name(&self) -> &'static str {
         "panicking"
     }
-    fn prove_batch(&self, _: &[Assignment<'_>], _: &[blstrs::Scalar], _: &[blstrs::Scalar]) -> Result<Vec<Proof>, kernels::Error> {
+    fn prove_batch(
+        &self,
+        _: &[Assignment<'_>],
+        _: &[blstrs::Scalar],
+        _: &[blstrs::Scalar],
+    ) -> Result<Vec<Proof>, kernels::Error> {
         panic!("CUDA error 700: an illegal memory access was encountered")
     }
 }
@@ -106,13 +131,18 @@ fn a_backend_panic_fails_the_batch_with_the_message_and_the_process_goes_on() {
     prover.prove_claimed(claims);
     let r = collect(&ring);
     let msg = r[0].1.as_ref().unwrap_err();
-    assert!(msg.contains("panicked") && msg.contains("illegal memory access"), "{msg}");
+    assert!(
+        msg.contains("panicked") && msg.contains("illegal memory access"),
+        "{msg}"
+    );
     // The next slot is served by a working prover in the same process.
     let (good, check) = cpu_prover(&spec);
     good.prove_claimed(vec![ring.try_claim_ready(me).unwrap().unwrap()]);
     let r = collect(&ring);
     let proof = Proof::read(&r[0].1.as_ref().unwrap()[..]).unwrap();
-    assert!(check.verify(&proof, &spec.public_inputs(11).unwrap()).unwrap());
+    assert!(check
+        .verify(&proof, &spec.public_inputs(11).unwrap())
+        .unwrap());
 }
 
 #[test]
@@ -120,7 +150,17 @@ fn a_slot_of_a_circuit_without_srs_fails_with_the_circuit_id() {
     let spec: CircuitSpec = CIRCUIT.parse().unwrap();
     let ring = ring_with_ready_slots(&spec, 1);
     let prover = Prover::from_backends(HashMap::new());
-    prover.prove_claimed(vec![ring.try_claim_ready(current_owner()).unwrap().unwrap()]);
+    prover.prove_claimed(vec![ring
+        .try_claim_ready(current_owner())
+        .unwrap()
+        .unwrap()]);
     let r = collect(&ring);
-    assert!(r[0].1.as_ref().unwrap_err().contains("no SRS for circuit id"), "{:?}", r[0].1);
+    assert!(
+        r[0].1
+            .as_ref()
+            .unwrap_err()
+            .contains("no SRS for circuit id"),
+        "{:?}",
+        r[0].1
+    );
 }

@@ -20,8 +20,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let iters: usize = args.next().map(|a| a.parse()).transpose()?.unwrap_or(3);
     let dir = PathBuf::from(args.next().unwrap_or_else(|| "porep-c2-work".into()));
-    let kind: ProofKind = format!("porep:{}", args.next().unwrap_or_else(|| "StackedDrg2KiBV1_1".into())).parse()?;
-    let ProofKind::PoRep(proof) = kind else { unreachable!("parsed as porep") };
+    let kind: ProofKind = format!(
+        "porep:{}",
+        args.next().unwrap_or_else(|| "StackedDrg2KiBV1_1".into())
+    )
+    .parse()?;
+    let ProofKind::PoRep(proof) = kind else {
+        unreachable!("parsed as porep")
+    };
     std::fs::create_dir_all(dir.join("params"))?;
     std::fs::create_dir_all(dir.join("parents"))?;
     std::env::set_var("FIL_PROOFS_PARAMETER_CACHE", dir.join("params"));
@@ -29,28 +35,48 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let t = Instant::now();
     let (files, generated) = filecoin::ensure_parameters(kind, dir.join("params"), 17, &|_| {})?;
-    println!("parameters (fast generator, generated: {generated}): {:.1} s", t.elapsed().as_secs_f64());
+    println!(
+        "parameters (fast generator, generated: {generated}): {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
     let t = Instant::now();
     let sector = fixture::seal_sector(proof, &dir.join("sector"), 4242, 11)?;
-    println!("seal {kind} (PC1, PC2, C1): {:.2} s", t.elapsed().as_secs_f64());
+    println!(
+        "seal {kind} (PC1, PC2, C1): {:.2} s",
+        t.elapsed().as_secs_f64()
+    );
 
     let job = filecoin::open_job(kind, &sector.c1_json)?;
     let image = SrsImage::from_params_file(&files.params, files.circuit_id(), false)?;
-    let run = |backend: &dyn Fn() -> Result<(Vec<u8>, &'static str), Box<dyn std::error::Error>>| {
+    let run = |backend: &dyn Fn()
+        -> Result<(Vec<u8>, &'static str), Box<dyn std::error::Error>>| {
         for i in 0..iters {
             let t = Instant::now();
             let (proof, name) = backend()?;
             let secs = t.elapsed().as_secs_f64();
-            println!("C2 ours ({name}) run {i}: {secs:.2} s (synthesis + prove), verify_seal = {}", sector.verify(&proof, None)?);
+            println!(
+                "C2 ours ({name}) run {i}: {secs:.2} s (synthesis + prove), verify_seal = {}",
+                sector.verify(&proof, None)?
+            );
         }
         Ok::<(), Box<dyn std::error::Error>>(())
     };
     let cpu = CpuBackend::new(image)?;
-    run(&|| Ok((filecoin::prove_job(&*job, &cpu, &mut rand::thread_rng())?, cpu.name())))?;
+    run(&|| {
+        Ok((
+            filecoin::prove_job(&*job, &cpu, &mut rand::thread_rng())?,
+            cpu.name(),
+        ))
+    })?;
     #[cfg(feature = "cuda")]
     if kernels::backend::cuda::gpu_count()? > 0 {
         let cuda = kernels::backend::cuda::CudaBackend::open(&files.params)?;
-        run(&|| Ok((filecoin::prove_job(&*job, &cuda, &mut rand::thread_rng())?, cuda.name())))?;
+        run(&|| {
+            Ok((
+                filecoin::prove_job(&*job, &cuda, &mut rand::thread_rng())?,
+                cuda.name(),
+            ))
+        })?;
     }
     for i in 0..iters.min(2) {
         let t = Instant::now();

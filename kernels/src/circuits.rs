@@ -419,7 +419,9 @@ impl AnyCircuit {
         match self {
             Self::Builtin(spec) => Ok(spec.circuit_id()),
             #[cfg(feature = "filecoin")]
-            Self::Filecoin(kind) => Ok(crate::filecoin::ParamFiles::for_kind(*kind, "")?.circuit_id()),
+            Self::Filecoin(kind) => {
+                Ok(crate::filecoin::ParamFiles::for_kind(*kind, "")?.circuit_id())
+            }
         }
     }
 
@@ -453,7 +455,8 @@ impl FromStr for AnyCircuit {
             #[cfg(not(feature = "filecoin"))]
             return Err(ErrorKind::InvalidSpec {
                 spec: s.to_owned(),
-                reason: "this build has no Filecoin support (build with the feature `filecoin`)".into(),
+                reason: "this build has no Filecoin support (build with the feature `filecoin`)"
+                    .into(),
             }
             .into());
         }
@@ -519,4 +522,3 @@ mod tests {
         satisfied_with_inputs("bits:100".parse().unwrap(), 5);
     }
 }
-

@@ -752,8 +752,13 @@ where
 {
     let mut repr = P::Uncompressed::default();
     repr.as_mut().copy_from_slice(b);
-    let p = if checked { P::from_uncompressed(&repr) } else { P::from_uncompressed_unchecked(&repr) };
-    let p: P = Option::from(p).ok_or_else(|| Error::format(format!("`{what}`: {group} point not on curve")))?;
+    let p = if checked {
+        P::from_uncompressed(&repr)
+    } else {
+        P::from_uncompressed_unchecked(&repr)
+    };
+    let p: P = Option::from(p)
+        .ok_or_else(|| Error::format(format!("`{what}`: {group} point not on curve")))?;
     if bool::from(p.is_identity()) {
         return Err(Error::format(format!("`{what}`: point at infinity")));
     }

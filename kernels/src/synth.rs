@@ -415,7 +415,11 @@ impl<S: AssignmentSink> ProvingCs<S> {
             return Err(self.pending());
         }
         let value = f()?;
-        let pushed = if input { self.sink.push_input(value) } else { self.sink.push_aux(value) };
+        let pushed = if input {
+            self.sink.push_input(value)
+        } else {
+            self.sink.push_aux(value)
+        };
         if let Err(e) = pushed {
             self.failed = true;
             return Err(e);

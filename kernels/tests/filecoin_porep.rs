@@ -15,8 +15,8 @@ use std::time::Instant;
 use filecoin_proofs::{get_seal_inputs, SealCommitPhase1Output, SectorShape2KiB};
 use kernels::filecoin::fixture::{seal_sector, SealedSector};
 use kernels::filecoin::{
-    self, detect_kind, open_job, ParamFiles, PoRepC2, ProofKind,
-    RegisteredSealProof, PARTITION_PROOF_LEN,
+    self, detect_kind, open_job, ParamFiles, PoRepC2, ProofKind, RegisteredSealProof,
+    PARTITION_PROOF_LEN,
 };
 use kernels::srs::SrsImage;
 use kernels::synth::circuit_shape;
@@ -33,7 +33,11 @@ fn param_dir() -> PathBuf {
 
 /// Points filecoin-proofs' settings (read once per process) at the test dirs before any call.
 fn settings() {
-    kernels::filecoin::fixture::use_test_dirs(&param_dir(), &Path::new(env!("CARGO_TARGET_TMPDIR")).join("filecoin-parents")).unwrap();
+    kernels::filecoin::fixture::use_test_dirs(
+        &param_dir(),
+        &Path::new(env!("CARGO_TARGET_TMPDIR")).join("filecoin-parents"),
+    )
+    .unwrap();
 }
 
 fn sealed() -> &'static SealedSector {
@@ -57,8 +61,13 @@ fn params() -> &'static ParamFiles {
     static FILES: OnceLock<ParamFiles> = OnceLock::new();
     FILES.get_or_init(|| {
         settings();
-        let files = kernels::filecoin::fixture::test_parameters(ProofKind::PoRep(PROOF), &param_dir()).unwrap();
-        assert_eq!(files, ParamFiles::for_kind(ProofKind::PoRep(PROOF), param_dir()).unwrap());
+        let files =
+            kernels::filecoin::fixture::test_parameters(ProofKind::PoRep(PROOF), &param_dir())
+                .unwrap();
+        assert_eq!(
+            files,
+            ParamFiles::for_kind(ProofKind::PoRep(PROOF), param_dir()).unwrap()
+        );
         files
     })
 }
@@ -95,18 +104,33 @@ fn c2_from_c1_verifies_with_filecoin_proofs() {
     let t = Instant::now();
     let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(99);
     let proof = filecoin::prove_job(&*job, &backend, &mut rng).unwrap();
-    eprintln!("C2 (synthesis + CPU proof) in {:.1} s", t.elapsed().as_secs_f64());
+    eprintln!(
+        "C2 (synthesis + CPU proof) in {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
     assert_eq!(proof.len(), PARTITION_PROOF_LEN * job.partitions());
 
-    assert!(s.verify(&proof, None).unwrap(), "verify_seal refused our proof");
+    assert!(
+        s.verify(&proof, None).unwrap(),
+        "verify_seal refused our proof"
+    );
     // The same proof must not pass for another sector.
-    assert!(!s.verify(&proof, Some(SECTOR_ID + 1)).unwrap(), "accepted for another sector id");
+    assert!(
+        !s.verify(&proof, Some(SECTOR_ID + 1)).unwrap(),
+        "accepted for another sector id"
+    );
     let mut other = s.clone();
     other.comm_r[0] ^= 1;
-    assert!(!other.verify(&proof, None).unwrap_or(false), "accepted for another comm_r");
+    assert!(
+        !other.verify(&proof, None).unwrap_or(false),
+        "accepted for another comm_r"
+    );
     let mut damaged = proof.clone();
     damaged[PARTITION_PROOF_LEN - 1] ^= 1;
-    assert!(!s.verify(&damaged, None).unwrap_or(false), "accepted a damaged proof");
+    assert!(
+        !s.verify(&damaged, None).unwrap_or(false),
+        "accepted a damaged proof"
+    );
 }
 
 #[test]
@@ -118,7 +142,8 @@ fn every_c1_form_gives_the_same_circuits() {
     assert_eq!(detect_kind(&wrapped).unwrap(), s.kind());
     let bench = open_job(s.kind(), &wrapped).unwrap();
     // filecoin-proofs' own form (no proof type inside): the kind must be given.
-    let api_c1: filecoin_proofs_api::seal::SealCommitPhase1Output = serde_json::from_slice(&s.c1_json).unwrap();
+    let api_c1: filecoin_proofs_api::seal::SealCommitPhase1Output =
+        serde_json::from_slice(&s.c1_json).unwrap();
     let raw = SealCommitPhase1Output::<SectorShape2KiB> {
         vanilla_proofs: api_c1.vanilla_proofs.try_into().unwrap(),
         comm_r: api_c1.comm_r,
@@ -139,13 +164,18 @@ fn every_c1_form_gives_the_same_circuits() {
         assert_eq!(job.public_inputs(0).unwrap(), api.public_inputs(0).unwrap());
     }
     let typed = PoRepC2::<SectorShape2KiB>::from_json(PROOF, &raw_json).unwrap();
-    assert_eq!(filecoin::PartitionedJob::public_inputs(&typed, 0).unwrap(), api.public_inputs(0).unwrap());
+    assert_eq!(
+        filecoin::PartitionedJob::public_inputs(&typed, 0).unwrap(),
+        api.public_inputs(0).unwrap()
+    );
 }
 
 #[test]
 fn partition_circuit_has_the_known_shape() {
     let s = sealed();
-    let job = PoRepC2::<SectorShape2KiB>::from_json(PROOF, &serde_json::to_vec(&raw_of(s)).unwrap()).unwrap();
+    let job =
+        PoRepC2::<SectorShape2KiB>::from_json(PROOF, &serde_json::to_vec(&raw_of(s)).unwrap())
+            .unwrap();
     let shape = job.shape(0).unwrap();
     assert_eq!(shape, circuit_shape(job.circuit(0).unwrap()).unwrap());
     // 2,687,921 constraints and 1 + 39 inputs for the 2 KiB PoRep (issue 5); the blank circuit
@@ -159,7 +189,8 @@ fn partition_circuit_has_the_known_shape() {
 }
 
 fn raw_of(s: &SealedSector) -> SealCommitPhase1Output<SectorShape2KiB> {
-    let api_c1: filecoin_proofs_api::seal::SealCommitPhase1Output = serde_json::from_slice(&s.c1_json).unwrap();
+    let api_c1: filecoin_proofs_api::seal::SealCommitPhase1Output =
+        serde_json::from_slice(&s.c1_json).unwrap();
     let f: blstrs::Scalar = api_c1.replica_id.into();
     SealCommitPhase1Output {
         vanilla_proofs: api_c1.vanilla_proofs.try_into().unwrap(),
@@ -189,12 +220,22 @@ fn bad_c1_gives_clear_errors() {
     assert!(e.to_string().contains("c1.json"), "{e}");
     std::fs::write(&path, &json[..json.len() - 1]).unwrap();
     let e = filecoin::open_job_file(None, &path).err().unwrap();
-    assert!(e.to_string().contains("c1.json") && e.to_string().contains("truncated"), "{e}");
+    assert!(
+        e.to_string().contains("c1.json") && e.to_string().contains("truncated"),
+        "{e}"
+    );
     std::fs::write(&path, json).unwrap();
-    assert_eq!(filecoin::open_job_file(None, &path).unwrap().partitions(), 1);
+    assert_eq!(
+        filecoin::open_job_file(None, &path).unwrap().partitions(),
+        1
+    );
 
     // The C1 output says it is a V1_1 2 KiB proof: opening it as another type is refused.
-    for other in ["porep:StackedDrg2KiBV1", "porep:StackedDrg8MiBV1_1", "porep:StackedDrg32GiBV1_1"] {
+    for other in [
+        "porep:StackedDrg2KiBV1",
+        "porep:StackedDrg8MiBV1_1",
+        "porep:StackedDrg32GiBV1_1",
+    ] {
         let e = open_job(other.parse().unwrap(), json).err().unwrap();
         assert!(matches!(e.kind(), ErrorKind::InvalidC1(_)), "{other}: {e}");
         eprintln!("{other}: {e}");
@@ -204,11 +245,16 @@ fn bad_c1_gives_clear_errors() {
     let raw_json = serde_json::to_vec(&raw_of(s)).unwrap();
     for other in ["porep:StackedDrg2KiBV1", "porep:StackedDrg8MiBV1_1"] {
         let e = open_job(other.parse().unwrap(), &raw_json).err().unwrap();
-        assert!(matches!(e.kind(), ErrorKind::InvalidC1(_) | ErrorKind::Filecoin(_)), "{other}: {e}");
+        assert!(
+            matches!(e.kind(), ErrorKind::InvalidC1(_) | ErrorKind::Filecoin(_)),
+            "{other}: {e}"
+        );
         eprintln!("{other}: {e}");
     }
     // Another tree shape.
-    let e = open_job("porep:StackedDrg32GiBV1_1".parse().unwrap(), &raw_json).err().unwrap();
+    let e = open_job("porep:StackedDrg32GiBV1_1".parse().unwrap(), &raw_json)
+        .err()
+        .unwrap();
     assert!(matches!(e.kind(), ErrorKind::InvalidC1(_)), "{e}");
 
     // A damaged seed.
@@ -222,8 +268,11 @@ fn bad_c1_gives_clear_errors() {
     let e = PoRepC2::new(PROOF, c1).err().unwrap();
     assert!(e.to_string().contains("comm_r"), "{e}");
     // Non-interactive PoRep is refused by name.
-    let e = open_job(ProofKind::PoRep(RegisteredSealProof::StackedDrg2KiBV1_2_Feat_NonInteractivePoRep), json)
-        .err()
-        .unwrap();
+    let e = open_job(
+        ProofKind::PoRep(RegisteredSealProof::StackedDrg2KiBV1_2_Feat_NonInteractivePoRep),
+        json,
+    )
+    .err()
+    .unwrap();
     assert!(e.to_string().contains("non-interactive"), "{e}");
 }

@@ -18,7 +18,9 @@ use std::time::Instant;
 use filecoin_proofs::{FallbackPoStSectorProof, SectorShape2KiB};
 use filecoin_proofs_api::post::get_num_partition_for_fallback_post;
 use filecoin_proofs_api::{RegisteredPoStProof, RegisteredSealProof};
-use kernels::filecoin::fixture::{post_request, randomness, seal_sector, PoStFixture, SealedSector, PROVER_ID};
+use kernels::filecoin::fixture::{
+    post_request, randomness, seal_sector, PoStFixture, SealedSector, PROVER_ID,
+};
 use kernels::filecoin::post::PoStRequest;
 use kernels::filecoin::{self, detect_kind, open_job, ParamFiles, ProofKind, PARTITION_PROOF_LEN};
 use kernels::srs::SrsImage;
@@ -51,9 +53,15 @@ fn sectors() -> &'static [SealedSector] {
     SECTORS.get_or_init(|| {
         settings();
         let t = Instant::now();
-        let sectors: Vec<SealedSector> =
-            SECTOR_IDS.iter().map(|&n| seal_sector(SEAL_PROOF, &work_dir(), n, n).unwrap()).collect();
-        eprintln!("sealed {} 2 KiB sectors (PC1, PC2, C1) in {:.2} s", sectors.len(), t.elapsed().as_secs_f64());
+        let sectors: Vec<SealedSector> = SECTOR_IDS
+            .iter()
+            .map(|&n| seal_sector(SEAL_PROOF, &work_dir(), n, n).unwrap())
+            .collect();
+        eprintln!(
+            "sealed {} 2 KiB sectors (PC1, PC2, C1) in {:.2} s",
+            sectors.len(),
+            t.elapsed().as_secs_f64()
+        );
         sectors
     })
 }
@@ -62,7 +70,11 @@ fn sectors() -> &'static [SealedSector] {
 fn params(proof: RegisteredPoStProof) -> &'static ParamFiles {
     static WINNING_FILES: OnceLock<ParamFiles> = OnceLock::new();
     static WINDOW_FILES: OnceLock<ParamFiles> = OnceLock::new();
-    let cell = if proof == WINNING { &WINNING_FILES } else { &WINDOW_FILES };
+    let cell = if proof == WINNING {
+        &WINNING_FILES
+    } else {
+        &WINDOW_FILES
+    };
     cell.get_or_init(|| {
         settings();
         kernels::filecoin::fixture::test_parameters(ProofKind::PoSt(proof), &param_dir()).unwrap()
@@ -74,8 +86,10 @@ fn prove(job: &dyn filecoin::PartitionedJob) -> Vec<u8> {
         ProofKind::PoSt(p) => p,
         other => panic!("not a PoSt job: {other}"),
     });
-    let backend =
-        CpuBackend::new(SrsImage::from_params_file(&files.params, files.circuit_id(), false).unwrap()).unwrap();
+    let backend = CpuBackend::new(
+        SrsImage::from_params_file(&files.params, files.circuit_id(), false).unwrap(),
+    )
+    .unwrap();
     let t = Instant::now();
     let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(99);
     let proof = filecoin::prove_job(job, &backend, &mut rng).unwrap();
@@ -104,7 +118,11 @@ fn sector(id: u64) -> &'static SealedSector {
 fn winning_post_verifies_with_filecoin_proofs() {
     let r = randomness(1);
     let f = request(WINNING, r);
-    assert_eq!(f.sectors.len(), 1, "a 2 KiB WinningPoSt challenges one sector");
+    assert_eq!(
+        f.sectors.len(),
+        1,
+        "a 2 KiB WinningPoSt challenges one sector"
+    );
     let (sector_id, comm_r) = f.sectors[0];
     assert_eq!(comm_r, sector(sector_id).comm_r);
     let kind = detect_kind(&f.json).unwrap();
@@ -120,18 +138,30 @@ fn winning_post_verifies_with_filecoin_proofs() {
     let proof = prove(&*job);
     assert_eq!(proof.len(), PARTITION_PROOF_LEN * job.partitions());
 
-    assert!(f.verify(&proof).unwrap(), "verify_winning_post refused our proof");
+    assert!(
+        f.verify(&proof).unwrap(),
+        "verify_winning_post refused our proof"
+    );
     let other = sectors().iter().find(|s| s.sector_id != sector_id).unwrap();
     assert!(
-        !f.verify_with(&proof, None, Some((sector_id, other.comm_r))).unwrap(),
+        !f.verify_with(&proof, None, Some((sector_id, other.comm_r)))
+            .unwrap(),
         "accepted with another sector's comm_r"
     );
-    assert!(!f.verify_with(&proof, Some(randomness(2)), None).unwrap(), "accepted with another randomness");
+    assert!(
+        !f.verify_with(&proof, Some(randomness(2)), None).unwrap(),
+        "accepted with another randomness"
+    );
     let mut damaged = proof.clone();
     damaged[PARTITION_PROOF_LEN - 1] ^= 1;
-    assert!(!f.verify(&damaged).unwrap_or(false), "accepted a damaged proof");
+    assert!(
+        !f.verify(&damaged).unwrap_or(false),
+        "accepted a damaged proof"
+    );
     // A sector that is not the request's is an error, not a vacuous `false`.
-    assert!(f.verify_with(&proof, None, Some((1, other.comm_r))).is_err());
+    assert!(f
+        .verify_with(&proof, None, Some((1, other.comm_r)))
+        .is_err());
 }
 
 #[test]
@@ -151,12 +181,19 @@ fn window_post_verifies_with_filecoin_proofs() {
     let proof = prove(&*job);
     assert_eq!(proof.len(), PARTITION_PROOF_LEN * partitions);
 
-    assert!(f.verify(&proof).unwrap(), "verify_window_post refused our proof");
     assert!(
-        !f.verify_with(&proof, None, Some((SECTOR_IDS[2], all[0].comm_r))).unwrap(),
+        f.verify(&proof).unwrap(),
+        "verify_window_post refused our proof"
+    );
+    assert!(
+        !f.verify_with(&proof, None, Some((SECTOR_IDS[2], all[0].comm_r)))
+            .unwrap(),
         "accepted with another sector's comm_r"
     );
-    assert!(!f.verify_with(&proof, Some(randomness(4)), None).unwrap(), "accepted with another randomness");
+    assert!(
+        !f.verify_with(&proof, Some(randomness(4)), None).unwrap(),
+        "accepted with another randomness"
+    );
 
     // One partition at a time (generate_single_window_post_with_vanilla): partition 1 is the
     // third sector alone; merged after partition 0 it is the same proof.
@@ -164,14 +201,23 @@ fn window_post_verifies_with_filecoin_proofs() {
     assert_eq!(single.vanilla_proof_bytes().unwrap(), f.vanilla_proofs[2..]);
     let single_job = open_job(kind, &single.to_json().unwrap()).unwrap();
     assert_eq!(single_job.partitions(), 1);
-    assert_eq!(single_job.public_inputs(0).unwrap(), job.public_inputs(1).unwrap());
+    assert_eq!(
+        single_job.public_inputs(0).unwrap(),
+        job.public_inputs(1).unwrap()
+    );
     let part1 = prove(&*single_job);
     assert_eq!(part1.len(), PARTITION_PROOF_LEN);
     let merged = [&proof[..PARTITION_PROOF_LEN], &part1[..]].concat();
-    assert!(f.verify(&merged).unwrap(), "verify_window_post refused the merged partition proofs");
+    assert!(
+        f.verify(&merged).unwrap(),
+        "verify_window_post refused the merged partition proofs"
+    );
     // The partition proof is not partition 0's.
     let swapped_parts = [&part1[..], &proof[PARTITION_PROOF_LEN..]].concat();
-    assert!(!f.verify(&swapped_parts).unwrap(), "accepted partitions in the wrong order");
+    assert!(
+        !f.verify(&swapped_parts).unwrap(),
+        "accepted partitions in the wrong order"
+    );
     assert!(f.partition_request(2).is_err());
 }
 
@@ -183,17 +229,30 @@ fn bad_requests_give_clear_errors() {
     let vanilla = &window.vanilla_proofs;
 
     // Vanilla proofs of another randomness.
-    let json = PoStRequest::new(WINDOW, PROVER_ID, randomness(6), vanilla).to_json().unwrap();
+    let json = PoStRequest::new(WINDOW, PROVER_ID, randomness(6), vanilla)
+        .to_json()
+        .unwrap();
     let e = open_job(window_kind, &json).err().unwrap();
     assert!(matches!(e.kind(), ErrorKind::InvalidRequest(_)), "{e}");
-    assert!(e.to_string().contains("the vanilla proofs of sectors 7001, 7002, 7003 do not verify"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("the vanilla proofs of sectors 7001, 7002, 7003 do not verify"),
+        "{e}"
+    );
     eprintln!("{e}");
     let winning = request(WINNING, randomness(7));
     let winning_sector = winning.sectors[0].0;
     let mut other = winning.request.clone();
     other.randomness = randomness(8);
-    let e = open_job(ProofKind::PoSt(WINNING), &other.to_json().unwrap()).err().unwrap();
-    assert!(e.to_string().contains(&format!("the vanilla proofs of sector {winning_sector} do not verify")), "{e}");
+    let e = open_job(ProofKind::PoSt(WINNING), &other.to_json().unwrap())
+        .err()
+        .unwrap();
+    assert!(
+        e.to_string().contains(&format!(
+            "the vanilla proofs of sector {winning_sector} do not verify"
+        )),
+        "{e}"
+    );
     eprintln!("{e}");
 
     // A winning vanilla proof whose first challenge is right but not the others (filecoin-proofs'
@@ -202,13 +261,26 @@ fn bad_requests_give_clear_errors() {
         bincode::deserialize(&winning.vanilla_proofs[0]).unwrap();
     let inclusion = &mut tampered.vanilla_proof.sectors[0].inclusion_proofs;
     let (i, j) = (1..inclusion.len())
-        .find_map(|i| (1..inclusion.len()).find(|&j| inclusion[i].path() != inclusion[j].path()).map(|j| (i, j)))
+        .find_map(|i| {
+            (1..inclusion.len())
+                .find(|&j| inclusion[i].path() != inclusion[j].path())
+                .map(|j| (i, j))
+        })
         .unwrap();
     inclusion[i] = inclusion[j].clone();
-    let request = PoStRequest::new(WINNING, PROVER_ID, winning.randomness, &[bincode::serialize(&tampered).unwrap()]);
-    let e = open_job(ProofKind::PoSt(WINNING), &request.to_json().unwrap()).err().unwrap();
+    let request = PoStRequest::new(
+        WINNING,
+        PROVER_ID,
+        winning.randomness,
+        &[bincode::serialize(&tampered).unwrap()],
+    );
+    let e = open_job(ProofKind::PoSt(WINNING), &request.to_json().unwrap())
+        .err()
+        .unwrap();
     assert!(
-        e.to_string().contains(&format!("the vanilla proofs of partition 0 (sector {winning_sector}) do not verify")),
+        e.to_string().contains(&format!(
+            "the vanilla proofs of partition 0 (sector {winning_sector}) do not verify"
+        )),
         "{e}"
     );
     eprintln!("{e}");
@@ -216,33 +288,66 @@ fn bad_requests_give_clear_errors() {
     // A winning request opened as a window one, and window vanilla proofs in a winning request.
     let e = open_job(window_kind, &winning.json).err().unwrap();
     assert!(
-        e.to_string().contains("a request of `post:StackedDrgWinning2KiBV1`, not of `post:StackedDrgWindow2KiBV1_2`"),
+        e.to_string().contains(
+            "a request of `post:StackedDrgWinning2KiBV1`, not of `post:StackedDrgWindow2KiBV1_2`"
+        ),
         "{e}"
     );
-    let as_winning = PoStRequest::new(WINNING, PROVER_ID, r, &vanilla[..1]).to_json().unwrap();
-    let e = open_job(ProofKind::PoSt(WINNING), &as_winning).err().unwrap();
+    let as_winning = PoStRequest::new(WINNING, PROVER_ID, r, &vanilla[..1])
+        .to_json()
+        .unwrap();
+    let e = open_job(ProofKind::PoSt(WINNING), &as_winning)
+        .err()
+        .unwrap();
     assert!(e.to_string().contains("proves 10 challenges"), "{e}");
     eprintln!("{e}");
 
     // Truncated JSON.
     let json = &window.json;
-    let e = open_job(window_kind, &json[..json.len() - 3]).err().unwrap();
+    let e = open_job(window_kind, &json[..json.len() - 3])
+        .err()
+        .unwrap();
     assert!(e.to_string().contains("truncated JSON"), "{e}");
     let e = detect_kind(&json[..json.len() / 3]).err().unwrap();
     assert!(e.to_string().contains("truncated JSON"), "{e}");
 
     // Sectors out of the verifier's order, or twice.
     let reversed: Vec<Vec<u8>> = vanilla.iter().rev().cloned().collect();
-    let e = open_job(window_kind, &PoStRequest::new(WINDOW, PROVER_ID, r, &reversed).to_json().unwrap()).err().unwrap();
+    let e = open_job(
+        window_kind,
+        &PoStRequest::new(WINDOW, PROVER_ID, r, &reversed)
+            .to_json()
+            .unwrap(),
+    )
+    .err()
+    .unwrap();
     assert!(e.to_string().contains("ascending sector id order"), "{e}");
     let twice = [vanilla[0].clone(), vanilla[0].clone()];
-    let e = open_job(window_kind, &PoStRequest::new(WINDOW, PROVER_ID, r, &twice).to_json().unwrap()).err().unwrap();
+    let e = open_job(
+        window_kind,
+        &PoStRequest::new(WINDOW, PROVER_ID, r, &twice)
+            .to_json()
+            .unwrap(),
+    )
+    .err()
+    .unwrap();
     assert!(e.to_string().contains("ascending sector id order"), "{e}");
 
     // A damaged vanilla proof (truncated bytes).
     let cut = [vanilla[0][..vanilla[0].len() - 1].to_vec()];
-    let e = open_job(window_kind, &PoStRequest::new(WINDOW, PROVER_ID, r, &cut).to_json().unwrap()).err().unwrap();
-    assert!(e.to_string().contains("`vanilla_proofs[0]` is not a vanilla proof"), "{e}");
+    let e = open_job(
+        window_kind,
+        &PoStRequest::new(WINDOW, PROVER_ID, r, &cut)
+            .to_json()
+            .unwrap(),
+    )
+    .err()
+    .unwrap();
+    assert!(
+        e.to_string()
+            .contains("`vanilla_proofs[0]` is not a vanilla proof"),
+        "{e}"
+    );
 
     // The valid request opens.
     assert_eq!(open_job(window_kind, json).unwrap().partitions(), 2);
@@ -256,8 +361,17 @@ fn fixture_refuses_what_it_cannot_make() {
     assert!(e.to_string().contains("no sectors"), "{e}");
     let e = post_request(WINDOW, &[all[0].clone(), all[0].clone()], randomness(9)).unwrap_err();
     assert!(e.to_string().contains("sector 7001 is given twice"), "{e}");
-    let e = post_request(RegisteredPoStProof::StackedDrgWindow8MiBV1_2, all, randomness(9)).unwrap_err();
-    assert!(e.to_string().contains("not one of `post:StackedDrgWindow8MiBV1_2`"), "{e}");
+    let e = post_request(
+        RegisteredPoStProof::StackedDrgWindow8MiBV1_2,
+        all,
+        randomness(9),
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("not one of `post:StackedDrgWindow8MiBV1_2`"),
+        "{e}"
+    );
     // Sectors in any order: the request lists them in ascending id order.
     let shuffled = [all[2].clone(), all[0].clone(), all[1].clone()];
     let f = post_request(WINDOW, &shuffled, randomness(9)).unwrap();

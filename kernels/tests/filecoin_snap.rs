@@ -90,12 +90,17 @@ fn params() -> &'static ParamFiles {
 fn prove(request: &[u8]) -> Vec<u8> {
     let job = open_job(KIND, request).unwrap();
     let files = params();
-    let backend =
-        CpuBackend::new(SrsImage::from_params_file(&files.params, files.circuit_id(), false).unwrap()).unwrap();
+    let backend = CpuBackend::new(
+        SrsImage::from_params_file(&files.params, files.circuit_id(), false).unwrap(),
+    )
+    .unwrap();
     let t = Instant::now();
     let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(99);
     let proof = filecoin::prove_job(&*job, &backend, &mut rng).unwrap();
-    eprintln!("SnapDeals proof (synthesis + CPU proof) in {:.1} s", t.elapsed().as_secs_f64());
+    eprintln!(
+        "SnapDeals proof (synthesis + CPU proof) in {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
     proof
 }
 
@@ -124,19 +129,36 @@ fn snap_proof_verifies_with_filecoin_proofs() {
     let proof = prove(request);
     assert_eq!(proof.len(), PARTITION_PROOF_LEN * job.partitions());
     assert_eq!(u.partitions(), job.partitions());
-    assert!(u.verify(&proof).unwrap(), "verify_empty_sector_update_proof refused our proof");
+    assert!(
+        u.verify(&proof).unwrap(),
+        "verify_empty_sector_update_proof refused our proof"
+    );
 
     // The same proof must not pass for other commitments.
     let mut other = u.comm_r_new;
     other[0] ^= 1;
-    assert!(!u.verify_with(&proof, None, Some(other), None).unwrap(), "accepted for another comm_r_new");
-    assert!(!u.verify_with(&proof, Some(u.comm_r_new), None, None).unwrap(), "accepted for another comm_r_old");
+    assert!(
+        !u.verify_with(&proof, None, Some(other), None).unwrap(),
+        "accepted for another comm_r_new"
+    );
+    assert!(
+        !u.verify_with(&proof, Some(u.comm_r_new), None, None)
+            .unwrap(),
+        "accepted for another comm_r_old"
+    );
     let mut other = u.comm_d_new;
     other[0] ^= 1;
-    assert!(!u.verify_with(&proof, None, None, Some(other)).unwrap_or(false), "accepted for another comm_d_new");
+    assert!(
+        !u.verify_with(&proof, None, None, Some(other))
+            .unwrap_or(false),
+        "accepted for another comm_d_new"
+    );
     let mut damaged = proof.clone();
     damaged[PARTITION_PROOF_LEN - 1] ^= 1;
-    assert!(!u.verify(&damaged).unwrap_or(false), "accepted a damaged proof");
+    assert!(
+        !u.verify(&damaged).unwrap_or(false),
+        "accepted a damaged proof"
+    );
 }
 
 #[test]
@@ -144,7 +166,10 @@ fn partition_circuit_has_the_blank_circuit_s_shape() {
     let u = updated();
     let job = SnapDeals::<SectorShape2KiB>::from_json(PROOF, &u.json).unwrap();
     let shape = job.shape(0).unwrap();
-    eprintln!("2 KiB update partition: {} constraints, {} inputs, {} aux", shape.constraints, shape.inputs, shape.aux);
+    eprintln!(
+        "2 KiB update partition: {} constraints, {} inputs, {} aux",
+        shape.constraints, shape.inputs, shape.aux
+    );
     // The parameters are generated from the blank circuit: the real one must have its shape.
     assert_eq!(shape, KIND.shape().unwrap());
     // ONE, then k and h_select packed, comm_r_old, comm_d_new, comm_r_new.
@@ -171,7 +196,9 @@ fn requests_that_do_not_match_their_vanilla_proofs_are_refused() {
     eprintln!("{e}");
     assert!(matches!(e.kind(), ErrorKind::InvalidRequest(_)), "{e}");
     assert!(
-        e.to_string().contains("`comm_r_new` of the request does not match the vanilla proof of partition 0"),
+        e.to_string().contains(
+            "`comm_r_new` of the request does not match the vanilla proof of partition 0"
+        ),
         "{e}"
     );
 
@@ -181,7 +208,11 @@ fn requests_that_do_not_match_their_vanilla_proofs_are_refused() {
     r.comm_d_new[3] ^= 1;
     let e = open_err(&r);
     eprintln!("{e}");
-    assert!(e.to_string().contains("`comm_r_old` and `comm_d_new` of the request do not match"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("`comm_r_old` and `comm_d_new` of the request do not match"),
+        "{e}"
+    );
 
     // Damaged vanilla proof bytes.
     let mut r = u.request.clone();
@@ -190,14 +221,24 @@ fn requests_that_do_not_match_their_vanilla_proofs_are_refused() {
     r.vanilla_proofs[0] = filecoin::encode_base64(&bytes);
     let e = open_err(&r);
     eprintln!("{e}");
-    assert!(e.to_string().contains("vanilla proof 0 is not a partition proof of a 2048-byte sector"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("vanilla proof 0 is not a partition proof of a 2048-byte sector"),
+        "{e}"
+    );
 
     // Another proof type than the one asked for.
-    let e = match open_job(ProofKind::SnapDeals(RegisteredUpdateProof::StackedDrg8MiBV1), &u.json) {
+    let e = match open_job(
+        ProofKind::SnapDeals(RegisteredUpdateProof::StackedDrg8MiBV1),
+        &u.json,
+    ) {
         Ok(_) => panic!("opened a 2 KiB request as 8 MiB"),
         Err(e) => e,
     };
-    assert!(e.to_string().contains("not of `snap:StackedDrg8MiBV1`"), "{e}");
+    assert!(
+        e.to_string().contains("not of `snap:StackedDrg8MiBV1`"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -215,7 +256,11 @@ fn malformed_requests_are_refused() {
     let mut r = u.request.clone();
     r.vanilla_proofs.push(r.vanilla_proofs[0].clone());
     let e = open_job(KIND, &r.to_json()).err().unwrap();
-    assert!(e.to_string().contains("2 vanilla proofs, the update of a 2048-byte sector has 1 partition"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("2 vanilla proofs, the update of a 2048-byte sector has 1 partition"),
+        "{e}"
+    );
     r.vanilla_proofs.clear();
     let e = open_job(KIND, &r.to_json()).err().unwrap();
     assert!(e.to_string().contains("0 vanilla proofs"), "{e}");
@@ -225,7 +270,10 @@ fn malformed_requests_are_refused() {
     let path = dir.path().join("snap.json");
     std::fs::write(&path, &json[..json.len() - 1]).unwrap();
     let e = filecoin::open_job_file(None, &path).err().unwrap();
-    assert!(e.to_string().contains("snap.json") && e.to_string().contains("truncated"), "{e}");
+    assert!(
+        e.to_string().contains("snap.json") && e.to_string().contains("truncated"),
+        "{e}"
+    );
     std::fs::write(&path, json).unwrap();
     assert_eq!(filecoin::open_job_file(None, &path).unwrap().kind(), KIND);
 }
@@ -237,5 +285,8 @@ fn fixture_refuses_a_sector_of_another_size() {
     big.proof = RegisteredSealProof::StackedDrg8MiBV1_1;
     let e = snap_request(PROOF, &big, &work_dir().join("refused"), 1).unwrap_err();
     assert!(matches!(e.kind(), ErrorKind::PoRepConfig(_)), "{e}");
-    assert!(e.to_string().contains("not one of `snap:StackedDrg2KiBV1`"), "{e}");
+    assert!(
+        e.to_string().contains("not one of `snap:StackedDrg2KiBV1`"),
+        "{e}"
+    );
 }

@@ -119,7 +119,10 @@ pub struct RequestArgs {
 impl RequestArgs {
     /// The request file given, if any.
     pub fn request_file(&self) -> Option<&PathBuf> {
-        self.porep_c1.as_ref().or(self.post.as_ref()).or(self.snap.as_ref())
+        self.porep_c1
+            .as_ref()
+            .or(self.post.as_ref())
+            .or(self.snap.as_ref())
     }
 
     /// The family the flag given promises (`porep`, `post`, `snap`).
@@ -281,7 +284,9 @@ pub enum ParamsCommand {
 /// Parses the command line and runs it.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    if matches!(cli.command, Command::Demo(_)) && std::env::var_os(crate::env::SPLITPROVER_LOG).is_none() {
+    if matches!(cli.command, Command::Demo(_))
+        && std::env::var_os(crate::env::SPLITPROVER_LOG).is_none()
+    {
         // The demo prints its own summary; keep the logs (ours and the children's, who inherit
         // the variable) to warnings. This runs before any thread is started.
         std::env::set_var(crate::env::SPLITPROVER_LOG, "warn");

@@ -58,7 +58,12 @@ pub struct RingConfig {
 
 impl Default for RingConfig {
     fn default() -> Self {
-        RingConfig { slots: default_slots(), slot_bytes: None, ring_bytes: None, huge_pages: default_huge() }
+        RingConfig {
+            slots: default_slots(),
+            slot_bytes: None,
+            ring_bytes: None,
+            huge_pages: default_huge(),
+        }
     }
 }
 
@@ -79,7 +84,11 @@ pub struct CpusConfig {
 
 impl Default for CpusConfig {
     fn default() -> Self {
-        CpusConfig { mode: default_mode(), gpu_cores: default_gpu_cores(), synth: None }
+        CpusConfig {
+            mode: default_mode(),
+            gpu_cores: default_gpu_cores(),
+            synth: None,
+        }
     }
 }
 
@@ -112,7 +121,9 @@ pub struct SynthesisConfig {
 
 impl Default for SynthesisConfig {
     fn default() -> Self {
-        SynthesisConfig { concurrency: default_concurrency() }
+        SynthesisConfig {
+            concurrency: default_concurrency(),
+        }
     }
 }
 
@@ -156,16 +167,24 @@ impl std::str::FromStr for ByteSize {
         let s = s.trim();
         let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
         let (num, unit) = s.split_at(split);
-        let n: u64 = num.parse().map_err(|_| format!("bad size `{s}`: expected a number and a unit like `512MiB`"))?;
+        let n: u64 = num
+            .parse()
+            .map_err(|_| format!("bad size `{s}`: expected a number and a unit like `512MiB`"))?;
         let mult: u64 = match unit.trim() {
             "" | "B" => 1,
             "KiB" | "K" => 1 << 10,
             "MiB" | "M" => 1 << 20,
             "GiB" | "G" => 1 << 30,
             "TiB" | "T" => 1 << 40,
-            other => return Err(format!("bad size unit `{other}` in `{s}`: use B, KiB, MiB, GiB or TiB")),
+            other => {
+                return Err(format!(
+                    "bad size unit `{other}` in `{s}`: use B, KiB, MiB, GiB or TiB"
+                ))
+            }
         };
-        n.checked_mul(mult).map(ByteSize).ok_or_else(|| format!("size `{s}` is too large"))
+        n.checked_mul(mult)
+            .map(ByteSize)
+            .ok_or_else(|| format!("size `{s}` is too large"))
     }
 }
 
@@ -197,7 +216,12 @@ fn default_concurrency() -> usize {
     0
 }
 fn default_gpus() -> Vec<GpuConfig> {
-    vec![GpuConfig { device: 0, backend: default_backend(), cpus: None, batch: default_batch() }]
+    vec![GpuConfig {
+        device: 0,
+        backend: default_backend(),
+        cpus: None,
+        batch: default_batch(),
+    }]
 }
 
 impl Config {
@@ -232,11 +256,13 @@ impl Config {
             );
             anyhow::ensure!(g.batch >= 1, "[[gpu]] batch must be at least 1");
             if let Some(c) = &g.cpus {
-                c.parse::<CpuList>().map_err(|e| anyhow::anyhow!("[[gpu]] cpus: {e}"))?;
+                c.parse::<CpuList>()
+                    .map_err(|e| anyhow::anyhow!("[[gpu]] cpus: {e}"))?;
             }
         }
         if let Some(s) = &self.cpus.synth {
-            s.parse::<CpuList>().map_err(|e| anyhow::anyhow!("[cpus] synth: {e}"))?;
+            s.parse::<CpuList>()
+                .map_err(|e| anyhow::anyhow!("[cpus] synth: {e}"))?;
         }
         self.pin_choice()?;
         self.ring.huge_page_policy()?;
@@ -245,7 +271,10 @@ impl Config {
 
     /// `[cpus] mode` parsed.
     pub fn pin_choice(&self) -> anyhow::Result<PinChoice> {
-        self.cpus.mode.parse().map_err(|e| anyhow::anyhow!("[cpus] mode: {e}"))
+        self.cpus
+            .mode
+            .parse()
+            .map_err(|e| anyhow::anyhow!("[cpus] mode: {e}"))
     }
 }
 
@@ -264,7 +293,10 @@ mod tests {
     fn sizes_parse_with_units() {
         assert_eq!("512MiB".parse::<ByteSize>().unwrap(), ByteSize(512 << 20));
         assert_eq!("4096".parse::<ByteSize>().unwrap(), ByteSize(4096));
-        assert!("12 parsecs".parse::<ByteSize>().unwrap_err().contains("unit"));
+        assert!("12 parsecs"
+            .parse::<ByteSize>()
+            .unwrap_err()
+            .contains("unit"));
     }
 
     #[test]
@@ -286,9 +318,15 @@ mod tests {
     fn unknown_keys_and_bad_values_are_named() {
         let e = format!("{:#}", Config::parse("[ring]\nslotz = 3\n").unwrap_err());
         assert!(e.contains("slotz"), "{e}");
-        let e = format!("{:#}", Config::parse("[[gpu]]\nbackend = \"opencl\"\n").unwrap_err());
+        let e = format!(
+            "{:#}",
+            Config::parse("[[gpu]]\nbackend = \"opencl\"\n").unwrap_err()
+        );
         assert!(e.contains("opencl"), "{e}");
-        let e = format!("{:#}", Config::parse("[cpus]\nmode = \"magic\"\n").unwrap_err());
+        let e = format!(
+            "{:#}",
+            Config::parse("[cpus]\nmode = \"magic\"\n").unwrap_err()
+        );
         assert!(e.contains("magic"), "{e}");
     }
 }

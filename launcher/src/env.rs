@@ -42,7 +42,10 @@ pub fn socket_path() -> PathBuf {
     if let Some(d) = std::env::var_os("XDG_RUNTIME_DIR") {
         return PathBuf::from(d).join("splitprover.sock");
     }
-    std::env::temp_dir().join(format!("splitprover-{}.sock", rustix::process::getuid().as_raw()))
+    std::env::temp_dir().join(format!(
+        "splitprover-{}.sock",
+        rustix::process::getuid().as_raw()
+    ))
 }
 
 /// The Filecoin parameter cache dir: `FIL_PROOFS_PARAMETER_CACHE`, else filecoin-proofs' default.

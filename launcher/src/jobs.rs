@@ -103,7 +103,10 @@ pub struct JobTable {
 impl JobTable {
     /// An empty table whose first job id is `first_id` (lets a restarted launcher avoid reusing ids).
     pub fn new(first_id: u64) -> Self {
-        JobTable { next_id: first_id.max(1), ..Default::default() }
+        JobTable {
+            next_id: first_id.max(1),
+            ..Default::default()
+        }
     }
 
     /// Accepts a job; returns its id. Its partitions are `Pending` until [`JobTable::take_pending`].
@@ -198,7 +201,11 @@ impl JobTable {
                 if job.partitions.iter().all(|s| *s == PartitionState::Done) {
                     let job = self.jobs.remove(&job_id).expect("present above");
                     self.counters.succeeded += 1;
-                    let proofs = job.proofs.into_iter().map(|p| p.unwrap_or_default()).collect();
+                    let proofs = job
+                        .proofs
+                        .into_iter()
+                        .map(|p| p.unwrap_or_default())
+                        .collect();
                     Some(JobOutcome {
                         job_id,
                         elapsed: job.submitted.elapsed(),
@@ -216,7 +223,12 @@ impl JobTable {
     pub fn fail(&mut self, job_id: u64, reason: String) -> Option<JobOutcome> {
         let job = self.jobs.remove(&job_id)?;
         self.counters.failed += 1;
-        Some(JobOutcome { job_id, elapsed: job.submitted.elapsed(), spec: job.spec, result: Err(reason) })
+        Some(JobOutcome {
+            job_id,
+            elapsed: job.submitted.elapsed(),
+            spec: job.spec,
+            result: Err(reason),
+        })
     }
 
     /// The seed of a live job.
@@ -246,7 +258,11 @@ impl JobTable {
             .map(|(&job_id, job)| JobSummary {
                 job_id,
                 circuit: job.spec.circuit.clone(),
-                done: job.partitions.iter().filter(|s| **s == PartitionState::Done).count(),
+                done: job
+                    .partitions
+                    .iter()
+                    .filter(|s| **s == PartitionState::Done)
+                    .count(),
                 partitions: job.partitions.len(),
                 in_ring: job
                     .partitions
@@ -258,7 +274,10 @@ impl JobTable {
     }
 
     fn partition_mut(&mut self, job_id: u64, partition: u32) -> Option<&mut PartitionState> {
-        self.jobs.get_mut(&job_id)?.partitions.get_mut(partition as usize)
+        self.jobs
+            .get_mut(&job_id)?
+            .partitions
+            .get_mut(partition as usize)
     }
 }
 
@@ -278,7 +297,13 @@ mod tests {
     use super::*;
 
     fn spec(partitions: u32) -> JobSpec {
-        JobSpec { circuit: "sha-chain:1".into(), circuit_id: 9, seed: 100, partitions, input: None }
+        JobSpec {
+            circuit: "sha-chain:1".into(),
+            circuit_id: 9,
+            seed: 100,
+            partitions,
+            input: None,
+        }
     }
 
     #[test]
@@ -292,7 +317,9 @@ mod tests {
         t.published(id, 1, 4);
         assert!(t.result(id, 1, Ok(vec![1])).is_none());
         assert!(t.result(id, 0, Ok(vec![0])).is_none());
-        let out = t.result(id, 2, Ok(vec![2])).expect("last partition ends the job");
+        let out = t
+            .result(id, 2, Ok(vec![2]))
+            .expect("last partition ends the job");
         assert_eq!(out.result.unwrap(), vec![vec![0], vec![1], vec![2]]);
         assert_eq!(t.live(), 0);
         assert_eq!(t.counters().succeeded, 1);
@@ -316,7 +343,7 @@ mod tests {
         let id = t.submit(spec(4));
         t.take_pending();
         t.published(id, 0, 0); // known READY
-        // partition 1 was published but its message was lost with the process
+                               // partition 1 was published but its message was lost with the process
         let in_ring: HashSet<_> = [(id, 0), (id, 1)].into_iter().collect();
         t.synth_lost(&in_ring);
         let again: Vec<u32> = t.take_pending().iter().map(|r| r.partition).collect();

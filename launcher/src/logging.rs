@@ -7,6 +7,13 @@ use tracing_subscriber::EnvFilter;
 pub fn init(child: bool) {
     let filter = EnvFilter::try_from_env(crate::env::SPLITPROVER_LOG)
         .unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(false);
-    let _ = if child { builder.without_time().try_init() } else { builder.try_init() };
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false);
+    let _ = if child {
+        builder.without_time().try_init()
+    } else {
+        builder.try_init()
+    };
 }

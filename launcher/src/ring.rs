@@ -10,6 +10,8 @@ pub fn parse_huge_pages(text: &str) -> anyhow::Result<HugePagePolicy> {
         "2m" => HugePagePolicy::Require(PageKind::Huge2M),
         "thp" => HugePagePolicy::Require(PageKind::Transparent),
         "none" | "plain" => HugePagePolicy::Plain,
-        other => anyhow::bail!("huge pages `{other}` is unknown: use `auto`, `1g`, `2m`, `thp` or `none`"),
+        other => anyhow::bail!(
+            "huge pages `{other}` is unknown: use `auto`, `1g`, `2m`, `thp` or `none`"
+        ),
     })
 }

@@ -16,14 +16,22 @@ use shm_protocol::{HugePagePolicy, Region};
 
 /// Default file of a built-in circuit's generated SRS in `cache_dir`.
 pub fn cached_path(cache_dir: &Path, spec: &CircuitSpec) -> PathBuf {
-    let name: String =
-        spec.to_string().chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '-' }).collect();
+    let name: String = spec
+        .to_string()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
     cache_dir.join(format!("{name}.params"))
 }
 
 /// Generates random parameters for `spec` into `out` with a progress bar on stderr.
 /// The file is written to a temporary name and renamed, so a crash leaves no half file.
-pub fn generate(spec: &CircuitSpec, seed: u64, out: &Path, show_progress: bool) -> anyhow::Result<()> {
+pub fn generate(
+    spec: &CircuitSpec,
+    seed: u64,
+    out: &Path,
+    show_progress: bool,
+) -> anyhow::Result<()> {
     let started = Instant::now();
     let bar = GenBar::new(show_progress);
     let progress = |p: GenProgress| bar.update(p);
@@ -31,10 +39,12 @@ pub fn generate(spec: &CircuitSpec, seed: u64, out: &Path, show_progress: bool) 
         .with_context(|| format!("generating parameters for `{spec}`"))?;
     bar.finish();
     if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create `{}`", dir.display()))?;
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("cannot create `{}`", dir.display()))?;
     }
     let tmp = out.with_extension(format!("tmp-{}", std::process::id()));
-    srs::write_params_file(&tmp, &params).with_context(|| format!("writing `{}`", tmp.display()))?;
+    srs::write_params_file(&tmp, &params)
+        .with_context(|| format!("writing `{}`", tmp.display()))?;
     std::fs::rename(&tmp, out).with_context(|| format!("renaming into `{}`", out.display()))?;
     tracing::info!(circuit = %spec, file = %out.display(), secs = started.elapsed().as_secs_f64(), "generated SRS");
     Ok(())
@@ -46,7 +56,11 @@ pub struct GenBar(ProgressBar);
 impl GenBar {
     /// A bar, hidden unless `show`.
     pub fn new(show: bool) -> GenBar {
-        let bar = if show { ProgressBar::new(0) } else { ProgressBar::hidden() };
+        let bar = if show {
+            ProgressBar::new(0)
+        } else {
+            ProgressBar::hidden()
+        };
         bar.set_style(
             ProgressStyle::with_template("{prefix:>12} [{bar:30}] {pos}/{len} ({eta})")
                 .expect("static template")
@@ -75,14 +89,21 @@ impl GenBar {
 
 /// The SRS file for `spec`: `explicit` if given (it must exist), else the cached one, generated on
 /// first use (built-in circuits only).
-pub fn resolve(spec: &CircuitSpec, explicit: Option<&Path>, cache_dir: &Path) -> anyhow::Result<PathBuf> {
+pub fn resolve(
+    spec: &CircuitSpec,
+    explicit: Option<&Path>,
+    cache_dir: &Path,
+) -> anyhow::Result<PathBuf> {
     if let Some(p) = explicit {
         anyhow::ensure!(p.is_file(), "SRS file `{}` does not exist", p.display());
         return Ok(p.to_owned());
     }
     let path = cached_path(cache_dir, spec);
     if !path.is_file() {
-        eprintln!("generating a local SRS for `{spec}` into `{}` (first run only)", path.display());
+        eprintln!(
+            "generating a local SRS for `{spec}` into `{}` (first run only)",
+            path.display()
+        );
         generate(spec, rand::random(), &path, true)?;
     }
     Ok(path)
@@ -104,7 +125,11 @@ pub fn resolve_any(
         #[cfg(feature = "filecoin")]
         AnyCircuit::Filecoin(kind) => {
             if let Some(p) = explicit {
-                anyhow::ensure!(p.is_file(), "parameter file `{}` does not exist", p.display());
+                anyhow::ensure!(
+                    p.is_file(),
+                    "parameter file `{}` does not exist",
+                    p.display()
+                );
                 return Ok(p.to_owned());
             }
             let files = kernels::filecoin::ParamFiles::for_kind(*kind, param_cache)?;
@@ -157,7 +182,8 @@ impl SharedSrs {
         // SAFETY: from here on the image is read-only by contract: the launcher never writes it
         // again and gpu-procs only read it.
         let view = SrsView::new(unsafe { region.as_slice() }).with_context(what)?;
-        view.check_shape(shape).with_context(|| format!("{} does not fit circuit `{spec}`", what()))?;
+        view.check_shape(shape)
+            .with_context(|| format!("{} does not fit circuit `{spec}`", what()))?;
         tracing::info!(
             circuit = %spec,
             file = %params_path.display(),
@@ -166,7 +192,12 @@ impl SharedSrs {
             secs = started.elapsed().as_secs_f64(),
             "SRS loaded into shared memory"
         );
-        Ok(SharedSrs { spec: *spec, circuit_id, params_path: params_path.to_owned(), region: Arc::new(region) })
+        Ok(SharedSrs {
+            spec: *spec,
+            circuit_id,
+            params_path: params_path.to_owned(),
+            region: Arc::new(region),
+        })
     }
 
     /// A zero-copy view of the image.

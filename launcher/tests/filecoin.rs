@@ -23,7 +23,6 @@ use launcher::pipeline::{Pipeline, PipelineSettings};
 
 const PROOF: RegisteredSealProof = RegisteredSealProof::StackedDrg2KiBV1_1;
 
-
 fn work_dir() -> PathBuf {
     Path::new(env!("CARGO_TARGET_TMPDIR")).join("launcher-filecoin")
 }
@@ -67,15 +66,31 @@ fn porep_c2_through_the_split_pipeline_verifies_and_bad_requests_fail_alone() {
     let bad = work_dir().join("truncated.json");
     std::fs::write(&bad, &a.c1_json[..a.c1_json.len() / 3]).unwrap();
     let e = format!("{:#}", p.submit_request(None, &bad).err().unwrap());
-    assert!(e.contains("truncated.json") && e.contains("truncated JSON"), "{e}");
+    assert!(
+        e.contains("truncated.json") && e.contains("truncated JSON"),
+        "{e}"
+    );
     let garbage = work_dir().join("garbage.json");
     std::fs::write(&garbage, b"\x00\x01 not json").unwrap();
     let e = format!("{:#}", p.submit_request(None, &garbage).err().unwrap());
-    assert!(e.contains("garbage.json") && e.contains("malformed JSON"), "{e}");
-    let e = format!("{:#}", p.submit_request(None, &work_dir().join("missing.json")).err().unwrap());
+    assert!(
+        e.contains("garbage.json") && e.contains("malformed JSON"),
+        "{e}"
+    );
+    let e = format!(
+        "{:#}",
+        p.submit_request(None, &work_dir().join("missing.json"))
+            .err()
+            .unwrap()
+    );
     assert!(e.contains("missing.json"), "{e}");
     // A proof type the pipeline has no parameters for.
-    let e = format!("{:#}", p.submit_request(Some("porep:StackedDrg8MiBV1_1".parse().unwrap()), &a_path).err().unwrap());
+    let e = format!(
+        "{:#}",
+        p.submit_request(Some("porep:StackedDrg8MiBV1_1".parse().unwrap()), &a_path)
+            .err()
+            .unwrap()
+    );
     assert!(e.contains("StackedDrg8MiBV1_1"), "{e}");
     // A damaged C1 output: its vanilla proofs do not verify.
     let mut c1: serde_json::Value = serde_json::from_slice(&a.c1_json).unwrap();
@@ -98,22 +113,35 @@ fn porep_c2_through_the_split_pipeline_verifies_and_bad_requests_fail_alone() {
     let e = o.result.expect_err("the vanished request cannot be proved");
     assert!(e.contains("vanishing.json"), "{e}");
     let o = good.wait().unwrap();
-    let proofs = o.result.unwrap_or_else(|e| panic!("job {} failed: {e}", o.job_id));
-    eprintln!("PoRep C2 2 KiB through the split pipeline: {:.1} s", t.elapsed().as_secs_f64());
+    let proofs = o
+        .result
+        .unwrap_or_else(|e| panic!("job {} failed: {e}", o.job_id));
+    eprintln!(
+        "PoRep C2 2 KiB through the split pipeline: {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
     assert_eq!(proofs.len(), 1);
     let bytes = proofs.concat();
     assert_eq!(bytes.len(), 192);
-    assert!(a.verify(&bytes, None).unwrap(), "verify_seal refused the pipeline's proof");
+    assert!(
+        a.verify(&bytes, None).unwrap(),
+        "verify_seal refused the pipeline's proof"
+    );
     // Negative: the proof of one sector must not verify for another.
-    assert!(!a.verify(&bytes, Some(a.sector_id + 1)).unwrap(), "accepted for another sector id");
+    assert!(
+        !a.verify(&bytes, Some(a.sector_id + 1)).unwrap(),
+        "accepted for another sector id"
+    );
     let mut other = a.clone();
     other.comm_r = sector(7002).0.comm_r;
-    assert!(!other.verify(&bytes, None).unwrap_or(false), "accepted for another sector's comm_r");
+    assert!(
+        !other.verify(&bytes, None).unwrap_or(false),
+        "accepted for another sector's comm_r"
+    );
     let c = p.counters();
     assert_eq!((c.succeeded, c.failed), (1, 1), "{c:?}");
     p.shutdown();
 }
-
 
 #[test]
 fn cli_prove_and_service_submit_write_proofs_filecoin_proofs_accepts() {
@@ -125,23 +153,70 @@ fn cli_prove_and_service_submit_write_proofs_filecoin_proofs_accepts() {
     let pc = param_dir();
     let env = [("FIL_PROOFS_PARAMETER_CACHE", pc.as_path())];
 
-    let (code, stdout, err) = cli(&["params", "check", &kind.to_string(), "porep:StackedDrg8MiBV1_1"], &env);
+    let (code, stdout, err) = cli(
+        &[
+            "params",
+            "check",
+            &kind.to_string(),
+            "porep:StackedDrg8MiBV1_1",
+        ],
+        &env,
+    );
     assert_eq!(code, 1, "{stdout}{err}");
     assert!(stdout.contains(&format!("{kind}: ok")), "{stdout}");
-    assert!(stdout.contains("porep:StackedDrg8MiBV1_1: no parameters") && stdout.contains("params generate"), "{stdout}");
+    assert!(
+        stdout.contains("porep:StackedDrg8MiBV1_1: no parameters")
+            && stdout.contains("params generate"),
+        "{stdout}"
+    );
 
     // `params generate` writes the official files where `params check` (and the verifiers) find
     // them; the WindowPoSt circuit is small (21,866 constraints).
     let fresh = dir.path().join("fresh-params");
     let window = "post:StackedDrgWindow2KiBV1_2";
-    let (code, stdout, err) =
-        cli(&["params", "generate", window, "--seed", "5", "--param-cache", fresh.to_str().unwrap()], &env);
+    let (code, stdout, err) = cli(
+        &[
+            "params",
+            "generate",
+            window,
+            "--seed",
+            "5",
+            "--param-cache",
+            fresh.to_str().unwrap(),
+        ],
+        &env,
+    );
     assert_eq!(code, 0, "{err}");
-    assert!(stdout.lines().any(|l| l.ends_with(".params")) && stdout.lines().any(|l| l.ends_with(".vk")), "{stdout}");
-    let (code, stdout, err) = cli(&["params", "check", window, "--param-cache", fresh.to_str().unwrap()], &env);
+    assert!(
+        stdout.lines().any(|l| l.ends_with(".params"))
+            && stdout.lines().any(|l| l.ends_with(".vk")),
+        "{stdout}"
+    );
+    let (code, stdout, err) = cli(
+        &[
+            "params",
+            "check",
+            window,
+            "--param-cache",
+            fresh.to_str().unwrap(),
+        ],
+        &env,
+    );
     assert_eq!(code, 0, "{stdout}{err}");
-    assert!(stdout.contains("ok") && stdout.contains("21866 constraints"), "{stdout}");
-    let (code, _, err) = cli(&["params", "generate", window, "--param-cache", fresh.to_str().unwrap()], &env);
+    assert!(
+        stdout.contains("ok") && stdout.contains("21866 constraints"),
+        "{stdout}"
+    );
+    let (code, _, err) = cli(
+        &[
+            "params",
+            "generate",
+            window,
+            "--param-cache",
+            fresh.to_str().unwrap(),
+        ],
+        &env,
+    );
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("already present"), "{err}");
     // A `.vk` of another parameter set beside the `.params` (seed 5 here, the shared cache's
@@ -151,11 +226,34 @@ fn cli_prove_and_service_submit_write_proofs_filecoin_proofs_accepts() {
     params(window.parse().unwrap());
     let ours = ParamFiles::for_kind(window.parse().unwrap(), &fresh).unwrap();
     std::fs::copy(&theirs.vk, &ours.vk).unwrap();
-    let (code, stdout, _) = cli(&["params", "check", window, "--param-cache", fresh.to_str().unwrap()], &env);
+    let (code, stdout, _) = cli(
+        &[
+            "params",
+            "check",
+            window,
+            "--param-cache",
+            fresh.to_str().unwrap(),
+        ],
+        &env,
+    );
     assert_eq!(code, 1);
-    assert!(stdout.contains("mismatched parameters") && stdout.contains("not from the same parameter set"), "{stdout}");
+    assert!(
+        stdout.contains("mismatched parameters")
+            && stdout.contains("not from the same parameter set"),
+        "{stdout}"
+    );
     let (code, _, err) = cli(
-        &["prove", "--post", c1_path.to_str().unwrap(), "--proof-type", window, "--param-cache", fresh.to_str().unwrap(), "--out", "x"],
+        &[
+            "prove",
+            "--post",
+            c1_path.to_str().unwrap(),
+            "--proof-type",
+            window,
+            "--param-cache",
+            fresh.to_str().unwrap(),
+            "--out",
+            "x",
+        ],
         &env,
     );
     assert_eq!(code, 2);
@@ -169,27 +267,58 @@ fn cli_prove_and_service_submit_write_proofs_filecoin_proofs_accepts() {
     std::fs::write(&wrapped, s.commit2in_json()).unwrap();
     let out = dir.path().join("c2.proof");
     let (code, _, err) = cli(
-        &["prove", "--porep-c1", wrapped.to_str().unwrap(), "--huge-pages", "none", "--out", out.to_str().unwrap()],
+        &[
+            "prove",
+            "--porep-c1",
+            wrapped.to_str().unwrap(),
+            "--huge-pages",
+            "none",
+            "--out",
+            out.to_str().unwrap(),
+        ],
         &env,
     );
     assert_eq!(code, 0, "{err}");
     let bytes = std::fs::read(&out).unwrap();
     assert_eq!(bytes.len(), 192);
-    assert!(s.verify(&bytes, None).unwrap(), "verify_seal refused the CLI's proof");
+    assert!(
+        s.verify(&bytes, None).unwrap(),
+        "verify_seal refused the CLI's proof"
+    );
 
     // A C1 output given as a PoSt request is refused, naming what it is.
-    let (code, _, err) = cli(&["prove", "--post", c1_path.to_str().unwrap(), "--out", "x"], &env);
+    let (code, _, err) = cli(
+        &["prove", "--post", c1_path.to_str().unwrap(), "--out", "x"],
+        &env,
+    );
     assert_eq!(code, 2);
-    assert!(err.contains("is a PoRep C1 output") && err.contains("not a PoSt request") && err.contains("--porep-c1"), "{err}");
+    assert!(
+        err.contains("is a PoRep C1 output")
+            && err.contains("not a PoSt request")
+            && err.contains("--porep-c1"),
+        "{err}"
+    );
 
     // Missing parameters: a clear error that says how to make them.
     let empty = dir.path().join("no-params");
     let (code, _, err) = cli(
-        &["prove", "--porep-c1", c1_path.to_str().unwrap(), "--param-cache", empty.to_str().unwrap(), "--out", "x"],
+        &[
+            "prove",
+            "--porep-c1",
+            c1_path.to_str().unwrap(),
+            "--param-cache",
+            empty.to_str().unwrap(),
+            "--out",
+            "x",
+        ],
         &env,
     );
     assert_eq!(code, 2);
-    assert!(err.contains("no parameters for `porep:StackedDrg2KiBV1_1`") && err.contains("params generate"), "{err}");
+    assert!(
+        err.contains("no parameters for `porep:StackedDrg2KiBV1_1`")
+            && err.contains("params generate"),
+        "{err}"
+    );
 
     // The service: `submit --porep-c1`, a bad request refused, the next one served.
     let socket = dir.path().join("sp.sock");
@@ -215,17 +344,35 @@ fn cli_prove_and_service_submit_write_proofs_filecoin_proofs_accepts() {
         assert!(Instant::now() < deadline, "service did not start");
         std::thread::sleep(Duration::from_millis(50));
     }
-    let env = [("SPLITPROVER_SOCKET", socket.as_path()), ("FIL_PROOFS_PARAMETER_CACHE", pc.as_path())];
+    let env = [
+        ("SPLITPROVER_SOCKET", socket.as_path()),
+        ("FIL_PROOFS_PARAMETER_CACHE", pc.as_path()),
+    ];
     let bad = dir.path().join("bad.json");
     std::fs::write(&bad, &s.c1_json[..100]).unwrap();
-    let (code, _, err) = cli(&["submit", "--porep-c1", bad.to_str().unwrap(), "--wait"], &env);
+    let (code, _, err) = cli(
+        &["submit", "--porep-c1", bad.to_str().unwrap(), "--wait"],
+        &env,
+    );
     assert_eq!(code, 2);
     assert!(err.contains("refused") && err.contains("bad.json"), "{err}");
     let out = dir.path().join("served.proof");
-    let (code, _, err) = cli(&["submit", "--porep-c1", c1_path.to_str().unwrap(), "--out", out.to_str().unwrap()], &env);
+    let (code, _, err) = cli(
+        &[
+            "submit",
+            "--porep-c1",
+            c1_path.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        &env,
+    );
     assert_eq!(code, 0, "{err}");
     let bytes = std::fs::read(&out).unwrap();
-    assert!(s.verify(&bytes, None).unwrap(), "verify_seal refused the service's proof");
+    assert!(
+        s.verify(&bytes, None).unwrap(),
+        "verify_seal refused the service's proof"
+    );
     kill(service.id(), libc::SIGTERM);
     assert!(service.wait().unwrap().success());
 }

@@ -20,11 +20,11 @@ use std::time::{Duration, Instant};
 
 use kernels::circuits::AnyCircuit;
 use kernels::filecoin::fixture::{
-    post_request, randomness, seal_cc_sector, seal_sector, snap_request, PoStFixture, SealedSector, SnapFixture,
+    post_request, randomness, seal_cc_sector, seal_sector, snap_request, PoStFixture, SealedSector,
+    SnapFixture,
 };
 use kernels::filecoin::{
-    ProofKind, RegisteredPoStProof, RegisteredSealProof, RegisteredUpdateProof,
-    PARTITION_PROOF_LEN,
+    ProofKind, RegisteredPoStProof, RegisteredSealProof, RegisteredUpdateProof, PARTITION_PROOF_LEN,
 };
 use launcher::jobs::JobOutcome;
 use launcher::pipeline::{CircuitSetting, JobHandle, Pipeline, PipelineSettings};
@@ -37,7 +37,6 @@ const SEAL_PROOF: RegisteredSealProof = RegisteredSealProof::StackedDrg2KiBV1_1;
 const SECTOR_IDS: [u64; 3] = [8001, 8002, 8003];
 /// The CC sector the SnapDeals update starts from.
 const CC_SECTOR_ID: u64 = 8100;
-
 
 fn work_dir() -> PathBuf {
     Path::new(env!("CARGO_TARGET_TMPDIR")).join("launcher-filecoin-post-snap")
@@ -60,8 +59,10 @@ fn requests() -> &'static Requests {
         settings_env();
         let t = Instant::now();
         let dir = work_dir().join("sectors");
-        let sectors: Vec<SealedSector> =
-            SECTOR_IDS.iter().map(|&id| seal_sector(SEAL_PROOF, &dir, id, id).unwrap()).collect();
+        let sectors: Vec<SealedSector> = SECTOR_IDS
+            .iter()
+            .map(|&id| seal_sector(SEAL_PROOF, &dir, id, id).unwrap())
+            .collect();
         let cc = seal_cc_sector(SEAL_PROOF, &dir, CC_SECTOR_ID, CC_SECTOR_ID).unwrap();
         let winning = post_request(WINNING, &sectors, randomness(21)).unwrap();
         let window = post_request(WINDOW, &sectors, randomness(22)).unwrap();
@@ -75,7 +76,12 @@ fn requests() -> &'static Requests {
         assert_eq!(window.sector_ids(), SECTOR_IDS);
         assert_eq!(window.partitions().unwrap(), 2);
         assert_eq!(snap.partitions(), 1);
-        Requests { sectors, winning, window, snap }
+        Requests {
+            sectors,
+            winning,
+            window,
+            snap,
+        }
     })
 }
 
@@ -89,9 +95,15 @@ fn write(name: &str, bytes: &[u8]) -> PathBuf {
 
 /// One pipeline serving every kind of `kinds`.
 fn settings(kinds: &[ProofKind]) -> PipelineSettings {
-    let circuits: Vec<CircuitSetting> =
-        kinds.iter().map(|&k| CircuitSetting { spec: AnyCircuit::Filecoin(k), params: params(k).params }).collect();
-    let mut s = PipelineSettings::for_circuit(circuits[0].spec, circuits[0].params.clone()).unwrap();
+    let circuits: Vec<CircuitSetting> = kinds
+        .iter()
+        .map(|&k| CircuitSetting {
+            spec: AnyCircuit::Filecoin(k),
+            params: params(k).params,
+        })
+        .collect();
+    let mut s =
+        PipelineSettings::for_circuit(circuits[0].spec, circuits[0].params.clone()).unwrap();
     s.circuits = circuits;
     s.program = PathBuf::from(env!("CARGO_BIN_EXE_splitprover"));
     s.huge_pages = shm_protocol::HugePagePolicy::Plain;
@@ -102,7 +114,9 @@ fn settings(kinds: &[ProofKind]) -> PipelineSettings {
 /// The proof bytes of a successful outcome (the partitions' proofs concatenated), checked against
 /// the partition count.
 fn proof_of(o: JobOutcome, what: &str, partitions: usize) -> Vec<u8> {
-    let proofs = o.result.unwrap_or_else(|e| panic!("{what} (job {}) failed: {e}", o.job_id));
+    let proofs = o
+        .result
+        .unwrap_or_else(|e| panic!("{what} (job {}) failed: {e}", o.job_id));
     assert_eq!(proofs.len(), partitions, "{what}");
     let bytes = proofs.concat();
     assert_eq!(bytes.len(), partitions * PARTITION_PROOF_LEN, "{what}");
@@ -113,18 +127,29 @@ fn proof_of(o: JobOutcome, what: &str, partitions: usize) -> Vec<u8> {
 fn post_and_snap_requests_through_one_pipeline_verify_and_bad_requests_fail_alone() {
     let _g = serial();
     let r = requests();
-    let kinds = [ProofKind::PoSt(WINNING), ProofKind::PoSt(WINDOW), ProofKind::SnapDeals(SNAP)];
+    let kinds = [
+        ProofKind::PoSt(WINNING),
+        ProofKind::PoSt(WINDOW),
+        ProofKind::SnapDeals(SNAP),
+    ];
     let t = Instant::now();
     let p = Pipeline::start(settings(&kinds)).unwrap();
     p.wait_ready(Duration::from_secs(120)).unwrap();
-    eprintln!("pipeline serving {} circuits ready in {:.1} s", kinds.len(), t.elapsed().as_secs_f64());
+    eprintln!(
+        "pipeline serving {} circuits ready in {:.1} s",
+        kinds.len(),
+        t.elapsed().as_secs_f64()
+    );
 
     let winning = write("winning.json", &r.winning.json);
     let window = write("window.json", &r.window.json);
     let snap = write("snap.json", &r.snap.json);
     // Bad requests: a truncated one, a winning request whose vanilla proofs are of another
     // randomness than the one it names, a SnapDeals request submitted as a WinningPoSt.
-    let truncated = write("truncated-window.json", &r.window.json[..r.window.json.len() / 2]);
+    let truncated = write(
+        "truncated-window.json",
+        &r.window.json[..r.window.json.len() / 2],
+    );
     let mut stale = r.winning.request.clone();
     stale.randomness = randomness(24);
     let stale = write("stale-winning.json", &stale.to_json().unwrap());
@@ -134,13 +159,18 @@ fn post_and_snap_requests_through_one_pipeline_verify_and_bad_requests_fail_alon
     let t = Instant::now();
     let (good, bad): (Vec<JobHandle>, Vec<String>) = std::thread::scope(|s| {
         let p = &p;
-        let good: Vec<_> =
-            [&winning, &window, &snap].map(|path| s.spawn(move || p.submit_request(None, path))).into_iter().collect();
+        let good: Vec<_> = [&winning, &window, &snap]
+            .map(|path| s.spawn(move || p.submit_request(None, path)))
+            .into_iter()
+            .collect();
         let bad: Vec<_> = [(None, &truncated), (None, &stale), (Some(kinds[0]), &snap)]
             .map(|(kind, path)| s.spawn(move || p.submit_request(kind, path)))
             .into_iter()
             .collect();
-        let good = good.into_iter().map(|h| h.join().unwrap().unwrap()).collect();
+        let good = good
+            .into_iter()
+            .map(|h| h.join().unwrap().unwrap())
+            .collect();
         let bad = bad
             .into_iter()
             .map(|h| match h.join().unwrap() {
@@ -153,18 +183,32 @@ fn post_and_snap_requests_through_one_pipeline_verify_and_bad_requests_fail_alon
     for e in &bad {
         eprintln!("refused: {e}");
     }
-    assert!(bad[0].contains("truncated-window.json") && bad[0].contains("truncated JSON"), "{}", bad[0]);
+    assert!(
+        bad[0].contains("truncated-window.json") && bad[0].contains("truncated JSON"),
+        "{}",
+        bad[0]
+    );
     let winning_sector = r.winning.sectors[0].0;
     assert!(
         bad[1].contains("stale-winning.json")
-            && bad[1].contains(&format!("the vanilla proofs of sector {winning_sector} do not verify")),
+            && bad[1].contains(&format!(
+                "the vanilla proofs of sector {winning_sector} do not verify"
+            )),
         "{}",
         bad[1]
     );
-    assert!(bad[2].contains("snap.json") && bad[2].contains("not a PoSt request"), "{}", bad[2]);
+    assert!(
+        bad[2].contains("snap.json") && bad[2].contains("not a PoSt request"),
+        "{}",
+        bad[2]
+    );
 
     let mut outcomes = good.into_iter().map(|h| h.wait().unwrap());
-    let (o_winning, o_window, o_snap) = (outcomes.next().unwrap(), outcomes.next().unwrap(), outcomes.next().unwrap());
+    let (o_winning, o_window, o_snap) = (
+        outcomes.next().unwrap(),
+        outcomes.next().unwrap(),
+        outcomes.next().unwrap(),
+    );
     eprintln!(
         "through the split pipeline, all in flight at once ({:.1} s in all): WinningPoSt {:.1} s, \
          WindowPoSt (2 partitions) {:.1} s, SnapDeals {:.1} s",
@@ -176,36 +220,76 @@ fn post_and_snap_requests_through_one_pipeline_verify_and_bad_requests_fail_alon
 
     // WinningPoSt: verifies; not for another sector's comm_r, nor another randomness.
     let bytes = proof_of(o_winning, "WinningPoSt", 1);
-    assert!(r.winning.verify(&bytes).unwrap(), "verify_winning_post refused the pipeline's proof");
-    let other = r.sectors.iter().find(|s| s.sector_id != winning_sector).unwrap();
     assert!(
-        !r.winning.verify_with(&bytes, None, Some((winning_sector, other.comm_r))).unwrap(),
+        r.winning.verify(&bytes).unwrap(),
+        "verify_winning_post refused the pipeline's proof"
+    );
+    let other = r
+        .sectors
+        .iter()
+        .find(|s| s.sector_id != winning_sector)
+        .unwrap();
+    assert!(
+        !r.winning
+            .verify_with(&bytes, None, Some((winning_sector, other.comm_r)))
+            .unwrap(),
         "accepted for another sector's comm_r"
     );
-    assert!(!r.winning.verify_with(&bytes, Some(randomness(25)), None).unwrap(), "accepted for another randomness");
+    assert!(
+        !r.winning
+            .verify_with(&bytes, Some(randomness(25)), None)
+            .unwrap(),
+        "accepted for another randomness"
+    );
     // Nor as the PoSt of another sector (its id and comm_r).
     assert!(
-        !r.winning.verify_for(&bytes, r.winning.randomness, &[(other.sector_id, other.comm_r)]).unwrap(),
+        !r.winning
+            .verify_for(
+                &bytes,
+                r.winning.randomness,
+                &[(other.sector_id, other.comm_r)]
+            )
+            .unwrap(),
         "accepted as another sector's WinningPoSt"
     );
 
     // WindowPoSt: verifies; not with a sector's comm_r replaced, nor another randomness.
     let bytes = proof_of(o_window, "WindowPoSt", 2);
-    assert!(r.window.verify(&bytes).unwrap(), "verify_window_post refused the pipeline's proof");
     assert!(
-        !r.window.verify_with(&bytes, None, Some((SECTOR_IDS[2], r.sectors[0].comm_r))).unwrap(),
+        r.window.verify(&bytes).unwrap(),
+        "verify_window_post refused the pipeline's proof"
+    );
+    assert!(
+        !r.window
+            .verify_with(&bytes, None, Some((SECTOR_IDS[2], r.sectors[0].comm_r)))
+            .unwrap(),
         "accepted with another sector's comm_r"
     );
-    assert!(!r.window.verify_with(&bytes, Some(randomness(25)), None).unwrap(), "accepted for another randomness");
+    assert!(
+        !r.window
+            .verify_with(&bytes, Some(randomness(25)), None)
+            .unwrap(),
+        "accepted for another randomness"
+    );
 
     // SnapDeals: verifies; not for another new replica nor another old sector.
     let bytes = proof_of(o_snap, "SnapDeals", 1);
-    assert!(r.snap.verify(&bytes).unwrap(), "verify_empty_sector_update_proof refused the pipeline's proof");
+    assert!(
+        r.snap.verify(&bytes).unwrap(),
+        "verify_empty_sector_update_proof refused the pipeline's proof"
+    );
     let mut comm_r_new = r.snap.comm_r_new;
     comm_r_new[0] ^= 1;
-    assert!(!r.snap.verify_with(&bytes, None, Some(comm_r_new), None).unwrap(), "accepted for another comm_r_new");
     assert!(
-        !r.snap.verify_with(&bytes, Some(r.sectors[0].comm_r), None, None).unwrap(),
+        !r.snap
+            .verify_with(&bytes, None, Some(comm_r_new), None)
+            .unwrap(),
+        "accepted for another comm_r_new"
+    );
+    assert!(
+        !r.snap
+            .verify_with(&bytes, Some(r.sectors[0].comm_r), None, None)
+            .unwrap(),
         "accepted for another sector (comm_r_old)"
     );
 
@@ -213,7 +297,6 @@ fn post_and_snap_requests_through_one_pipeline_verify_and_bad_requests_fail_alon
     assert_eq!((c.submitted, c.succeeded, c.failed), (3, 3, 0), "{c:?}");
     p.shutdown();
 }
-
 
 #[test]
 fn cli_prove_post_and_snap_write_proofs_filecoin_proofs_accepts() {
@@ -240,7 +323,10 @@ fn cli_prove_post_and_snap_write_proofs_filecoin_proofs_accepts() {
             ],
             &env,
         );
-        eprintln!("splitprover prove {flag}: exit {code} in {:.1} s", t.elapsed().as_secs_f64());
+        eprintln!(
+            "splitprover prove {flag}: exit {code} in {:.1} s",
+            t.elapsed().as_secs_f64()
+        );
         (code, err)
     };
 
@@ -254,8 +340,16 @@ fn cli_prove_post_and_snap_write_proofs_filecoin_proofs_accepts() {
     assert_eq!(code, 0, "{err}");
     let bytes = std::fs::read(&out).unwrap();
     assert_eq!(bytes.len(), PARTITION_PROOF_LEN);
-    assert!(window.verify(&bytes).unwrap(), "verify_window_post refused the CLI's proof");
-    assert!(!window.verify_with(&bytes, Some(randomness(27)), None).unwrap(), "accepted for another randomness");
+    assert!(
+        window.verify(&bytes).unwrap(),
+        "verify_window_post refused the CLI's proof"
+    );
+    assert!(
+        !window
+            .verify_with(&bytes, Some(randomness(27)), None)
+            .unwrap(),
+        "accepted for another randomness"
+    );
 
     // SnapDeals.
     let request = dir.path().join("snap.json");
@@ -265,11 +359,16 @@ fn cli_prove_post_and_snap_write_proofs_filecoin_proofs_accepts() {
     assert_eq!(code, 0, "{err}");
     let bytes = std::fs::read(&out).unwrap();
     assert_eq!(bytes.len(), PARTITION_PROOF_LEN);
-    assert!(r.snap.verify(&bytes).unwrap(), "verify_empty_sector_update_proof refused the CLI's proof");
+    assert!(
+        r.snap.verify(&bytes).unwrap(),
+        "verify_empty_sector_update_proof refused the CLI's proof"
+    );
     let mut comm_d_new = r.snap.comm_d_new;
     comm_d_new[0] ^= 1;
     assert!(
-        !r.snap.verify_with(&bytes, None, None, Some(comm_d_new)).unwrap_or(false),
+        !r.snap
+            .verify_with(&bytes, None, None, Some(comm_d_new))
+            .unwrap_or(false),
         "accepted for another comm_d_new"
     );
 
@@ -279,6 +378,9 @@ fn cli_prove_post_and_snap_write_proofs_filecoin_proofs_accepts() {
     let out = dir.path().join("never.proof");
     let (code, err) = prove("--snap", &truncated, &out);
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("truncated-snap.json") && err.contains("truncated JSON"), "{err}");
+    assert!(
+        err.contains("truncated-snap.json") && err.contains("truncated JSON"),
+        "{err}"
+    );
     assert!(!out.exists());
 }

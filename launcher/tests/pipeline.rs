@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 use launcher::pipeline::child::{kill, Role};
 use launcher::pipeline::{Pipeline, PipelineSettings};
 
-
 fn cache() -> PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
@@ -36,7 +35,11 @@ fn srs_for(circuit: &str) -> PathBuf {
 }
 
 fn settings(circuit: &str) -> PipelineSettings {
-    let mut s = PipelineSettings::for_circuit(circuit.parse::<kernels::circuits::CircuitSpec>().unwrap(), srs_for(circuit)).unwrap();
+    let mut s = PipelineSettings::for_circuit(
+        circuit.parse::<kernels::circuits::CircuitSpec>().unwrap(),
+        srs_for(circuit),
+    )
+    .unwrap();
     s.program = PathBuf::from(env!("CARGO_BIN_EXE_splitprover"));
     s.huge_pages = shm_protocol::HugePagePolicy::Plain;
     s.restart.initial_backoff = Duration::from_millis(20);
@@ -49,7 +52,10 @@ fn settings(circuit: &str) -> PipelineSettings {
 struct Lcg(u64);
 impl Lcg {
     fn next(&mut self, bound: u64) -> u64 {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         (self.0 >> 33) % bound
     }
 }
@@ -58,7 +64,9 @@ fn seed() -> u64 {
     let s = std::env::var("SPLITPROVER_TEST_SEED")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| Instant::now().elapsed().as_nanos() as u64 ^ u64::from(std::process::id()));
+        .unwrap_or_else(|| {
+            Instant::now().elapsed().as_nanos() as u64 ^ u64::from(std::process::id())
+        });
     eprintln!("kill schedule seed: {s} (set SPLITPROVER_TEST_SEED to repeat)");
     s
 }
@@ -70,22 +78,32 @@ fn jobs_with_several_partitions_and_public_inputs_are_proved_and_verified() {
     s.slots = 3;
     let p = Pipeline::start(s).unwrap();
     p.wait_ready(Duration::from_secs(60)).unwrap();
-    let handles: Vec<_> = (0..5).map(|i| p.submit("pubinputs:3", 100 + i, 3).unwrap()).collect();
+    let handles: Vec<_> = (0..5)
+        .map(|i| p.submit("pubinputs:3", 100 + i, 3).unwrap())
+        .collect();
     for h in handles {
         let o = h.wait().unwrap();
-        let proofs = o.result.unwrap_or_else(|e| panic!("job {} failed: {e}", o.job_id));
+        let proofs = o
+            .result
+            .unwrap_or_else(|e| panic!("job {} failed: {e}", o.job_id));
         assert_eq!(proofs.len(), 3);
         assert!(proofs.iter().all(|p| p.len() == 192));
     }
     let c = p.counters();
     assert_eq!((c.succeeded, c.failed, c.syntheses_requested), (5, 0, 15));
     let status = p.status();
-    assert!(status.children.iter().all(|c| c.cpus.is_some()), "{status:?}");
+    assert!(
+        status.children.iter().all(|c| c.cpus.is_some()),
+        "{status:?}"
+    );
     p.shutdown();
 }
 
 /// Waits for every handle; returns (succeeded, failures).
-fn finish_all(handles: Vec<launcher::pipeline::JobHandle>, limit: Duration) -> (usize, Vec<String>) {
+fn finish_all(
+    handles: Vec<launcher::pipeline::JobHandle>,
+    limit: Duration,
+) -> (usize, Vec<String>) {
     let deadline = Instant::now() + limit;
     let (mut ok, mut bad) = (0, Vec::new());
     for h in handles {
@@ -113,10 +131,14 @@ fn sigkill_gpu_proc_at_random_moments_loses_no_job_and_redoes_no_synthesis() {
     let p = Pipeline::start(s).unwrap();
     p.wait_ready(Duration::from_secs(60)).unwrap();
     let jobs = 20;
-    let handles: Vec<_> = (0..jobs).map(|i| p.submit("sha-chain:1", 500 + i, 1).unwrap()).collect();
+    let handles: Vec<_> = (0..jobs)
+        .map(|i| p.submit("sha-chain:1", 500 + i, 1).unwrap())
+        .collect();
     let mut kills = 0;
     let started = Instant::now();
-    while p.counters().succeeded + p.counters().failed < jobs && started.elapsed() < Duration::from_secs(240) {
+    while p.counters().succeeded + p.counters().failed < jobs
+        && started.elapsed() < Duration::from_secs(240)
+    {
         std::thread::sleep(Duration::from_millis(100 + rng.next(900)));
         if kills < 6 {
             if let Some(pid) = p.pids().get(&Role::Gpu(0)) {
@@ -147,10 +169,14 @@ fn sigkill_synth_proc_at_random_moments_loses_no_job() {
     let p = Pipeline::start(s).unwrap();
     p.wait_ready(Duration::from_secs(60)).unwrap();
     let jobs = 20;
-    let handles: Vec<_> = (0..jobs).map(|i| p.submit("sha-chain:1", 900 + i, 1).unwrap()).collect();
+    let handles: Vec<_> = (0..jobs)
+        .map(|i| p.submit("sha-chain:1", 900 + i, 1).unwrap())
+        .collect();
     let mut kills = 0;
     let started = Instant::now();
-    while p.counters().succeeded + p.counters().failed < jobs && started.elapsed() < Duration::from_secs(240) {
+    while p.counters().succeeded + p.counters().failed < jobs
+        && started.elapsed() < Duration::from_secs(240)
+    {
         std::thread::sleep(Duration::from_millis(50 + rng.next(400)));
         if kills < 6 {
             if let Some(pid) = p.pids().get(&Role::Synth) {
@@ -169,22 +195,36 @@ fn sigkill_synth_proc_at_random_moments_loses_no_job() {
     // partitions are never synthesized again. Requests queued in the dead process are re-sent,
     // which is not work redone.
     assert!(status.counters.syntheses_started >= jobs);
-    assert!(status.counters.syntheses_started <= jobs + kills as u64, "{status:?}");
+    assert!(
+        status.counters.syntheses_started <= jobs + kills as u64,
+        "{status:?}"
+    );
     assert_eq!(status.counters.duplicate_results, 0);
     p.shutdown();
 }
-
 
 #[test]
 fn garbage_job_specs_fail_alone_and_the_pipeline_keeps_serving() {
     let _g = serial();
     let p = Pipeline::start(settings("pubinputs:2")).unwrap();
     p.wait_ready(Duration::from_secs(60)).unwrap();
-    let e = p.submit("sha-chain:lots", 1, 1).err().expect("garbage spec refused");
+    let e = p
+        .submit("sha-chain:lots", 1, 1)
+        .err()
+        .expect("garbage spec refused");
     assert!(format!("{e:#}").contains("sha-chain:lots"), "{e:#}");
-    let e = p.submit("bits:64", 1, 1).err().expect("unserved circuit refused");
-    assert!(format!("{e:#}").contains("no SRS for circuit `bits:64`"), "{e:#}");
-    let e = p.submit("pubinputs:2", 1, 0).err().expect("zero partitions refused");
+    let e = p
+        .submit("bits:64", 1, 1)
+        .err()
+        .expect("unserved circuit refused");
+    assert!(
+        format!("{e:#}").contains("no SRS for circuit `bits:64`"),
+        "{e:#}"
+    );
+    let e = p
+        .submit("pubinputs:2", 1, 0)
+        .err()
+        .expect("zero partitions refused");
     assert!(format!("{e:#}").contains("at least one partition"), "{e:#}");
     let o = p.submit("pubinputs:2", 1, 1).unwrap().wait().unwrap();
     assert!(o.result.is_ok(), "{:?}", o.result);
@@ -218,7 +258,11 @@ fn bad_srs_files_are_clear_errors_at_start() {
     assert!(e.contains("cut.params"), "{e}");
     // Garbage.
     let junk = dir.path().join("junk.params");
-    std::fs::write(&junk, b"this is not a parameter file at all, not even close").unwrap();
+    std::fs::write(
+        &junk,
+        b"this is not a parameter file at all, not even close",
+    )
+    .unwrap();
     let mut s = settings("pubinputs:2");
     s.circuits[0].params = junk;
     let e = start_error(s);
@@ -239,7 +283,21 @@ fn cli_prove_writes_a_verifiable_proof_and_bad_arguments_exit_2_with_a_message()
     let srs = srs_for("pubinputs:2");
     let out = dir.path().join("p.proof");
     let (code, _, err) = cli(
-        &["prove", "--circuit", "pubinputs:2", "--srs", srs.to_str().unwrap(), "--seed", "9", "--partitions", "2", "--huge-pages", "none", "--out", out.to_str().unwrap()],
+        &[
+            "prove",
+            "--circuit",
+            "pubinputs:2",
+            "--srs",
+            srs.to_str().unwrap(),
+            "--seed",
+            "9",
+            "--partitions",
+            "2",
+            "--huge-pages",
+            "none",
+            "--out",
+            out.to_str().unwrap(),
+        ],
         &[],
     );
     assert_eq!(code, 0, "{err}");
@@ -255,18 +313,33 @@ fn cli_prove_writes_a_verifiable_proof_and_bad_arguments_exit_2_with_a_message()
         assert!(bellperson::groth16::verify_proof(&pvk, &proof, &inputs).unwrap());
     }
     let json: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir.path().join("p.proof.inputs.json")).unwrap()).unwrap();
+        serde_json::from_slice(&std::fs::read(dir.path().join("p.proof.inputs.json")).unwrap())
+            .unwrap();
     assert_eq!(json["public_inputs"].as_array().unwrap().len(), 2);
 
     let (code, _, err) = cli(&["prove", "--circuit", "sha-chain:zero", "--out", "x"], &[]);
     assert_eq!(code, 2);
-    assert!(err.contains("error: bad circuit spec `sha-chain:zero`"), "{err}");
+    assert!(
+        err.contains("error: bad circuit spec `sha-chain:zero`"),
+        "{err}"
+    );
     let (code, _, err) = cli(
-        &["prove", "--circuit", "pubinputs:2", "--srs", "/nonexistent/x.params", "--out", "x"],
+        &[
+            "prove",
+            "--circuit",
+            "pubinputs:2",
+            "--srs",
+            "/nonexistent/x.params",
+            "--out",
+            "x",
+        ],
         &[],
     );
     assert_eq!(code, 2);
-    assert!(err.contains("SRS file `/nonexistent/x.params` does not exist"), "{err}");
+    assert!(
+        err.contains("SRS file `/nonexistent/x.params` does not exist"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -299,7 +372,15 @@ fn service_accepts_jobs_over_its_socket_and_reports_status() {
     let out_dir = dir.path().join("proofs");
     let env = [("SPLITPROVER_SOCKET", socket.as_path())];
     let (code, stdout, err) = cli(
-        &["submit", "--circuit", "pubinputs:2", "-n", "3", "--out-dir", out_dir.to_str().unwrap()],
+        &[
+            "submit",
+            "--circuit",
+            "pubinputs:2",
+            "-n",
+            "3",
+            "--out-dir",
+            out_dir.to_str().unwrap(),
+        ],
         &env,
     );
     assert_eq!(code, 0, "{err}");
@@ -311,7 +392,10 @@ fn service_accepts_jobs_over_its_socket_and_reports_status() {
     assert!(err.contains("no SRS for circuit `bits:9`"), "{err}");
     let (code, stdout, err) = cli(&["status"], &env);
     assert_eq!(code, 0, "{err}");
-    assert!(stdout.contains("synth-proc") && stdout.contains("gpu-proc[0]"), "{stdout}");
+    assert!(
+        stdout.contains("synth-proc") && stdout.contains("gpu-proc[0]"),
+        "{stdout}"
+    );
     assert!(stdout.contains("3 succeeded"), "{stdout}");
     let (code, stdout, _) = cli(&["status", "--json"], &env);
     assert_eq!(code, 0);
@@ -334,7 +418,9 @@ fn a_stopped_gpu_proc_is_killed_for_missing_heartbeats_and_its_jobs_still_finish
     let gpu = p.pids()[&Role::Gpu(0)];
     // A hung GPU call looks like this from the outside: the process is there but silent.
     kill(gpu, libc::SIGSTOP);
-    let handles: Vec<_> = (0..3).map(|i| p.submit("sha-chain:1", 70 + i, 1).unwrap()).collect();
+    let handles: Vec<_> = (0..3)
+        .map(|i| p.submit("sha-chain:1", 70 + i, 1).unwrap())
+        .collect();
     let (ok, bad) = finish_all(handles, Duration::from_secs(120));
     assert!(bad.is_empty(), "{bad:?}");
     assert_eq!(ok, 3);
@@ -351,13 +437,19 @@ fn shutdown_with_queued_jobs_is_prompt_and_fails_them_with_the_reason() {
     s.slots = 2;
     let p = Pipeline::start(s).unwrap();
     p.wait_ready(Duration::from_secs(60)).unwrap();
-    let handles: Vec<_> = (0..12).map(|i| p.submit("sha-chain:1", 40 + i, 1).unwrap()).collect();
+    let handles: Vec<_> = (0..12)
+        .map(|i| p.submit("sha-chain:1", 40 + i, 1).unwrap())
+        .collect();
     std::thread::sleep(Duration::from_millis(300));
     let t = Instant::now();
     p.shutdown();
     // Children drop queued work instead of waiting for slots that will never free up (the
     // supervisors would kill them after a 20 s grace).
-    assert!(t.elapsed() < Duration::from_secs(15), "shutdown took {:?}", t.elapsed());
+    assert!(
+        t.elapsed() < Duration::from_secs(15),
+        "shutdown took {:?}",
+        t.elapsed()
+    );
     let mut failed = 0;
     for h in handles {
         if let Err(e) = h.wait().unwrap().result {
@@ -365,5 +457,8 @@ fn shutdown_with_queued_jobs_is_prompt_and_fails_them_with_the_reason() {
             failed += 1;
         }
     }
-    assert!(failed > 0, "12 jobs cannot all finish in 0.3 s on two cores");
+    assert!(
+        failed > 0,
+        "12 jobs cannot all finish in 0.3 s on two cores"
+    );
 }

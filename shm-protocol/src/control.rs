@@ -198,7 +198,14 @@ pub struct TimelineEvent {
 impl TimelineEvent {
     /// An event stamped now by this process.
     pub fn now(kind: EventKind, job_id: u64, partition: u32, slot: u32) -> Self {
-        TimelineEvent { kind, job_id, partition, slot, pid: std::process::id(), t_ns: monotonic_ns() }
+        TimelineEvent {
+            kind,
+            job_id,
+            partition,
+            slot,
+            pid: std::process::id(),
+            t_ns: monotonic_ns(),
+        }
     }
 }
 
@@ -276,7 +283,13 @@ impl Drop for Heartbeat {
 /// Splits a connected stream into its two halves.
 pub fn channel(stream: UnixStream) -> io::Result<(Sender, Receiver)> {
     let read = stream.try_clone()?;
-    Ok((Sender { stream }, Receiver { reader: BufReader::new(read), line: String::new() }))
+    Ok((
+        Sender { stream },
+        Receiver {
+            reader: BufReader::new(read),
+            line: String::new(),
+        },
+    ))
 }
 
 impl Sender {
@@ -289,7 +302,9 @@ impl Sender {
 
     /// Another handle on the same socket (each thread keeps its own).
     pub fn try_clone(&self) -> io::Result<Sender> {
-        Ok(Sender { stream: self.stream.try_clone()? })
+        Ok(Sender {
+            stream: self.stream.try_clone()?,
+        })
     }
 }
 
@@ -301,9 +316,14 @@ impl Receiver {
         if self.reader.read_line(&mut self.line)? == 0 {
             return Ok(None);
         }
-        serde_json::from_str(self.line.trim_end()).map(Some).map_err(|e| {
-            io::Error::new(io::ErrorKind::InvalidData, format!("bad control message: {e}"))
-        })
+        serde_json::from_str(self.line.trim_end())
+            .map(Some)
+            .map_err(|e| {
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("bad control message: {e}"),
+                )
+            })
     }
 }
 
@@ -325,7 +345,13 @@ mod tests {
             input: Some("/tmp/c1.json".into()),
         });
         tx.send(&req).unwrap();
-        tx.send(&FromChild::Event(TimelineEvent::now(EventKind::GpuEnd, 1, 0, 3))).unwrap();
+        tx.send(&FromChild::Event(TimelineEvent::now(
+            EventKind::GpuEnd,
+            1,
+            0,
+            3,
+        )))
+        .unwrap();
         assert_eq!(rx.recv::<ToSynth>().unwrap(), Some(req));
         match rx.recv::<FromChild>().unwrap() {
             Some(FromChild::Event(e)) => {

@@ -119,8 +119,7 @@ pub use region::{pass_to, thp_shmem_available, HugePagePolicy, PageKind, Region}
 #[cfg(not(loom))]
 pub use ring::{
     current_owner, pid_alive, Bitmap, ClaimedSlot, DoneSlot, Published, ReclaimReport,
-    ReclaimedSlot, Ring, RingConfig, SlotPartsMut, SlotSnapshot, SlotView, SlotWriter,
-    StateCounts,
+    ReclaimedSlot, Ring, RingConfig, SlotPartsMut, SlotSnapshot, SlotView, SlotWriter, StateCounts,
 };
 #[cfg(not(loom))]
 pub use slot::{

@@ -123,7 +123,9 @@ fn without_reserved_pages_it_falls_back_and_says_why() {
         Some(n) => {
             // Taking a reserved pool away could break whoever reserved it; test only the
             // natural state.
-            return skip(&format!("{n} huge pages are reserved on this machine; not taking them away"));
+            return skip(&format!(
+                "{n} huge pages are reserved on this machine; not taking them away"
+            ));
         }
         None => return skip(&format!("{NR_HUGEPAGES} is not readable")),
     }

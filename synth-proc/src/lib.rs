@@ -45,8 +45,8 @@ use anyhow::Context;
 use kernels::circuits::AnyCircuit;
 use kernels::synth::CircuitShape;
 use shm_protocol::control::{
-    self, ChildConfig, EventKind, FromChild, SharedSender, SynthConfig, SynthRequest, TimelineEvent, ToSynth,
-    CHILD_CONFIG_ENV, CONTROL_FD, RING_FD,
+    self, ChildConfig, EventKind, FromChild, SharedSender, SynthConfig, SynthRequest,
+    TimelineEvent, ToSynth, CHILD_CONFIG_ENV, CONTROL_FD, RING_FD,
 };
 use shm_protocol::{Published, Region, Ring, SlotCapacity, SlotMeta};
 
@@ -123,7 +123,11 @@ pub enum SynthError {
 
 /// Slot capacities for a circuit shape.
 pub fn capacity_for(shape: &CircuitShape) -> SlotCapacity {
-    SlotCapacity { n: shape.n(), inputs: shape.inputs, aux: shape.aux }
+    SlotCapacity {
+        n: shape.n(),
+        inputs: shape.inputs,
+        aux: shape.aux,
+    }
 }
 
 /// Parsed specs, their ids and shapes, counted once per circuit.
@@ -135,12 +139,20 @@ pub struct ShapeCache {
 impl ShapeCache {
     fn get(&mut self, spec: &str) -> Result<(AnyCircuit, u64, CircuitShape), SynthError> {
         if !self.shapes.contains_key(spec) {
-            let bad = |source| SynthError::BadSpec { spec: spec.to_owned(), source };
+            let bad = |source| SynthError::BadSpec {
+                spec: spec.to_owned(),
+                source,
+            };
             let parsed: AnyCircuit = spec.parse().map_err(bad)?;
             let id = parsed.circuit_id().map_err(bad)?;
             let t = std::time::Instant::now();
             let shape = parsed.shape().map_err(bad)?;
-            tracing::debug!(circuit = spec, constraints = shape.constraints, secs = t.elapsed().as_secs_f64(), "shape counted");
+            tracing::debug!(
+                circuit = spec,
+                constraints = shape.constraints,
+                secs = t.elapsed().as_secs_f64(),
+                "shape counted"
+            );
             self.shapes.insert(spec.to_owned(), (parsed, id, shape));
         }
         Ok(self.shapes[spec])
@@ -156,7 +168,16 @@ pub fn synthesize_request(
     req: &SynthRequest,
 ) -> Result<(Published, u64), SynthError> {
     let (spec, id, shape) = shapes.get(&req.circuit)?;
-    synthesize_into_slot(ring, &spec, id, &shape, &RequestCache::default(), req, None, &|_| {})
+    synthesize_into_slot(
+        ring,
+        &spec,
+        id,
+        &shape,
+        &RequestCache::default(),
+        req,
+        None,
+        &|_| {},
+    )
 }
 
 /// The synthesis of one request. Waits for a free slot (re-checking `stop` every 200 ms, if
@@ -188,20 +209,30 @@ fn synthesize_into_slot(
             match ring.acquire_free(owner, Some(Duration::from_millis(200))) {
                 Ok(w) => break w,
                 // Relaxed: a plain flag, set once by the control thread.
-                Err(e) if e.is_timeout() && stop.load(Ordering::Relaxed) => return Err(SynthError::Stopped),
+                Err(e) if e.is_timeout() && stop.load(Ordering::Relaxed) => {
+                    return Err(SynthError::Stopped)
+                }
                 Err(e) if e.is_timeout() => continue,
                 Err(e) => return Err(e.into()),
             }
         },
     };
-    let meta = SlotMeta { job_id: req.job_id, circuit_id: req.circuit_id, partition: req.partition, attempt: 0 };
+    let meta = SlotMeta {
+        job_id: req.job_id,
+        circuit_id: req.circuit_id,
+        partition: req.partition,
+        attempt: 0,
+    };
     writer.begin(meta, capacity_for(shape))?;
     on_started(writer.index() as u32);
     let lengths = {
         let sink = SlotSink::new(writer.parts_mut()?);
         let sink = witness
             .synthesize(req, sink)
-            .map_err(|source| SynthError::Synthesis { spec: req.circuit.clone(), source })?;
+            .map_err(|source| SynthError::Synthesis {
+                spec: req.circuit.clone(),
+                source,
+            })?;
         sink.lengths()
     };
     // Stamped before the slot becomes READY, so no consumer's GPU_CLAIM can precede it.
@@ -220,14 +251,23 @@ enum Witness {
 }
 
 impl Witness {
-    fn for_request(spec: &AnyCircuit, requests: &RequestCache, req: &SynthRequest) -> Result<Witness, SynthError> {
+    fn for_request(
+        spec: &AnyCircuit,
+        requests: &RequestCache,
+        req: &SynthRequest,
+    ) -> Result<Witness, SynthError> {
         #[cfg(not(feature = "filecoin"))]
         let _ = (requests, req);
         match spec {
             AnyCircuit::Builtin(b) => Ok(Witness::Seed(*b)),
             #[cfg(feature = "filecoin")]
             AnyCircuit::Filecoin(kind) => {
-                let path = req.input.as_deref().ok_or_else(|| SynthError::MissingInput { spec: req.circuit.clone() })?;
+                let path = req
+                    .input
+                    .as_deref()
+                    .ok_or_else(|| SynthError::MissingInput {
+                        spec: req.circuit.clone(),
+                    })?;
                 let job = requests.job(req.job_id, *kind, path)?;
                 if job.kind() != *kind {
                     return Err(SynthError::BadRequest {
@@ -240,7 +280,11 @@ impl Witness {
         }
     }
 
-    fn synthesize<'s>(&self, req: &SynthRequest, sink: SlotSink<'s>) -> Result<SlotSink<'s>, kernels::Error> {
+    fn synthesize<'s>(
+        &self,
+        req: &SynthRequest,
+        sink: SlotSink<'s>,
+    ) -> Result<SlotSink<'s>, kernels::Error> {
         match self {
             Witness::Seed(spec) => spec.synthesize_into(req.seed, sink),
             #[cfg(feature = "filecoin")]
@@ -256,9 +300,12 @@ impl Witness {
 /// Entry point of the process: configuration from [`CHILD_CONFIG_ENV`], ring at [`RING_FD`],
 /// control socket at [`CONTROL_FD`].
 pub fn run_from_env() -> anyhow::Result<()> {
-    let raw = std::env::var(CHILD_CONFIG_ENV)
-        .with_context(|| format!("`{CHILD_CONFIG_ENV}` is not set: synth-proc is started by `splitprover`"))?;
-    let config = match serde_json::from_str::<ChildConfig>(&raw).context("bad child configuration")? {
+    let raw = std::env::var(CHILD_CONFIG_ENV).with_context(|| {
+        format!("`{CHILD_CONFIG_ENV}` is not set: synth-proc is started by `splitprover`")
+    })?;
+    let config = match serde_json::from_str::<ChildConfig>(&raw)
+        .context("bad child configuration")?
+    {
         ChildConfig::Synth(c) => c,
         other => anyhow::bail!("synth-proc was given another process's configuration: {other:?}"),
     };
@@ -285,15 +332,26 @@ pub fn serve(ring: Arc<Ring>, control: UnixStream, config: SynthConfig) -> anyho
         .context("cannot build the synthesis thread pool")?;
     let pid = std::process::id();
     tracing::info!(pid, threads, pages = %ring.page_kind(), slots = ring.slot_count(), "synth-proc serving");
-    send(&sender, &FromChild::Hello { pid, detail: format!("synth-proc: {threads} workers") });
+    send(
+        &sender,
+        &FromChild::Hello {
+            pid,
+            detail: format!("synth-proc: {threads} workers"),
+        },
+    );
     let shapes = Arc::new(Mutex::new(ShapeCache::default()));
     let requests = Arc::new(RequestCache::default());
     let stop = Arc::new(AtomicBool::new(false));
     loop {
         match receiver.recv::<ToSynth>() {
             Ok(Some(ToSynth::Synthesize(req))) => {
-                let (ring, sender, shapes, requests, stop) =
-                    (ring.clone(), sender.clone(), shapes.clone(), requests.clone(), stop.clone());
+                let (ring, sender, shapes, requests, stop) = (
+                    ring.clone(),
+                    sender.clone(),
+                    shapes.clone(),
+                    requests.clone(),
+                    stop.clone(),
+                );
                 pool.spawn(move || work(&ring, &sender, &shapes, &requests, &stop, req));
             }
             Ok(Some(ToSynth::Shutdown)) | Ok(None) => {
@@ -327,14 +385,35 @@ fn work(
         return;
     }
     // Shapes are counted once; the lock is held only for a lookup after that.
-    let shape = shapes.lock().unwrap_or_else(|e| e.into_inner()).get(&req.circuit);
+    let shape = shapes
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&req.circuit);
     // SYNTH_START once a slot is reserved: the wait for a free slot is back-pressure, not
     // synthesis.
     let started = |slot| {
-        send(sender, &FromChild::Event(TimelineEvent::now(EventKind::SynthStart, req.job_id, req.partition, slot)))
+        send(
+            sender,
+            &FromChild::Event(TimelineEvent::now(
+                EventKind::SynthStart,
+                req.job_id,
+                req.partition,
+                slot,
+            )),
+        )
     };
-    let result = shape
-        .and_then(|(spec, id, shape)| synthesize_into_slot(ring, &spec, id, &shape, requests, &req, Some(stop), &started));
+    let result = shape.and_then(|(spec, id, shape)| {
+        synthesize_into_slot(
+            ring,
+            &spec,
+            id,
+            &shape,
+            requests,
+            &req,
+            Some(stop),
+            &started,
+        )
+    });
     if !matches!(result, Err(SynthError::Stopped)) {
         requests.partition_finished(req.job_id);
     }
@@ -342,7 +421,10 @@ fn work(
         Err(SynthError::Stopped) => {}
         Ok((p, t_ns)) => {
             let slot = p.index as u32;
-            let at = |kind| TimelineEvent { t_ns, ..TimelineEvent::now(kind, req.job_id, req.partition, slot) };
+            let at = |kind| TimelineEvent {
+                t_ns,
+                ..TimelineEvent::now(kind, req.job_id, req.partition, slot)
+            };
             send(sender, &FromChild::Event(at(EventKind::SynthEnd)));
             send(sender, &FromChild::Event(at(EventKind::SlotPublish)));
             send(
@@ -356,8 +438,19 @@ fn work(
             );
         }
         Err(e) => {
-            tracing::warn!(job = req.job_id, partition = req.partition, "synthesis failed: {e}");
-            send(sender, &FromChild::SynthFailed { job_id: req.job_id, partition: req.partition, error: e.to_string() });
+            tracing::warn!(
+                job = req.job_id,
+                partition = req.partition,
+                "synthesis failed: {e}"
+            );
+            send(
+                sender,
+                &FromChild::SynthFailed {
+                    job_id: req.job_id,
+                    partition: req.partition,
+                    error: e.to_string(),
+                },
+            );
         }
     }
 }

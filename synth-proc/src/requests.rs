@@ -31,7 +31,12 @@ pub struct RequestCache {
 impl RequestCache {
     /// The job `job_id` of `kind` read from `path`, opened by the first worker that needs it
     /// (the others wait for that one, without holding the cache lock).
-    pub fn job(&self, job_id: u64, kind: ProofKind, path: &Path) -> Result<Arc<dyn PartitionedJob>, SynthError> {
+    pub fn job(
+        &self,
+        job_id: u64,
+        kind: ProofKind,
+        path: &Path,
+    ) -> Result<Arc<dyn PartitionedJob>, SynthError> {
         let entry = {
             let mut jobs = self.jobs.lock().unwrap_or_else(|e| e.into_inner());
             if !jobs.contains_key(&job_id) && jobs.len() >= MAX_JOBS {
@@ -40,7 +45,12 @@ impl RequestCache {
                 }
             }
             jobs.entry(job_id)
-                .or_insert_with(|| Arc::new(Entry { opened: OnceLock::new(), synthesized: AtomicUsize::new(0) }))
+                .or_insert_with(|| {
+                    Arc::new(Entry {
+                        opened: OnceLock::new(),
+                        synthesized: AtomicUsize::new(0),
+                    })
+                })
                 .clone()
         };
         let opened = entry.opened.get_or_init(|| {
@@ -49,14 +59,19 @@ impl RequestCache {
             tracing::info!(job_id, %kind, partitions = job.partitions(), secs = t.elapsed().as_secs_f64(), "proof request opened");
             Ok(Arc::from(job))
         });
-        opened.clone().map_err(|reason| SynthError::BadRequest { path: path.to_owned(), reason })
+        opened.clone().map_err(|reason| SynthError::BadRequest {
+            path: path.to_owned(),
+            reason,
+        })
     }
 
     /// Notes that one partition of `job_id` was synthesized (or failed); the request is dropped
     /// once every partition has been.
     pub fn partition_finished(&self, job_id: u64) {
         let mut jobs = self.jobs.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(entry) = jobs.get(&job_id) else { return };
+        let Some(entry) = jobs.get(&job_id) else {
+            return;
+        };
         // Relaxed: the counter is read and written under the cache lock.
         let n = entry.synthesized.fetch_add(1, Ordering::Relaxed) + 1;
         let total = match entry.opened.get() {
@@ -88,8 +103,13 @@ mod tests {
     fn a_request_is_opened_once_per_job_and_dropped_after_its_partitions() {
         let tmp = std::env::temp_dir().join(format!("synth-proc-requests-{}", std::process::id()));
         fixture::use_test_dirs(&tmp.join("params"), &tmp.join("parents")).unwrap();
-        let sector =
-            fixture::seal_sector(kernels::filecoin::RegisteredSealProof::StackedDrg2KiBV1_1, &tmp, 1, 1).unwrap();
+        let sector = fixture::seal_sector(
+            kernels::filecoin::RegisteredSealProof::StackedDrg2KiBV1_1,
+            &tmp,
+            1,
+            1,
+        )
+        .unwrap();
         let path = tmp.join("c1.json");
         std::fs::write(&path, &sector.c1_json).unwrap();
         let cache = RequestCache::default();
@@ -104,7 +124,10 @@ mod tests {
         // A request that cannot be read fails with its path, and the failure is remembered for
         // the job's other partitions instead of re-reading.
         let e = cache.job(6, sector.kind(), &path).err().unwrap();
-        assert!(matches!(&e, SynthError::BadRequest { path: p, .. } if *p == path), "{e}");
+        assert!(
+            matches!(&e, SynthError::BadRequest { path: p, .. } if *p == path),
+            "{e}"
+        );
         assert!(e.to_string().contains("c1.json"), "{e}");
         std::fs::write(&path, &sector.c1_json).unwrap();
         assert!(cache.job(6, sector.kind(), &path).is_err());

@@ -18,7 +18,13 @@ pub struct SlotSink<'a> {
 impl<'a> SlotSink<'a> {
     /// A sink over freshly begun slot arrays (bitmaps zeroed).
     pub fn new(parts: SlotPartsMut<'a>) -> Self {
-        SlotSink { parts, n: 0, inputs: 0, aux: 0, popcounts: [0; 3] }
+        SlotSink {
+            parts,
+            n: 0,
+            inputs: 0,
+            aux: 0,
+            popcounts: [0; 3],
+        }
     }
 
     /// The lengths to publish.
@@ -37,21 +43,31 @@ impl<'a> SlotSink<'a> {
 fn full(what: &str, capacity: usize) -> SynthesisError {
     SynthesisError::IoError(std::io::Error::new(
         std::io::ErrorKind::OutOfMemory,
-        format!("slot full: more than {capacity} {what} (the circuit is larger than its shape said)"),
+        format!(
+            "slot full: more than {capacity} {what} (the circuit is larger than its shape said)"
+        ),
     ))
 }
 
 impl AssignmentSink for SlotSink<'_> {
     fn push_input(&mut self, value: Scalar) -> Result<(), SynthesisError> {
         let cap = self.parts.input.len();
-        *self.parts.input.get_mut(self.inputs).ok_or_else(|| full("inputs", cap))? = value;
+        *self
+            .parts
+            .input
+            .get_mut(self.inputs)
+            .ok_or_else(|| full("inputs", cap))? = value;
         self.inputs += 1;
         Ok(())
     }
 
     fn push_aux(&mut self, value: Scalar) -> Result<(), SynthesisError> {
         let cap = self.parts.aux.len();
-        *self.parts.aux.get_mut(self.aux).ok_or_else(|| full("aux variables", cap))? = value;
+        *self
+            .parts
+            .aux
+            .get_mut(self.aux)
+            .ok_or_else(|| full("aux variables", cap))? = value;
         self.aux += 1;
         Ok(())
     }
@@ -78,7 +94,9 @@ impl AssignmentSink for SlotSink<'_> {
         if index >= bits {
             return Err(SynthesisError::IoError(std::io::Error::new(
                 std::io::ErrorKind::InvalidInput,
-                format!("density bit {index} set before its variable was allocated ({bits} allocated)"),
+                format!(
+                    "density bit {index} set before its variable was allocated ({bits} allocated)"
+                ),
             )));
         }
         let (w, b) = (index / 64, index % 64);

@@ -17,21 +17,45 @@ fn proof_bytes(p: &kernels::Proof) -> Vec<u8> {
 fn proofs_from_slots_are_bellpersons_for_every_builtin_circuit() {
     for (text, seed) in [("sha-chain:1", 5u64), ("pubinputs:4", 6), ("bits:700", 7)] {
         let spec: CircuitSpec = text.parse().unwrap();
-        let params = kernels::paramgen::generate_parameters_seeded(spec.circuit(None), 11, &|_| {}).unwrap();
-        let backend = CpuBackend::new(kernels::srs::SrsImage::from_parameters(&params, spec.circuit_id()).unwrap()).unwrap();
+        let params =
+            kernels::paramgen::generate_parameters_seeded(spec.circuit(None), 11, &|_| {}).unwrap();
+        let backend = CpuBackend::new(
+            kernels::srs::SrsImage::from_parameters(&params, spec.circuit_id()).unwrap(),
+        )
+        .unwrap();
 
         let caps = synth_proc::capacity_for(&spec.shape().unwrap());
-        let config = RingConfig { slot_count: 1, slot_bytes: caps.slot_bytes().unwrap() };
-        let region = Region::create("slot-proofs", config.region_bytes().unwrap(), HugePagePolicy::Plain).unwrap();
+        let config = RingConfig {
+            slot_count: 1,
+            slot_bytes: caps.slot_bytes().unwrap(),
+        };
+        let region = Region::create(
+            "slot-proofs",
+            config.region_bytes().unwrap(),
+            HugePagePolicy::Plain,
+        )
+        .unwrap();
         let ring = Ring::create(region, config).unwrap();
-        let req = SynthRequest { job_id: 1, partition: 0, circuit: text.into(), circuit_id: spec.circuit_id(), seed, input: None };
-        synth_proc::synthesize_request(&ring, &mut synth_proc::ShapeCache::default(), &req).unwrap();
+        let req = SynthRequest {
+            job_id: 1,
+            partition: 0,
+            circuit: text.into(),
+            circuit_id: spec.circuit_id(),
+            seed,
+            input: None,
+        };
+        synth_proc::synthesize_request(&ring, &mut synth_proc::ShapeCache::default(), &req)
+            .unwrap();
 
         let claimed = ring.claim_ready(current_owner(), None).unwrap();
         let view = claimed.view().unwrap();
         let d = |w: shm_protocol::Density| {
             let b = view.density(w);
-            Density { words: b.words, bit_len: b.bit_len as usize, popcount: b.popcount as usize }
+            Density {
+                words: b.words,
+                bit_len: b.bit_len as usize,
+                popcount: b.popcount as usize,
+            }
         };
         let assignment = Assignment {
             a: view.a(),
@@ -45,9 +69,20 @@ fn proofs_from_slots_are_bellpersons_for_every_builtin_circuit() {
         };
         let (r, s) = (Scalar::from(1234u64), Scalar::from(5678u64));
         let ours = backend.prove_batch(&[assignment], &[r], &[s]).unwrap();
-        let theirs = bellperson::groth16::create_proof::<Bls12, _, _>(spec.circuit(Some(seed)), &params, r, s).unwrap();
+        let theirs = bellperson::groth16::create_proof::<Bls12, _, _>(
+            spec.circuit(Some(seed)),
+            &params,
+            r,
+            s,
+        )
+        .unwrap();
         assert_eq!(proof_bytes(&ours[0]), proof_bytes(&theirs), "{text}");
-        assert!(backend.verify(&ours[0], &spec.public_inputs(seed).unwrap()).unwrap(), "{text}");
+        assert!(
+            backend
+                .verify(&ours[0], &spec.public_inputs(seed).unwrap())
+                .unwrap(),
+            "{text}"
+        );
     }
 }
 
@@ -57,15 +92,30 @@ fn a_circuit_larger_than_its_slot_is_an_error_and_the_slot_goes_back_to_free() {
     let shape = spec.shape().unwrap();
     let mut caps = synth_proc::capacity_for(&shape);
     caps.aux -= 1; // one aux variable short
-    let config = RingConfig { slot_count: 1, slot_bytes: caps.slot_bytes().unwrap() };
-    let region = Region::create("slot-full", config.region_bytes().unwrap(), HugePagePolicy::Plain).unwrap();
+    let config = RingConfig {
+        slot_count: 1,
+        slot_bytes: caps.slot_bytes().unwrap(),
+    };
+    let region = Region::create(
+        "slot-full",
+        config.region_bytes().unwrap(),
+        HugePagePolicy::Plain,
+    )
+    .unwrap();
     let ring = Ring::create(region, config).unwrap();
     {
         let mut w = ring.acquire_free(current_owner(), None).unwrap();
         w.begin(shm_protocol::SlotMeta::default(), caps).unwrap();
         let sink = synth_proc::SlotSink::new(w.parts_mut().unwrap());
-        let err = spec.synthesize_into(3, sink).err().expect("the slot is too small");
+        let err = spec
+            .synthesize_into(3, sink)
+            .err()
+            .expect("the slot is too small");
         assert!(err.to_string().contains("slot full"), "{err}");
     }
-    assert_eq!(ring.counts().free, 1, "the dropped writer returned the slot");
+    assert_eq!(
+        ring.counts().free,
+        1,
+        "the dropped writer returned the slot"
+    );
 }

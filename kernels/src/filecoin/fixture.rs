@@ -23,16 +23,16 @@ use std::io::{Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use filecoin_proofs_api::post::{
-    generate_fallback_sector_challenges, generate_single_vanilla_proof, generate_winning_post_sector_challenge,
-    verify_window_post, verify_winning_post,
+    generate_fallback_sector_challenges, generate_single_vanilla_proof,
+    generate_winning_post_sector_challenge, verify_window_post, verify_winning_post,
 };
 use filecoin_proofs_api::seal::{self, SealCommitPhase1Output};
 use filecoin_proofs_api::update::{
     empty_sector_update_encode_into, generate_partition_proofs, verify_empty_sector_update_proof,
 };
 use filecoin_proofs_api::{
-    Commitment, PartitionProofBytes, PoStType, PrivateReplicaInfo, PublicReplicaInfo, RegisteredPoStProof,
-    RegisteredSealProof, RegisteredUpdateProof, SectorId, UnpaddedBytesAmount,
+    Commitment, PartitionProofBytes, PoStType, PrivateReplicaInfo, PublicReplicaInfo,
+    RegisteredPoStProof, RegisteredSealProof, RegisteredUpdateProof, SectorId, UnpaddedBytesAmount,
 };
 use rand::{Rng, SeedableRng};
 
@@ -70,7 +70,10 @@ pub fn use_test_dirs(param_dir: &Path, parent_dir: &Path) -> Result<(), Error> {
 pub fn test_parameters(kind: ProofKind, param_dir: &Path) -> Result<super::ParamFiles, Error> {
     let t = std::time::Instant::now();
     let (files, generated) = super::ensure_parameters(kind, param_dir, TEST_PARAM_SEED, &|_| {})?;
-    eprintln!("{kind} parameters ready in {:.1} s (generated: {generated})", t.elapsed().as_secs_f64());
+    eprintln!(
+        "{kind} parameters ready in {:.1} s (generated: {generated})",
+        t.elapsed().as_secs_f64()
+    );
     Ok(files)
 }
 
@@ -152,7 +155,12 @@ impl SealedSector {
 
 /// Seals sector `sector_id` of type `proof` in `dir` (created; the replica, the cache dir and
 /// the staged data live there) with data and randomness drawn from `seed`.
-pub fn seal_sector(proof: RegisteredSealProof, dir: &Path, sector_id: u64, seed: u64) -> Result<SealedSector, Error> {
+pub fn seal_sector(
+    proof: RegisteredSealProof,
+    dir: &Path,
+    sector_id: u64,
+    seed: u64,
+) -> Result<SealedSector, Error> {
     seal(proof, dir, sector_id, seed, Data::Random)
 }
 
@@ -208,15 +216,31 @@ fn stage(
     let fil = |what: &'static str| move |e: anyhow::Error| fil_error(what, e);
     let piece = seal::generate_piece_commitment(proof, std::fs::File::open(data_path)?, unpadded)
         .map_err(fil("piece commitment"))?;
-    let mut staged_file =
-        std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(staged)?;
-    seal::add_piece(proof, std::fs::File::open(data_path)?, &mut staged_file, unpadded, &[])
-        .map_err(fil("add piece"))?;
+    let mut staged_file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(staged)?;
+    seal::add_piece(
+        proof,
+        std::fs::File::open(data_path)?,
+        &mut staged_file,
+        unpadded,
+        &[],
+    )
+    .map_err(fil("add piece"))?;
     staged_file.seek(SeekFrom::Start(0))?;
     Ok(piece)
 }
 
-fn seal(proof: RegisteredSealProof, dir: &Path, sector_id: u64, seed: u64, data: Data) -> Result<SealedSector, Error> {
+fn seal(
+    proof: RegisteredSealProof,
+    dir: &Path,
+    sector_id: u64,
+    seed: u64,
+    data: Data,
+) -> Result<SealedSector, Error> {
     let fil = |what: &'static str| move |e: anyhow::Error| fil_error(what, e);
     let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(seed);
     let sector_size = u64::from(proof.sector_size());
@@ -236,13 +260,16 @@ fn seal(proof: RegisteredSealProof, dir: &Path, sector_id: u64, seed: u64, data:
     let challenge = field_bytes(&mut rng);
     let pieces = [piece];
     let sector = SectorId::from(sector_id);
-    let pc1 = seal::seal_pre_commit_phase1(proof, &cache, &staged, &replica, PROVER_ID, sector, ticket, &pieces)
-        .map_err(fil("PC1"))?;
+    let pc1 = seal::seal_pre_commit_phase1(
+        proof, &cache, &staged, &replica, PROVER_ID, sector, ticket, &pieces,
+    )
+    .map_err(fil("PC1"))?;
     let pc2 = seal::seal_pre_commit_phase2(pc1, &cache, &replica).map_err(fil("PC2"))?;
     let (comm_r, comm_d) = (pc2.comm_r, pc2.comm_d);
-    let c1: SealCommitPhase1Output =
-        seal::seal_commit_phase1(&cache, &replica, PROVER_ID, sector, ticket, challenge, pc2, &pieces)
-            .map_err(fil("C1"))?;
+    let c1: SealCommitPhase1Output = seal::seal_commit_phase1(
+        &cache, &replica, PROVER_ID, sector, ticket, challenge, pc2, &pieces,
+    )
+    .map_err(fil("C1"))?;
     let c1_json = serde_json::to_vec(&c1).map_err(|e| fil_error("serializing C1", e))?;
     std::fs::remove_file(&staged)?;
     Ok(SealedSector {
@@ -333,7 +360,10 @@ impl PoStFixture {
                 self.vanilla_proofs.len().div_ceil(per)
             ))
         })?;
-        Ok(PoStRequest::new(self.proof, self.prover_id, self.randomness, chunk).with_partition_index(k))
+        Ok(
+            PoStRequest::new(self.proof, self.prover_id, self.randomness, chunk)
+                .with_partition_index(k),
+        )
     }
 
     /// Checks PoSt proof bytes with filecoin-proofs-api's `verify_winning_post` /
@@ -357,7 +387,10 @@ impl PoStFixture {
         let mut sectors = self.sectors.clone();
         if let Some((id, comm_r)) = comm_r_of {
             let entry = sectors.iter_mut().find(|(s, _)| *s == id).ok_or_else(|| {
-                config_error(format!("sector {id} is not one of the request's ({:?})", self.sector_ids()))
+                config_error(format!(
+                    "sector {id} is not one of the request's ({:?})",
+                    self.sector_ids()
+                ))
             })?;
             entry.1 = comm_r;
         }
@@ -366,17 +399,32 @@ impl PoStFixture {
 
     /// The verifier with explicit inputs: `randomness` and the `(sector id, comm_r)` the verifier
     /// lists (another sector id, a missing or an extra sector).
-    pub fn verify_for(&self, proof: &[u8], randomness: [u8; 32], sectors: &[(u64, [u8; 32])]) -> Result<bool, Error> {
+    pub fn verify_for(
+        &self,
+        proof: &[u8],
+        randomness: [u8; 32],
+        sectors: &[(u64, [u8; 32])],
+    ) -> Result<bool, Error> {
         let replicas: BTreeMap<SectorId, PublicReplicaInfo> = sectors
             .iter()
-            .map(|&(id, comm_r)| (SectorId::from(id), PublicReplicaInfo::new(self.proof, comm_r)))
+            .map(|&(id, comm_r)| {
+                (
+                    SectorId::from(id),
+                    PublicReplicaInfo::new(self.proof, comm_r),
+                )
+            })
             .collect();
         match self.proof.typ() {
-            PoStType::Winning => {
-                guarded("verify_winning_post", || verify_winning_post(&randomness, proof, &replicas, self.prover_id))
-            }
+            PoStType::Winning => guarded("verify_winning_post", || {
+                verify_winning_post(&randomness, proof, &replicas, self.prover_id)
+            }),
             PoStType::Window => guarded("verify_window_post", || {
-                verify_window_post(&randomness, &[(self.proof, proof)], &replicas, self.prover_id)
+                verify_window_post(
+                    &randomness,
+                    &[(self.proof, proof)],
+                    &replicas,
+                    self.prover_id,
+                )
             }),
         }
     }
@@ -410,7 +458,11 @@ pub fn post_request(
     let prover_id = first.prover_id;
     for s in sectors {
         if u64::from(s.proof.sector_size()) != kind.sector_size() {
-            return Err(config_error(format!("sector {} is a {} sector, not one of `{kind}`", s.sector_id, s.kind())));
+            return Err(config_error(format!(
+                "sector {} is a {} sector, not one of `{kind}`",
+                s.sector_id,
+                s.kind()
+            )));
         }
         if s.prover_id != prover_id {
             return Err(config_error(format!(
@@ -422,25 +474,42 @@ pub fn post_request(
     let mut sorted: Vec<&SealedSector> = sectors.iter().collect();
     sorted.sort_by_key(|s| s.sector_id);
     if let Some(w) = sorted.windows(2).find(|w| w[0].sector_id == w[1].sector_id) {
-        return Err(config_error(format!("sector {} is given twice", w[0].sector_id)));
+        return Err(config_error(format!(
+            "sector {} is given twice",
+            w[0].sector_id
+        )));
     }
     let challenged: Vec<&SealedSector> = match proof.typ() {
         PoStType::Winning => {
             let picked = guarded("generate_winning_post_sector_challenge", || {
-                generate_winning_post_sector_challenge(proof, &randomness, sorted.len() as u64, prover_id)
+                generate_winning_post_sector_challenge(
+                    proof,
+                    &randomness,
+                    sorted.len() as u64,
+                    prover_id,
+                )
             })?;
             picked
                 .iter()
                 .map(|&i| {
-                    usize::try_from(i).ok().and_then(|i| sorted.get(i).copied()).ok_or_else(|| {
-                        fil_error("generate_winning_post_sector_challenge", format_args!("index {i} out of range"))
-                    })
+                    usize::try_from(i)
+                        .ok()
+                        .and_then(|i| sorted.get(i).copied())
+                        .ok_or_else(|| {
+                            fil_error(
+                                "generate_winning_post_sector_challenge",
+                                format_args!("index {i} out of range"),
+                            )
+                        })
                 })
                 .collect::<Result<_, Error>>()?
         }
         PoStType::Window => sorted,
     };
-    let ids: Vec<SectorId> = challenged.iter().map(|s| SectorId::from(s.sector_id)).collect();
+    let ids: Vec<SectorId> = challenged
+        .iter()
+        .map(|s| SectorId::from(s.sector_id))
+        .collect();
     let challenges = guarded("generate_fallback_sector_challenges", || {
         generate_fallback_sector_challenges(proof, &randomness, &ids, prover_id)
     })?;
@@ -449,9 +518,13 @@ pub fn post_request(
         .map(|s| {
             let id = SectorId::from(s.sector_id);
             let sector_challenges = challenges.get(&id).ok_or_else(|| {
-                fil_error("generate_fallback_sector_challenges", format_args!("no challenges for sector {id:?}"))
+                fil_error(
+                    "generate_fallback_sector_challenges",
+                    format_args!("no challenges for sector {id:?}"),
+                )
             })?;
-            let replica = PrivateReplicaInfo::new(proof, s.comm_r, s.cache.clone(), s.replica.clone());
+            let replica =
+                PrivateReplicaInfo::new(proof, s.comm_r, s.cache.clone(), s.replica.clone());
             guarded("generate_single_vanilla_proof", || {
                 generate_single_vanilla_proof(proof, id, &replica, sector_challenges)
             })
@@ -557,7 +630,8 @@ pub fn snap_request(
     }
     let id = sector.sector_id;
     let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(seed);
-    let unpadded = UnpaddedBytesAmount::from(filecoin_proofs_api::PaddedBytesAmount(kind.sector_size()));
+    let unpadded =
+        UnpaddedBytesAmount::from(filecoin_proofs_api::PaddedBytesAmount(kind.sector_size()));
     std::fs::create_dir_all(dir)?;
     let (data_path, staged, replica, cache) = (
         dir.join(format!("update-piece-{id}")),
@@ -572,7 +646,15 @@ pub fn snap_request(
     std::fs::create_dir_all(&cache)?;
     std::fs::File::create(&replica)?.set_len(std::fs::metadata(&sector.replica)?.len())?;
     let encoded = guarded("empty_sector_update_encode_into", || {
-        empty_sector_update_encode_into(proof, &replica, &cache, &sector.replica, &sector.cache, &staged, &[piece])
+        empty_sector_update_encode_into(
+            proof,
+            &replica,
+            &cache,
+            &sector.replica,
+            &sector.cache,
+            &staged,
+            &[piece],
+        )
     })?;
     std::fs::remove_file(&staged)?;
     let vanilla_proofs = guarded("generate_partition_proofs", || {
@@ -587,7 +669,13 @@ pub fn snap_request(
             &cache,
         )
     })?;
-    let request = SnapRequest::new(proof, sector.comm_r, encoded.comm_r_new, encoded.comm_d_new, &vanilla_proofs);
+    let request = SnapRequest::new(
+        proof,
+        sector.comm_r,
+        encoded.comm_r_new,
+        encoded.comm_d_new,
+        &vanilla_proofs,
+    );
     let json = request.to_json();
     Ok(SnapFixture {
         proof,

@@ -50,12 +50,29 @@ macro_rules! with_tree {
     ($size:expr, $T:ident => $body:expr) => {{
         use filecoin_proofs::constants as c;
         match $size {
-            s if s == c::SECTOR_SIZE_2_KIB => { type $T = c::SectorShape2KiB; $body }
-            s if s == c::SECTOR_SIZE_8_MIB => { type $T = c::SectorShape8MiB; $body }
-            s if s == c::SECTOR_SIZE_512_MIB => { type $T = c::SectorShape512MiB; $body }
-            s if s == c::SECTOR_SIZE_32_GIB => { type $T = c::SectorShape32GiB; $body }
-            s if s == c::SECTOR_SIZE_64_GIB => { type $T = c::SectorShape64GiB; $body }
-            s => Err($crate::ErrorKind::PoRepConfig(format!("unsupported sector size {s} bytes")).into()),
+            s if s == c::SECTOR_SIZE_2_KIB => {
+                type $T = c::SectorShape2KiB;
+                $body
+            }
+            s if s == c::SECTOR_SIZE_8_MIB => {
+                type $T = c::SectorShape8MiB;
+                $body
+            }
+            s if s == c::SECTOR_SIZE_512_MIB => {
+                type $T = c::SectorShape512MiB;
+                $body
+            }
+            s if s == c::SECTOR_SIZE_32_GIB => {
+                type $T = c::SectorShape32GiB;
+                $body
+            }
+            s if s == c::SECTOR_SIZE_64_GIB => {
+                type $T = c::SectorShape64GiB;
+                $body
+            }
+            s => Err(
+                $crate::ErrorKind::PoRepConfig(format!("unsupported sector size {s} bytes")).into(),
+            ),
         }
     }};
 }
@@ -77,14 +94,17 @@ use bellperson::Circuit;
 use blstrs::{Bls12, Scalar};
 use ff::Field;
 use rand_core::{RngCore, SeedableRng};
-use storage_proofs_core::parameter_cache::{metadata_id, parameter_id, verifying_key_id, CacheEntryMetadata};
+use storage_proofs_core::parameter_cache::{
+    metadata_id, parameter_id, verifying_key_id, CacheEntryMetadata,
+};
 
 use crate::paramgen::GenProgress;
 use crate::synth::{AssignmentSink, CircuitShape, VecSink};
 use crate::{Backend, Error, ErrorKind, Proof};
 
 pub use filecoin_proofs::{
-    PoRepConfig, SectorShape2KiB, SectorShapeBase, SectorShapeSub2, SectorShapeSub8, SectorShapeTop2,
+    PoRepConfig, SectorShape2KiB, SectorShapeBase, SectorShapeSub2, SectorShapeSub8,
+    SectorShapeTop2,
 };
 pub use filecoin_proofs_api::{RegisteredPoStProof, RegisteredSealProof, RegisteredUpdateProof};
 pub use porep::PoRepC2;
@@ -123,7 +143,10 @@ pub enum ProofKind {
 
 /// The serde name of a unit variant (`StackedDrg2KiBV1_1`).
 fn variant_name<T: serde::Serialize>(v: &T) -> String {
-    serde_json::to_value(v).ok().and_then(|j| j.as_str().map(str::to_owned)).unwrap_or_default()
+    serde_json::to_value(v)
+        .ok()
+        .and_then(|j| j.as_str().map(str::to_owned))
+        .unwrap_or_default()
 }
 
 fn parse_variant<T: serde::de::DeserializeOwned>(name: &str) -> Option<T> {
@@ -144,22 +167,36 @@ impl FromStr for ProofKind {
     type Err = Error;
 
     fn from_str(s: &str) -> Result<Self, Error> {
-        let bad = |reason: String| Error::from(ErrorKind::InvalidSpec { spec: s.to_owned(), reason });
+        let bad = |reason: String| {
+            Error::from(ErrorKind::InvalidSpec {
+                spec: s.to_owned(),
+                reason,
+            })
+        };
         let (prefix, name) = s
             .split_once(':')
             .ok_or_else(|| bad("expected `porep:NAME`, `post:NAME` or `snap:NAME`".into()))?;
-        let unknown = |what: &str, example: &str| bad(format!("unknown {what} `{name}` (for example `{example}`)"));
+        let unknown = |what: &str, example: &str| {
+            bad(format!("unknown {what} `{name}` (for example `{example}`)"))
+        };
         let kind = match prefix {
             "porep" => ProofKind::PoRep(
-                parse_variant(name).ok_or_else(|| unknown("registered seal proof", "StackedDrg32GiBV1_1"))?,
+                parse_variant(name)
+                    .ok_or_else(|| unknown("registered seal proof", "StackedDrg32GiBV1_1"))?,
             ),
             "post" => ProofKind::PoSt(
-                parse_variant(name).ok_or_else(|| unknown("registered PoSt proof", "StackedDrgWindow32GiBV1_2"))?,
+                parse_variant(name)
+                    .ok_or_else(|| unknown("registered PoSt proof", "StackedDrgWindow32GiBV1_2"))?,
             ),
             "snap" => ProofKind::SnapDeals(
-                parse_variant(name).ok_or_else(|| unknown("registered update proof", "StackedDrg32GiBV1"))?,
+                parse_variant(name)
+                    .ok_or_else(|| unknown("registered update proof", "StackedDrg32GiBV1"))?,
             ),
-            other => return Err(bad(format!("unknown proof family `{other}` (porep, post or snap)"))),
+            other => {
+                return Err(bad(format!(
+                    "unknown proof family `{other}` (porep, post or snap)"
+                )))
+            }
         };
         kind.check_supported()?;
         Ok(kind)
@@ -199,13 +236,16 @@ impl ProofKind {
 
     /// Whether a string names a Filecoin proof kind (`porep:`, `post:`, `snap:`), valid or not.
     pub fn is_filecoin_spec(s: &str) -> bool {
-        ["porep:", "post:", "snap:"].iter().any(|p| s.starts_with(p))
+        ["porep:", "post:", "snap:"]
+            .iter()
+            .any(|p| s.starts_with(p))
     }
 
     /// Refuses what this crate cannot prove: non-interactive PoRep (aggregated proofs).
     pub fn check_supported(self) -> Result<(), Error> {
         if let ProofKind::PoRep(p) = self {
-            if p.feature_enabled(storage_proofs_core::api_version::ApiFeature::NonInteractivePoRep) {
+            if p.feature_enabled(storage_proofs_core::api_version::ApiFeature::NonInteractivePoRep)
+            {
                 return Err(ErrorKind::PoRepConfig(format!(
                     "{self}: non-interactive PoRep (aggregated proofs) is not supported"
                 ))
@@ -251,7 +291,10 @@ impl ProofKind {
         struct Count;
         impl BlankVisitor for Count {
             type Out = CircuitShape;
-            fn visit<C: Circuit<Scalar> + Clone + Send>(self, blank: C) -> Result<CircuitShape, Error> {
+            fn visit<C: Circuit<Scalar> + Clone + Send>(
+                self,
+                blank: C,
+            ) -> Result<CircuitShape, Error> {
                 crate::synth::circuit_shape(blank)
             }
         }
@@ -286,7 +329,8 @@ pub fn detect_kind(input: &[u8]) -> Result<ProofKind, Error> {
         phase1_out: Option<serde_json::Value>,
         vanilla_proofs: Option<serde::de::IgnoredAny>,
     }
-    let probe: Probe = serde_json::from_slice(input).map_err(|e| json_error("proof request", &e))?;
+    let probe: Probe =
+        serde_json::from_slice(input).map_err(|e| json_error("proof request", &e))?;
     if probe.phase1_out.is_some() {
         return porep::detect_commit2in(input);
     }
@@ -294,7 +338,9 @@ pub fn detect_kind(input: &[u8]) -> Result<ProofKind, Error> {
         let name = v.as_str().unwrap_or_default();
         return parse_variant(name)
             .map(ProofKind::SnapDeals)
-            .ok_or_else(|| ErrorKind::InvalidRequest(format!("unknown registered update proof {v}")).into());
+            .ok_or_else(|| {
+                ErrorKind::InvalidRequest(format!("unknown registered update proof {v}")).into()
+            });
     }
     if let Some(v) = probe.registered_proof {
         let name = v.as_str().unwrap_or_default();
@@ -336,15 +382,25 @@ pub fn open_job(kind: ProofKind, input: &[u8]) -> Result<Box<dyn PartitionedJob>
 
 /// Reads a request file, then [`open_job`] (kind given) or [`detect_kind`] + [`open_job`];
 /// errors name the file.
-pub fn open_job_file(kind: Option<ProofKind>, path: impl AsRef<Path>) -> Result<Box<dyn PartitionedJob>, Error> {
+pub fn open_job_file(
+    kind: Option<ProofKind>,
+    path: impl AsRef<Path>,
+) -> Result<Box<dyn PartitionedJob>, Error> {
     let path = path.as_ref();
     let input = std::fs::read(path).map_err(|e| {
-        Error::from(ErrorKind::InvalidRequest(format!("cannot read `{}`: {e}", path.display())))
+        Error::from(ErrorKind::InvalidRequest(format!(
+            "cannot read `{}`: {e}",
+            path.display()
+        )))
     })?;
     let name_file = |e: Error| -> Error {
         match e.into_kind() {
-            ErrorKind::InvalidC1(r) => ErrorKind::InvalidC1(format!("`{}`: {r}", path.display())).into(),
-            ErrorKind::InvalidRequest(r) => ErrorKind::InvalidRequest(format!("`{}`: {r}", path.display())).into(),
+            ErrorKind::InvalidC1(r) => {
+                ErrorKind::InvalidC1(format!("`{}`: {r}", path.display())).into()
+            }
+            ErrorKind::InvalidRequest(r) => {
+                ErrorKind::InvalidRequest(format!("`{}`: {r}", path.display())).into()
+            }
             kind => kind.into(),
         }
     };
@@ -372,7 +428,9 @@ pub fn prove_job<B: Backend + ?Sized, R: RngCore>(
         let (r, s) = (Scalar::random(&mut *rng), Scalar::random(&mut *rng));
         let t = std::time::Instant::now();
         let mut out = backend.prove_batch(&[assignment.as_assignment()], &[r], &[s])?;
-        let proof = out.pop().ok_or_else(|| Error::shape("proofs returned", 1, 0))?;
+        let proof = out
+            .pop()
+            .ok_or_else(|| Error::shape("proofs returned", 1, 0))?;
         tracing::debug!(
             kind = %job.kind(),
             partition = k,
@@ -395,7 +453,11 @@ pub fn assemble_proof(proofs: &[Proof]) -> Result<Vec<u8>, Error> {
         p.write(&mut buf)?;
     }
     if buf.len() != proofs.len() * PARTITION_PROOF_LEN {
-        return Err(Error::shape("proof bytes", proofs.len() * PARTITION_PROOF_LEN, buf.len()));
+        return Err(Error::shape(
+            "proof bytes",
+            proofs.len() * PARTITION_PROOF_LEN,
+            buf.len(),
+        ));
     }
     Ok(buf)
 }
@@ -481,8 +543,13 @@ impl ParamFiles {
         };
         let file = std::fs::File::open(&self.params)?;
         // bellperson writes the verifying key first in a `.params` file.
-        let inside = bellperson::groth16::VerifyingKey::<Bls12>::read(std::io::BufReader::new(file))
-            .map_err(|e| mismatch(format!("cannot be compared (the `.params` verifying key does not parse: {e})")))?;
+        let inside =
+            bellperson::groth16::VerifyingKey::<Bls12>::read(std::io::BufReader::new(file))
+                .map_err(|e| {
+                    mismatch(format!(
+                        "cannot be compared (the `.params` verifying key does not parse: {e})"
+                    ))
+                })?;
         let mut expected = Vec::new();
         inside.write(&mut expected)?;
         let actual = std::fs::read(&self.vk)?;
@@ -495,7 +562,10 @@ impl ParamFiles {
 
 /// Writes a file through a temporary file in the same dir and a rename, so a reader never sees a
 /// half-written file.
-fn write_atomic(path: &Path, f: impl FnOnce(&mut dyn Write) -> Result<(), Error>) -> Result<(), Error> {
+fn write_atomic(
+    path: &Path,
+    f: impl FnOnce(&mut dyn Write) -> Result<(), Error>,
+) -> Result<(), Error> {
     let tmp = path.with_extension(format!(
         "{}.tmp{}",
         path.extension().and_then(|e| e.to_str()).unwrap_or(""),
@@ -529,7 +599,10 @@ pub fn generate_parameters(
     }
     impl BlankVisitor for Generate<'_> {
         type Out = Parameters<Bls12>;
-        fn visit<C: Circuit<Scalar> + Clone + Send>(self, blank: C) -> Result<Parameters<Bls12>, Error> {
+        fn visit<C: Circuit<Scalar> + Clone + Send>(
+            self,
+            blank: C,
+        ) -> Result<Parameters<Bls12>, Error> {
             let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(self.seed);
             crate::paramgen::generate_parameters(blank, &mut rng, self.progress)
         }
@@ -542,8 +615,12 @@ pub fn generate_parameters(
     // The proving parameters first: a `.vk` without its `.params` is never left behind.
     write_atomic(&files.params, |w| Ok(params.write(w)?))?;
     write_atomic(&files.vk, |w| Ok(params.vk.write(w)?))?;
-    let meta = CacheEntryMetadata { sector_size: kind.sector_size() };
-    write_atomic(&files.meta, |w| serde_json::to_writer(w, &meta).map_err(|e| fil_error("writing metadata", e)))?;
+    let meta = CacheEntryMetadata {
+        sector_size: kind.sector_size(),
+    };
+    write_atomic(&files.meta, |w| {
+        serde_json::to_writer(w, &meta).map_err(|e| fil_error("writing metadata", e))
+    })?;
     Ok((files, params))
 }
 
@@ -566,7 +643,10 @@ pub fn ensure_parameters(
 /// Refuses a partition index `k` outside a job of `partitions`.
 pub(crate) fn check_partition(k: usize, partitions: usize) -> Result<(), Error> {
     if k >= partitions {
-        return Err(ErrorKind::PoRepConfig(format!("partition {k} out of range (the job has {partitions})")).into());
+        return Err(ErrorKind::PoRepConfig(format!(
+            "partition {k} out of range (the job has {partitions})"
+        ))
+        .into());
     }
     Ok(())
 }
@@ -624,12 +704,20 @@ mod tests {
 
     #[test]
     fn kinds_print_and_parse_back() {
-        for s in ["porep:StackedDrg2KiBV1_1", "post:StackedDrgWindow32GiBV1_2", "post:StackedDrgWinning2KiBV1", "snap:StackedDrg64GiBV1"] {
+        for s in [
+            "porep:StackedDrg2KiBV1_1",
+            "post:StackedDrgWindow32GiBV1_2",
+            "post:StackedDrgWinning2KiBV1",
+            "snap:StackedDrg64GiBV1",
+        ] {
             let k: ProofKind = s.parse().unwrap();
             assert_eq!(k.to_string(), s);
         }
         assert_eq!(
-            "porep:StackedDrg32GiBV1_1".parse::<ProofKind>().unwrap().sector_size(),
+            "porep:StackedDrg32GiBV1_1"
+                .parse::<ProofKind>()
+                .unwrap()
+                .sector_size(),
             32 << 30
         );
     }
@@ -637,12 +725,21 @@ mod tests {
     #[test]
     fn bad_kinds_name_the_problem() {
         let e = "porep:StackedDrg3KiBV1".parse::<ProofKind>().unwrap_err();
-        assert!(e.to_string().contains("unknown registered seal proof `StackedDrg3KiBV1`"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("unknown registered seal proof `StackedDrg3KiBV1`"),
+            "{e}"
+        );
         let e = "proof:StackedDrg2KiBV1".parse::<ProofKind>().unwrap_err();
-        assert!(e.to_string().contains("unknown proof family `proof`"), "{e}");
+        assert!(
+            e.to_string().contains("unknown proof family `proof`"),
+            "{e}"
+        );
         let e = "StackedDrg2KiBV1".parse::<ProofKind>().unwrap_err();
         assert!(e.to_string().contains("expected `porep:NAME`"), "{e}");
-        let e = "porep:StackedDrg2KiBV1_2_Feat_NonInteractivePoRep".parse::<ProofKind>().unwrap_err();
+        let e = "porep:StackedDrg2KiBV1_2_Feat_NonInteractivePoRep"
+            .parse::<ProofKind>()
+            .unwrap_err();
         assert!(e.to_string().contains("non-interactive"), "{e}");
     }
 
@@ -651,26 +748,46 @@ mod tests {
         let kind: ProofKind = "porep:StackedDrg2KiBV1_1".parse().unwrap();
         let f = ParamFiles::for_kind(kind, "/cache").unwrap();
         assert!(
-            f.identifier
-                .starts_with("stacked-proof-of-replication-merkletree-poseidon_hasher-8-0-0-sha256_hasher-"),
+            f.identifier.starts_with(
+                "stacked-proof-of-replication-merkletree-poseidon_hasher-8-0-0-sha256_hasher-"
+            ),
             "{}",
             f.identifier
         );
-        assert_eq!(f.params, Path::new("/cache").join(format!("v28-{}.params", f.identifier)));
-        assert_eq!(f.vk, Path::new("/cache").join(format!("v28-{}.vk", f.identifier)));
-        assert_eq!(f.meta, Path::new("/cache").join(format!("v28-{}.meta", f.identifier)));
+        assert_eq!(
+            f.params,
+            Path::new("/cache").join(format!("v28-{}.params", f.identifier))
+        );
+        assert_eq!(
+            f.vk,
+            Path::new("/cache").join(format!("v28-{}.vk", f.identifier))
+        );
+        assert_eq!(
+            f.meta,
+            Path::new("/cache").join(format!("v28-{}.meta", f.identifier))
+        );
         // V1 and V1_1 share the circuit (the porep id only changes the graph the vanilla proofs
         // walk), hence the parameters; another sector size is another parameter set and id.
         let v1 = ParamFiles::for_kind("porep:StackedDrg2KiBV1".parse().unwrap(), "/cache").unwrap();
         assert_eq!(f, v1);
-        let other = ParamFiles::for_kind("porep:StackedDrg8MiBV1_1".parse().unwrap(), "/cache").unwrap();
+        let other =
+            ParamFiles::for_kind("porep:StackedDrg8MiBV1_1".parse().unwrap(), "/cache").unwrap();
         assert_ne!(f.identifier, other.identifier);
         assert_ne!(f.circuit_id(), other.circuit_id());
         let e = f.check_present(kind).unwrap_err();
-        assert!(e.to_string().contains("splitprover params generate porep:StackedDrg2KiBV1_1"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("splitprover params generate porep:StackedDrg2KiBV1_1"),
+            "{e}"
+        );
         // SnapDeals has its own parameters, not the PoRep ones of the same sector size.
-        let snap = ParamFiles::for_kind("snap:StackedDrg2KiBV1".parse().unwrap(), "/cache").unwrap();
-        assert!(snap.identifier.starts_with("empty-sector-update-"), "{}", snap.identifier);
+        let snap =
+            ParamFiles::for_kind("snap:StackedDrg2KiBV1".parse().unwrap(), "/cache").unwrap();
+        assert!(
+            snap.identifier.starts_with("empty-sector-update-"),
+            "{}",
+            snap.identifier
+        );
     }
 
     #[test]
@@ -696,7 +813,11 @@ mod tests {
     #[test]
     fn assembled_proof_is_192_bytes_per_partition() {
         use group::prime::PrimeCurveAffine;
-        let p = Proof { a: blstrs::G1Affine::generator(), b: blstrs::G2Affine::generator(), c: blstrs::G1Affine::generator() };
+        let p = Proof {
+            a: blstrs::G1Affine::generator(),
+            b: blstrs::G2Affine::generator(),
+            c: blstrs::G1Affine::generator(),
+        };
         let bytes = assemble_proof(&[p.clone(), p]).unwrap();
         assert_eq!(bytes.len(), 2 * PARTITION_PROOF_LEN);
         assert_eq!(bytes[..192], bytes[192..]);

@@ -13,10 +13,11 @@
 //! `StackedCompound::generate_public_inputs(.., Some(k))`. Interactive PoRep only (also with
 //! synthetic challenges); non-interactive PoRep needs proof aggregation and is refused.
 
-
 use blstrs::Scalar;
 use filecoin_hashers::{Domain, Hasher};
-use filecoin_proofs::{DefaultPieceDomain, DefaultPieceHasher, PoRepConfig, SealCommitPhase1Output};
+use filecoin_proofs::{
+    DefaultPieceDomain, DefaultPieceHasher, PoRepConfig, SealCommitPhase1Output,
+};
 use filecoin_proofs_api::RegisteredSealProof;
 use storage_proofs_core::api_version::{ApiFeature, ApiVersion};
 use storage_proofs_core::compound_proof::CompoundProof;
@@ -121,7 +122,10 @@ impl<Tree: 'static + MerkleTreeTrait> PoRepC2<Tree> {
     /// Checks a parsed C1 output against the config of `proof` (the checks of
     /// `seal_commit_phase2_circuit_proofs`, plus partition count and vanilla proof verification)
     /// and prepares the public parameters and inputs.
-    pub fn new(proof: RegisteredSealProof, c1: SealCommitPhase1Output<Tree>) -> Result<Self, Error> {
+    pub fn new(
+        proof: RegisteredSealProof,
+        c1: SealCommitPhase1Output<Tree>,
+    ) -> Result<Self, Error> {
         ProofKind::PoRep(proof).check_supported()?;
         let config = &proof.as_v1_config();
         check_config::<Tree>(config)?;
@@ -246,7 +250,11 @@ impl<Tree: 'static + MerkleTreeTrait> PoRepC2<Tree> {
 
     /// Proves every partition with `backend` (see [`super::prove_job`]) and returns the proof
     /// bytes filecoin-proofs writes: the partitions' proofs concatenated.
-    pub fn prove<B: Backend, R: rand_core::RngCore>(&self, backend: &B, rng: &mut R) -> Result<Vec<u8>, Error> {
+    pub fn prove<B: Backend, R: rand_core::RngCore>(
+        &self,
+        backend: &B,
+        rng: &mut R,
+    ) -> Result<Vec<u8>, Error> {
         super::prove_job(self, backend, rng)
     }
 }
@@ -271,9 +279,11 @@ impl<Tree: 'static + MerkleTreeTrait> PartitionedJob for PoRepC2<Tree> {
 
 /// The C1 output in filecoin-proofs-api's form (`registered_proof` + shape-keyed vanilla proofs).
 fn parse_api_c1(input: &[u8]) -> Result<filecoin_proofs_api::seal::SealCommitPhase1Output, Error> {
-    serde_json::from_slice(input).map_err(|e| match super::json_error("C1 output", &e).into_kind() {
-        ErrorKind::InvalidRequest(r) => invalid_c1(r),
-        k => k.into(),
+    serde_json::from_slice(input).map_err(|e| {
+        match super::json_error("C1 output", &e).into_kind() {
+            ErrorKind::InvalidRequest(r) => invalid_c1(r),
+            k => k.into(),
+        }
     })
 }
 
@@ -284,7 +294,9 @@ fn unwrap_commit2in(input: &[u8]) -> Result<Option<Vec<u8>>, Error> {
         #[serde(rename = "Phase1Out")]
         phase1_out: Option<String>,
     }
-    let Ok(wrapper) = serde_json::from_slice::<Commit2In>(input) else { return Ok(None) };
+    let Ok(wrapper) = serde_json::from_slice::<Commit2In>(input) else {
+        return Ok(None);
+    };
     match wrapper.phase1_out {
         None => Ok(None),
         Some(b64) => super::decode_base64("`Phase1Out`", &b64)
@@ -295,7 +307,8 @@ fn unwrap_commit2in(input: &[u8]) -> Result<Option<Vec<u8>>, Error> {
 
 /// The kind of a lotus-bench `Commit2In` wrapper (from the C1 output inside it).
 pub(super) fn detect_commit2in(input: &[u8]) -> Result<ProofKind, Error> {
-    let inner = unwrap_commit2in(input)?.ok_or_else(|| invalid_c1("`Phase1Out` is not a string"))?;
+    let inner =
+        unwrap_commit2in(input)?.ok_or_else(|| invalid_c1("`Phase1Out` is not a string"))?;
     let c1 = parse_api_c1(&inner)?;
     let kind = ProofKind::PoRep(c1.registered_proof);
     kind.check_supported()?;
@@ -303,7 +316,10 @@ pub(super) fn detect_commit2in(input: &[u8]) -> Result<ProofKind, Error> {
 }
 
 /// Opens a C1 output (any of the three forms) for `proof`.
-pub(super) fn open(proof: RegisteredSealProof, input: &[u8]) -> Result<Box<dyn PartitionedJob>, Error> {
+pub(super) fn open(
+    proof: RegisteredSealProof,
+    input: &[u8],
+) -> Result<Box<dyn PartitionedJob>, Error> {
     fn inner<Tree: 'static + MerkleTreeTrait>(
         proof: RegisteredSealProof,
         input: &[u8],
@@ -317,8 +333,12 @@ pub(super) fn open(proof: RegisteredSealProof, input: &[u8]) -> Result<Box<dyn P
         // filecoin-proofs-api writes `registered_proof` first: a truncated api C1 output is still
         // recognised as one (and gets the api form's error).
         const KEY: &[u8] = b"\"registered_proof\"";
-        let api_form = serde_json::from_slice::<Probe>(input).map(|p| p.registered_proof.is_some()).unwrap_or(false)
-            || input[..input.len().min(256)].windows(KEY.len()).any(|w| w == KEY);
+        let api_form = serde_json::from_slice::<Probe>(input)
+            .map(|p| p.registered_proof.is_some())
+            .unwrap_or(false)
+            || input[..input.len().min(256)]
+                .windows(KEY.len())
+                .any(|w| w == KEY);
         let c1: SealCommitPhase1Output<Tree> = if api_form {
             let api = parse_api_c1(input)?;
             if api.registered_proof != proof {
@@ -331,7 +351,9 @@ pub(super) fn open(proof: RegisteredSealProof, input: &[u8]) -> Result<Box<dyn P
             let replica_id: blstrs::Scalar = api.replica_id.into();
             SealCommitPhase1Output {
                 vanilla_proofs: guarded("vanilla proofs", || api.vanilla_proofs.try_into())
-                    .map_err(|e| invalid_c1(format!("vanilla proofs of another sector shape ({e})")))?,
+                    .map_err(|e| {
+                        invalid_c1(format!("vanilla proofs of another sector shape ({e})"))
+                    })?,
                 comm_r: api.comm_r,
                 comm_d: api.comm_d,
                 replica_id: replica_id.into(),
@@ -348,7 +370,10 @@ pub(super) fn open(proof: RegisteredSealProof, input: &[u8]) -> Result<Box<dyn P
 }
 
 /// Calls `visitor` with the blank PoRep circuit of `proof` (what parameter generation uses).
-pub(super) fn visit_blank<V: BlankVisitor>(proof: RegisteredSealProof, visitor: V) -> Result<V::Out, Error> {
+pub(super) fn visit_blank<V: BlankVisitor>(
+    proof: RegisteredSealProof,
+    visitor: V,
+) -> Result<V::Out, Error> {
     super::with_tree!(u64::from(proof.sector_size()), Tree => {
         let config = proof.as_v1_config();
         check_config::<Tree>(&config)?;
@@ -385,9 +410,12 @@ mod tests {
 
     #[test]
     fn commit2in_with_bad_base64_names_the_field() {
-        let e = open(RegisteredSealProof::StackedDrg2KiBV1_1, b"{\"SectorNum\": 1, \"Phase1Out\": \"@@@\"}")
-            .err()
-            .unwrap();
+        let e = open(
+            RegisteredSealProof::StackedDrg2KiBV1_1,
+            b"{\"SectorNum\": 1, \"Phase1Out\": \"@@@\"}",
+        )
+        .err()
+        .unwrap();
         assert!(e.to_string().contains("`Phase1Out` is not base64"), "{e}");
         let inner = super::super::encode_base64(b"{\"registered_proof\": \"StackedDrg8MiBV1_1\"}");
         let e = open(

@@ -46,7 +46,9 @@ use storage_proofs_core::api_version::ApiVersion;
 use storage_proofs_core::compound_proof::{self, CompoundProof};
 use storage_proofs_core::merkle::MerkleTreeTrait;
 use storage_proofs_core::proof::ProofScheme;
-use storage_proofs_post::fallback::{self, FallbackPoSt, FallbackPoStCircuit, FallbackPoStCompound, PublicSector};
+use storage_proofs_post::fallback::{
+    self, FallbackPoSt, FallbackPoStCircuit, FallbackPoStCompound, PublicSector,
+};
 
 use super::{guarded, BlankVisitor, PartitionedJob, ProofKind};
 use crate::synth::{AssignmentSink, CircuitShape};
@@ -111,7 +113,9 @@ struct RawRequest {
 /// is an error saying so.
 fn registered_post_proof(v: &serde_json::Value) -> Result<RegisteredPoStProof, Error> {
     let Some(name) = v.as_str() else {
-        return Err(invalid(format!("`registered_proof` is {v}, not a proof type name")));
+        return Err(invalid(format!(
+            "`registered_proof` is {v}, not a proof type name"
+        )));
     };
     if let Some(p) = super::parse_variant::<RegisteredPoStProof>(name) {
         return Ok(p);
@@ -160,7 +164,8 @@ impl PoStRequest {
     /// Parses a request. Errors say whether the JSON is truncated, malformed, not a PoSt request
     /// (which field), or names another proof type.
     pub fn from_json(input: &[u8]) -> Result<Self, Error> {
-        let raw: RawRequest = serde_json::from_slice(input).map_err(|e| super::json_error("PoSt request", &e))?;
+        let raw: RawRequest =
+            serde_json::from_slice(input).map_err(|e| super::json_error("PoSt request", &e))?;
         Ok(Self {
             registered_proof: registered_post_proof(&raw.registered_proof)?,
             prover_id: raw.prover_id,
@@ -233,9 +238,18 @@ fn failing_sectors<Tree: 'static + MerkleTreeTrait>(
             return true;
         }
         s.inclusion_proofs.iter().enumerate().any(|(n, proof)| {
-            let index =
-                fallback::get_challenge_index(config.api_version, first.saturating_add(i), config.challenge_count, n);
-            let leaf = fallback::generate_leaf_challenge(pub_params, randomness, u64::from(p.sector_id), index);
+            let index = fallback::get_challenge_index(
+                config.api_version,
+                first.saturating_add(i),
+                config.challenge_count,
+                n,
+            );
+            let leaf = fallback::generate_leaf_challenge(
+                pub_params,
+                randomness,
+                u64::from(p.sector_id),
+                index,
+            );
             proof.root() != s.comm_r_last || !proof.validate(leaf as usize)
         })
     };
@@ -316,10 +330,12 @@ impl<Tree: 'static + MerkleTreeTrait> PoStJob<Tree> {
             }
             _ => {}
         }
-        let randomness: TreeDomain<Tree> = filecoin_proofs::as_safe_commitment(&request.randomness, "randomness")
-            .map_err(|e| invalid(format!("`randomness` is not a field element ({e:#})")))?;
-        let prover_id: TreeDomain<Tree> = filecoin_proofs::as_safe_commitment(&request.prover_id, "prover_id")
-            .map_err(|e| invalid(format!("`prover_id` is not a field element ({e:#})")))?;
+        let randomness: TreeDomain<Tree> =
+            filecoin_proofs::as_safe_commitment(&request.randomness, "randomness")
+                .map_err(|e| invalid(format!("`randomness` is not a field element ({e:#})")))?;
+        let prover_id: TreeDomain<Tree> =
+            filecoin_proofs::as_safe_commitment(&request.prover_id, "prover_id")
+                .map_err(|e| invalid(format!("`prover_id` is not a field element ({e:#})")))?;
 
         let bytes = request.vanilla_proof_bytes()?;
         let mut vanilla_proofs = Vec::with_capacity(bytes.len());
@@ -377,7 +393,9 @@ impl<Tree: 'static + MerkleTreeTrait> PoStJob<Tree> {
             priority: config.priority,
         };
         let pub_params = guarded("PoSt public parameters", || {
-            <Compound<Tree> as CompoundProof<FallbackPoSt<'_, Tree>, PoStCircuit<Tree>>>::setup(&setup)
+            <Compound<Tree> as CompoundProof<FallbackPoSt<'_, Tree>, PoStCircuit<Tree>>>::setup(
+                &setup,
+            )
         })?
         .vanilla_params;
         let partition_count = partitions.unwrap_or(1);
@@ -465,7 +483,11 @@ impl<Tree: 'static + MerkleTreeTrait> PoStJob<Tree> {
             partition_count
         };
         if job.partition_proofs.len() != expected {
-            return Err(Error::shape("PoSt partitions", expected, job.partition_proofs.len()));
+            return Err(Error::shape(
+                "PoSt partitions",
+                expected,
+                job.partition_proofs.len(),
+            ));
         }
         job.verify_vanilla()?;
         Ok(job)
@@ -568,7 +590,11 @@ impl<Tree: 'static + MerkleTreeTrait> PoStJob<Tree> {
 
     /// Proves every partition with `backend` (see [`super::prove_job`]) and returns the proof
     /// bytes filecoin-proofs writes: the partitions' proofs concatenated.
-    pub fn prove<B: Backend, R: rand_core::RngCore>(&self, backend: &B, rng: &mut R) -> Result<Vec<u8>, Error> {
+    pub fn prove<B: Backend, R: rand_core::RngCore>(
+        &self,
+        backend: &B,
+        rng: &mut R,
+    ) -> Result<Vec<u8>, Error> {
         super::prove_job(self, backend, rng)
     }
 }
@@ -592,7 +618,10 @@ impl<Tree: 'static + MerkleTreeTrait> PartitionedJob for PoStJob<Tree> {
 }
 
 /// Opens a PoSt request for `proof`.
-pub(super) fn open(proof: RegisteredPoStProof, input: &[u8]) -> Result<Box<dyn PartitionedJob>, Error> {
+pub(super) fn open(
+    proof: RegisteredPoStProof,
+    input: &[u8],
+) -> Result<Box<dyn PartitionedJob>, Error> {
     let request = PoStRequest::from_json(input)?;
     super::with_tree!(u64::from(proof.sector_size()), Tree => {
         PoStJob::<Tree>::new(proof, request).map(|j| Box::new(j) as Box<dyn PartitionedJob>)
@@ -601,7 +630,10 @@ pub(super) fn open(proof: RegisteredPoStProof, input: &[u8]) -> Result<Box<dyn P
 
 /// Calls `visitor` with the blank PoSt circuit of `proof`: `FallbackPoStCompound::blank_circuit`
 /// of the winning or window public parameters filecoin-proofs' parameter cache uses.
-pub(super) fn visit_blank<V: BlankVisitor>(proof: RegisteredPoStProof, visitor: V) -> Result<V::Out, Error> {
+pub(super) fn visit_blank<V: BlankVisitor>(
+    proof: RegisteredPoStProof,
+    visitor: V,
+) -> Result<V::Out, Error> {
     super::with_tree!(u64::from(proof.sector_size()), Tree => {
         let config = post_config(proof)?;
         let pub_params = guarded("PoSt public parameters", || match config.typ {
@@ -648,7 +680,10 @@ mod tests {
         assert!(matches!(e.kind(), ErrorKind::InvalidRequest(_)), "{e}");
         let e = open_err(WINNING, b"{\"registered_proof\" 1}");
         assert!(e.to_string().contains("malformed JSON"), "{e}");
-        let e = open_err(WINNING, b"{\"registered_proof\": \"StackedDrgWinning2KiBV1\"}");
+        let e = open_err(
+            WINNING,
+            b"{\"registered_proof\": \"StackedDrgWinning2KiBV1\"}",
+        );
         assert!(
             e.to_string().contains("not a PoSt request") && e.to_string().contains("prover_id"),
             "{e}"
@@ -658,7 +693,8 @@ mod tests {
             &request("StackedDrgWindow2KiBV1_2", &["AAAA"], ", \"partition\": 1"),
         );
         assert!(e.to_string().contains("unknown field `partition`"), "{e}");
-        let mut bad_byte = String::from_utf8(request("StackedDrgWinning2KiBV1", &["AAAA"], "")).unwrap();
+        let mut bad_byte =
+            String::from_utf8(request("StackedDrgWinning2KiBV1", &["AAAA"], "")).unwrap();
         bad_byte = bad_byte.replacen("[7, ", "[256, ", 1);
         let e = open_err(WINNING, bad_byte.as_bytes());
         assert!(e.to_string().contains("not a PoSt request"), "{e}");
@@ -675,9 +711,14 @@ mod tests {
         let e = open_err(WINNING, &request("StackedDrgWinning3KiBV1", &["AAAA"], ""));
         assert!(e.to_string().contains("not a registered proof"), "{e}");
         let json = String::from_utf8(request("StackedDrgWinning2KiBV1", &["AAAA"], "")).unwrap();
-        let e = open_err(WINNING, json.replacen("\"StackedDrgWinning2KiBV1\"", "5", 1).as_bytes());
+        let e = open_err(
+            WINNING,
+            json.replacen("\"StackedDrgWinning2KiBV1\"", "5", 1)
+                .as_bytes(),
+        );
         assert!(
-            e.to_string().contains("`registered_proof` is 5, not a proof type name"),
+            e.to_string()
+                .contains("`registered_proof` is 5, not a proof type name"),
             "{e}"
         );
         let e = open_err(WINDOW, &request("StackedDrgWinning2KiBV1", &["AAAA"], ""));
@@ -687,43 +728,80 @@ mod tests {
             "{e}"
         );
         let e = open_err(WINNING, &request("StackedDrgWindow2KiBV1_2", &["AAAA"], ""));
-        assert!(e.to_string().contains("not of `post:StackedDrgWinning2KiBV1`"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("not of `post:StackedDrgWinning2KiBV1`"),
+            "{e}"
+        );
     }
 
     #[test]
     fn wrong_vanilla_proof_count_is_refused() {
-        let e = open_err(WINNING, &request("StackedDrgWinning2KiBV1", &["AAAA", "AAAA"], ""));
-        assert!(e.to_string().contains("2 vanilla proofs, a WinningPoSt takes 1"), "{e}");
+        let e = open_err(
+            WINNING,
+            &request("StackedDrgWinning2KiBV1", &["AAAA", "AAAA"], ""),
+        );
+        assert!(
+            e.to_string()
+                .contains("2 vanilla proofs, a WinningPoSt takes 1"),
+            "{e}"
+        );
         let e = open_err(WINNING, &request("StackedDrgWinning2KiBV1", &[], ""));
         assert!(e.to_string().contains("0 vanilla proofs"), "{e}");
         let e = open_err(WINDOW, &request("StackedDrgWindow2KiBV1_2", &[], ""));
         assert!(e.to_string().contains("no vanilla proofs"), "{e}");
         let e = open_err(
             WINDOW,
-            &request("StackedDrgWindow2KiBV1_2", &["AAAA"; 3], ", \"partition_index\": 1"),
+            &request(
+                "StackedDrgWindow2KiBV1_2",
+                &["AAAA"; 3],
+                ", \"partition_index\": 1",
+            ),
         );
-        assert!(e.to_string().contains("3 vanilla proofs for partition 1"), "{e}");
+        assert!(
+            e.to_string().contains("3 vanilla proofs for partition 1"),
+            "{e}"
+        );
         let e = open_err(
             WINNING,
-            &request("StackedDrgWinning2KiBV1", &["AAAA"], ", \"partition_index\": 0"),
+            &request(
+                "StackedDrgWinning2KiBV1",
+                &["AAAA"],
+                ", \"partition_index\": 0",
+            ),
         );
-        assert!(e.to_string().contains("`partition_index` is for WindowPoSt"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("`partition_index` is for WindowPoSt"),
+            "{e}"
+        );
         let e = open_err(
             RegisteredPoStProof::StackedDrgWindow2KiBV1,
-            &request("StackedDrgWindow2KiBV1", &["AAAA"], ", \"partition_index\": 0"),
+            &request(
+                "StackedDrgWindow2KiBV1",
+                &["AAAA"],
+                ", \"partition_index\": 0",
+            ),
         );
         assert!(e.to_string().contains("needs a V1_2"), "{e}");
     }
 
     #[test]
     fn bad_vanilla_proofs_are_named() {
-        let e = open_err(WINDOW, &request("StackedDrgWindow2KiBV1_2", &["AAAA", "@@@"], ""));
-        assert!(e.to_string().contains("`vanilla_proofs[1]` is not base64"), "{e}");
+        let e = open_err(
+            WINDOW,
+            &request("StackedDrgWindow2KiBV1_2", &["AAAA", "@@@"], ""),
+        );
+        assert!(
+            e.to_string().contains("`vanilla_proofs[1]` is not base64"),
+            "{e}"
+        );
         let hello = super::super::encode_base64(b"hello");
         let e = open_err(WINDOW, &request("StackedDrgWindow2KiBV1_2", &[&hello], ""));
         assert!(
-            e.to_string()
-                .contains("`vanilla_proofs[0]` is not a vanilla proof of `post:StackedDrgWindow2KiBV1_2`"),
+            e.to_string().contains(
+                "`vanilla_proofs[0]` is not a vanilla proof of `post:StackedDrgWindow2KiBV1_2`"
+            ),
             "{e}"
         );
         // An absurd length prefix is refused without allocating it.
@@ -735,20 +813,39 @@ mod tests {
     #[test]
     fn randomness_must_be_a_field_element() {
         let json = String::from_utf8(request("StackedDrgWinning2KiBV1", &["AAAA"], "")).unwrap();
-        let json = json.replacen(&format!("{:?}", [3u8; 32]), &format!("{:?}", [255u8; 32]), 1);
+        let json = json.replacen(
+            &format!("{:?}", [3u8; 32]),
+            &format!("{:?}", [255u8; 32]),
+            1,
+        );
         let e = open_err(WINNING, json.as_bytes());
-        assert!(e.to_string().contains("`randomness` is not a field element"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("`randomness` is not a field element"),
+            "{e}"
+        );
     }
 
     #[test]
     fn requests_round_trip_and_say_their_kind() {
-        let r = PoStRequest::new(WINDOW, [1; 32], [2; 32], &[b"ab".to_vec(), b"cd".to_vec()]).with_partition_index(4);
+        let r = PoStRequest::new(WINDOW, [1; 32], [2; 32], &[b"ab".to_vec(), b"cd".to_vec()])
+            .with_partition_index(4);
         let json = r.to_json().unwrap();
         assert_eq!(PoStRequest::from_json(&json).unwrap(), r);
-        assert_eq!(r.vanilla_proof_bytes().unwrap(), vec![b"ab".to_vec(), b"cd".to_vec()]);
-        assert_eq!(super::super::detect_kind(&json).unwrap(), ProofKind::PoSt(WINDOW));
-        let plain = PoStRequest::new(WINNING, [1; 32], [2; 32], &[b"ab"]).to_json().unwrap();
-        assert!(!String::from_utf8(plain).unwrap().contains("partition_index"));
+        assert_eq!(
+            r.vanilla_proof_bytes().unwrap(),
+            vec![b"ab".to_vec(), b"cd".to_vec()]
+        );
+        assert_eq!(
+            super::super::detect_kind(&json).unwrap(),
+            ProofKind::PoSt(WINDOW)
+        );
+        let plain = PoStRequest::new(WINNING, [1; 32], [2; 32], &[b"ab"])
+            .to_json()
+            .unwrap();
+        assert!(!String::from_utf8(plain)
+            .unwrap()
+            .contains("partition_index"));
     }
 
     #[test]
@@ -759,6 +856,9 @@ mod tests {
         assert_eq!(winning.inputs, 1 + 66 * 2);
         let window = ProofKind::PoSt(WINDOW).shape().unwrap();
         assert_eq!(window.inputs, 1 + 2 * 11);
-        assert!(winning.constraints > window.constraints, "{winning:?} {window:?}");
+        assert!(
+            winning.constraints > window.constraints,
+            "{winning:?} {window:?}"
+        );
     }
 }

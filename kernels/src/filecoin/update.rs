@@ -40,7 +40,8 @@ use storage_proofs_core::parameter_cache::CacheableParameters;
 use storage_proofs_core::proof::ProofScheme;
 use storage_proofs_update::constants::{TreeDDomain, TreeRDomain, TreeRHasher};
 use storage_proofs_update::{
-    EmptySectorUpdate, EmptySectorUpdateCircuit, EmptySectorUpdateCompound, PartitionProof, PublicInputs, PublicParams,
+    EmptySectorUpdate, EmptySectorUpdateCircuit, EmptySectorUpdateCompound, PartitionProof,
+    PublicInputs, PublicParams,
 };
 
 use super::{guarded, BlankVisitor, PartitionedJob, ProofKind};
@@ -115,20 +116,25 @@ impl SnapRequest {
             comm_r_old,
             comm_r_new,
             comm_d_new,
-            vanilla_proofs: vanilla_proofs.iter().map(|p| super::encode_base64(&p.0)).collect(),
+            vanilla_proofs: vanilla_proofs
+                .iter()
+                .map(|p| super::encode_base64(&p.0))
+                .collect(),
         }
     }
 
     /// Parses a request. Errors say whether the JSON is truncated, malformed, not a SnapDeals
     /// request (a missing field, a commitment that is not 32 numbers) or names an unknown proof.
     pub fn from_json(input: &[u8]) -> Result<Self, Error> {
-        let raw: RawRequest = serde_json::from_slice(input).map_err(|e| super::json_error("SnapDeals request", &e))?;
-        let registered_update_proof = super::parse_variant(&raw.registered_update_proof).ok_or_else(|| {
-            invalid(format!(
-                "unknown registered update proof `{}` (for example `StackedDrg32GiBV1`)",
-                raw.registered_update_proof
-            ))
-        })?;
+        let raw: RawRequest = serde_json::from_slice(input)
+            .map_err(|e| super::json_error("SnapDeals request", &e))?;
+        let registered_update_proof = super::parse_variant(&raw.registered_update_proof)
+            .ok_or_else(|| {
+                invalid(format!(
+                    "unknown registered update proof `{}` (for example `StackedDrg32GiBV1`)",
+                    raw.registered_update_proof
+                ))
+            })?;
         Ok(Self {
             registered_update_proof,
             comm_r_old: raw.comm_r_old,
@@ -149,7 +155,9 @@ impl SnapRequest {
         self.vanilla_proofs
             .iter()
             .enumerate()
-            .map(|(k, b64)| super::decode_base64(&format!("vanilla proof {k}"), b64).map(PartitionProofBytes))
+            .map(|(k, b64)| {
+                super::decode_base64(&format!("vanilla proof {k}"), b64).map(PartitionProofBytes)
+            })
             .collect()
     }
 }
@@ -307,7 +315,11 @@ impl<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>> SnapDeals<Tree> {
     pub fn public_inputs(&self, k: usize) -> Result<Vec<Scalar>, Error> {
         self.check_partition(k)?;
         guarded("update public inputs", || {
-            Compound::<Tree>::generate_public_inputs(&self.public_inputs, &self.public_params, Some(k))
+            Compound::<Tree>::generate_public_inputs(
+                &self.public_inputs,
+                &self.public_params,
+                Some(k),
+            )
         })
     }
 
@@ -318,7 +330,11 @@ impl<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>> SnapDeals<Tree> {
 
     /// Proves every partition with `backend` (see [`super::prove_job`]) and returns the proof
     /// bytes filecoin-proofs writes: the partitions' proofs concatenated.
-    pub fn prove<B: Backend, R: rand_core::RngCore>(&self, backend: &B, rng: &mut R) -> Result<Vec<u8>, Error> {
+    pub fn prove<B: Backend, R: rand_core::RngCore>(
+        &self,
+        backend: &B,
+        rng: &mut R,
+    ) -> Result<Vec<u8>, Error> {
         super::prove_job(self, backend, rng)
     }
 }
@@ -340,7 +356,10 @@ impl<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>> PartitionedJob for S
             crate::synth::synthesize(circuit, &mut *sink).map(drop)
         }))
         .unwrap_or_else(|_| {
-            Err(ErrorKind::Filecoin(format!("the update circuit of partition {k} panicked during synthesis")).into())
+            Err(ErrorKind::Filecoin(format!(
+                "the update circuit of partition {k} panicked during synthesis"
+            ))
+            .into())
         })
     }
 
@@ -405,7 +424,10 @@ fn mismatch_reason<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
 }
 
 /// Opens a SnapDeals request for `proof`.
-pub(super) fn open(proof: RegisteredUpdateProof, input: &[u8]) -> Result<Box<dyn PartitionedJob>, Error> {
+pub(super) fn open(
+    proof: RegisteredUpdateProof,
+    input: &[u8],
+) -> Result<Box<dyn PartitionedJob>, Error> {
     let request = SnapRequest::from_json(input)?;
     super::with_tree!(u64::from(proof.sector_size()), Tree => {
         Ok(Box::new(SnapDeals::<Tree>::new(proof, &request)?) as Box<dyn PartitionedJob>)
@@ -441,7 +463,9 @@ impl<Tree> Clone for BlankSnapCircuit<Tree> {
     }
 }
 
-impl<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>> Circuit<Scalar> for BlankSnapCircuit<Tree> {
+impl<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>> Circuit<Scalar>
+    for BlankSnapCircuit<Tree>
+{
     fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
         <Compound<Tree> as CompoundProof<EmptySectorUpdate<Tree>, SnapCircuit<Tree>>>::blank_circuit(
             &self.public_params,
@@ -452,7 +476,10 @@ impl<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>> Circuit<Scalar> for 
 
 /// Calls `visitor` with the blank update circuit of `proof` (what filecoin-proofs' parameter
 /// cache generates the update parameters from).
-pub(super) fn visit_blank<V: BlankVisitor>(proof: RegisteredUpdateProof, visitor: V) -> Result<V::Out, Error> {
+pub(super) fn visit_blank<V: BlankVisitor>(
+    proof: RegisteredUpdateProof,
+    visitor: V,
+) -> Result<V::Out, Error> {
     let sector_size = u64::from(proof.sector_size());
     super::with_tree!(sector_size, Tree => {
         let blank = BlankSnapCircuit::<Tree> { public_params: public_params(sector_size)?, tree: PhantomData };
@@ -495,7 +522,10 @@ mod tests {
         );
         assert!(text.contains("\"comm_r_old\":[1,1,"), "{text}");
         assert_eq!(SnapRequest::from_json(&json).unwrap(), r);
-        assert_eq!(super::super::detect_kind(&json).unwrap(), ProofKind::SnapDeals(PROOF));
+        assert_eq!(
+            super::super::detect_kind(&json).unwrap(),
+            ProofKind::SnapDeals(PROOF)
+        );
         assert_eq!(r.vanilla_proof_bytes().unwrap()[0].0, b"proof");
         let api = SnapRequest::new(
             PROOF,
@@ -517,7 +547,8 @@ mod tests {
         assert!(e.to_string().contains("malformed JSON"), "{e}");
         let e = open_err(b"{\"registered_update_proof\": \"StackedDrg2KiBV1\"}");
         assert!(
-            e.to_string().contains("not a SnapDeals request") && e.to_string().contains("comm_r_old"),
+            e.to_string().contains("not a SnapDeals request")
+                && e.to_string().contains("comm_r_old"),
             "{e}"
         );
         let e = open_err(
@@ -532,16 +563,23 @@ mod tests {
     #[test]
     fn unknown_or_other_proof_is_refused() {
         let json = String::from_utf8(request(vec![]).to_json()).unwrap();
-        let e = open_err(json.replace("StackedDrg2KiBV1", "StackedDrg3KiBV1").as_bytes());
+        let e = open_err(
+            json.replace("StackedDrg2KiBV1", "StackedDrg3KiBV1")
+                .as_bytes(),
+        );
         assert!(
             e.to_string()
                 .contains("unknown registered update proof `StackedDrg3KiBV1`"),
             "{e}"
         );
-        let e = open_err(json.replace("StackedDrg2KiBV1", "StackedDrg8MiBV1").as_bytes());
+        let e = open_err(
+            json.replace("StackedDrg2KiBV1", "StackedDrg8MiBV1")
+                .as_bytes(),
+        );
         assert!(
-            e.to_string()
-                .contains("a SnapDeals request of `snap:StackedDrg8MiBV1`, not of `snap:StackedDrg2KiBV1`"),
+            e.to_string().contains(
+                "a SnapDeals request of `snap:StackedDrg8MiBV1`, not of `snap:StackedDrg2KiBV1`"
+            ),
             "{e}"
         );
     }
@@ -551,11 +589,18 @@ mod tests {
         let mut r = request(vec!["AAAA".into()]);
         r.comm_r_new = [0xff; 32];
         let e = open_err(&r.to_json());
-        assert!(e.to_string().contains("`comm_r_new` is not a field element"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("`comm_r_new` is not a field element"),
+            "{e}"
+        );
         let mut r = request(vec!["AAAA".into()]);
         r.comm_d_new = [0; 32];
         let e = open_err(&r.to_json());
-        assert!(e.to_string().contains("all-zero commitment `comm_d_new`"), "{e}");
+        assert!(
+            e.to_string().contains("all-zero commitment `comm_d_new`"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -575,7 +620,10 @@ mod tests {
     #[test]
     fn bad_vanilla_proofs_are_named() {
         let e = open_err(&request(vec!["@@@ not base64".into()]).to_json());
-        assert!(e.to_string().contains("vanilla proof 0 is not base64"), "{e}");
+        assert!(
+            e.to_string().contains("vanilla proof 0 is not base64"),
+            "{e}"
+        );
         let e = open_err(&request(vec![super::super::encode_base64(&[7; 40])]).to_json());
         assert!(
             e.to_string()

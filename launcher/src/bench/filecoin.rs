@@ -49,9 +49,15 @@ pub struct FilecoinRow {
 }
 
 /// Runs the bench and returns one row per mode, plus the timeline of the split run.
-pub fn run(bench: &FilecoinBench, settings: PipelineSettings) -> anyhow::Result<(Vec<FilecoinRow>, Option<Timeline>)> {
+pub fn run(
+    bench: &FilecoinBench,
+    settings: PipelineSettings,
+) -> anyhow::Result<(Vec<FilecoinRow>, Option<Timeline>)> {
     let ProofKind::PoRep(proof) = bench.kind else {
-        anyhow::bail!("the Filecoin bench measures PoRep C2 (`porep:…`), not `{}`", bench.kind);
+        anyhow::bail!(
+            "the Filecoin bench measures PoRep C2 (`porep:…`), not `{}`",
+            bench.kind
+        );
     };
     let kind = bench.kind;
     std::fs::create_dir_all(&bench.param_cache)?;
@@ -66,18 +72,28 @@ pub fn run(bench: &FilecoinBench, settings: PipelineSettings) -> anyhow::Result<
 
     let t = Instant::now();
     let bar = crate::srs::GenBar::new(true);
-    let (files, generated) = filecoin::ensure_parameters(kind, &bench.param_cache, 17, &|p| bar.update(p))?;
+    let (files, generated) =
+        filecoin::ensure_parameters(kind, &bench.param_cache, 17, &|p| bar.update(p))?;
     bar.finish();
-    eprintln!("{kind}: parameters ready in {:.1} s (generated: {generated})", t.elapsed().as_secs_f64());
+    eprintln!(
+        "{kind}: parameters ready in {:.1} s (generated: {generated})",
+        t.elapsed().as_secs_f64()
+    );
 
     let t = Instant::now();
     let sector = fixture::seal_sector(proof, &bench.work_dir.join("sector"), 4242, 11)
         .with_context(|| format!("sealing a {kind} sector"))?;
-    eprintln!("{kind}: sealed (PC1, PC2, C1) in {:.1} s", t.elapsed().as_secs_f64());
+    eprintln!(
+        "{kind}: sealed (PC1, PC2, C1) in {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
     let c1_path = bench.work_dir.join("c1.json");
     std::fs::write(&c1_path, &sector.c1_json)?;
     let check = |what: &str, proof: &[u8]| -> anyhow::Result<()> {
-        anyhow::ensure!(sector.verify(proof, None)?, "{what}: verify_seal refused the proof");
+        anyhow::ensure!(
+            sector.verify(proof, None)?,
+            "{what}: verify_seal refused the proof"
+        );
         Ok(())
     };
 
@@ -92,7 +108,12 @@ pub fn run(bench: &FilecoinBench, settings: PipelineSettings) -> anyhow::Result<
             lat.push(t.elapsed().as_secs_f64());
             check("stock", &proof)?;
         }
-        rows.push(plain_row("filecoin-proofs seal_commit_phase2 (bellperson CPU)", "stock", started.elapsed(), lat));
+        rows.push(plain_row(
+            "filecoin-proofs seal_commit_phase2 (bellperson CPU)",
+            "stock",
+            started.elapsed(),
+            lat,
+        ));
     }
     if has("monolithic") {
         let backend = local_backend(&settings.gpus[0].backend, &files)?;
@@ -111,13 +132,22 @@ pub fn run(bench: &FilecoinBench, settings: PipelineSettings) -> anyhow::Result<
     let mut timeline = None;
     if has("split") {
         let mut s = settings;
-        s.circuits = vec![crate::pipeline::CircuitSetting { spec: AnyCircuit::Filecoin(kind), params: files.params.clone() }];
+        s.circuits = vec![crate::pipeline::CircuitSetting {
+            spec: AnyCircuit::Filecoin(kind),
+            params: files.params.clone(),
+        }];
         let pipeline = crate::pipeline::Pipeline::start(s)?;
         pipeline.wait_ready(Duration::from_secs(900))?;
         let status = pipeline.status();
         // One warm-up job (CUDA initialised, SRS loaded, request cache warm), not measured.
         let warm = pipeline.submit_request(Some(kind), &c1_path)?.wait()?;
-        check("split warm-up", &warm.result.map_err(|e| anyhow::anyhow!("warm-up job failed: {e}"))?.concat())?;
+        check(
+            "split warm-up",
+            &warm
+                .result
+                .map_err(|e| anyhow::anyhow!("warm-up job failed: {e}"))?
+                .concat(),
+        )?;
         let _ = pipeline.take_timeline();
         let bar = report::progress_bar(bench.proofs.max(1), "split");
         let started = Instant::now();
@@ -130,7 +160,9 @@ pub fn run(bench: &FilecoinBench, settings: PipelineSettings) -> anyhow::Result<
                 next += 1;
             }
             let o = in_flight.pop_front().expect("a job is in flight").wait()?;
-            let proofs = o.result.map_err(|e| anyhow::anyhow!("job {} failed: {e}", o.job_id))?;
+            let proofs = o
+                .result
+                .map_err(|e| anyhow::anyhow!("job {} failed: {e}", o.job_id))?;
             check("split", &proofs.concat())?;
             lat.push(o.elapsed.as_secs_f64());
             bar.set_position(lat.len() as u64);
@@ -140,7 +172,10 @@ pub fn run(bench: &FilecoinBench, settings: PipelineSettings) -> anyhow::Result<
         let tl = Timeline::from_events(pipeline.take_timeline());
         pipeline.shutdown();
         let synth = status.children.iter().find(|c| c.role == "synth-proc");
-        let gpu = status.children.iter().find(|c| c.role.starts_with("gpu-proc"));
+        let gpu = status
+            .children
+            .iter()
+            .find(|c| c.role.starts_with("gpu-proc"));
         let cfg = format!(
             "synth cpus {} / gpu cpus {}, -j {}",
             synth.and_then(|c| c.cpus.clone()).unwrap_or_default(),
@@ -154,7 +189,10 @@ pub fn run(bench: &FilecoinBench, settings: PipelineSettings) -> anyhow::Result<
         row.s_per_proof = Some(wall.as_secs_f64() / lat.len() as f64);
         row.proofs_per_s = Some(lat.len() as f64 / wall.as_secs_f64());
         row.proofs_per_min = row.proofs_per_s.map(|p| p * 60.0);
-        rows.push(FilecoinRow { row, latencies: lat });
+        rows.push(FilecoinRow {
+            row,
+            latencies: lat,
+        });
         timeline = Some(tl);
     }
     Ok((rows, timeline))
@@ -163,7 +201,11 @@ pub fn run(bench: &FilecoinBench, settings: PipelineSettings) -> anyhow::Result<
 fn plain_row(config: &str, mode: &str, wall: Duration, latencies: Vec<f64>) -> FilecoinRow {
     let n = latencies.len();
     let wall_s = wall.as_secs_f64();
-    let mut row = BenchRow::from_stats(config, mode, &report::TimelineStats::from_timeline(&Timeline::from_events(Vec::new())));
+    let mut row = BenchRow::from_stats(
+        config,
+        mode,
+        &report::TimelineStats::from_timeline(&Timeline::from_events(Vec::new())),
+    );
     row.proofs = n;
     row.wall_s = wall_s;
     row.s_per_proof = Some(wall_s / n as f64);
@@ -175,11 +217,14 @@ fn plain_row(config: &str, mode: &str, wall: Duration, latencies: Vec<f64>) -> F
 fn local_backend(kind: &str, files: &ParamFiles) -> anyhow::Result<Box<dyn Backend>> {
     match kind {
         "cpu" => {
-            let image = kernels::srs::SrsImage::from_params_file(&files.params, files.circuit_id(), false)?;
+            let image =
+                kernels::srs::SrsImage::from_params_file(&files.params, files.circuit_id(), false)?;
             Ok(Box::new(kernels::CpuBackend::new(image)?))
         }
         #[cfg(feature = "cuda")]
-        "cuda" => Ok(Box::new(kernels::backend::cuda::CudaBackend::open(&files.params)?)),
+        "cuda" => Ok(Box::new(kernels::backend::cuda::CudaBackend::open(
+            &files.params,
+        )?)),
         other => anyhow::bail!("backend `{other}` is not available in this build"),
     }
 }

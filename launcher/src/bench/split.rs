@@ -45,7 +45,11 @@ pub fn run_split(
     }
     let timeline = Timeline::from_events(pipeline.take_timeline());
     pipeline.shutdown();
-    Ok(SplitRun { timeline, outcomes, status })
+    Ok(SplitRun {
+        timeline,
+        outcomes,
+        status,
+    })
 }
 
 /// GPU-only capacity on pre-synthesized slots: after `warm_up` jobs have gone through (CUDA
@@ -77,7 +81,10 @@ pub fn run_gpu_only(
     // Wait until every job sits READY in the ring.
     let deadline = std::time::Instant::now() + Duration::from_secs(3600);
     while pipeline.ring().counts().ready < n {
-        anyhow::ensure!(std::time::Instant::now() < deadline, "synthesis did not fill the ring in time");
+        anyhow::ensure!(
+            std::time::Instant::now() < deadline,
+            "synthesis did not fill the ring in time"
+        );
         if let Some(f) = pipeline.status().fatal {
             anyhow::bail!("{f}");
         }
@@ -93,5 +100,9 @@ pub fn run_gpu_only(
     }
     let timeline = Timeline::from_events(pipeline.take_timeline());
     pipeline.shutdown();
-    Ok(SplitRun { timeline, outcomes, status })
+    Ok(SplitRun {
+        timeline,
+        outcomes,
+        status,
+    })
 }

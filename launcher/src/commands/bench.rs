@@ -77,7 +77,11 @@ fn list(text: Option<&str>, default: usize) -> anyhow::Result<Vec<usize>> {
         None => Ok(vec![default]),
         Some(t) => t
             .split(',')
-            .map(|v| v.trim().parse::<usize>().with_context(|| format!("bad number `{v}` in `{t}`")))
+            .map(|v| {
+                v.trim()
+                    .parse::<usize>()
+                    .with_context(|| format!("bad number `{v}` in `{t}`"))
+            })
             .collect(),
     }
 }
@@ -92,12 +96,16 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let modes: Vec<String> = args.modes.split(',').map(|m| m.trim().to_owned()).collect();
     for m in &modes {
         anyhow::ensure!(
-            matches!(m.as_str(), "monolithic" | "inprocess" | "split" | "synth-only" | "gpu-only"),
+            matches!(
+                m.as_str(),
+                "monolithic" | "inprocess" | "split" | "synth-only" | "gpu-only"
+            ),
             "unknown mode `{m}`: use monolithic, inprocess, split, synth-only, gpu-only"
         );
     }
     let base = super::settings_from_args(&args.pipeline, &spec, args.srs.as_deref())?;
-    std::fs::create_dir_all(&args.out_dir).with_context(|| format!("cannot create `{}`", args.out_dir.display()))?;
+    std::fs::create_dir_all(&args.out_dir)
+        .with_context(|| format!("cannot create `{}`", args.out_dir.display()))?;
     let n = args.proofs.max(1);
     let batch = args.pipeline.batch.max(1);
     let mut rows: Vec<BenchRow> = Vec::new();
@@ -117,9 +125,17 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         let backend = local_backend(&args.pipeline.backend, &spec, &params)?;
         if has("monolithic") {
             let bar = report::progress_bar(n, "monolithic");
-            let run = local::run_monolithic(backend.as_ref(), &spec, n, batch, &|d| bar.set_position(d as u64))?;
+            let run = local::run_monolithic(backend.as_ref(), &spec, n, batch, &|d| {
+                bar.set_position(d as u64)
+            })?;
             bar.finish_and_clear();
-            rows.push(record(&args, &format!("batch {batch}"), "monolithic", &run.timeline, false)?);
+            rows.push(record(
+                &args,
+                &format!("batch {batch}"),
+                "monolithic",
+                &run.timeline,
+                false,
+            )?);
         }
         if has("inprocess") {
             let opts = local::InProcessOptions {
@@ -128,9 +144,17 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
                 queue_depth: args.clients.max(1),
             };
             let bar = report::progress_bar(n, "inprocess");
-            let run = local::run_inprocess(backend.as_ref(), &spec, n, &opts, &|d| bar.set_position(d as u64))?;
+            let run = local::run_inprocess(backend.as_ref(), &spec, n, &opts, &|d| {
+                bar.set_position(d as u64)
+            })?;
             bar.finish_and_clear();
-            rows.push(record(&args, &format!("synth {} threads", opts.synth_threads), "inprocess", &run.timeline, false)?);
+            rows.push(record(
+                &args,
+                &format!("synth {} threads", opts.synth_threads),
+                "inprocess",
+                &run.timeline,
+                false,
+            )?);
         }
     }
     if has("synth-only") {
@@ -138,7 +162,13 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         let bar = report::progress_bar(n, "synth-only");
         let run = local::run_synth_only(&spec, n, threads, &|d| bar.set_position(d as u64))?;
         bar.finish_and_clear();
-        rows.push(record(&args, &format!("{threads} threads"), "synth-only", &run.timeline, true)?);
+        rows.push(record(
+            &args,
+            &format!("{threads} threads"),
+            "synth-only",
+            &run.timeline,
+            true,
+        )?);
     }
     // Split rows paired with their own GPU-only capacity (same gpu-proc cores).
     let mut pairs: Vec<(usize, Option<usize>)> = Vec::new();
@@ -169,7 +199,10 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
                 let workers = synth_proc
                     .and_then(|c| c.detail.split(": ").nth(1).map(str::to_owned))
                     .unwrap_or_else(|| synth.to_string());
-                let cfg = format!("gpu {gpu_cores} cores / synth cpus {synth_cpus}, {workers}, -j {}", args.clients);
+                let cfg = format!(
+                    "gpu {gpu_cores} cores / synth cpus {synth_cpus}, {workers}, -j {}",
+                    args.clients
+                );
                 rows.push(record(&args, &cfg, "split", &run.timeline, false)?);
                 pairs.push((rows.len() - 1, gpu_row));
             }
@@ -182,7 +215,11 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     for (split_i, gpu_i) in pairs {
         let split_row = &rows[split_i];
         println!("{}:", split_row.config);
-        let caps: Vec<BenchRow> = synth_row.iter().cloned().chain(gpu_i.map(|i| rows[i].clone())).collect();
+        let caps: Vec<BenchRow> = synth_row
+            .iter()
+            .cloned()
+            .chain(gpu_i.map(|i| rows[i].clone()))
+            .collect();
         if !caps.is_empty() {
             println!("  {}", report::ratio_line(split_row, &caps));
         }
@@ -200,7 +237,10 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let json = report::rows_to_json(&rows);
     let path = args.out_dir.join("bench.json");
     std::fs::write(&path, serde_json::to_vec_pretty(&json)?)?;
-    eprintln!("wrote {} and per-run TIMELINE logs, traces and waterfalls", path.display());
+    eprintln!(
+        "wrote {} and per-run TIMELINE logs, traces and waterfalls",
+        path.display()
+    );
     Ok(ExitCode::SUCCESS)
 }
 
@@ -208,22 +248,38 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
 #[cfg(feature = "filecoin")]
 fn run_filecoin(args: &BenchArgs, kind: &str) -> anyhow::Result<ExitCode> {
     use crate::bench::filecoin::{self, FilecoinBench};
-    let kind: kernels::filecoin::ProofKind = kind.parse().with_context(|| format!("--filecoin `{kind}`"))?;
-    let modes: Vec<String> = args.filecoin_modes.split(',').map(|m| m.trim().to_owned()).collect();
+    let kind: kernels::filecoin::ProofKind = kind
+        .parse()
+        .with_context(|| format!("--filecoin `{kind}`"))?;
+    let modes: Vec<String> = args
+        .filecoin_modes
+        .split(',')
+        .map(|m| m.trim().to_owned())
+        .collect();
     for m in &modes {
-        anyhow::ensure!(matches!(m.as_str(), "stock" | "monolithic" | "split"), "unknown mode `{m}`: use stock, monolithic, split");
+        anyhow::ensure!(
+            matches!(m.as_str(), "stock" | "monolithic" | "split"),
+            "unknown mode `{m}`: use stock, monolithic, split"
+        );
     }
-    std::fs::create_dir_all(&args.out_dir).with_context(|| format!("cannot create `{}`", args.out_dir.display()))?;
+    std::fs::create_dir_all(&args.out_dir)
+        .with_context(|| format!("cannot create `{}`", args.out_dir.display()))?;
     let bench = FilecoinBench {
         kind,
         modes,
         proofs: args.proofs,
         stock_runs: args.stock_runs,
         clients: args.clients,
-        param_cache: args.param_cache.clone().unwrap_or_else(crate::env::param_cache_dir),
+        param_cache: args
+            .param_cache
+            .clone()
+            .unwrap_or_else(crate::env::param_cache_dir),
         work_dir: args.out_dir.join("filecoin-work"),
     };
-    eprintln!("parameters: {}", filecoin::describe_cache(kind, &bench.param_cache));
+    eprintln!(
+        "parameters: {}",
+        filecoin::describe_cache(kind, &bench.param_cache)
+    );
     // The pipeline's settings; its circuit is set by the bench once the parameters exist.
     let placeholder = kernels::circuits::AnyCircuit::Filecoin(kind);
     let settings = super::settings_for(&args.pipeline, placeholder, PathBuf::new())?;
@@ -232,9 +288,17 @@ fn run_filecoin(args: &BenchArgs, kind: &str) -> anyhow::Result<ExitCode> {
     println!("{kind}");
     println!("{}", report::render_table(&table));
     for r in &rows {
-        println!("  {:<11} latency min / median / max: {}", r.row.mode, filecoin::latency_line(&r.latencies));
+        println!(
+            "  {:<11} latency min / median / max: {}",
+            r.row.mode,
+            filecoin::latency_line(&r.latencies)
+        );
     }
-    let per = |m: &str| rows.iter().find(|r| r.row.mode == m).and_then(|r| r.row.s_per_proof);
+    let per = |m: &str| {
+        rows.iter()
+            .find(|r| r.row.mode == m)
+            .and_then(|r| r.row.s_per_proof)
+    };
     if let Some(stock) = per("stock") {
         for m in ["monolithic", "split"] {
             if let Some(x) = per(m) {
@@ -243,14 +307,20 @@ fn run_filecoin(args: &BenchArgs, kind: &str) -> anyhow::Result<ExitCode> {
         }
     }
     if let Some(tl) = timeline {
-        let base = args.out_dir.join(format!("filecoin-split-{}", kind.to_string().replace(':', "-")));
+        let base = args.out_dir.join(format!(
+            "filecoin-split-{}",
+            kind.to_string().replace(':', "-")
+        ));
         let mut log = Vec::new();
         tl.write_log(&mut log)?;
         std::fs::write(base.with_extension("timeline"), log)?;
         std::fs::write(base.with_extension("svg"), tl.waterfall_svg())?;
     }
     let path = args.out_dir.join("bench-filecoin.json");
-    std::fs::write(&path, serde_json::to_vec_pretty(&report::rows_to_json(&table))?)?;
+    std::fs::write(
+        &path,
+        serde_json::to_vec_pretty(&report::rows_to_json(&table))?,
+    )?;
     eprintln!("wrote {}", path.display());
     Ok(ExitCode::SUCCESS)
 }
@@ -264,7 +334,13 @@ fn check_outcomes(run: &split::SplitRun) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn record(args: &BenchArgs, config: &str, mode: &str, timeline: &Timeline, synth_only: bool) -> anyhow::Result<BenchRow> {
+fn record(
+    args: &BenchArgs,
+    config: &str,
+    mode: &str,
+    timeline: &Timeline,
+    synth_only: bool,
+) -> anyhow::Result<BenchRow> {
     let stats = TimelineStats::from_timeline(timeline);
     let slug: String = format!("{mode}-{config}")
         .chars()
@@ -274,7 +350,10 @@ fn record(args: &BenchArgs, config: &str, mode: &str, timeline: &Timeline, synth
     let mut log = Vec::new();
     timeline.write_log(&mut log)?;
     std::fs::write(base.with_extension("timeline"), log)?;
-    std::fs::write(base.with_extension("trace.json"), serde_json::to_vec(&timeline.chrome_trace())?)?;
+    std::fs::write(
+        base.with_extension("trace.json"),
+        serde_json::to_vec(&timeline.chrome_trace())?,
+    )?;
     std::fs::write(base.with_extension("svg"), timeline.waterfall_svg())?;
     Ok(if synth_only {
         BenchRow::from_synth_stats(config, mode, &stats)
@@ -283,7 +362,11 @@ fn record(args: &BenchArgs, config: &str, mode: &str, timeline: &Timeline, synth
     })
 }
 
-fn local_backend(kind: &str, spec: &CircuitSpec, params: &std::path::Path) -> anyhow::Result<Box<dyn Backend>> {
+fn local_backend(
+    kind: &str,
+    spec: &CircuitSpec,
+    params: &std::path::Path,
+) -> anyhow::Result<Box<dyn Backend>> {
     match kind {
         "cpu" => {
             let image = kernels::srs::SrsImage::from_params_file(params, spec.circuit_id(), false)?;

@@ -15,10 +15,25 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     let pipeline = Pipeline::start(settings)?;
     pipeline.wait_ready(Duration::from_secs(120))?;
     let status = pipeline.status();
-    println!("splitprover demo: {} jobs of `{spec}` through the split pipeline", args.jobs);
-    println!("  pinning: {}   ring: {} slots of {} MiB, {}", status.pin_mode, status.ring_slots, status.slot_bytes >> 20, status.ring_pages);
+    println!(
+        "splitprover demo: {} jobs of `{spec}` through the split pipeline",
+        args.jobs
+    );
+    println!(
+        "  pinning: {}   ring: {} slots of {} MiB, {}",
+        status.pin_mode,
+        status.ring_slots,
+        status.slot_bytes >> 20,
+        status.ring_pages
+    );
     for c in &status.children {
-        println!("  {:<12} pid {:<8} cpus {:<8} {}", c.role, c.pid.map(|p| p.to_string()).unwrap_or_default(), c.cpus.clone().unwrap_or_default(), c.detail);
+        println!(
+            "  {:<12} pid {:<8} cpus {:<8} {}",
+            c.role,
+            c.pid.map(|p| p.to_string()).unwrap_or_default(),
+            c.cpus.clone().unwrap_or_default(),
+            c.detail
+        );
     }
     let t0 = Instant::now();
     let handles: Vec<_> = (0..args.jobs)
@@ -30,7 +45,12 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         match &outcome.result {
             Ok(proofs) => {
                 ok += 1;
-                println!("  job {:>3}: {} proof(s) verified in {:.2}s", outcome.job_id, proofs.len(), outcome.elapsed.as_secs_f64());
+                println!(
+                    "  job {:>3}: {} proof(s) verified in {:.2}s",
+                    outcome.job_id,
+                    proofs.len(),
+                    outcome.elapsed.as_secs_f64()
+                );
             }
             Err(e) => println!("  job {:>3}: FAILED: {e}", outcome.job_id),
         }
@@ -49,5 +69,9 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         stats.gpu_busy_pct_of_wall.unwrap_or(0.0),
         started.elapsed().as_secs_f64()
     );
-    Ok(if ok == args.jobs { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    Ok(if ok == args.jobs {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }

@@ -28,11 +28,18 @@ pub fn settings_from_args(
 }
 
 /// Resolves the shared pipeline flags into settings for one circuit whose SRS file is `params`.
-pub fn settings_for(args: &PipelineArgs, spec: AnyCircuit, params: std::path::PathBuf) -> anyhow::Result<PipelineSettings> {
+pub fn settings_for(
+    args: &PipelineArgs,
+    spec: AnyCircuit,
+    params: std::path::PathBuf,
+) -> anyhow::Result<PipelineSettings> {
     let mut s = PipelineSettings::for_circuit(spec, params)?;
     s.slots = args.slots;
     s.huge_pages = crate::ring::parse_huge_pages(&args.huge_pages)?;
-    s.pin = args.pin.parse::<PinChoice>().map_err(|e| anyhow::anyhow!("--pin: {e}"))?;
+    s.pin = args
+        .pin
+        .parse::<PinChoice>()
+        .map_err(|e| anyhow::anyhow!("--pin: {e}"))?;
     s.gpu_cores = args.gpu_cores;
     s.synth_concurrency = args.synth_concurrency;
     anyhow::ensure!(args.gpus >= 1, "--gpus must be at least 1");
@@ -42,14 +49,20 @@ pub fn settings_for(args: &PipelineArgs, spec: AnyCircuit, params: std::path::Pa
         args.backend
     );
     s.gpus = (0..args.gpus as u32)
-        .map(|device| GpuSetting { device, backend: args.backend.clone(), batch: args.batch.max(1), cpus: None })
+        .map(|device| GpuSetting {
+            device,
+            backend: args.backend.clone(),
+            batch: args.batch.max(1),
+            cpus: None,
+        })
         .collect();
     Ok(s)
 }
 
 /// Parses a circuit spec with a message naming it.
 pub fn parse_spec(text: &str) -> anyhow::Result<CircuitSpec> {
-    text.parse().with_context(|| format!("bad circuit spec `{text}`"))
+    text.parse()
+        .with_context(|| format!("bad circuit spec `{text}`"))
 }
 
 /// The proof kind of a Filecoin request: `proof_type` if given, else read from the request; either
@@ -65,7 +78,8 @@ pub fn request_kind(
     let kind: ProofKind = match proof_type {
         Some(k) => k.parse().with_context(|| format!("bad proof type `{k}`"))?,
         None => {
-            let bytes = std::fs::read(path).with_context(|| format!("cannot read `{}`", path.display()))?;
+            let bytes =
+                std::fs::read(path).with_context(|| format!("cannot read `{}`", path.display()))?;
             filecoin::detect_kind(&bytes).with_context(|| format!("`{}`", path.display()))?
         }
     };

@@ -13,12 +13,20 @@ use crate::cli::ParamsCommand;
 /// Runs a `params` subcommand.
 pub fn run(cmd: ParamsCommand) -> anyhow::Result<ExitCode> {
     match cmd {
-        ParamsCommand::Generate { kinds, param_cache, seed, force } => {
+        ParamsCommand::Generate {
+            kinds,
+            param_cache,
+            seed,
+            force,
+        } => {
             let dir = param_cache.unwrap_or_else(crate::env::param_cache_dir);
             for kind in parse_kinds(&kinds)? {
                 let files = ParamFiles::for_kind(kind, &dir)?;
                 if !force && files.params.is_file() && files.vk.is_file() {
-                    eprintln!("{kind}: already present: {} (use --force to replace)", files.params.display());
+                    eprintln!(
+                        "{kind}: already present: {} (use --force to replace)",
+                        files.params.display()
+                    );
                     continue;
                 }
                 let t = Instant::now();
@@ -31,8 +39,9 @@ pub fn run(cmd: ParamsCommand) -> anyhow::Result<ExitCode> {
                 );
                 let bar = crate::srs::GenBar::new(true);
                 let seed = seed.unwrap_or_else(rand::random);
-                let (files, _) = filecoin::generate_parameters(kind, &dir, seed, &|p| bar.update(p))
-                    .with_context(|| format!("generating parameters for `{kind}`"))?;
+                let (files, _) =
+                    filecoin::generate_parameters(kind, &dir, seed, &|p| bar.update(p))
+                        .with_context(|| format!("generating parameters for `{kind}`"))?;
                 bar.finish();
                 eprintln!("{kind}: done in {:.1} s", t.elapsed().as_secs_f64());
                 println!("{}", files.params.display());
@@ -52,22 +61,42 @@ pub fn run(cmd: ParamsCommand) -> anyhow::Result<ExitCode> {
                     }
                 }
             }
-            Ok(if bad == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
+            Ok(if bad == 0 {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
         }
     }
 }
 
 fn parse_kinds(kinds: &[String]) -> anyhow::Result<Vec<ProofKind>> {
-    kinds.iter().map(|k| k.parse::<ProofKind>().with_context(|| format!("bad proof kind `{k}`"))).collect()
+    kinds
+        .iter()
+        .map(|k| {
+            k.parse::<ProofKind>()
+                .with_context(|| format!("bad proof kind `{k}`"))
+        })
+        .collect()
 }
 
 fn check(kind: ProofKind, dir: &std::path::Path) -> anyhow::Result<String> {
     let files = ParamFiles::for_kind(kind, dir)?;
     files.check_present(kind)?;
-    anyhow::ensure!(files.vk.is_file(), "`{}` is missing (filecoin-proofs' verifiers need it)", files.vk.display());
+    anyhow::ensure!(
+        files.vk.is_file(),
+        "`{}` is missing (filecoin-proofs' verifiers need it)",
+        files.vk.display()
+    );
     files.check_pair()?;
-    let lens = kernels::srs::scan_params_file(&files.params).with_context(|| format!("`{}`", files.params.display()))?;
+    let lens = kernels::srs::scan_params_file(&files.params)
+        .with_context(|| format!("`{}`", files.params.display()))?;
     let shape = kind.shape()?;
-    lens.check_shape(&shape).with_context(|| format!("`{}` does not fit `{kind}`", files.params.display()))?;
-    Ok(format!("ok: {} ({} constraints)", files.params.display(), shape.constraints))
+    lens.check_shape(&shape)
+        .with_context(|| format!("`{}` does not fit `{kind}`", files.params.display()))?;
+    Ok(format!(
+        "ok: {} ({} constraints)",
+        files.params.display(),
+        shape.constraints
+    ))
 }

@@ -14,12 +14,17 @@ pub fn run(args: ProveArgs) -> anyhow::Result<ExitCode> {
     if let Some(request) = args.request.request_file() {
         return prove_request(&args, request);
     }
-    let circuit = args.circuit.as_deref().context("--circuit is required without a request file")?;
+    let circuit = args
+        .circuit
+        .as_deref()
+        .context("--circuit is required without a request file")?;
     let spec = super::parse_spec(circuit)?;
     let settings = super::settings_from_args(&args.pipeline, &spec, args.srs.as_deref())?;
     let pipeline = Pipeline::start(settings)?;
     pipeline.wait_ready(Duration::from_secs(300))?;
-    let outcome = pipeline.submit(&spec.to_string(), args.seed, args.partitions)?.wait()?;
+    let outcome = pipeline
+        .submit(&spec.to_string(), args.seed, args.partitions)?
+        .wait()?;
     pipeline.shutdown();
     let proofs = match outcome.result {
         Ok(p) => p,
@@ -38,10 +43,21 @@ pub fn run(args: ProveArgs) -> anyhow::Result<ExitCode> {
 /// Proves one Filecoin request (its kind from `--proof-type` or the request itself).
 #[cfg(feature = "filecoin")]
 fn prove_request(args: &ProveArgs, request: &std::path::Path) -> anyhow::Result<ExitCode> {
-    let kind = super::request_kind(request, args.request.proof_type.as_deref(), args.request.family())?;
+    let kind = super::request_kind(
+        request,
+        args.request.proof_type.as_deref(),
+        args.request.family(),
+    )?;
     let spec = kernels::circuits::AnyCircuit::Filecoin(kind);
-    let param_cache = args.param_cache.clone().unwrap_or_else(crate::env::param_cache_dir);
-    let cache = args.pipeline.cache_dir.clone().unwrap_or_else(crate::env::cache_dir);
+    let param_cache = args
+        .param_cache
+        .clone()
+        .unwrap_or_else(crate::env::param_cache_dir);
+    let cache = args
+        .pipeline
+        .cache_dir
+        .clone()
+        .unwrap_or_else(crate::env::cache_dir);
     let params = crate::srs::resolve_any(&spec, args.srs.as_deref(), &cache, &param_cache)?;
     let settings = super::settings_for(&args.pipeline, spec, params)?;
     let pipeline = Pipeline::start(settings)?;
@@ -71,7 +87,8 @@ fn prove_request(_: &ProveArgs, _: &std::path::Path) -> anyhow::Result<ExitCode>
 /// proof bytes filecoin-proofs writes. Through a temporary file and a rename.
 pub fn write_proof(out: &std::path::Path, proofs: &[Vec<u8>]) -> anyhow::Result<()> {
     let tmp = out.with_extension(format!("tmp-{}", std::process::id()));
-    std::fs::write(&tmp, proofs.concat()).with_context(|| format!("cannot write `{}`", tmp.display()))?;
+    std::fs::write(&tmp, proofs.concat())
+        .with_context(|| format!("cannot write `{}`", tmp.display()))?;
     std::fs::rename(&tmp, out).with_context(|| format!("cannot write `{}`", out.display()))
 }
 
@@ -91,9 +108,11 @@ pub fn write_outputs(
                 .map(|v| v.iter().map(|s| hex(s.to_repr().as_ref())).collect())
         })
         .collect::<Result<_, _>>()?;
-    let json = serde_json::json!({ "circuit": spec.to_string(), "seed": seed, "public_inputs": inputs });
+    let json =
+        serde_json::json!({ "circuit": spec.to_string(), "seed": seed, "public_inputs": inputs });
     let path = inputs_path(out);
-    std::fs::write(&path, serde_json::to_vec_pretty(&json)?).with_context(|| format!("cannot write `{}`", path.display()))?;
+    std::fs::write(&path, serde_json::to_vec_pretty(&json)?)
+        .with_context(|| format!("cannot write `{}`", path.display()))?;
     Ok(())
 }
 

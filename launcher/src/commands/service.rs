@@ -14,15 +14,17 @@ use std::thread;
 use std::time::Duration;
 
 use anyhow::Context;
-use serde::{Deserialize, Serialize};
 use kernels::circuits::AnyCircuit;
+use serde::{Deserialize, Serialize};
 
 use super::prove::hex;
 use crate::cli::{RunArgs, StatusArgs, SubmitArgs};
 use crate::config::Config;
 use crate::cpuset::CpuList;
 use crate::notify::Notifier;
-use crate::pipeline::{CircuitSetting, GpuSetting, JobHandle, Pipeline, PipelineSettings, PipelineStatus};
+use crate::pipeline::{
+    CircuitSetting, GpuSetting, JobHandle, Pipeline, PipelineSettings, PipelineStatus,
+};
 
 /// A client's request.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -92,8 +94,16 @@ pub fn settings_from_config(config: &Config) -> anyhow::Result<PipelineSettings>
     );
     let mut circuits = Vec::new();
     for c in &config.circuit {
-        let spec: AnyCircuit = c.spec.parse().with_context(|| format!("bad circuit spec `{}`", c.spec))?;
-        let params = crate::srs::resolve_any(&spec, c.srs.as_deref(), &config.cache_dir, &config.param_cache)?;
+        let spec: AnyCircuit = c
+            .spec
+            .parse()
+            .with_context(|| format!("bad circuit spec `{}`", c.spec))?;
+        let params = crate::srs::resolve_any(
+            &spec,
+            c.srs.as_deref(),
+            &config.cache_dir,
+            &config.param_cache,
+        )?;
         circuits.push(CircuitSetting { spec, params });
     }
     let mut s = PipelineSettings::for_circuit(circuits[0].spec, circuits[0].params.clone())?;
@@ -107,7 +117,12 @@ pub fn settings_from_config(config: &Config) -> anyhow::Result<PipelineSettings>
     s.huge_pages = config.ring.huge_page_policy()?;
     s.pin = config.pin_choice()?;
     s.gpu_cores = config.cpus.gpu_cores;
-    s.synth_cpus = config.cpus.synth.as_deref().map(str::parse::<CpuList>).transpose()?;
+    s.synth_cpus = config
+        .cpus
+        .synth
+        .as_deref()
+        .map(str::parse::<CpuList>)
+        .transpose()?;
     s.synth_concurrency = config.synthesis.concurrency;
     s.gpus = config
         .gpu
@@ -138,7 +153,12 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     });
     let status = pipeline.status();
     let _ = notifier.ready();
-    let _ = notifier.status(&format!("serving on {}; pinning {}; ring {}", socket.display(), status.pin_mode, status.ring_pages));
+    let _ = notifier.status(&format!(
+        "serving on {}; pinning {}; ring {}",
+        socket.display(),
+        status.pin_mode,
+        status.ring_pages
+    ));
     tracing::info!(socket = %socket.display(), "service ready");
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
@@ -170,7 +190,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                     }
                 });
             }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => thread::sleep(Duration::from_millis(50)),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                thread::sleep(Duration::from_millis(50))
+            }
             Err(e) => return Err(e).context("accepting a client"),
         }
     }
@@ -186,13 +208,15 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
 
 fn bind(socket: &Path) -> anyhow::Result<UnixListener> {
     if let Some(dir) = socket.parent() {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create `{}`", dir.display()))?;
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("cannot create `{}`", dir.display()))?;
     }
     if socket.exists() {
         if UnixStream::connect(socket).is_ok() {
             anyhow::bail!("another service is listening on `{}`", socket.display());
         }
-        std::fs::remove_file(socket).with_context(|| format!("cannot remove stale socket `{}`", socket.display()))?;
+        std::fs::remove_file(socket)
+            .with_context(|| format!("cannot remove stale socket `{}`", socket.display()))?;
     }
     UnixListener::bind(socket).with_context(|| format!("cannot listen on `{}`", socket.display()))
 }
@@ -208,38 +232,74 @@ fn serve_client(pipeline: &Pipeline, conn: UnixStream) -> anyhow::Result<()> {
         let request: Request = match serde_json::from_str(&line) {
             Ok(r) => r,
             Err(e) => {
-                reply(&mut out, &Response::Error { message: format!("bad request: {e}") })?;
+                reply(
+                    &mut out,
+                    &Response::Error {
+                        message: format!("bad request: {e}"),
+                    },
+                )?;
                 continue;
             }
         };
         match request {
             Request::Status => reply(&mut out, &Response::Status(Box::new(pipeline.status())))?,
-            Request::Submit { circuit, seed, partitions, wait } => {
-                answer_job(&mut out, pipeline.submit(&circuit, seed, partitions), wait)?
-            }
-            Request::SubmitRequest { path, kind, family, wait } => {
-                answer_job(&mut out, submit_request(pipeline, &path, kind.as_deref(), family.as_deref()), wait)?
-            }
+            Request::Submit {
+                circuit,
+                seed,
+                partitions,
+                wait,
+            } => answer_job(&mut out, pipeline.submit(&circuit, seed, partitions), wait)?,
+            Request::SubmitRequest {
+                path,
+                kind,
+                family,
+                wait,
+            } => answer_job(
+                &mut out,
+                submit_request(pipeline, &path, kind.as_deref(), family.as_deref()),
+                wait,
+            )?,
         }
     }
     Ok(())
 }
 
 #[cfg(feature = "filecoin")]
-fn submit_request(pipeline: &Pipeline, path: &Path, kind: Option<&str>, family: Option<&str>) -> anyhow::Result<JobHandle> {
+fn submit_request(
+    pipeline: &Pipeline,
+    path: &Path,
+    kind: Option<&str>,
+    family: Option<&str>,
+) -> anyhow::Result<JobHandle> {
     let kind = super::request_kind(path, kind, family)?;
     pipeline.submit_request(Some(kind), path)
 }
 
 #[cfg(not(feature = "filecoin"))]
-fn submit_request(_: &Pipeline, _: &Path, _: Option<&str>, _: Option<&str>) -> anyhow::Result<JobHandle> {
+fn submit_request(
+    _: &Pipeline,
+    _: &Path,
+    _: Option<&str>,
+    _: Option<&str>,
+) -> anyhow::Result<JobHandle> {
     anyhow::bail!("this service was built without Filecoin support (feature `filecoin`)")
 }
 
 /// Answers a submission: accepted (then, with `wait`, the outcome) or the refusal.
-fn answer_job(out: &mut UnixStream, handle: anyhow::Result<JobHandle>, wait: bool) -> anyhow::Result<()> {
+fn answer_job(
+    out: &mut UnixStream,
+    handle: anyhow::Result<JobHandle>,
+    wait: bool,
+) -> anyhow::Result<()> {
     let handle = match handle {
-        Err(e) => return reply(out, &Response::Error { message: format!("{e:#}") }),
+        Err(e) => {
+            return reply(
+                out,
+                &Response::Error {
+                    message: format!("{e:#}"),
+                },
+            )
+        }
         Ok(h) => h,
     };
     reply(out, &Response::Accepted { job_id: handle.id })?;
@@ -249,7 +309,15 @@ fn answer_job(out: &mut UnixStream, handle: anyhow::Result<JobHandle>, wait: boo
             Ok(p) => (p.iter().map(|b| hex(b)).collect(), None),
             Err(e) => (Vec::new(), Some(e)),
         };
-        reply(out, &Response::Finished { job_id: o.job_id, proofs, error, elapsed_ms: o.elapsed.as_millis() as u64 })?;
+        reply(
+            out,
+            &Response::Finished {
+                job_id: o.job_id,
+                proofs,
+                error,
+                elapsed_ms: o.elapsed.as_millis() as u64,
+            },
+        )?;
     }
     Ok(())
 }
@@ -263,7 +331,10 @@ fn reply(out: &mut UnixStream, r: &Response) -> anyhow::Result<()> {
 
 fn unhex(s: &str) -> anyhow::Result<Vec<u8>> {
     anyhow::ensure!(s.len().is_multiple_of(2), "odd hex length");
-    (0..s.len()).step_by(2).map(|i| Ok(u8::from_str_radix(&s[i..i + 2], 16)?)).collect()
+    (0..s.len())
+        .step_by(2)
+        .map(|i| Ok(u8::from_str_radix(&s[i..i + 2], 16)?))
+        .collect()
 }
 
 /// A client connection to the service.
@@ -276,9 +347,15 @@ impl Client {
     /// Connects to `socket`.
     pub fn connect(socket: &Path) -> anyhow::Result<Client> {
         let s = UnixStream::connect(socket).with_context(|| {
-            format!("cannot connect to the service at `{}`\nhint: is `splitprover run` running?", socket.display())
+            format!(
+                "cannot connect to the service at `{}`\nhint: is `splitprover run` running?",
+                socket.display()
+            )
         })?;
-        Ok(Client { reader: BufReader::new(s.try_clone()?), writer: s })
+        Ok(Client {
+            reader: BufReader::new(s.try_clone()?),
+            writer: s,
+        })
     }
 
     /// Sends a request.
@@ -292,7 +369,10 @@ impl Client {
     /// Reads a response.
     pub fn recv(&mut self) -> anyhow::Result<Response> {
         let mut line = String::new();
-        anyhow::ensure!(self.reader.read_line(&mut line)? > 0, "the service closed the connection");
+        anyhow::ensure!(
+            self.reader.read_line(&mut line)? > 0,
+            "the service closed the connection"
+        );
         Ok(serde_json::from_str(&line)?)
     }
 }
@@ -313,8 +393,12 @@ pub fn submit(args: SubmitArgs) -> anyhow::Result<ExitCode> {
     let mut clients = Vec::new();
     match &request_file {
         Some(file) => {
-            anyhow::ensure!(args.jobs == 1, "--jobs applies to built-in circuits; send one request file per job");
-            let path = std::fs::canonicalize(file).with_context(|| format!("proof request `{}`", file.display()))?;
+            anyhow::ensure!(
+                args.jobs == 1,
+                "--jobs applies to built-in circuits; send one request file per job"
+            );
+            let path = std::fs::canonicalize(file)
+                .with_context(|| format!("proof request `{}`", file.display()))?;
             let mut c = Client::connect(&socket)?;
             c.send(&Request::SubmitRequest {
                 path,
@@ -332,7 +416,12 @@ pub fn submit(args: SubmitArgs) -> anyhow::Result<ExitCode> {
             for i in 0..args.jobs {
                 let seed = args.seed + 1000 * i as u64;
                 let mut c = Client::connect(&socket)?;
-                c.send(&Request::Submit { circuit: circuit.clone(), seed, partitions: args.partitions, wait })?;
+                c.send(&Request::Submit {
+                    circuit: circuit.clone(),
+                    seed,
+                    partitions: args.partitions,
+                    wait,
+                })?;
                 clients.push(accepted(c, seed)?);
             }
         }
@@ -343,8 +432,16 @@ pub fn submit(args: SubmitArgs) -> anyhow::Result<ExitCode> {
     let mut failed = 0;
     for (mut c, seed) in clients {
         match c.recv()? {
-            Response::Finished { job_id, proofs, error: None, elapsed_ms } => {
-                let bytes: Vec<Vec<u8>> = proofs.iter().map(|p| unhex(p)).collect::<anyhow::Result<_>>()?;
+            Response::Finished {
+                job_id,
+                proofs,
+                error: None,
+                elapsed_ms,
+            } => {
+                let bytes: Vec<Vec<u8>> = proofs
+                    .iter()
+                    .map(|p| unhex(p))
+                    .collect::<anyhow::Result<_>>()?;
                 let path = match (&args.out, &args.out_dir) {
                     (Some(out), _) => Some(out.clone()),
                     (None, Some(dir)) => Some(dir.join(format!("job-{job_id}.proof"))),
@@ -353,23 +450,34 @@ pub fn submit(args: SubmitArgs) -> anyhow::Result<ExitCode> {
                 if let Some(path) = path {
                     match (&request_file, &args.circuit) {
                         (Some(_), _) => super::prove::write_proof(&path, &bytes)?,
-                        (None, Some(circuit)) => {
-                            super::prove::write_outputs(&path, &super::parse_spec(circuit)?, seed, &bytes)?
-                        }
+                        (None, Some(circuit)) => super::prove::write_outputs(
+                            &path,
+                            &super::parse_spec(circuit)?,
+                            seed,
+                            &bytes,
+                        )?,
                         (None, None) => unreachable!("checked before sending"),
                     }
                     println!("{}", path.display());
                 }
                 eprintln!("job {job_id} done in {:.2}s", elapsed_ms as f64 / 1000.0);
             }
-            Response::Finished { job_id, error: Some(e), .. } => {
+            Response::Finished {
+                job_id,
+                error: Some(e),
+                ..
+            } => {
                 failed += 1;
                 eprintln!("job {job_id} failed: {e}");
             }
             other => anyhow::bail!("unexpected answer {other:?}"),
         }
     }
-    Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    Ok(if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }
 
 /// Reads the service's first answer to a submission.
@@ -405,9 +513,19 @@ pub fn render_status(s: &PipelineStatus) -> String {
     use std::fmt::Write as _;
     let mut o = String::new();
     let _ = writeln!(o, "pinning:   {}", s.pin_mode);
-    let _ = writeln!(o, "ring:      {} slots x {} MiB, {}", s.ring_slots, s.slot_bytes >> 20, s.ring_pages);
+    let _ = writeln!(
+        o,
+        "ring:      {} slots x {} MiB, {}",
+        s.ring_slots,
+        s.slot_bytes >> 20,
+        s.ring_pages
+    );
     let sl = &s.slots;
-    let _ = writeln!(o, "slots:     free {} writing {} ready {} claimed {} done {}", sl.free, sl.writing, sl.ready, sl.claimed, sl.done);
+    let _ = writeln!(
+        o,
+        "slots:     free {} writing {} ready {} claimed {} done {}",
+        sl.free, sl.writing, sl.ready, sl.claimed, sl.done
+    );
     for c in &s.children {
         let _ = writeln!(
             o,
@@ -417,7 +535,10 @@ pub fn render_status(s: &PipelineStatus) -> String {
             c.cpus.clone().unwrap_or_else(|| "-".into()),
             c.restarts,
             c.detail,
-            c.last_exit.as_ref().map(|e| format!(" (last exit: {e})")).unwrap_or_default()
+            c.last_exit
+                .as_ref()
+                .map(|e| format!(" (last exit: {e})"))
+                .unwrap_or_default()
         );
     }
     let k = &s.counters;
@@ -432,7 +553,11 @@ pub fn render_status(s: &PipelineStatus) -> String {
         k.slots_requeued
     );
     for j in &s.jobs {
-        let _ = writeln!(o, "  job {:<6} {:<16} {}/{} done, {} in ring", j.job_id, j.circuit, j.done, j.partitions, j.in_ring);
+        let _ = writeln!(
+            o,
+            "  job {:<6} {:<16} {}/{} done, {} in ring",
+            j.job_id, j.circuit, j.done, j.partitions, j.in_ring
+        );
     }
     if let Some(f) = &s.fatal {
         let _ = writeln!(o, "FATAL: {f}");

@@ -11,7 +11,9 @@ use crate::cli::SrsCommand;
 pub fn run(cmd: SrsCommand) -> anyhow::Result<ExitCode> {
     match cmd {
         SrsCommand::Generate { circuit, out, seed } => {
-            let spec: CircuitSpec = circuit.parse().with_context(|| format!("bad circuit spec `{circuit}`"))?;
+            let spec: CircuitSpec = circuit
+                .parse()
+                .with_context(|| format!("bad circuit spec `{circuit}`"))?;
             crate::srs::generate(&spec, seed.unwrap_or_else(rand::random), &out, true)?;
             println!("{}", out.display());
             Ok(ExitCode::SUCCESS)
@@ -21,10 +23,13 @@ pub fn run(cmd: SrsCommand) -> anyhow::Result<ExitCode> {
                 .with_context(|| format!("SRS `{}`", file.display()))?;
             println!("{}: {lens:?}", file.display());
             if let Some(c) = circuit {
-                let spec: CircuitSpec = c.parse().with_context(|| format!("bad circuit spec `{c}`"))?;
+                let spec: CircuitSpec = c
+                    .parse()
+                    .with_context(|| format!("bad circuit spec `{c}`"))?;
                 let shape = spec.shape()?;
-                lens.check_shape(&shape)
-                    .with_context(|| format!("`{}` does not fit circuit `{spec}`", file.display()))?;
+                lens.check_shape(&shape).with_context(|| {
+                    format!("`{}` does not fit circuit `{spec}`", file.display())
+                })?;
                 println!("fits `{spec}` ({shape:?})");
             }
             Ok(ExitCode::SUCCESS)

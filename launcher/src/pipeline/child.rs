@@ -156,7 +156,12 @@ impl Supervisor {
                 .spawn(move || supervise(spec, events, stop, pid))
                 .expect("spawning a supervisor thread")
         };
-        Supervisor { role, stop, pid, thread: Some(thread) }
+        Supervisor {
+            role,
+            stop,
+            pid,
+            thread: Some(thread),
+        }
     }
 
     /// The role.
@@ -230,11 +235,19 @@ fn supervise(
         let run = match spawn(&spec) {
             Ok(run) => run,
             Err(e) => {
-                let _ = events.send(ChildEvent::GaveUp { role, reason: format!("cannot start {role}: {e:#}") });
+                let _ = events.send(ChildEvent::GaveUp {
+                    role,
+                    reason: format!("cannot start {role}: {e:#}"),
+                });
                 return;
             }
         };
-        let RunningChild { mut child, receiver, sender, stderr } = run;
+        let RunningChild {
+            mut child,
+            receiver,
+            sender,
+            stderr,
+        } = run;
         let pid = child.id();
         *pid_slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(pid);
         let cpus = spec.placement.as_ref().and_then(|p| match p.verify(pid) {
@@ -244,7 +257,15 @@ fn supervise(
                 None
             }
         });
-        if events.send(ChildEvent::Started { role, pid, sender, cpus }).is_err() {
+        if events
+            .send(ChildEvent::Started {
+                role,
+                pid,
+                sender,
+                cpus,
+            })
+            .is_err()
+        {
             kill(pid, libc::SIGKILL);
             let _ = child.wait();
             return;
@@ -301,7 +322,12 @@ fn supervise(
 }
 
 /// Forwards the child's messages until its channel closes; returns whether it said hello.
-fn forward(role: Role, pid: u32, mut receiver: control::Receiver, events: &mpsc::Sender<ChildEvent>) -> bool {
+fn forward(
+    role: Role,
+    pid: u32,
+    mut receiver: control::Receiver,
+    events: &mpsc::Sender<ChildEvent>,
+) -> bool {
     let mut said_hello = false;
     loop {
         match receiver.recv::<FromChild>() {
@@ -351,13 +377,19 @@ fn spawn(spec: &ChildSpec) -> anyhow::Result<RunningChild> {
         .stderr(Stdio::piped());
     crate::notify::scrub_child_env(&mut cmd);
     cmd.envs(spec.env.iter().map(|(k, v)| (k, v)));
-    let mut map: Vec<(RawFd, RawFd)> = spec.fds.iter().map(|(fd, to)| (fd.as_raw_fd(), *to)).collect();
+    let mut map: Vec<(RawFd, RawFd)> = spec
+        .fds
+        .iter()
+        .map(|(fd, to)| (fd.as_raw_fd(), *to))
+        .collect();
     map.push((theirs.as_raw_fd(), CONTROL_FD));
     pass_fds(&mut cmd, map);
     if let Some(p) = &spec.placement {
         p.apply_to(&mut cmd);
     }
-    let mut child = cmd.spawn().with_context(|| format!("cannot start `{}`", spec.program.display()))?;
+    let mut child = cmd
+        .spawn()
+        .with_context(|| format!("cannot start `{}`", spec.program.display()))?;
     drop(theirs);
     let stderr = child.stderr.take().expect("stderr is piped");
     let role = spec.role;
@@ -366,7 +398,12 @@ fn spawn(spec: &ChildSpec) -> anyhow::Result<RunningChild> {
         .name(format!("{role} stderr"))
         .spawn(move || relay_stderr(role, pid, stderr))?;
     let (sender, receiver) = control::channel(ours)?;
-    Ok(RunningChild { child, receiver, sender, stderr })
+    Ok(RunningChild {
+        child,
+        receiver,
+        sender,
+        stderr,
+    })
 }
 
 /// Copies a child's stderr to ours, line by line, keeping the last lines for error reports.

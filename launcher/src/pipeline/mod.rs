@@ -26,8 +26,8 @@ use blstrs::Bls12;
 use blstrs::Scalar;
 use kernels::circuits::{AnyCircuit, CircuitSpec};
 use shm_protocol::control::{
-    self, ChildConfig, EventKind, FromChild, GpuConfig, SrsEntry, SynthConfig, TimelineEvent, ToGpu,
-    ToSynth, FIRST_SRS_FD, RING_FD,
+    self, ChildConfig, EventKind, FromChild, GpuConfig, SrsEntry, SynthConfig, TimelineEvent,
+    ToGpu, ToSynth, FIRST_SRS_FD, RING_FD,
 };
 use shm_protocol::{HugePagePolicy, Region, Ring, RingConfig, SlotResult, SlotState, StateCounts};
 
@@ -92,17 +92,28 @@ pub struct PipelineSettings {
 
 impl PipelineSettings {
     /// Settings for one circuit with defaults everywhere else; `program` is this executable.
-    pub fn for_circuit(spec: impl Into<AnyCircuit>, params: PathBuf) -> anyhow::Result<PipelineSettings> {
+    pub fn for_circuit(
+        spec: impl Into<AnyCircuit>,
+        params: PathBuf,
+    ) -> anyhow::Result<PipelineSettings> {
         Ok(PipelineSettings {
             program: std::env::current_exe().context("cannot find the splitprover executable")?,
-            circuits: vec![CircuitSetting { spec: spec.into(), params }],
+            circuits: vec![CircuitSetting {
+                spec: spec.into(),
+                params,
+            }],
             slots: 4,
             slot_bytes: None,
             huge_pages: HugePagePolicy::Auto,
             pin: PinChoice::Auto,
             gpu_cores: 1,
             synth_cpus: None,
-            gpus: vec![GpuSetting { device: 0, backend: "cpu".into(), batch: 1, cpus: None }],
+            gpus: vec![GpuSetting {
+                device: 0,
+                backend: "cpu".into(),
+                batch: 1,
+                cpus: None,
+            }],
             synth_concurrency: 1,
             restart: RestartPolicy::default(),
             verify: true,
@@ -121,7 +132,9 @@ pub struct JobHandle {
 impl JobHandle {
     /// Waits for the outcome.
     pub fn wait(self) -> anyhow::Result<JobOutcome> {
-        self.rx.recv().context("the pipeline stopped before the job finished")
+        self.rx
+            .recv()
+            .context("the pipeline stopped before the job finished")
     }
 
     /// Waits at most `timeout`.
@@ -129,7 +142,9 @@ impl JobHandle {
         match self.rx.recv_timeout(timeout) {
             Ok(o) => Ok(Some(o)),
             Err(mpsc::RecvTimeoutError::Timeout) => Ok(None),
-            Err(mpsc::RecvTimeoutError::Disconnected) => anyhow::bail!("the pipeline stopped before the job finished"),
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                anyhow::bail!("the pipeline stopped before the job finished")
+            }
         }
     }
 }
@@ -187,7 +202,13 @@ pub struct SlotCounts {
 
 impl From<StateCounts> for SlotCounts {
     fn from(c: StateCounts) -> Self {
-        SlotCounts { free: c.free, writing: c.writing, ready: c.ready, claimed: c.claimed, done: c.done }
+        SlotCounts {
+            free: c.free,
+            writing: c.writing,
+            ready: c.ready,
+            claimed: c.claimed,
+            done: c.done,
+        }
     }
 }
 
@@ -204,7 +225,13 @@ pub struct JobLine {
 
 impl From<JobSummary> for JobLine {
     fn from(j: JobSummary) -> Self {
-        JobLine { job_id: j.job_id, circuit: j.circuit, done: j.done, partitions: j.partitions, in_ring: j.in_ring }
+        JobLine {
+            job_id: j.job_id,
+            circuit: j.circuit,
+            done: j.done,
+            partitions: j.partitions,
+            in_ring: j.in_ring,
+        }
     }
 }
 
@@ -282,9 +309,15 @@ impl Pipeline {
         for c in &settings.circuits {
             // Counted once: the SRS check and the slot size both need it.
             let t = Instant::now();
-            let shape = c.spec.shape().with_context(|| format!("counting circuit `{}`", c.spec))?;
+            let shape = c
+                .spec
+                .shape()
+                .with_context(|| format!("counting circuit `{}`", c.spec))?;
             tracing::info!(circuit = %c.spec, constraints = shape.constraints, secs = t.elapsed().as_secs_f64(), "circuit counted");
-            let id = c.spec.circuit_id().with_context(|| format!("circuit `{}`", c.spec))?;
+            let id = c
+                .spec
+                .circuit_id()
+                .with_context(|| format!("circuit `{}`", c.spec))?;
             let shared = SharedSrs::load(&c.spec, id, &shape, &c.params, HugePagePolicy::Auto)?;
             let pvk = prepare_verifying_key(&shared.view()?.verifying_key());
             let need = synth_proc::capacity_for(&shape)
@@ -306,8 +339,12 @@ impl Pipeline {
             slot_count: u32::try_from(settings.slots).context("too many slots")?,
             slot_bytes,
         };
-        let region = Region::create("splitprover-ring", ring_config.region_bytes()?, settings.huge_pages)
-            .context("cannot create the ring")?;
+        let region = Region::create(
+            "splitprover-ring",
+            ring_config.region_bytes()?,
+            settings.huge_pages,
+        )
+        .context("cannot create the ring")?;
         let ring = Arc::new(Ring::create(region, ring_config).context("cannot lay out the ring")?);
         tracing::info!(
             slots = settings.slots,
@@ -357,7 +394,9 @@ impl Pipeline {
                 program: settings.program.clone(),
                 args: vec!["synth-proc".into()],
                 env: Vec::new(),
-                config: ChildConfig::Synth(SynthConfig { concurrency: synth_concurrency }),
+                config: ChildConfig::Synth(SynthConfig {
+                    concurrency: synth_concurrency,
+                }),
                 fds: vec![(ring_fd.clone(), RING_FD)],
                 placement: Some(Placement::prepare(&pin_mode, "synth", layout.synth())?),
                 restart: settings.restart,
@@ -378,26 +417,32 @@ impl Pipeline {
                 });
             }
             let spec = ChildSpec {
-                    role: Role::Gpu(g.device),
-                    program: settings.program.clone(),
-                    args: vec!["gpu-proc".into()],
-                    env: gpu_env(g.device),
-                    config: ChildConfig::Gpu(GpuConfig {
-                        device: g.device,
-                        backend: g.backend.clone(),
-                        batch: g.batch.max(1),
-                        srs: entries,
-                    }),
-                    fds,
-                    placement: Some(Placement::prepare(&pin_mode, &format!("gpu{i}"), &layout.gpus()[i])?),
-                    restart: settings.restart,
+                role: Role::Gpu(g.device),
+                program: settings.program.clone(),
+                args: vec!["gpu-proc".into()],
+                env: gpu_env(g.device),
+                config: ChildConfig::Gpu(GpuConfig {
+                    device: g.device,
+                    backend: g.backend.clone(),
+                    batch: g.batch.max(1),
+                    srs: entries,
+                }),
+                fds,
+                placement: Some(Placement::prepare(
+                    &pin_mode,
+                    &format!("gpu{i}"),
+                    &layout.gpus()[i],
+                )?),
+                restart: settings.restart,
             };
             supervisors.push(Supervisor::start(spec, events_tx.clone()));
         }
         drop(events_tx);
         let dispatcher = {
             let core = core.clone();
-            thread::Builder::new().name("dispatcher".into()).spawn(move || dispatch(core, events_rx))?
+            thread::Builder::new()
+                .name("dispatcher".into())
+                .spawn(move || dispatch(core, events_rx))?
         };
         Ok(Pipeline {
             core,
@@ -413,10 +458,18 @@ impl Pipeline {
     /// gpu-proc starts unpaused). GPU-only capacity runs fill the ring meanwhile.
     pub fn pause_gpus(&self, timeout: Duration) -> anyhow::Result<()> {
         self.send_gpus(ToGpu::Pause)?;
-        let gpus = self.supervisors.lock().unwrap_or_else(|e| e.into_inner()).len() - 1;
+        let gpus = self
+            .supervisors
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .len()
+            - 1;
         let deadline = Instant::now() + timeout;
         while lock(&self.core).paused.len() < gpus {
-            anyhow::ensure!(Instant::now() < deadline, "the gpu-procs did not pause within {timeout:?}");
+            anyhow::ensure!(
+                Instant::now() < deadline,
+                "the gpu-procs did not pause within {timeout:?}"
+            );
             thread::sleep(Duration::from_millis(5));
         }
         Ok(())
@@ -432,7 +485,8 @@ impl Pipeline {
         let mut core = lock(&self.core);
         for (role, info) in core.children.iter_mut() {
             if let (Role::Gpu(_), Some(s)) = (role, info.sender.as_mut()) {
-                s.send(&msg).with_context(|| format!("cannot reach {role}"))?;
+                s.send(&msg)
+                    .with_context(|| format!("cannot reach {role}"))?;
             }
         }
         Ok(())
@@ -448,14 +502,19 @@ impl Pipeline {
                     anyhow::bail!("{f}");
                 }
                 let sups = self.supervisors.lock().unwrap_or_else(|e| e.into_inner());
-                let ready = sups
-                    .iter()
-                    .all(|s| core.children.get(&s.role()).is_some_and(|c| !c.detail.is_empty() && c.pid.is_some()));
+                let ready = sups.iter().all(|s| {
+                    core.children
+                        .get(&s.role())
+                        .is_some_and(|c| !c.detail.is_empty() && c.pid.is_some())
+                });
                 if ready {
                     return Ok(());
                 }
             }
-            anyhow::ensure!(Instant::now() < deadline, "the children did not start within {timeout:?}");
+            anyhow::ensure!(
+                Instant::now() < deadline,
+                "the children did not start within {timeout:?}"
+            );
             thread::sleep(Duration::from_millis(20));
         }
     }
@@ -505,7 +564,8 @@ impl Pipeline {
         kind: Option<kernels::filecoin::ProofKind>,
         path: &std::path::Path,
     ) -> anyhow::Result<JobHandle> {
-        let path = std::fs::canonicalize(path).with_context(|| format!("proof request `{}`", path.display()))?;
+        let path = std::fs::canonicalize(path)
+            .with_context(|| format!("proof request `{}`", path.display()))?;
         let t = Instant::now();
         let job = kernels::filecoin::open_job_file(kind, &path)?;
         let kind = job.kind();
@@ -521,8 +581,9 @@ impl Pipeline {
                 "this pipeline has no parameters for `{kind}` (the request's proof type)\nhint: add `[[circuit]] spec = \"{kind}\"` to the config"
             );
         }
-        let inputs: Vec<Vec<Scalar>> =
-            (0..job.partitions()).map(|k| job.public_inputs(k)).collect::<Result<_, _>>()?;
+        let inputs: Vec<Vec<Scalar>> = (0..job.partitions())
+            .map(|k| job.public_inputs(k))
+            .collect::<Result<_, _>>()?;
         let partitions = u32::try_from(job.partitions()).context("too many partitions")?;
         tracing::info!(%kind, partitions, secs = t.elapsed().as_secs_f64(), request = %path.display(), "proof request accepted");
         let mut core = lock(&self.core);
@@ -543,7 +604,9 @@ impl Pipeline {
     /// Pids of the running children by role (tests use this to kill them).
     pub fn pids(&self) -> HashMap<Role, u32> {
         let sups = self.supervisors.lock().unwrap_or_else(|e| e.into_inner());
-        sups.iter().filter_map(|s| s.pid().map(|p| (s.role(), p))).collect()
+        sups.iter()
+            .filter_map(|s| s.pid().map(|p| (s.role(), p)))
+            .collect()
     }
 
     /// A snapshot for `status`.
@@ -573,7 +636,12 @@ impl Pipeline {
             slot_bytes: self.ring.slot_bytes(),
             slots: self.ring.counts().into(),
             children,
-            jobs: core.jobs.summaries().into_iter().map(JobLine::from).collect(),
+            jobs: core
+                .jobs
+                .summaries()
+                .into_iter()
+                .map(JobLine::from)
+                .collect(),
             counters: Counters {
                 submitted: c.submitted,
                 succeeded: c.succeeded,
@@ -607,7 +675,12 @@ impl Pipeline {
     }
 
     fn stop_all(&mut self) {
-        for s in self.supervisors.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+        for s in self
+            .supervisors
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+        {
             s.request_stop();
         }
         {
@@ -622,7 +695,12 @@ impl Pipeline {
                 }
             }
         }
-        let sups: Vec<Supervisor> = self.supervisors.lock().unwrap_or_else(|e| e.into_inner()).drain(..).collect();
+        let sups: Vec<Supervisor> = self
+            .supervisors
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain(..)
+            .collect();
         for s in sups {
             s.stop(Duration::from_secs(20));
         }
@@ -632,7 +710,10 @@ impl Pipeline {
         let mut core = lock(&self.core);
         let live: Vec<u64> = core.waiters.keys().copied().collect();
         for id in live {
-            if let Some(outcome) = core.jobs.fail(id, "the pipeline shut down before the job finished".into()) {
+            if let Some(outcome) = core
+                .jobs
+                .fail(id, "the pipeline shut down before the job finished".into())
+            {
                 core.deliver(outcome);
             }
         }
@@ -651,7 +732,10 @@ impl Drop for Pipeline {
 /// sees only its own device (index `device` among those the launcher may use).
 fn gpu_env(device: u32) -> Vec<(String, String)> {
     let ours = std::env::var(crate::env::CUDA_VISIBLE_DEVICES).ok();
-    vec![(crate::env::CUDA_VISIBLE_DEVICES.to_owned(), visible_device(ours.as_deref(), device))]
+    vec![(
+        crate::env::CUDA_VISIBLE_DEVICES.to_owned(),
+        visible_device(ours.as_deref(), device),
+    )]
 }
 
 /// The `CUDA_VISIBLE_DEVICES` value of gpu-proc `device` when the launcher's own is `ours`.
@@ -670,7 +754,9 @@ fn layout_for(settings: &PipelineSettings) -> anyhow::Result<Layout> {
     let explicit: Option<Vec<CpuList>> = settings.gpus.iter().map(|g| g.cpus.clone()).collect();
     match (&settings.synth_cpus, explicit) {
         (Some(synth), Some(gpus)) => Ok(Layout::explicit(synth.clone(), gpus)?),
-        (Some(_), None) => anyhow::bail!("with explicit synth cores every gpu-proc needs explicit cores too"),
+        (Some(_), None) => {
+            anyhow::bail!("with explicit synth cores every gpu-proc needs explicit cores too")
+        }
         (None, _) => {
             let available = CpuList::allowed()?;
             Layout::auto(&available, settings.gpus.len(), settings.gpu_cores).map_err(|e| {
@@ -687,8 +773,12 @@ fn lock(core: &Mutex<Core>) -> MutexGuard<'_, Core> {
 impl Core {
     /// Sends every pending partition to synth-proc, if one is running.
     fn pump_synth(&mut self) {
-        let Some(info) = self.children.get_mut(&Role::Synth) else { return };
-        let Some(sender) = info.sender.as_mut() else { return };
+        let Some(info) = self.children.get_mut(&Role::Synth) else {
+            return;
+        };
+        let Some(sender) = info.sender.as_mut() else {
+            return;
+        };
         for req in self.jobs.take_pending() {
             if let Err(e) = sender.send(&ToSynth::Synthesize(req)) {
                 // The child is dying; the exit handler re-queues what it had.
@@ -701,10 +791,19 @@ impl Core {
     fn deliver(&mut self, outcome: JobOutcome) {
         self.request_inputs.remove(&outcome.job_id);
         for p in 0..outcome.spec.partitions {
-            self.timeline.push(TimelineEvent::now(EventKind::ProofDone, outcome.job_id, p, u32::MAX));
+            self.timeline.push(TimelineEvent::now(
+                EventKind::ProofDone,
+                outcome.job_id,
+                p,
+                u32::MAX,
+            ));
         }
         match &outcome.result {
-            Ok(_) => tracing::info!(job = outcome.job_id, ms = outcome.elapsed.as_millis() as u64, "job done"),
+            Ok(_) => tracing::info!(
+                job = outcome.job_id,
+                ms = outcome.elapsed.as_millis() as u64,
+                "job done"
+            ),
             Err(e) => tracing::warn!(job = outcome.job_id, "job failed: {e}"),
         }
         if let Some(w) = self.waiters.remove(&outcome.job_id) {
@@ -734,14 +833,22 @@ impl Core {
             if let Err(e) = done.free() {
                 tracing::error!("freeing a done slot: {e}");
             }
-            let result = result.and_then(|proof| self.check_proof(meta.job_id, meta.partition, meta.circuit_id, proof));
+            let result = result.and_then(|proof| {
+                self.check_proof(meta.job_id, meta.partition, meta.circuit_id, proof)
+            });
             if let Some(outcome) = self.jobs.result(meta.job_id, meta.partition, result) {
                 self.deliver(outcome);
             }
         }
     }
 
-    fn check_proof(&self, job_id: u64, partition: u32, circuit_id: u64, proof: Vec<u8>) -> Result<Vec<u8>, String> {
+    fn check_proof(
+        &self,
+        job_id: u64,
+        partition: u32,
+        circuit_id: u64,
+        proof: Vec<u8>,
+    ) -> Result<Vec<u8>, String> {
         if !self.verify {
             return Ok(proof);
         }
@@ -754,12 +861,16 @@ impl Core {
                 .cloned()
                 .ok_or_else(|| format!("partition {partition} is out of range"))?,
             (None, Some(spec)) => {
-                let Some(seed) = self.jobs.seed_of(job_id) else { return Ok(proof) };
-                spec.public_inputs(seed.wrapping_add(u64::from(partition))).map_err(|e| format!("public inputs: {e}"))?
+                let Some(seed) = self.jobs.seed_of(job_id) else {
+                    return Ok(proof);
+                };
+                spec.public_inputs(seed.wrapping_add(u64::from(partition)))
+                    .map_err(|e| format!("public inputs: {e}"))?
             }
             (None, None) => return Err(format!("no public inputs known for job {job_id}")),
         };
-        let parsed = bellperson::groth16::Proof::<Bls12>::read(&proof[..]).map_err(|e| format!("malformed proof: {e}"))?;
+        let parsed = bellperson::groth16::Proof::<Bls12>::read(&proof[..])
+            .map_err(|e| format!("malformed proof: {e}"))?;
         match verify_proof(&entry.pvk, &parsed, &inputs) {
             Ok(true) => Ok(proof),
             Ok(false) => Err("the proof does not verify".into()),
@@ -769,29 +880,38 @@ impl Core {
 
     fn on_message(&mut self, role: Role, msg: FromChild) {
         match msg {
-                FromChild::Hello { detail, .. } => {
-                    if let Some(info) = self.children.get_mut(&role) {
-                        info.detail = detail;
-                    }
-                }
-                FromChild::Published { job_id, partition, slot, .. } => self.jobs.published(job_id, partition, slot),
-                FromChild::SynthFailed { job_id, partition, error } => {
-                    if let Some(outcome) = self.jobs.result(job_id, partition, Err(error)) {
-                        self.deliver(outcome);
-                    }
-                }
-                FromChild::Proved { .. } => self.sweep_done(),
-                FromChild::Paused => {
-                    self.paused.insert(role);
-                }
-                FromChild::Heartbeat => {}
-                FromChild::Event(e) => {
-                    if e.kind == EventKind::SynthStart {
-                        self.counters.syntheses_started += 1;
-                    }
-                    self.timeline.push(e)
+            FromChild::Hello { detail, .. } => {
+                if let Some(info) = self.children.get_mut(&role) {
+                    info.detail = detail;
                 }
             }
+            FromChild::Published {
+                job_id,
+                partition,
+                slot,
+                ..
+            } => self.jobs.published(job_id, partition, slot),
+            FromChild::SynthFailed {
+                job_id,
+                partition,
+                error,
+            } => {
+                if let Some(outcome) = self.jobs.result(job_id, partition, Err(error)) {
+                    self.deliver(outcome);
+                }
+            }
+            FromChild::Proved { .. } => self.sweep_done(),
+            FromChild::Paused => {
+                self.paused.insert(role);
+            }
+            FromChild::Heartbeat => {}
+            FromChild::Event(e) => {
+                if e.kind == EventKind::SynthStart {
+                    self.counters.syntheses_started += 1;
+                }
+                self.timeline.push(e)
+            }
+        }
     }
 
     /// Kills children that stopped beating; their supervisors restart them.
@@ -812,7 +932,12 @@ impl Core {
 
     fn on_event(&mut self, event: ChildEvent) {
         match event {
-            ChildEvent::Started { role, pid, sender, cpus } => {
+            ChildEvent::Started {
+                role,
+                pid,
+                sender,
+                cpus,
+            } => {
                 let info = self.children.entry(role).or_insert_with(|| ChildInfo {
                     pid: None,
                     last_seen: Instant::now(),
@@ -845,7 +970,13 @@ impl Core {
                 }
                 self.on_message(role, msg)
             }
-            ChildEvent::Exited { role, pid, status, stderr_tail, restarting } => {
+            ChildEvent::Exited {
+                role,
+                pid,
+                status,
+                stderr_tail,
+                restarting,
+            } => {
                 self.counters.child_exits += 1;
                 if let Some(info) = self.children.get_mut(&role) {
                     info.pid = None;
@@ -871,7 +1002,12 @@ impl Core {
                         .ring
                         .snapshot()
                         .into_iter()
-                        .filter(|s| matches!(s.state, Some(SlotState::Ready | SlotState::Claimed | SlotState::Done)))
+                        .filter(|s| {
+                            matches!(
+                                s.state,
+                                Some(SlotState::Ready | SlotState::Claimed | SlotState::Done)
+                            )
+                        })
                         .filter_map(|s| s.meta.map(|m| (m.job_id, m.partition)))
                         .collect();
                     self.jobs.synth_lost(&in_ring);
@@ -884,7 +1020,9 @@ impl Core {
                     self.fatal = Some(reason.clone());
                     let live: Vec<u64> = self.waiters.keys().copied().collect();
                     for id in live {
-                        if let Some(outcome) = self.jobs.fail(id, format!("{role} cannot run: {reason}")) {
+                        if let Some(outcome) =
+                            self.jobs.fail(id, format!("{role} cannot run: {reason}"))
+                        {
                             self.deliver(outcome);
                         }
                     }

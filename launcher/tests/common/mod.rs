@@ -37,8 +37,11 @@ pub fn param_dir() -> PathBuf {
 /// inherit them.
 #[cfg(feature = "filecoin")]
 pub fn settings_env() {
-    kernels::filecoin::fixture::use_test_dirs(&param_dir(), &Path::new(env!("CARGO_TARGET_TMPDIR")).join("filecoin-parents"))
-        .unwrap();
+    kernels::filecoin::fixture::use_test_dirs(
+        &param_dir(),
+        &Path::new(env!("CARGO_TARGET_TMPDIR")).join("filecoin-parents"),
+    )
+    .unwrap();
 }
 
 /// The parameters of `kind` in the shared cache (generated on first use).
