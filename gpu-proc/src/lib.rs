@@ -27,15 +27,58 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context;
 use blstrs::Scalar;
 use ff::Field;
 use kernels::{Assignment, Backend, CpuBackend, Density};
 use shm_protocol::control::{
-    self, ChildConfig, EventKind, FromChild, GpuConfig, SharedSender, SrsEntry, TimelineEvent,
-    ToGpu, CHILD_CONFIG_ENV, CONTROL_FD, RING_FD,
+    self, BackendKind, ChildConfig, EventKind, FromChild, GpuConfig, SharedSender, SrsEntry,
+    TimelineEvent, ToGpu, CHILD_CONFIG_ENV, CONTROL_FD, RING_FD,
 };
 use shm_protocol::{ClaimedSlot, Region, Ring, SlotResult, SlotView};
+
+/// Why gpu-proc cannot start or go on serving. A bad slot or a failed proof is not one of these:
+/// it fails its own slot (see [`Prover::prove_claimed`]).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The environment or the child configuration is not what the launcher passes.
+    #[error("{0}")]
+    Config(String),
+    /// The ring (or an SRS region) could not be mapped, or a ring operation failed.
+    #[error("{what}: {source}")]
+    Ring {
+        /// What was being done.
+        what: &'static str,
+        /// The ring's error.
+        source: shm_protocol::Error,
+    },
+    /// A backend could not be opened for a circuit.
+    #[error("cannot open the SRS of `{circuit}`: {source}")]
+    Backend {
+        /// The circuit (spec) whose SRS it is.
+        circuit: String,
+        /// The kernels' error.
+        source: kernels::Error,
+    },
+    /// The `cuda` backend was asked of a binary built without it.
+    #[error("this binary was built without the `cuda` feature\nhint: build with `--features cuda` (see scripts/cuda-env.sh)")]
+    NoCuda,
+    /// The control channel to the launcher failed.
+    #[error("control channel: {0}")]
+    Control(#[from] std::io::Error),
+}
+
+impl Error {
+    fn ring(what: &'static str) -> impl FnOnce(shm_protocol::Error) -> Error {
+        move |source| Error::Ring { what, source }
+    }
+}
+
+/// Stop and pause flags are set by the control thread and polled by the serving loop. They are
+/// stored with `Release` and loaded with `Acquire` (one ordering for every flag of the process):
+/// whatever the control thread did before setting a flag is visible to the loop that sees it.
+const SET: Ordering = Ordering::Release;
+/// See [`SET`].
+const GET: Ordering = Ordering::Acquire;
 
 /// An SRS image in an inherited, read-only-by-contract memfd.
 pub struct SrsMapping(Region);
@@ -48,9 +91,10 @@ impl SrsMapping {
     /// `fd` must be an SRS memfd that the launcher finished writing before starting this process
     /// and never writes again (the launcher's contract), and nothing else in this process may
     /// own that descriptor.
-    pub unsafe fn from_fd(fd: i32) -> anyhow::Result<SrsMapping> {
+    pub unsafe fn from_fd(fd: i32) -> Result<SrsMapping, Error> {
         // SAFETY: forwarded to the caller.
-        let region = unsafe { Region::from_inherited_fd(OwnedFd::from_raw_fd(fd)) }?;
+        let region = unsafe { Region::from_inherited_fd(OwnedFd::from_raw_fd(fd)) }
+            .map_err(Error::ring("mapping an SRS image"))?;
         Ok(SrsMapping(region))
     }
 }
@@ -89,12 +133,11 @@ impl Prover {
     /// # Safety
     ///
     /// Every `fd` in `config.srs` must satisfy [`SrsMapping::from_fd`]'s contract.
-    pub unsafe fn from_config(config: &GpuConfig) -> anyhow::Result<Prover> {
+    pub unsafe fn from_config(config: &GpuConfig) -> Result<Prover, Error> {
         let mut backends: HashMap<u64, (String, Box<dyn Backend>)> = HashMap::new();
         for entry in &config.srs {
             // SAFETY: forwarded to the caller.
-            let backend = unsafe { open_backend(&config.backend, entry) }
-                .with_context(|| format!("cannot open the SRS of `{}`", entry.circuit))?;
+            let backend = unsafe { open_backend(config.backend, entry) }?;
             backends.insert(entry.circuit_id, (entry.circuit.clone(), backend));
         }
         Ok(Prover { backends })
@@ -241,25 +284,60 @@ pub fn assignment_of<'a>(v: &SlotView<'a>) -> Assignment<'a> {
     }
 }
 
+/// Opens the `kind` backend for one SRS the launcher passed: the CPU backend over the inherited
+/// SRS image, the CUDA backend from the `.params` file it came from.
+///
 /// # Safety
 ///
-/// As [`SrsMapping::from_fd`] for `entry.fd`.
-unsafe fn open_backend(kind: &str, entry: &SrsEntry) -> anyhow::Result<Box<dyn Backend>> {
-    match kind {
-        "cpu" => {
+/// As [`SrsMapping::from_fd`] for `entry.fd` (only read for [`BackendKind::Cpu`]).
+pub unsafe fn open_backend(kind: BackendKind, entry: &SrsEntry) -> Result<Box<dyn Backend>, Error> {
+    let opened = match kind {
+        BackendKind::Cpu => {
             // SAFETY: forwarded to the caller.
             let mapping = unsafe { SrsMapping::from_fd(entry.fd) }?;
-            let backend = CpuBackend::new(mapping)?;
-            Ok(Box::new(backend))
+            CpuBackend::new(mapping).map(|b| Box::new(b) as Box<dyn Backend>)
         }
-        #[cfg(feature = "cuda")]
-        "cuda" => Ok(Box::new(kernels::backend::cuda::CudaBackend::open(&entry.params_path)?)),
-        #[cfg(not(feature = "cuda"))]
-        "cuda" => anyhow::bail!(
-            "this binary was built without the `cuda` feature\nhint: build with `--features cuda` (see scripts/cuda-env.sh)"
-        ),
-        other => anyhow::bail!("unknown backend `{other}`: use `cpu` or `cuda`"),
-    }
+        BackendKind::Cuda => open_cuda(&entry.params_path)?,
+    };
+    opened.map_err(|source| Error::Backend {
+        circuit: entry.circuit.clone(),
+        source,
+    })
+}
+
+/// Opens the `kind` backend from a `.params` file (benches and in-process modes): the CPU
+/// backend over an SRS image read from it (tagged `circuit_id`), the CUDA backend over the file.
+/// `circuit` names the circuit in errors.
+pub fn open_backend_from_file(
+    kind: BackendKind,
+    params: &std::path::Path,
+    circuit_id: u64,
+    circuit: &str,
+) -> Result<Box<dyn Backend>, Error> {
+    let opened = match kind {
+        BackendKind::Cpu => kernels::srs::SrsImage::from_params_file(params, circuit_id, false)
+            .and_then(CpuBackend::new)
+            .map(|b| Box::new(b) as Box<dyn Backend>),
+        BackendKind::Cuda => open_cuda(params)?,
+    };
+    opened.map_err(|source| Error::Backend {
+        circuit: circuit.to_owned(),
+        source,
+    })
+}
+
+/// The CUDA backend over `params`: the outer error when this build cannot have one, the inner
+/// one when it fails to open.
+type Opened = Result<Box<dyn Backend>, kernels::Error>;
+
+#[cfg(feature = "cuda")]
+fn open_cuda(params: &std::path::Path) -> Result<Opened, Error> {
+    Ok(kernels::backend::cuda::CudaBackend::open(params).map(|b| Box::new(b) as Box<dyn Backend>))
+}
+
+#[cfg(not(feature = "cuda"))]
+fn open_cuda(_params: &std::path::Path) -> Result<Opened, Error> {
+    Err(Error::NoCuda)
 }
 
 fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
@@ -274,19 +352,27 @@ fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
 
 /// Entry point of the process: configuration from [`CHILD_CONFIG_ENV`], ring at [`RING_FD`],
 /// control socket at [`CONTROL_FD`], SRS images from `FIRST_SRS_FD`.
-pub fn run_from_env() -> anyhow::Result<()> {
-    let raw = std::env::var(CHILD_CONFIG_ENV).with_context(|| {
-        format!("`{CHILD_CONFIG_ENV}` is not set: gpu-proc is started by `splitprover`")
+pub fn run_from_env() -> Result<(), Error> {
+    let raw = std::env::var(CHILD_CONFIG_ENV).map_err(|_| {
+        Error::Config(format!(
+            "`{CHILD_CONFIG_ENV}` is not set: gpu-proc is started by `splitprover`"
+        ))
     })?;
-    let config =
-        match serde_json::from_str::<ChildConfig>(&raw).context("bad child configuration")? {
-            ChildConfig::Gpu(c) => c,
-            other => anyhow::bail!("gpu-proc was given another process's configuration: {other:?}"),
-        };
+    let config = match serde_json::from_str::<ChildConfig>(&raw)
+        .map_err(|e| Error::Config(format!("bad child configuration: {e}")))?
+    {
+        ChildConfig::Gpu(c) => c,
+        other => {
+            return Err(Error::Config(format!(
+                "gpu-proc was given another process's configuration: {other:?}"
+            )))
+        }
+    };
     // SAFETY: the launcher passes the ring memfd at RING_FD; nothing else owns that number.
     let region = unsafe { Region::from_inherited_fd(OwnedFd::from_raw_fd(RING_FD)) }
-        .context("cannot map the ring passed by the launcher")?;
-    let ring = Ring::open(region).context("the ring passed by the launcher is not valid")?;
+        .map_err(Error::ring("cannot map the ring passed by the launcher"))?;
+    let ring =
+        Ring::open(region).map_err(Error::ring("the ring passed by the launcher is not valid"))?;
     // SAFETY: the launcher passes one end of a socketpair at CONTROL_FD; we take sole ownership.
     let control = unsafe { UnixStream::from_raw_fd(CONTROL_FD) };
     let (sender, receiver) = control::channel(control)?;
@@ -309,9 +395,9 @@ pub fn serve(
     mut receiver: control::Receiver,
     config: &GpuConfig,
     prover: &Prover,
-) -> anyhow::Result<()> {
+) -> Result<(), Error> {
     let pid = std::process::id();
-    let _lock = page_lock_ring(&ring, &config.backend);
+    let _lock = page_lock_ring(&ring, config.backend);
     let stop = Arc::new(AtomicBool::new(false));
     let paused = Arc::new(AtomicBool::new(false));
     {
@@ -319,13 +405,12 @@ pub fn serve(
         std::thread::spawn(move || {
             loop {
                 match receiver.recv::<ToGpu>() {
-                    // plain flags, polled by the serving loop
-                    Ok(Some(ToGpu::Pause)) => paused.store(true, Ordering::SeqCst),
-                    Ok(Some(ToGpu::Resume)) => paused.store(false, Ordering::SeqCst),
+                    Ok(Some(ToGpu::Pause)) => paused.store(true, SET),
+                    Ok(Some(ToGpu::Resume)) => paused.store(false, SET),
                     Ok(Some(ToGpu::Shutdown)) | Ok(None) | Err(_) => break,
                 }
             }
-            stop.store(true, Ordering::SeqCst); // plain flag, polled per wait
+            stop.store(true, SET);
         });
     }
     tracing::info!(pid, backend = %config.backend, batch = config.batch, pages = %ring.page_kind(), "gpu-proc serving");
@@ -336,9 +421,8 @@ pub fn serve(
     let owner = shm_protocol::current_owner();
     let batch = config.batch.max(1);
     let mut acked_pause = false;
-    while !stop.load(Ordering::SeqCst) {
-        // plain flags
-        if paused.load(Ordering::SeqCst) {
+    while !stop.load(GET) {
+        if paused.load(GET) {
             // Nothing is claimed here, so the pause holds from this answer on.
             if !acked_pause {
                 sender.send(&FromChild::Paused)?;
@@ -351,15 +435,20 @@ pub fn serve(
         let first = match ring.claim_ready(owner, Some(Duration::from_millis(500))) {
             Ok(c) => c,
             Err(e) if e.is_timeout() => continue,
-            Err(e) => return Err(e).context("claiming a ready slot"),
+            Err(e) => return Err(Error::ring("claiming a ready slot")(e)),
         };
         let circuit = first.meta().circuit_id;
         let mut claims = vec![first];
         while claims.len() < batch {
-            match ring.try_claim_ready(owner)? {
+            match ring
+                .try_claim_ready(owner)
+                .map_err(Error::ring("claiming a ready slot"))?
+            {
                 Some(c) if c.meta().circuit_id == circuit => claims.push(c),
                 Some(other) => {
-                    other.release()?;
+                    other
+                        .release()
+                        .map_err(Error::ring("releasing a slot of another circuit"))?;
                     break;
                 }
                 None => break,
@@ -401,7 +490,7 @@ pub fn serve(
                 job_id: o.job_id,
                 partition: o.partition,
                 slot: o.slot,
-                generation: o.generation as u32,
+                generation: o.generation,
             })?;
         }
     }
@@ -411,8 +500,8 @@ pub fn serve(
 
 /// Page-locks the whole ring mapping once for DMA-speed host-to-device copies (CUDA only).
 #[cfg(feature = "cuda")]
-fn page_lock_ring(ring: &Ring, backend: &str) -> Option<kernels::backend::cuda::PageLock> {
-    if backend != "cuda" {
+fn page_lock_ring(ring: &Ring, backend: BackendKind) -> Option<kernels::backend::cuda::PageLock> {
+    if backend != BackendKind::Cuda {
         return None;
     }
     let (ptr, len) = ring.mapping();
@@ -436,6 +525,6 @@ fn page_lock_ring(ring: &Ring, backend: &str) -> Option<kernels::backend::cuda::
 }
 
 #[cfg(not(feature = "cuda"))]
-fn page_lock_ring(_ring: &Ring, _backend: &str) -> Option<()> {
+fn page_lock_ring(_ring: &Ring, _backend: BackendKind) -> Option<()> {
     None
 }

@@ -54,7 +54,7 @@ pub enum Command {
 pub struct PipelineArgs {
     /// Prover backend of the gpu-proc: `cpu` or `cuda`.
     #[arg(long, default_value = "cpu")]
-    pub backend: String,
+    pub backend: shm_protocol::control::BackendKind,
     /// Number of gpu-procs (one per GPU).
     #[arg(long, default_value_t = 1)]
     pub gpus: usize,
@@ -303,7 +303,9 @@ pub fn main() -> ExitCode {
         #[cfg(feature = "filecoin")]
         Command::Params(c) => commands::params::run(c),
         Command::SynthProc => synth_proc::run_from_env().map(|()| ExitCode::SUCCESS),
-        Command::GpuProc => gpu_proc::run_from_env().map(|()| ExitCode::SUCCESS),
+        Command::GpuProc => gpu_proc::run_from_env()
+            .map(|()| ExitCode::SUCCESS)
+            .map_err(anyhow::Error::from),
     };
     match result {
         Ok(code) => code,

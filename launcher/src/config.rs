@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use crate::cpuset::{CpuList, PinChoice};
+use shm_protocol::control::BackendKind;
 
 /// The whole file.
 #[derive(Clone, Debug, Deserialize)]
@@ -99,9 +100,9 @@ pub struct GpuConfig {
     /// CUDA device index.
     #[serde(default)]
     pub device: u32,
-    /// `cuda` or `cpu`.
+    /// `cuda` or `cpu` (anything else is refused when the file is parsed).
     #[serde(default = "default_backend")]
-    pub backend: String,
+    pub backend: BackendKind,
     /// Explicit cores (with `[cpus] synth`).
     #[serde(default)]
     pub cpus: Option<String>,
@@ -206,8 +207,8 @@ fn default_mode() -> String {
 fn default_gpu_cores() -> usize {
     1
 }
-fn default_backend() -> String {
-    "cpu".into()
+fn default_backend() -> BackendKind {
+    BackendKind::Cpu
 }
 fn default_batch() -> usize {
     1
@@ -249,11 +250,6 @@ impl Config {
         anyhow::ensure!(self.ring.slots >= 1, "[ring] slots must be at least 1");
         anyhow::ensure!(!self.gpu.is_empty(), "at least one [[gpu]] is needed");
         for g in &self.gpu {
-            anyhow::ensure!(
-                matches!(g.backend.as_str(), "cpu" | "cuda"),
-                "[[gpu]] backend `{}` is unknown: use `cpu` or `cuda`",
-                g.backend
-            );
             anyhow::ensure!(g.batch >= 1, "[[gpu]] batch must be at least 1");
             if let Some(c) = &g.cpus {
                 c.parse::<CpuList>()
@@ -304,7 +300,7 @@ mod tests {
         let c = Config::parse("").unwrap();
         assert_eq!(c.ring.slots, 4);
         assert_eq!(c.gpu.len(), 1);
-        assert_eq!(c.gpu[0].backend, "cpu");
+        assert_eq!(c.gpu[0].backend, BackendKind::Cpu);
     }
 
     #[test]

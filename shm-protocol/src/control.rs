@@ -40,12 +40,60 @@ pub struct SynthConfig {
 pub struct GpuConfig {
     /// Index of this gpu-proc (and its CUDA device).
     pub device: u32,
-    /// `cpu` or `cuda`.
-    pub backend: String,
+    /// The prover backend.
+    pub backend: BackendKind,
     /// Slots of one circuit proved together in one backend call, at most.
     pub batch: usize,
     /// The SRS of every circuit served.
     pub srs: Vec<SrsEntry>,
+}
+
+/// The prover backend of a gpu-proc: one type for the configuration file, the command line,
+/// the child configuration and the backend factory (`gpu_proc::open_backend`). Written `cpu` or
+/// `cuda` everywhere.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendKind {
+    /// `kernels::CpuBackend` over the shared SRS image.
+    #[default]
+    Cpu,
+    /// `kernels::backend::cuda::CudaBackend` (supraseal-c2); needs a build with `--features cuda`.
+    Cuda,
+}
+
+impl BackendKind {
+    /// Every kind, in the order help texts list them.
+    pub const ALL: [BackendKind; 2] = [BackendKind::Cpu, BackendKind::Cuda];
+
+    /// Its name: `cpu` or `cuda`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BackendKind::Cpu => "cpu",
+            BackendKind::Cuda => "cuda",
+        }
+    }
+}
+
+impl std::fmt::Display for BackendKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A backend name that is neither `cpu` nor `cuda`.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown backend `{0}`: use `cpu` or `cuda`")]
+pub struct UnknownBackend(pub String);
+
+impl std::str::FromStr for BackendKind {
+    type Err = UnknownBackend;
+
+    fn from_str(s: &str) -> Result<Self, UnknownBackend> {
+        BackendKind::ALL
+            .into_iter()
+            .find(|k| k.as_str() == s)
+            .ok_or_else(|| UnknownBackend(s.to_owned()))
+    }
 }
 
 /// One SRS a gpu-proc maps.
@@ -119,8 +167,8 @@ pub enum FromChild {
         partition: u32,
         /// Slot index.
         slot: u32,
-        /// Slot generation at publish time.
-        generation: u32,
+        /// Slot generation at publish time (the ring's full 37-bit counter).
+        generation: u64,
     },
     /// A partition could not be synthesized; the job fails with this reason.
     SynthFailed {
@@ -139,8 +187,8 @@ pub enum FromChild {
         partition: u32,
         /// Slot index.
         slot: u32,
-        /// Slot generation at completion.
-        generation: u32,
+        /// Slot generation at completion (the ring's full 37-bit counter).
+        generation: u64,
     },
     /// A gpu-proc has stopped claiming slots (answer to [`ToGpu::Pause`]).
     Paused,
@@ -362,6 +410,38 @@ mod tests {
         }
         drop(tx);
         assert_eq!(rx.recv::<ToSynth>().unwrap(), None);
+    }
+
+    #[test]
+    fn backend_kinds_parse_print_and_serialize_as_their_names() {
+        for kind in BackendKind::ALL {
+            assert_eq!(kind.to_string().parse::<BackendKind>(), Ok(kind));
+            let json = serde_json::to_string(&kind).unwrap();
+            assert_eq!(json, format!("\"{kind}\""));
+            assert_eq!(serde_json::from_str::<BackendKind>(&json).unwrap(), kind);
+        }
+        let err = "gpu".parse::<BackendKind>().unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "unknown backend `gpu`: use `cpu` or `cuda`"
+        );
+        assert!(serde_json::from_str::<BackendKind>("\"CUDA\"").is_err());
+    }
+
+    #[test]
+    fn generations_cross_at_full_width() {
+        let big = (1u64 << 37) - 1;
+        let msg = FromChild::Proved {
+            job_id: 1,
+            partition: 0,
+            slot: 2,
+            generation: big,
+        };
+        let json = serde_json::to_string(&msg).unwrap();
+        match serde_json::from_str::<FromChild>(&json).unwrap() {
+            FromChild::Proved { generation, .. } => assert_eq!(generation, big),
+            other => panic!("unexpected {other:?}"),
+        }
     }
 
     #[test]

@@ -433,7 +433,7 @@ fn work(
                     job_id: req.job_id,
                     partition: req.partition,
                     slot,
-                    generation: p.generation as u32,
+                    generation: p.generation,
                 },
             );
         }

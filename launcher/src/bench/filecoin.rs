@@ -16,7 +16,6 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use kernels::circuits::AnyCircuit;
 use kernels::filecoin::{self, fixture, ParamFiles, ProofKind};
-use kernels::Backend;
 
 use crate::pipeline::PipelineSettings;
 use crate::report::{self, BenchRow};
@@ -116,7 +115,12 @@ pub fn run(
         ));
     }
     if has("monolithic") {
-        let backend = local_backend(&settings.gpus[0].backend, &files)?;
+        let backend = gpu_proc::open_backend_from_file(
+            settings.gpus[0].backend,
+            &files.params,
+            files.circuit_id(),
+            &kind.to_string(),
+        )?;
         let job = filecoin::open_job(kind, &sector.c1_json)?;
         let mut lat = Vec::new();
         let started = Instant::now();
@@ -212,21 +216,6 @@ fn plain_row(config: &str, mode: &str, wall: Duration, latencies: Vec<f64>) -> F
     row.proofs_per_s = Some(n as f64 / wall_s);
     row.proofs_per_min = Some(60.0 * n as f64 / wall_s);
     FilecoinRow { row, latencies }
-}
-
-fn local_backend(kind: &str, files: &ParamFiles) -> anyhow::Result<Box<dyn Backend>> {
-    match kind {
-        "cpu" => {
-            let image =
-                kernels::srs::SrsImage::from_params_file(&files.params, files.circuit_id(), false)?;
-            Ok(Box::new(kernels::CpuBackend::new(image)?))
-        }
-        #[cfg(feature = "cuda")]
-        "cuda" => Ok(Box::new(kernels::backend::cuda::CudaBackend::open(
-            &files.params,
-        )?)),
-        other => anyhow::bail!("backend `{other}` is not available in this build"),
-    }
 }
 
 /// The latency line of a row: min / median / max seconds.

@@ -8,8 +8,6 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Args;
-use kernels::circuits::CircuitSpec;
-use kernels::Backend;
 
 use crate::bench::{local, split};
 use crate::cli::PipelineArgs;
@@ -122,7 +120,12 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     };
 
     if has("monolithic") || has("inprocess") {
-        let backend = local_backend(&args.pipeline.backend, &spec, &params)?;
+        let backend = gpu_proc::open_backend_from_file(
+            args.pipeline.backend,
+            &params,
+            spec.circuit_id(),
+            &spec.to_string(),
+        )?;
         if has("monolithic") {
             let bar = report::progress_bar(n, "monolithic");
             let run = local::run_monolithic(backend.as_ref(), &spec, n, batch, &|d| {
@@ -360,20 +363,4 @@ fn record(
     } else {
         BenchRow::from_stats(config, mode, &stats)
     })
-}
-
-fn local_backend(
-    kind: &str,
-    spec: &CircuitSpec,
-    params: &std::path::Path,
-) -> anyhow::Result<Box<dyn Backend>> {
-    match kind {
-        "cpu" => {
-            let image = kernels::srs::SrsImage::from_params_file(params, spec.circuit_id(), false)?;
-            Ok(Box::new(kernels::CpuBackend::new(image)?))
-        }
-        #[cfg(feature = "cuda")]
-        "cuda" => Ok(Box::new(kernels::backend::cuda::CudaBackend::open(params)?)),
-        other => anyhow::bail!("backend `{other}` is not available in this build"),
-    }
 }

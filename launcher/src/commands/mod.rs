@@ -43,15 +43,10 @@ pub fn settings_for(
     s.gpu_cores = args.gpu_cores;
     s.synth_concurrency = args.synth_concurrency;
     anyhow::ensure!(args.gpus >= 1, "--gpus must be at least 1");
-    anyhow::ensure!(
-        matches!(args.backend.as_str(), "cpu" | "cuda"),
-        "--backend `{}` is unknown: use `cpu` or `cuda`",
-        args.backend
-    );
     s.gpus = (0..args.gpus as u32)
         .map(|device| GpuSetting {
             device,
-            backend: args.backend.clone(),
+            backend: args.backend,
             batch: args.batch.max(1),
             cpus: None,
         })

@@ -130,7 +130,7 @@ pub fn settings_from_config(config: &Config) -> anyhow::Result<PipelineSettings>
         .map(|g| {
             Ok(GpuSetting {
                 device: g.device,
-                backend: g.backend.clone(),
+                backend: g.backend,
                 batch: g.batch,
                 cpus: g.cpus.as_deref().map(str::parse::<CpuList>).transpose()?,
             })

@@ -26,8 +26,8 @@ use blstrs::Bls12;
 use blstrs::Scalar;
 use kernels::circuits::{AnyCircuit, CircuitSpec};
 use shm_protocol::control::{
-    self, ChildConfig, EventKind, FromChild, GpuConfig, SrsEntry, SynthConfig, TimelineEvent,
-    ToGpu, ToSynth, FIRST_SRS_FD, RING_FD,
+    self, BackendKind, ChildConfig, EventKind, FromChild, GpuConfig, SrsEntry, SynthConfig,
+    TimelineEvent, ToGpu, ToSynth, FIRST_SRS_FD, RING_FD,
 };
 use shm_protocol::{HugePagePolicy, Region, Ring, RingConfig, SlotResult, SlotState, StateCounts};
 
@@ -50,8 +50,8 @@ pub struct CircuitSetting {
 pub struct GpuSetting {
     /// Device index.
     pub device: u32,
-    /// `cpu` or `cuda`.
-    pub backend: String,
+    /// The prover backend.
+    pub backend: BackendKind,
     /// Slots proved per backend call, at most.
     pub batch: usize,
     /// Explicit cores (else the automatic layout decides).
@@ -110,7 +110,7 @@ impl PipelineSettings {
             synth_cpus: None,
             gpus: vec![GpuSetting {
                 device: 0,
-                backend: "cpu".into(),
+                backend: BackendKind::Cpu,
                 batch: 1,
                 cpus: None,
             }],
@@ -360,7 +360,7 @@ impl Pipeline {
             // supraseal-c2 sizes its host thread pool from the affinity; on a single core the
             // process dies with SIGFPE (seen on an H200 host), so refuse that layout up front.
             anyhow::ensure!(
-                g.backend != "cuda" || layout.gpus()[i].len() >= 2,
+                g.backend != BackendKind::Cuda || layout.gpus()[i].len() >= 2,
                 "gpu-proc[{}] would run on 1 core; the cuda backend needs at least 2\nhint: raise --gpu-cores (config: [cpus] gpu_cores)",
                 g.device
             );
@@ -423,7 +423,7 @@ impl Pipeline {
                 env: gpu_env(g.device),
                 config: ChildConfig::Gpu(GpuConfig {
                     device: g.device,
-                    backend: g.backend.clone(),
+                    backend: g.backend,
                     batch: g.batch.max(1),
                     srs: entries,
                 }),
