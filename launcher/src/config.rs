@@ -225,17 +225,48 @@ fn default_gpus() -> Vec<GpuConfig> {
     }]
 }
 
+/// Why a config file cannot be used; the message names the file and the key.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file cannot be read.
+    #[error("cannot read config `{}`: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file's content is refused.
+    #[error("bad config `{}`: {source}", path.display())]
+    File {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: Box<ConfigError>,
+    },
+    /// Not TOML, or a key of the wrong type.
+    #[error("{0}")]
+    Syntax(#[from] toml::de::Error),
+    /// A value out of range or that does not parse.
+    #[error("{0}")]
+    Invalid(String),
+}
+
 impl Config {
     /// Reads and checks a config file; errors name the file and the key.
-    pub fn load(path: &Path) -> anyhow::Result<Config> {
-        use anyhow::Context;
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read config `{}`", path.display()))?;
-        Self::parse(&text).with_context(|| format!("bad config `{}`", path.display()))
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::parse(&text).map_err(|e| ConfigError::File {
+            path: path.to_owned(),
+            source: Box::new(e),
+        })
     }
 
     /// Parses config text.
-    pub fn parse(text: &str) -> anyhow::Result<Config> {
+    pub fn parse(text: &str) -> Result<Config, ConfigError> {
         let config: Config = toml::from_str(text)?;
         config.check()?;
         Ok(config)
@@ -246,19 +277,26 @@ impl Config {
         Config::parse("").expect("empty config is valid")
     }
 
-    fn check(&self) -> anyhow::Result<()> {
-        anyhow::ensure!(self.ring.slots >= 1, "[ring] slots must be at least 1");
-        anyhow::ensure!(!self.gpu.is_empty(), "at least one [[gpu]] is needed");
+    fn check(&self) -> Result<(), ConfigError> {
+        let invalid = |msg: String| Err(ConfigError::Invalid(msg));
+        if self.ring.slots < 1 {
+            return invalid("[ring] slots must be at least 1".into());
+        }
+        if self.gpu.is_empty() {
+            return invalid("at least one [[gpu]] is needed".into());
+        }
         for g in &self.gpu {
-            anyhow::ensure!(g.batch >= 1, "[[gpu]] batch must be at least 1");
+            if g.batch < 1 {
+                return invalid("[[gpu]] batch must be at least 1".into());
+            }
             if let Some(c) = &g.cpus {
                 c.parse::<CpuList>()
-                    .map_err(|e| anyhow::anyhow!("[[gpu]] cpus: {e}"))?;
+                    .map_err(|e| ConfigError::Invalid(format!("[[gpu]] cpus: {e}")))?;
             }
         }
         if let Some(s) = &self.cpus.synth {
             s.parse::<CpuList>()
-                .map_err(|e| anyhow::anyhow!("[cpus] synth: {e}"))?;
+                .map_err(|e| ConfigError::Invalid(format!("[cpus] synth: {e}")))?;
         }
         self.pin_choice()?;
         self.ring.huge_page_policy()?;
@@ -266,18 +304,19 @@ impl Config {
     }
 
     /// `[cpus] mode` parsed.
-    pub fn pin_choice(&self) -> anyhow::Result<PinChoice> {
+    pub fn pin_choice(&self) -> Result<PinChoice, ConfigError> {
         self.cpus
             .mode
             .parse()
-            .map_err(|e| anyhow::anyhow!("[cpus] mode: {e}"))
+            .map_err(|e| ConfigError::Invalid(format!("[cpus] mode: {e}")))
     }
 }
 
 impl RingConfig {
     /// `huge_pages` parsed.
-    pub fn huge_page_policy(&self) -> anyhow::Result<shm_protocol::HugePagePolicy> {
+    pub fn huge_page_policy(&self) -> Result<shm_protocol::HugePagePolicy, ConfigError> {
         crate::ring::parse_huge_pages(&self.huge_pages)
+            .map_err(|e| ConfigError::Invalid(format!("[ring] {e}")))
     }
 }
 
