@@ -352,7 +352,7 @@ pub fn run_inprocess(
         if proved.is_err() {
             // Workers see the flag before their next job; the receiver is gone, so a blocked
             // send fails at once.
-            stop.store(true, Ordering::Relaxed); // Relaxed: a hint; no data is published with it.
+            stop.store(true, Ordering::Release); // the flag convention: Release / Acquire
         }
         let panicked = workers
             .into_iter()
@@ -378,7 +378,7 @@ fn synth_worker(
     tx: mpsc::SyncSender<Result<Ready, Error>>,
 ) {
     // Relaxed: the flag is a hint to stop early; the channel carries all data.
-    while !stop.load(Ordering::Relaxed) {
+    while !stop.load(Ordering::Acquire) {
         // Relaxed: a ticket counter; each value is taken once, no other memory depends on it.
         let job = next.fetch_add(1, Ordering::Relaxed);
         if job >= n {
@@ -449,7 +449,7 @@ pub fn run_synth_only(
                     .name(format!("synth-{i}"))
                     .spawn_scoped(scope, move || {
                         // Relaxed: see `synth_worker`.
-                        while !stop.load(Ordering::Relaxed) {
+                        while !stop.load(Ordering::Acquire) {
                             // Relaxed: a ticket counter, see `synth_worker`.
                             let job = next.fetch_add(1, Ordering::Relaxed);
                             if job >= n {
@@ -484,7 +484,7 @@ pub fn run_synth_only(
                     }
                     Err(e) => {
                         // Relaxed: a hint, see `synth_worker`.
-                        stop.store(true, Ordering::Relaxed);
+                        stop.store(true, Ordering::Release);
                         outcome = Err(e);
                         break;
                     }

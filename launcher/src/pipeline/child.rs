@@ -18,12 +18,19 @@ use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
+
+/// A supervisor's stop flag is stored with `Release` before the child is told to exit and loaded
+/// with `Acquire` after each child exit, so a supervisor that sees its child gone also sees the
+/// stop that caused it and does not restart it. (The same convention for every flag of the
+/// workspace's processes.)
+const SET: Ordering = Ordering::Release;
+/// See [`SET`].
+const GET: Ordering = Ordering::Acquire;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
 use shm_protocol::control::{self, ChildConfig, FromChild, CHILD_CONFIG_ENV, CONTROL_FD};
 
 use crate::cpuset::{CpuList, Placement};
@@ -176,13 +183,13 @@ impl Supervisor {
 
     /// Marks the child as stopping: its exit is expected and it is not restarted.
     pub fn request_stop(&self) {
-        self.stop.store(true, Ordering::SeqCst); // plain flag, read after each child exit
+        self.stop.store(true, SET);
     }
 
     /// Stops restarting; the child is expected to exit on its own (after `Shutdown`) within
     /// `grace`, else it is killed. Returns when the supervisor thread has ended.
     pub fn stop(mut self, grace: Duration) {
-        self.stop.store(true, Ordering::SeqCst); // plain flag, read after each child exit
+        self.stop.store(true, SET);
         let deadline = Instant::now() + grace;
         if let Some(t) = self.thread.take() {
             while !t.is_finished() && Instant::now() < deadline {
@@ -202,7 +209,7 @@ impl Supervisor {
 impl Drop for Supervisor {
     fn drop(&mut self) {
         if self.thread.is_some() {
-            self.stop.store(true, Ordering::SeqCst); // plain flag
+            self.stop.store(true, SET);
             if let Some(pid) = self.pid() {
                 kill(pid, libc::SIGKILL);
             }
@@ -279,7 +286,7 @@ fn supervise(
         *pid_slot.lock().unwrap_or_else(|e| e.into_inner()) = None;
         let stderr_tail = stderr.join().unwrap_or_default();
         let status = describe(status);
-        let stopping = stop.load(Ordering::SeqCst); // plain flag
+        let stopping = stop.load(GET);
         let ran = started.elapsed();
         if ran >= spec.restart.healthy_after {
             quick_failures = 0;
@@ -314,7 +321,7 @@ fn supervise(
         }
         thread::sleep(backoff);
         backoff = (backoff * 2).min(spec.restart.max_backoff);
-        if stop.load(Ordering::SeqCst) {
+        if stop.load(GET) {
             // plain flag
             return;
         }
@@ -366,12 +373,39 @@ struct RunningChild {
     stderr: thread::JoinHandle<Vec<String>>,
 }
 
-fn spawn(spec: &ChildSpec) -> anyhow::Result<RunningChild> {
-    let (ours, theirs) = UnixStream::pair().context("socketpair for the control channel")?;
+/// Why a child could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum SpawnError {
+    /// A system call on the way failed (the control socketpair, a relay thread).
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: &'static str,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// The program could not be executed.
+    #[error("cannot start `{}`: {source}", program.display())]
+    Exec {
+        /// The program.
+        program: std::path::PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+}
+
+fn io(what: &'static str) -> impl FnOnce(std::io::Error) -> SpawnError {
+    move |source| SpawnError::Io { what, source }
+}
+
+fn spawn(spec: &ChildSpec) -> Result<RunningChild, SpawnError> {
+    let (ours, theirs) = UnixStream::pair().map_err(io("socketpair for the control channel"))?;
     let theirs = OwnedFd::from(theirs);
     let mut cmd = Command::new(&spec.program);
+    let config = serde_json::to_string(&spec.config)
+        .map_err(|e| io("serializing the child configuration")(e.into()))?;
     cmd.args(&spec.args)
-        .env(CHILD_CONFIG_ENV, serde_json::to_string(&spec.config)?)
+        .env(CHILD_CONFIG_ENV, config)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
@@ -387,17 +421,19 @@ fn spawn(spec: &ChildSpec) -> anyhow::Result<RunningChild> {
     if let Some(p) = &spec.placement {
         p.apply_to(&mut cmd);
     }
-    let mut child = cmd
-        .spawn()
-        .with_context(|| format!("cannot start `{}`", spec.program.display()))?;
+    let mut child = cmd.spawn().map_err(|source| SpawnError::Exec {
+        program: spec.program.clone(),
+        source,
+    })?;
     drop(theirs);
     let stderr = child.stderr.take().expect("stderr is piped");
     let role = spec.role;
     let pid = child.id();
     let stderr = thread::Builder::new()
         .name(format!("{role} stderr"))
-        .spawn(move || relay_stderr(role, pid, stderr))?;
-    let (sender, receiver) = control::channel(ours)?;
+        .spawn(move || relay_stderr(role, pid, stderr))
+        .map_err(io("starting the stderr relay"))?;
+    let (sender, receiver) = control::channel(ours).map_err(io("the control channel"))?;
     Ok(RunningChild {
         child,
         receiver,
