@@ -33,7 +33,7 @@ mod check {
 
     use blstrs::Scalar;
     use ff::Field;
-    use kernels::backend::cuda::{gpu_count, page_lock, CudaBackend};
+    use kernels::backend::cuda::{gpu_count, CudaBackend, PinnedAssignments};
     use kernels::circuits::CircuitSpec;
     use kernels::srs::{write_params_file, SrsImage};
     use kernels::synth::{OwnedAssignment, VecSink};
@@ -205,45 +205,14 @@ mod check {
         time_batches("pageable", &cuda, &args, &views, &inputs, &mut rng)?;
 
         // All circuits back to back in one buffer, page-locked once (as gpu-proc locks its ring).
-        let mut slab: Vec<Scalar> = Vec::with_capacity(
-            owned
-                .iter()
-                .map(|o| 3 * o.a.len() + o.input.len() + o.aux.len())
-                .sum(),
-        );
-        for o in &owned {
-            for part in [&o.a, &o.b, &o.c, &o.input, &o.aux] {
-                slab.extend_from_slice(part);
-            }
-        }
         let t = Instant::now();
-        let len = std::mem::size_of_val(slab.as_slice());
-        // SAFETY: `slab` is neither resized nor dropped while `lock` lives: `lock` is dropped
-        // explicitly at the end, before `slab`.
-        let lock = unsafe { page_lock(slab.as_mut_ptr().cast::<u8>(), len) }?;
+        let locked = PinnedAssignments::new(&owned)?;
         println!(
             "page-lock: {} MiB in {:.3} s",
-            lock.len() >> 20,
+            locked.len_bytes() >> 20,
             t.elapsed().as_secs_f64()
         );
-        let mut rest = slab.as_slice();
-        let pinned: Vec<Assignment<'_>> = owned
-            .iter()
-            .map(|o| {
-                let mut v = o.as_assignment();
-                let mut take = |n: usize| {
-                    let (head, tail) = rest.split_at(n);
-                    rest = tail;
-                    head
-                };
-                v.a = take(o.a.len());
-                v.b = take(o.b.len());
-                v.c = take(o.c.len());
-                v.input = take(o.input.len());
-                v.aux = take(o.aux.len());
-                v
-            })
-            .collect();
+        let pinned = locked.views(&owned);
         let again = cuda.prove_batch(&pinned[..1], &r0, &s0)?;
         if bytes(&again[0]) != bytes(&first[0]) {
             return Err("the proof from page-locked memory differs from the pageable one".into());
@@ -264,7 +233,8 @@ mod check {
                 return Err("cpu and cuda proofs differ".into());
             }
         }
-        drop(lock);
+        drop(pinned);
+        drop(locked);
         println!("ok: every proof verified");
         Ok(())
     }

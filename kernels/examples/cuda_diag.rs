@@ -46,7 +46,7 @@ mod diag {
     use blstrs::{G1Projective, G2Projective, Scalar};
     use ff::Field;
     use group::Curve;
-    use kernels::backend::cuda::{gpu_count, page_lock, CudaBackend};
+    use kernels::backend::cuda::{gpu_count, CudaBackend, PinnedAssignments};
     use kernels::circuits::CircuitSpec;
     use kernels::srs::{write_params_file, SrsImage};
     use kernels::synth::{OwnedAssignment, VecSink};
@@ -407,34 +407,8 @@ mod diag {
 
         if args.pinned {
             // Every circuit back to back in one buffer, page-locked once, as gpu-proc's ring.
-            let mut slab: Vec<Scalar> = Vec::with_capacity(
-                owned
-                    .iter()
-                    .map(|o| 3 * o.a.len() + o.input.len() + o.aux.len())
-                    .sum(),
-            );
-            for o in &owned {
-                for part in [&o.a, &o.b, &o.c, &o.input, &o.aux] {
-                    slab.extend_from_slice(part);
-                }
-            }
-            let len = std::mem::size_of_val(slab.as_slice());
-            // SAFETY: `slab` is neither resized nor dropped while `lock` lives: `lock` is dropped
-            // explicitly below, before `slab`.
-            let lock = unsafe { page_lock(slab.as_mut_ptr().cast::<u8>(), len) }?;
-            let mut rest = slab.as_slice();
-            for (seed, o) in args.seeds.iter().zip(&owned) {
-                let mut v = o.as_assignment();
-                let mut take = |n: usize| {
-                    let (head, tail) = rest.split_at(n);
-                    rest = tail;
-                    head
-                };
-                v.a = take(o.a.len());
-                v.b = take(o.b.len());
-                v.c = take(o.c.len());
-                v.input = take(o.input.len());
-                v.aux = take(o.aux.len());
+            let locked = PinnedAssignments::new(&owned)?;
+            for ((seed, o), v) in args.seeds.iter().zip(&owned).zip(locked.views(&owned)) {
                 let inputs = spec.public_inputs(*seed)?;
                 let (ok, _) = repeat(
                     &format!("seed {seed} pinned  "),
@@ -449,7 +423,6 @@ mod diag {
                     first_failing = Some((*seed, o));
                 }
             }
-            drop(lock);
         }
 
         if args.components {

@@ -212,25 +212,10 @@ fn page_locked_assignments_prove_the_same() {
 
     // One buffer holding a, b, c, input and aux back to back, page-locked once, as gpu-proc
     // locks its ring mapping.
-    let parts = [&owned.a, &owned.b, &owned.c, &owned.input, &owned.aux];
-    let mut slab: Vec<Scalar> = parts.iter().flat_map(|v| v.iter().copied()).collect();
-    let bytes = std::mem::size_of_val(slab.as_slice());
-    // SAFETY: `slab` is neither resized nor dropped while `lock` lives (dropped below).
-    let lock = unsafe { page_lock(slab.as_mut_ptr().cast::<u8>(), bytes) }.unwrap();
-    let mut rest = slab.as_slice();
-    let mut take = |len: usize| {
-        let (head, tail) = rest.split_at(len);
-        rest = tail;
-        head
-    };
-    let mut view = owned.as_assignment();
-    view.a = take(owned.a.len());
-    view.b = take(owned.b.len());
-    view.c = take(owned.c.len());
-    view.input = take(owned.input.len());
-    view.aux = take(owned.aux.len());
-    let locked = cuda.prove_batch(&[view], &r, &s).unwrap();
-    drop(lock);
+    let owned = [owned];
+    let pinned = kernels::backend::cuda::PinnedAssignments::new(&owned).unwrap();
+    let locked = cuda.prove_batch(&pinned.views(&owned), &r, &s).unwrap();
+    drop(pinned);
     assert_eq!(proof_bytes(&pageable[0]), proof_bytes(&locked[0]));
     assert!(cuda
         .verify(&locked[0], &spec.public_inputs(4).unwrap())

@@ -186,12 +186,7 @@ impl<S: AsRef<[u8]> + Send + Sync> Backend for CpuBackend<S> {
         r: &[Scalar],
         s: &[Scalar],
     ) -> Result<Vec<Proof>, Error> {
-        if r.len() != batch.len() {
-            return Err(Error::shape("r values", batch.len(), r.len()));
-        }
-        if s.len() != batch.len() {
-            return Err(Error::shape("s values", batch.len(), s.len()));
-        }
+        super::check_randomness(batch, r, s)?;
         let srs = self.srs()?;
         // `SrsView::new` already refused an identity delta; keep bellperson's guard explicit.
         if bool::from(group::prime::PrimeCurveAffine::is_identity(&srs.delta_g1())) {

@@ -224,6 +224,73 @@ pub unsafe fn page_lock(ptr: *mut u8, len: usize) -> Result<PageLock, Error> {
     Ok(PageLock { ptr: nn, len })
 }
 
+/// Copies of synthesized assignments in one page-locked buffer (a, b, c, input, aux back to
+/// back), as gpu-proc proves from its page-locked ring: for checks and benches that compare
+/// pageable and page-locked proving.
+pub struct PinnedAssignments {
+    // Declared first so that it is dropped (unregistered) before `slab` is freed.
+    lock: PageLock,
+    slab: Vec<Scalar>,
+}
+
+impl std::fmt::Debug for PinnedAssignments {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PinnedAssignments")
+            .field("bytes", &self.lock.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl PinnedAssignments {
+    /// Copies `owned` into one buffer and page-locks it. Errors as [`page_lock`].
+    pub fn new(owned: &[crate::synth::OwnedAssignment]) -> Result<Self, Error> {
+        let mut slab: Vec<Scalar> = Vec::with_capacity(
+            owned
+                .iter()
+                .map(|o| 3 * o.a.len() + o.input.len() + o.aux.len())
+                .sum(),
+        );
+        for o in owned {
+            for part in [&o.a, &o.b, &o.c, &o.input, &o.aux] {
+                slab.extend_from_slice(part);
+            }
+        }
+        let len = std::mem::size_of_val(slab.as_slice());
+        // SAFETY: `slab` is owned by the returned value, never resized, and freed only after
+        // `lock` is dropped (field order), so the range stays mapped while registered.
+        let lock = unsafe { page_lock(slab.as_mut_ptr().cast::<u8>(), len) }?;
+        Ok(PinnedAssignments { lock, slab })
+    }
+
+    /// Views of the copies, in the order of `owned` (the same slice `new` was given: its
+    /// densities are borrowed from it, its arrays from the page-locked copy).
+    pub fn views<'a>(&'a self, owned: &'a [crate::synth::OwnedAssignment]) -> Vec<Assignment<'a>> {
+        let mut rest = self.slab.as_slice();
+        let mut take = |n: usize| {
+            let (head, tail) = rest.split_at(n.min(rest.len()));
+            rest = tail;
+            head
+        };
+        owned
+            .iter()
+            .map(|o| {
+                let mut v = o.as_assignment();
+                v.a = take(o.a.len());
+                v.b = take(o.b.len());
+                v.c = take(o.c.len());
+                v.input = take(o.input.len());
+                v.aux = take(o.aux.len());
+                v
+            })
+            .collect()
+    }
+
+    /// Bytes page-locked.
+    pub fn len_bytes(&self) -> usize {
+        self.lock.len()
+    }
+}
+
 /// Checks one circuit against the SRS lengths: the assignment's own consistency
 /// ([`Assignment::validate`]), the lengths fixed by the circuit shape
 /// ([`SrsLengths::check_shape`]), then the density popcounts that supraseal-c2 indexes the `a` and
@@ -269,20 +336,7 @@ fn check_batch(
     r: &[Scalar],
     s: &[Scalar],
 ) -> Result<(), Error> {
-    if r.len() != batch.len() {
-        return Err(Error::shape(
-            "randomness `r` values (one per circuit)",
-            batch.len(),
-            r.len(),
-        ));
-    }
-    if s.len() != batch.len() {
-        return Err(Error::shape(
-            "randomness `s` values (one per circuit)",
-            batch.len(),
-            s.len(),
-        ));
-    }
+    super::check_randomness(batch, r, s)?;
     for (i, circuit) in batch.iter().enumerate() {
         check_circuit(lens, circuit).inspect_err(|e| {
             tracing::debug!(circuit = i, "circuit does not match the SRS: {e}");

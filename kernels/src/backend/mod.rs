@@ -50,6 +50,25 @@ pub struct Assignment<'a> {
     pub b_aux_density: Density<'a>,
 }
 
+/// Checks that a batch has one `r` and one `s` per circuit (every backend's first check).
+pub fn check_randomness(batch: &[Assignment<'_>], r: &[Scalar], s: &[Scalar]) -> Result<(), Error> {
+    if r.len() != batch.len() {
+        return Err(Error::shape(
+            "randomness `r` values (one per circuit)",
+            batch.len(),
+            r.len(),
+        ));
+    }
+    if s.len() != batch.len() {
+        return Err(Error::shape(
+            "randomness `s` values (one per circuit)",
+            batch.len(),
+            s.len(),
+        ));
+    }
+    Ok(())
+}
+
 impl Density<'_> {
     /// Checks the bitmap against its claimed length and popcount: enough words, no bit set past
     /// `bit_len`, `popcount` equal to the set bits. Costs one pass over the words.
