@@ -154,6 +154,35 @@ impl SrsLengths {
         }
         Ok(())
     }
+
+    /// Checks one assignment against these lengths, as every backend does before proving: the
+    /// assignment's own consistency ([`crate::Assignment::validate`]), its shape
+    /// ([`SrsLengths::check_shape`]), then the exact A and B query lengths its densities select
+    /// (inputs + A-aux popcount `a` points, B popcounts `b_g1` points). Returns the shape.
+    pub fn check_assignment(&self, asg: &crate::Assignment<'_>) -> Result<CircuitShape, Error> {
+        let shape = asg.validate()?;
+        self.check_shape(&shape)?;
+        let a = shape.inputs.checked_add(asg.a_aux_density.popcount);
+        if a != Some(self.a) {
+            return Err(Error::shape(
+                "inputs + A aux density popcount (SRS `a` points)",
+                self.a,
+                a.unwrap_or(usize::MAX),
+            ));
+        }
+        let b = asg
+            .b_input_density
+            .popcount
+            .checked_add(asg.b_aux_density.popcount);
+        if b != Some(self.b_g1) {
+            return Err(Error::shape(
+                "B input + aux density popcounts (SRS `b_g1` points)",
+                self.b_g1,
+                b.unwrap_or(usize::MAX),
+            ));
+        }
+        Ok(shape)
+    }
 }
 
 fn align_up(x: usize) -> Option<usize> {

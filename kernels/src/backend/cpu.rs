@@ -71,24 +71,7 @@ impl<S: AsRef<[u8]> + Send + Sync> CpuBackend<S> {
     }
 
     fn components_in(&self, srs: &SrsView<'_>, asg: &Assignment<'_>) -> Result<Components, Error> {
-        let shape = asg.validate()?;
-        srs.check_shape(&shape)?;
-        let a_len = shape.inputs + asg.a_aux_density.popcount;
-        if srs.a().len() != a_len {
-            return Err(Error::shape(
-                "SRS a (inputs + A-aux density)",
-                a_len,
-                srs.a().len(),
-            ));
-        }
-        let b_len = asg.b_input_density.popcount + asg.b_aux_density.popcount;
-        if srs.b_g1().len() != b_len {
-            return Err(Error::shape(
-                "SRS b_g1 (B densities)",
-                b_len,
-                srs.b_g1().len(),
-            ));
-        }
+        srs.lengths().check_assignment(asg)?;
 
         let t = Instant::now();
         let h = compute_h(asg.a, asg.b, asg.c)?;

@@ -296,33 +296,13 @@ impl PinnedAssignments {
 /// ([`SrsLengths::check_shape`]), then the density popcounts that supraseal-c2 indexes the `a` and
 /// `b` queries with.
 pub fn check_circuit(lens: &SrsLengths, circuit: &Assignment<'_>) -> Result<(), Error> {
-    let shape = circuit.validate()?;
-    lens.check_shape(&shape)?;
+    lens.check_assignment(circuit)?;
     if lens.h == 0 {
         // supraseal-c2 derives the domain as 2^(log2(h - 1) + 1); h = 0 underflows.
         return Err(Error::shape(
             "evaluation domain (supraseal-c2 needs at least 2)",
             2,
             1,
-        ));
-    }
-    let a = shape.inputs.checked_add(circuit.a_aux_density.popcount);
-    if a != Some(lens.a) {
-        return Err(Error::shape(
-            "inputs + A aux density popcount (SRS `a` points)",
-            lens.a,
-            a.unwrap_or(usize::MAX),
-        ));
-    }
-    let b = circuit
-        .b_input_density
-        .popcount
-        .checked_add(circuit.b_aux_density.popcount);
-    if b != Some(lens.b_g1) {
-        return Err(Error::shape(
-            "B input + aux density popcounts (SRS `b_g1` points)",
-            lens.b_g1,
-            b.unwrap_or(usize::MAX),
         ));
     }
     Ok(())
