@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::cpuset::{CpuList, PinChoice};
+use crate::pinning::{CpuList, PinChoice};
 
 /// The whole file.
 #[derive(Clone, Debug, Deserialize)]
