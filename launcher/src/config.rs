@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::cpuset::{CpuList, PinChoice};
+use crate::pinning::{CpuList, PinChoice};
 use shm_protocol::control::BackendKind;
 
 /// The whole file.

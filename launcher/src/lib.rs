@@ -5,7 +5,7 @@
 //! - [`pipeline::Pipeline`]: the running split pipeline (ring, SRS, children, job table);
 //!   [`pipeline::child`] starts and restarts one child;
 //! - [`jobs`]: the job table, pure bookkeeping;
-//! - [`cpuset`]: cpu lists, layouts and pinning (cgroup v2, cgroup v1, affinity);
+//! - [`pinning`]: cpu lists, layouts and pinning (cgroup v2, cgroup v1, affinity);
 //! - [`timeline`], [`report`], [`bench`]: measuring;
 //! - [`cli`], [`commands`], [`config`], [`env`]: the command line and its settings;
 //! - [`notify`]: systemd notification.
@@ -29,11 +29,11 @@ pub mod bench;
 pub mod cli;
 pub mod commands;
 pub mod config;
-pub mod cpuset;
 pub mod env;
 pub mod jobs;
 mod logging;
 pub mod notify;
+pub mod pinning;
 pub mod pipeline;
 pub mod report;
 pub mod ring;

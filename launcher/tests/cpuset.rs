@@ -5,7 +5,7 @@
 //! `cgroup-v1,affinity`), in which case the test fails — CI sets it so that a skip cannot pass
 //! silently where the mode must work.
 
-use launcher::cpuset::{self, CpuList, ErrorKind, Layout, PinKind, PinMode, Placement};
+use launcher::pinning::{self, CpuList, ErrorKind, Layout, PinKind, PinMode, Placement};
 use std::process::{Command, Stdio};
 
 fn required(kind: PinKind) -> bool {
@@ -188,7 +188,7 @@ fn automatic_layout_places_synth_and_gpu() {
 #[test]
 fn refuses_cpus_that_are_not_there() {
     let online = CpuList::online().unwrap();
-    let missing = CpuList::from_cpus([cpuset::MAX_CPUS - 1]).unwrap();
+    let missing = CpuList::from_cpus([pinning::MAX_CPUS - 1]).unwrap();
     assert!(!missing.is_subset(&online));
     for kind in PinKind::ALL {
         let Ok(mode) = PinMode::probe(kind) else {
@@ -216,10 +216,10 @@ fn refuses_cpus_that_are_not_there() {
 #[test]
 fn verify_reads_a_live_process() {
     let mut child = Command::new("sleep").arg("5").spawn().unwrap();
-    let cpus = cpuset::verify(child.id());
+    let cpus = pinning::verify(child.id());
     child.kill().unwrap();
     child.wait().unwrap();
     assert_eq!(cpus.unwrap(), CpuList::allowed().unwrap());
-    let err = cpuset::verify(u32::MAX).unwrap_err();
+    let err = pinning::verify(u32::MAX).unwrap_err();
     assert!(matches!(err.kind(), ErrorKind::Io { .. }), "{err}");
 }

@@ -112,7 +112,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     // The split mode's synth-proc gets every core the gpu-procs do not; the in-process modes get
     // as many synthesis threads, so every mode synthesizes with the same parallelism.
     let synth_threads = match args.pipeline.synth_concurrency {
-        0 => crate::cpuset::CpuList::allowed()?
+        0 => crate::pinning::CpuList::allowed()?
             .len()
             .saturating_sub(args.pipeline.gpu_cores * args.pipeline.gpus)
             .max(1),

@@ -12,7 +12,7 @@ use anyhow::Context;
 use kernels::circuits::{AnyCircuit, CircuitSpec};
 
 use crate::cli::PipelineArgs;
-use crate::cpuset::PinChoice;
+use crate::pinning::PinChoice;
 use crate::pipeline::{GpuSetting, PipelineSettings};
 
 /// Resolves the shared pipeline flags into settings for one built-in circuit (its SRS `srs`, or

@@ -20,8 +20,8 @@ use serde::{Deserialize, Serialize};
 use super::prove::hex;
 use crate::cli::{RunArgs, StatusArgs, SubmitArgs};
 use crate::config::Config;
-use crate::cpuset::CpuList;
 use crate::notify::Notifier;
+use crate::pinning::CpuList;
 use crate::pipeline::{
     CircuitSetting, GpuSetting, JobHandle, Pipeline, PipelineSettings, PipelineStatus,
 };

@@ -2,7 +2,7 @@
 //!
 //! Each child gets, by inheritance at fixed numbers, the ring memfd ([`RING_FD`]), one end of a
 //! fresh control socketpair ([`CONTROL_FD`]) and, for a gpu-proc, the SRS memfds from
-//! [`FIRST_SRS_FD`] on. Its cpuset is applied between `fork` and `exec` (see `cpuset`), and it
+//! [`FIRST_SRS_FD`] on. Its cpuset is applied between `fork` and `exec` (see `pinning`), and it
 //! asks the kernel to kill it when the launcher dies (`PR_SET_PDEATHSIG`).
 //!
 //! A supervisor thread per role runs the loop *spawn → forward messages → reap → back off →
@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 
 use shm_protocol::control::{self, ChildConfig, FromChild, CHILD_CONFIG_ENV, CONTROL_FD};
 
-use crate::cpuset::{CpuList, Placement};
+use crate::pinning::{CpuList, Placement};
 
 /// Which child.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

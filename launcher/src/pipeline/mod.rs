@@ -31,8 +31,8 @@ use shm_protocol::control::{
 };
 use shm_protocol::{HugePagePolicy, Region, Ring, RingConfig, SlotResult, SlotState, StateCounts};
 
-use crate::cpuset::{CpuList, Layout, PinChoice, PinMode, Placement};
 use crate::jobs::{JobCounters, JobOutcome, JobSpec, JobSummary, JobTable};
+use crate::pinning::{CpuList, Layout, PinChoice, PinMode, Placement};
 use crate::srs::SharedSrs;
 use child::{ChildEvent, ChildSpec, RestartPolicy, Role, Supervisor};
 
