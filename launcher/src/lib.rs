@@ -6,8 +6,8 @@
 //!   [`pipeline::child`] starts and restarts one child;
 //! - [`jobs`]: the job table, pure bookkeeping;
 //! - [`pinning`]: cpu lists, layouts and pinning (cgroup v2, cgroup v1, affinity);
-//! - [`timeline`], [`report`], [`bench`]: measuring;
-//! - [`cli`], [`commands`], [`config`], [`env`]: the command line and its settings;
+//! - [`timeline`], [`report`], [`bench`](mod@bench): measuring;
+//! - [`cli`], [`commands`], [`config`], [`env`](mod@env): the command line and its settings;
 //! - [`notify`]: systemd notification.
 //!
 //! # Example

@@ -18,7 +18,7 @@
 //! circuit is ready for the prover and `GPU_CLAIM` when the prover takes it into a batch, so the
 //! "ring wait" is the time a finished circuit waits for the prover (for the rest of its batch in
 //! monolithic mode, in the channel in the in-process pipeline). Every event has slot
-//! [`NO_SLOT`](crate::timeline::NO_SLOT).
+//! [`NO_SLOT`].
 //!
 //! ```no_run
 //! use kernels::circuits::CircuitSpec;

@@ -1,8 +1,8 @@
 //! Starting, watching and restarting one child process (synth-proc or a gpu-proc).
 //!
-//! Each child gets, by inheritance at fixed numbers, the ring memfd ([`RING_FD`]), one end of a
+//! Each child gets, by inheritance at fixed numbers, the ring memfd ([`RING_FD`](shm_protocol::control::RING_FD)), one end of a
 //! fresh control socketpair ([`CONTROL_FD`]) and, for a gpu-proc, the SRS memfds from
-//! [`FIRST_SRS_FD`] on. Its cpuset is applied between `fork` and `exec` (see `pinning`), and it
+//! [`FIRST_SRS_FD`](shm_protocol::control::FIRST_SRS_FD) on. Its cpuset is applied between `fork` and `exec` (see `pinning`), and it
 //! asks the kernel to kill it when the launcher dies (`PR_SET_PDEATHSIG`).
 //!
 //! A supervisor thread per role runs the loop *spawn → forward messages → reap → back off →
