@@ -5,8 +5,8 @@ use std::collections::HashMap;
 
 use gpu_proc::Prover;
 use kernels::circuits::CircuitSpec;
-use kernels::{Assignment, Backend, CpuBackend, Proof};
 use kernels::job::BuiltinRequest;
+use kernels::{Assignment, Backend, CpuBackend, Proof};
 use shm_protocol::control::{JobRequest, SynthRequest};
 use shm_protocol::layout::{RING_HEADER_BYTES, SLOT_HEADER_BYTES};
 use shm_protocol::{current_owner, HugePagePolicy, Region, Ring, RingConfig, SlotResult};

@@ -54,7 +54,11 @@ pub trait Job: Send + Sync {
     /// families concatenate them (for Filecoin: filecoin-proofs' `MultiProof::write`).
     fn assemble(&self, proofs: &[Vec<u8>]) -> Result<Vec<u8>, Error> {
         if proofs.len() != self.partitions() {
-            return Err(Error::shape("partition proofs", self.partitions(), proofs.len()));
+            return Err(Error::shape(
+                "partition proofs",
+                self.partitions(),
+                proofs.len(),
+            ));
         }
         Ok(proofs.concat())
     }

@@ -493,6 +493,62 @@ mod tests {
     }
 
     #[test]
+    fn a_request_memfd_travels_with_its_message_sealed_and_intact() {
+        use crate::request::{MappedRequest, SealedRequest};
+        let (a, b) = UnixStream::pair().unwrap();
+        let (mut tx, _) = channel(a).unwrap();
+        let (_, mut rx) = channel(b).unwrap();
+        // Two jobs' requests, large enough that a line spans several reads, between plain
+        // messages; each memfd arrives with its own message, in order.
+        let requests: Vec<Vec<u8>> = (0..2u8)
+            .map(|k| (0..300_000u32).map(|i| (i as u8) ^ k).collect())
+            .collect();
+        let sealed: Vec<SealedRequest> = requests
+            .iter()
+            .map(|r| SealedRequest::create("test", r).unwrap())
+            .collect();
+        let msg = |job_id: u64, len: u64| {
+            ToSynth::Synthesize(SynthRequest {
+                job_id,
+                partition: 0,
+                // A long circuit string makes the line longer than one socket buffer's worth.
+                circuit: "x".repeat(200_000),
+                circuit_id: 1,
+                request: JobRequest::Memfd { len },
+            })
+        };
+        let sender = std::thread::spawn(move || {
+            tx.send(&ToSynth::Shutdown).unwrap();
+            for (job, s) in sealed.iter().enumerate() {
+                tx.send_with_fd(&msg(job as u64, s.len()), s.fd()).unwrap();
+            }
+            tx.send(&ToSynth::Shutdown).unwrap();
+            // The launcher keeps its copies; dropping them here must not matter to the receiver.
+        });
+        assert_eq!(rx.recv::<ToSynth>().unwrap(), Some(ToSynth::Shutdown));
+        assert!(
+            rx.take_fd().is_none(),
+            "a plain message carries no descriptor"
+        );
+        for (job, bytes) in requests.iter().enumerate() {
+            let Some(ToSynth::Synthesize(req)) = rx.recv::<ToSynth>().unwrap() else {
+                panic!("expected a synthesis request");
+            };
+            assert_eq!(req.job_id, job as u64);
+            let JobRequest::Memfd { len } = req.request else {
+                panic!("expected a memfd request");
+            };
+            let fd = rx.take_fd().expect("the memfd came with its message");
+            let mapped = MappedRequest::open(fd, len).unwrap();
+            assert_eq!(mapped.bytes(), &bytes[..], "job {job}: bytes intact");
+        }
+        assert_eq!(rx.recv::<ToSynth>().unwrap(), Some(ToSynth::Shutdown));
+        sender.join().unwrap();
+        assert_eq!(rx.recv::<ToSynth>().unwrap(), None);
+        assert!(rx.take_fd().is_none());
+    }
+
+    #[test]
     fn garbage_line_is_a_clear_error() {
         let (mut a, b) = UnixStream::pair().unwrap();
         let (_, mut rx) = channel(b).unwrap();

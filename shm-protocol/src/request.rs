@@ -77,7 +77,9 @@ impl MappedRequest {
     /// Checks that `fd` is a memfd sealed with (at least) [`REQUEST_SEALS`] holding exactly
     /// `len` bytes, then maps it read-only. The fd is closed once mapped.
     pub fn open(fd: OwnedFd, len: u64) -> Result<MappedRequest> {
-        let bad = |why: String| -> Error { ErrorKind::InvalidRegion(format!("request memfd: {why}")).into() };
+        let bad = |why: String| -> Error {
+            ErrorKind::InvalidRegion(format!("request memfd: {why}")).into()
+        };
         let seals = rustix::fs::fcntl_get_seals(&fd)
             .map_err(|e| bad(format!("not a sealable memfd ({e})")))?;
         if !seals.contains(REQUEST_SEALS) {
@@ -132,7 +134,10 @@ mod tests {
         assert_eq!(mapped.bytes(), &bytes[..]);
         // A writable mapping cannot be had from it either.
         let w = unsafe { memmap2::MmapOptions::new().map_mut(&sealed.fd) };
-        assert!(w.is_err(), "a shared writable mapping of a write-sealed memfd");
+        assert!(
+            w.is_err(),
+            "a shared writable mapping of a write-sealed memfd"
+        );
         // Empty requests work.
         let empty = SealedRequest::create("empty", b"").unwrap();
         let m = MappedRequest::open(empty.fd().try_clone_to_owned().unwrap(), 0).unwrap();

@@ -190,7 +190,10 @@ mod tests {
             "{e}"
         );
         assert!(cache.job(6, &circuit, &memfd(&bytes)).is_err());
-        let e = cache.job(7, &circuit, &RequestBytes::Missing).err().unwrap();
+        let e = cache
+            .job(7, &circuit, &RequestBytes::Missing)
+            .err()
+            .unwrap();
         assert!(e.to_string().contains("none came with it"), "{e}");
         // At most MAX_JOBS jobs are held; the oldest goes first.
         for job in 100..100 + MAX_JOBS as u64 + 3 {

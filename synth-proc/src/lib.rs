@@ -8,6 +8,12 @@
 //! no copy) and publishes the slot READY for a gpu-proc. A failed synthesis abandons its slot and
 //! reports `SynthFailed`; only that job fails.
 //!
+//! Every request names its job's circuit and carries the job's request bytes, inline (built-in
+//! circuits) or as a sealed memfd received with the message (`shm_protocol::request`). A job is
+//! opened once (`kernels::job::open`, through the memfd mapped read-only) by the first worker
+//! that needs it, before any slot is taken, and shared by the workers of its other partitions
+//! ([`JobCache`], bounded, dropped once its partitions ran).
+//!
 //! # Example
 //!
 //! Synthesize one partition into a private ring, as the service loop does:

@@ -3,8 +3,8 @@
 
 use blstrs::{Bls12, Scalar};
 use kernels::circuits::CircuitSpec;
-use kernels::{Assignment, Backend, CpuBackend, Density};
 use kernels::job::BuiltinRequest;
+use kernels::{Assignment, Backend, CpuBackend, Density};
 use shm_protocol::control::{JobRequest, SynthRequest};
 use shm_protocol::{current_owner, HugePagePolicy, Region, Ring, RingConfig};
 

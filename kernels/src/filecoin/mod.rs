@@ -166,7 +166,27 @@ impl<T: PartitionedJob + ?Sized> Job for T {
 
 /// [`open_job`] as a [`Job`] (what `crate::job::open` returns for a Filecoin circuit).
 pub(crate) fn open_any(kind: ProofKind, request: &[u8]) -> Result<Box<dyn Job>, Error> {
-    Ok(Box::new(open_job(kind, request)?))
+    /// The opened request behind its trait object, as a [`Job`].
+    struct Opened(Box<dyn PartitionedJob>);
+    impl PartitionedJob for Opened {
+        fn kind(&self) -> ProofKind {
+            self.0.kind()
+        }
+        fn partitions(&self) -> usize {
+            self.0.partitions()
+        }
+        fn synthesize_partition(
+            &self,
+            k: usize,
+            sink: &mut dyn AssignmentSink,
+        ) -> Result<(), Error> {
+            self.0.synthesize_partition(k, sink)
+        }
+        fn public_inputs(&self, k: usize) -> Result<Vec<Scalar>, Error> {
+            self.0.public_inputs(k)
+        }
+    }
+    Ok(Box::new(Opened(open_job(kind, request)?)))
 }
 
 /// The circuit of a Filecoin proof: a registered proof type of filecoin-proofs-api.
