@@ -5,8 +5,9 @@ use std::collections::HashMap;
 
 use gpu_proc::Prover;
 use kernels::circuits::CircuitSpec;
+use kernels::job::BuiltinRequest;
 use kernels::{Assignment, Backend, CpuBackend, Proof};
-use shm_protocol::control::SynthRequest;
+use shm_protocol::control::{JobRequest, SynthRequest};
 use shm_protocol::layout::{RING_HEADER_BYTES, SLOT_HEADER_BYTES};
 use shm_protocol::{current_owner, HugePagePolicy, Region, Ring, RingConfig, SlotResult};
 
@@ -32,10 +33,16 @@ fn ring_with_ready_slots(spec: &CircuitSpec, slots: u32) -> Ring {
             partition: p,
             circuit: spec.to_string(),
             circuit_id: spec.circuit_id(),
-            seed: 10 + u64::from(p),
-            input: None,
+            // Partition p of a job of seed 10: the witness of seed 10 + p.
+            request: JobRequest::Inline(
+                BuiltinRequest {
+                    seed: 10,
+                    partitions: slots,
+                }
+                .to_bytes(),
+            ),
         };
-        synth_proc::synthesize_request(&ring, &mut shapes, &req).unwrap();
+        synth_proc::synthesize_request(&ring, &mut shapes, &req, None).unwrap();
     }
     ring
 }

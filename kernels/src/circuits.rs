@@ -391,15 +391,15 @@ impl FromStr for CircuitSpec {
 /// Prefixes of Filecoin proof kinds (`porep:`, `post:`, `snap:`; see `filecoin::ProofKind`).
 pub const FILECOIN_PREFIXES: [&str; 3] = ["porep:", "post:", "snap:"];
 
-/// A circuit the pipeline can serve: a built-in one (witness from a seed) or, with the feature
-/// `filecoin`, a Filecoin proof kind (witness from a proof request file: C1 output, PoSt or
-/// SnapDeals request). Written as its spec (`sha-chain:38`, `porep:StackedDrg32GiBV1_1`).
+/// A circuit the pipeline can serve: a built-in one (witness from a seed) or a Filecoin proof
+/// kind (witness from a proof request: C1 output, PoSt or SnapDeals request; without the feature
+/// `filecoin` the kind has no value and parsing one is an error). Written as its spec
+/// (`sha-chain:38`, `porep:StackedDrg32GiBV1_1`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum AnyCircuit {
     /// A built-in circuit.
     Builtin(CircuitSpec),
     /// A Filecoin proof kind.
-    #[cfg(feature = "filecoin")]
     Filecoin(crate::filecoin::ProofKind),
 }
 
@@ -408,7 +408,6 @@ impl AnyCircuit {
     pub fn shape(&self) -> Result<CircuitShape, Error> {
         match self {
             Self::Builtin(spec) => spec.shape(),
-            #[cfg(feature = "filecoin")]
             Self::Filecoin(kind) => kind.shape(),
         }
     }
@@ -418,10 +417,7 @@ impl AnyCircuit {
     pub fn circuit_id(&self) -> Result<u64, Error> {
         match self {
             Self::Builtin(spec) => Ok(spec.circuit_id()),
-            #[cfg(feature = "filecoin")]
-            Self::Filecoin(kind) => {
-                Ok(crate::filecoin::ParamFiles::for_kind(*kind, "")?.circuit_id())
-            }
+            Self::Filecoin(kind) => kind.circuit_id(),
         }
     }
 
@@ -429,7 +425,6 @@ impl AnyCircuit {
     pub fn builtin(&self) -> Option<CircuitSpec> {
         match self {
             Self::Builtin(spec) => Some(*spec),
-            #[cfg(feature = "filecoin")]
             Self::Filecoin(_) => None,
         }
     }
@@ -439,7 +434,6 @@ impl fmt::Display for AnyCircuit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Builtin(spec) => spec.fmt(f),
-            #[cfg(feature = "filecoin")]
             Self::Filecoin(kind) => kind.fmt(f),
         }
     }
@@ -450,15 +444,7 @@ impl FromStr for AnyCircuit {
 
     fn from_str(s: &str) -> Result<Self, Error> {
         if FILECOIN_PREFIXES.iter().any(|p| s.starts_with(p)) {
-            #[cfg(feature = "filecoin")]
             return s.parse().map(Self::Filecoin);
-            #[cfg(not(feature = "filecoin"))]
-            return Err(ErrorKind::InvalidSpec {
-                spec: s.to_owned(),
-                reason: "this build has no Filecoin support (build with the feature `filecoin`)"
-                    .into(),
-            }
-            .into());
         }
         s.parse().map(Self::Builtin)
     }

@@ -11,7 +11,10 @@
 //! - [`paramgen`]: a fast random parameter generator with progress reporting.
 //! - [`circuits`]: built-in circuits named by a [`circuits::CircuitSpec`] (`sha-chain:38`,
 //!   `pubinputs:8`, `bits:4096`).
-//! - `filecoin` (feature `filecoin`): PoRep C2 from a C1 output, circuits built by the fil crates,
+//! - [`job`]: the [`job::Job`] trait (a circuit plus request bytes: partitions, their public
+//!   inputs, the assembled proof) that the pipeline schedules, for built-in circuits and
+//!   Filecoin alike ([`job::open`]).
+//! - `filecoin` (feature `filecoin`; without it a stand-in that refuses Filecoin specs): PoRep C2 from a C1 output, circuits built by the fil crates,
 //!   proved by this crate's backends, bytes accepted by filecoin-proofs' `verify_seal`; local
 //!   test parameters under the official parameter cache names.
 //!
@@ -42,8 +45,11 @@
 pub mod backend;
 pub mod circuits;
 mod error;
-#[cfg(feature = "filecoin")]
+// Without the feature, a stand-in whose `ProofKind` has no value and whose parsing says the
+// build has no Filecoin support: the rest of the workspace names Filecoin without a `cfg`.
+#[cfg_attr(not(feature = "filecoin"), path = "filecoin/disabled.rs")]
 pub mod filecoin;
+pub mod job;
 mod msm;
 pub mod ntt;
 pub mod paramgen;

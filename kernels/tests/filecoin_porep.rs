@@ -6,7 +6,6 @@
 //! cache (`target/filecoin-test-params`, generated once with the fast generator and a fixed seed,
 //! so every test binary agrees on them). `FIL_PROOFS_PARAMETER_CACHE` points filecoin-proofs
 //! there, so its verifier reads the `.vk` written beside the `.params` our prover reads.
-#![cfg(feature = "filecoin")]
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;

@@ -9,7 +9,6 @@
 //! generated once with the fast generator and the shared seed); `FIL_PROOFS_PARAMETER_CACHE`
 //! points filecoin-proofs there, so its verifiers read the `.vk` written beside the `.params` our
 //! prover reads.
-#![cfg(feature = "filecoin")]
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;

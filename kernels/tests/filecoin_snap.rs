@@ -9,7 +9,6 @@
 //! shared test parameter cache (`target/filecoin-test-params`, generated once with the fast
 //! generator and the shared seed); `FIL_PROOFS_PARAMETER_CACHE` points filecoin-proofs there, so
 //! its verifier reads the `.vk` written beside the `.params` our prover reads.
-#![cfg(feature = "filecoin")]
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;

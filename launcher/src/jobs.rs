@@ -1,6 +1,7 @@
 //! The job table: which partitions of which job are where, independent of processes and transport.
 //!
-//! A job is a circuit spec, a seed (or a proof request file) and a number of partitions. Each partition moves
+//! A job is a circuit spec, its request (`kernels::job`: a seed and a partition count for a
+//! built-in circuit, a proof request for Filecoin) and a number of partitions. Each partition moves
 //! `Pending → Synthesizing → InRing → Done`, or the whole job fails with the first reason reported.
 //! The table is pure bookkeeping: the pipeline feeds it what the children report and asks it what to
 //! re-send after a crash, which is why it can be tested without a single process.
@@ -8,7 +9,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::time::{Duration, Instant};
 
-use shm_protocol::control::SynthRequest;
+use shm_protocol::control::{JobRequest, SynthRequest};
 
 /// What a client asks for.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -17,12 +18,11 @@ pub struct JobSpec {
     pub circuit: String,
     /// Identifier of the circuit and its SRS.
     pub circuit_id: u64,
-    /// Seed of the witness; partition `p` uses `seed + p`.
-    pub seed: u64,
     /// Number of partitions (independent circuits) in the job.
     pub partitions: u32,
-    /// The proof request file (Filecoin jobs: C1 output, PoSt or SnapDeals request).
-    pub input: Option<std::path::PathBuf>,
+    /// Where synth-proc finds the job's request bytes (inline, or the job's sealed memfd that
+    /// the pipeline sends with every request of the job).
+    pub request: JobRequest,
 }
 
 /// Where one partition is.
@@ -231,11 +231,6 @@ impl JobTable {
         })
     }
 
-    /// The seed of a live job.
-    pub fn seed_of(&self, job_id: u64) -> Option<u64> {
-        self.jobs.get(&job_id).map(|j| j.spec.seed)
-    }
-
     /// Whether the job is still live.
     pub fn contains(&self, job_id: u64) -> bool {
         self.jobs.contains_key(&job_id)
@@ -287,8 +282,7 @@ fn request(job_id: u64, spec: &JobSpec, partition: u32) -> SynthRequest {
         partition,
         circuit: spec.circuit.clone(),
         circuit_id: spec.circuit_id,
-        seed: spec.seed.wrapping_add(u64::from(partition)),
-        input: spec.input.clone(),
+        request: spec.request.clone(),
     }
 }
 
@@ -300,9 +294,14 @@ mod tests {
         JobSpec {
             circuit: "sha-chain:1".into(),
             circuit_id: 9,
-            seed: 100,
             partitions,
-            input: None,
+            request: JobRequest::Inline(
+                kernels::job::BuiltinRequest {
+                    seed: 100,
+                    partitions,
+                }
+                .to_bytes(),
+            ),
         }
     }
 
@@ -312,7 +311,10 @@ mod tests {
         let id = t.submit(spec(3));
         let reqs = t.take_pending();
         assert_eq!(reqs.len(), 3);
-        assert_eq!(reqs[2].seed, 102);
+        // Every request carries the job's request; partition 2 of a seed-100 job is proved with
+        // seed 102 (`kernels::job` tests that).
+        assert_eq!(reqs[2].partition, 2);
+        assert_eq!(reqs[2].request, spec(3).request);
         assert!(t.take_pending().is_empty(), "requests are handed out once");
         t.published(id, 1, 4);
         assert!(t.result(id, 1, Ok(vec![1])).is_none());

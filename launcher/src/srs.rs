@@ -118,11 +118,8 @@ pub fn resolve_any(
     cache_dir: &Path,
     param_cache: &Path,
 ) -> anyhow::Result<PathBuf> {
-    #[cfg(not(feature = "filecoin"))]
-    let _ = param_cache;
     match spec {
         AnyCircuit::Builtin(b) => resolve(b, explicit, cache_dir),
-        #[cfg(feature = "filecoin")]
         AnyCircuit::Filecoin(kind) => {
             if let Some(p) = explicit {
                 anyhow::ensure!(
@@ -132,10 +129,7 @@ pub fn resolve_any(
                 );
                 return Ok(p.to_owned());
             }
-            let files = kernels::filecoin::ParamFiles::for_kind(*kind, param_cache)?;
-            files.check_present(*kind)?;
-            files.check_pair()?;
-            Ok(files.params)
+            Ok(kind.param_file(param_cache)?)
         }
     }
 }

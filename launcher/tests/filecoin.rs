@@ -6,10 +6,12 @@
 //!
 //! Parameters come from the shared test parameter cache (`target/filecoin-test-params`, fast
 //! generator, fixed seed: whichever test binary runs first generates them).
-#![cfg(feature = "filecoin")]
 
 mod common;
-use common::{cli, param_dir, params, serial, settings_env};
+#[path = "common/filecoin.rs"]
+mod fil_common;
+use common::{cli, serial};
+use fil_common::{param_dir, params, settings_env};
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -100,18 +102,30 @@ fn porep_c2_through_the_split_pipeline_verifies_and_bad_requests_fail_alone() {
     let e = format!("{:#}", p.submit_request(None, &damaged).err().unwrap());
     assert!(e.contains("do not verify"), "{e}");
 
-    // A request that disappears after it was accepted fails alone, in synth-proc.
-    let (_, b_path) = sector(7002);
+    // The request is read once, at submit: deleting or changing the file afterwards does not
+    // affect the job, which is proved from the bytes read at submit.
+    let (b, b_path) = sector(7002);
     let vanishing = work_dir().join("vanishing.json");
     std::fs::copy(&b_path, &vanishing).unwrap();
-    let doomed = p.submit_request(None, &vanishing).unwrap();
+    let deleted = p.submit_request(None, &vanishing).unwrap();
     std::fs::remove_file(&vanishing).unwrap();
+    let changing = work_dir().join("changing.json");
+    std::fs::copy(&b_path, &changing).unwrap();
+    let changed = p.submit_request(None, &changing).unwrap();
+    std::fs::write(&changing, b"{\"not\": \"the request any more\"}").unwrap();
     // The good job, after all that.
     let t = Instant::now();
     let good = p.submit_request(None, &a_path).unwrap();
-    let o = doomed.wait().unwrap();
-    let e = o.result.expect_err("the vanished request cannot be proved");
-    assert!(e.contains("vanishing.json"), "{e}");
+    for (what, handle) in [("deleted", deleted), ("changed", changed)] {
+        let o = handle.wait().unwrap();
+        let proofs = o
+            .result
+            .unwrap_or_else(|e| panic!("the job whose file was {what} after submit failed: {e}"));
+        assert!(
+            b.verify(&proofs.concat(), None).unwrap(),
+            "the job whose file was {what} after submit: verify_seal refused its proof"
+        );
+    }
     let o = good.wait().unwrap();
     let proofs = o
         .result
@@ -139,7 +153,8 @@ fn porep_c2_through_the_split_pipeline_verifies_and_bad_requests_fail_alone() {
         "accepted for another sector's comm_r"
     );
     let c = p.counters();
-    assert_eq!((c.succeeded, c.failed), (1, 1), "{c:?}");
+    // The jobs whose file was deleted or changed after submit succeeded too.
+    assert_eq!((c.succeeded, c.failed), (3, 0), "{c:?}");
     p.shutdown();
 }
 

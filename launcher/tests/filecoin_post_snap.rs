@@ -9,10 +9,12 @@
 //!
 //! Parameters come from the shared test parameter cache (`target/filecoin-test-params`, fast
 //! generator, fixed seed: whichever test binary runs first generates them).
-#![cfg(feature = "filecoin")]
 
 mod common;
-use common::{cli, param_dir, params, serial, settings_env};
+#[path = "common/filecoin.rs"]
+mod fil_common;
+use common::{cli, serial};
+use fil_common::{param_dir, params, settings_env};
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;

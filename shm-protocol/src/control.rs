@@ -1,11 +1,14 @@
 //! Control messages between the launcher and its children (synth-proc, gpu-proc).
 //!
-//! Bulk data never crosses this channel: it carries job assignments, slot hand-offs, heartbeats and
+//! Bulk data never crosses this channel: a job's request bytes travel in a sealed memfd
+//! (`crate::request`) passed with its messages as `SCM_RIGHTS`. It carries job assignments, slot hand-offs, heartbeats and
 //! timeline events, one JSON object per line over a Unix stream socket that the launcher creates with
 //! `socketpair` and hands to the child by inheritance. Every type here is an IPC interface: adding a
 //! field is compatible (serde ignores unknown fields and defaults missing `Option`s), renaming is not.
 
-use std::io::{self, BufRead, BufReader, Write};
+use std::collections::VecDeque;
+use std::io::{self, Write};
+use std::os::fd::{BorrowedFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
@@ -116,16 +119,33 @@ pub struct SynthRequest {
     pub job_id: u64,
     /// Partition index within the job.
     pub partition: u32,
-    /// Circuit spec string (for example `sha-chain:38`).
+    /// Circuit spec string (for example `sha-chain:38`, `porep:StackedDrg32GiBV1_1`).
     pub circuit: String,
     /// Identifier of the circuit (and of its SRS); written into the slot header.
     pub circuit_id: u64,
-    /// Seed of the witness (built-in circuits).
-    pub seed: u64,
-    /// The proof request file the witness comes from (Filecoin circuits: a C1 output, a PoSt or
-    /// SnapDeals request); `None` for built-in circuits.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub input: Option<std::path::PathBuf>,
+    /// The job's request bytes (what `kernels::job::open` reads with the circuit), or where they
+    /// are.
+    pub request: JobRequest,
+}
+
+/// Where the request bytes of a job are.
+///
+/// Why two forms: a Filecoin request is bulk data (a 32 GiB sector's C1 output is tens of MB of
+/// JSON), which never crosses this channel, so it travels in a sealed memfd
+/// (`crate::request`) passed with the message. A built-in circuit's request is 12 bytes (seed,
+/// partition count), smaller than the ancillary data that would carry an fd, and the benches
+/// submit thousands of such jobs a minute: a memfd (three syscalls and an fd per message) would
+/// buy nothing there, so it travels inline. synth-proc treats both alike once it holds the bytes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum JobRequest {
+    /// The bytes themselves (small requests: built-in circuits).
+    Inline(Vec<u8>),
+    /// In a sealed memfd (`crate::request::SealedRequest`) of `len` bytes, sent with this
+    /// message as `SCM_RIGHTS` ([`Sender::send_with_fd`], [`Receiver::take_fd`]).
+    Memfd {
+        /// Bytes in the memfd.
+        len: u64,
+    },
 }
 
 /// Launcher → synth-proc.
@@ -269,11 +289,14 @@ pub struct Sender {
     stream: UnixStream,
 }
 
-/// Receiving half of a control channel.
+/// Receiving half of a control channel. It reads with `recvmsg`, so file descriptors sent with
+/// a message ([`Sender::send_with_fd`]) are kept, in order, for [`Receiver::take_fd`].
 #[derive(Debug)]
 pub struct Receiver {
-    reader: BufReader<UnixStream>,
-    line: String,
+    stream: UnixStream,
+    buf: Vec<u8>,
+    fds: VecDeque<OwnedFd>,
+    eof: bool,
 }
 
 /// A [`Sender`] shared by the threads of a child: the serving loop and the heartbeat. Each
@@ -334,8 +357,10 @@ pub fn channel(stream: UnixStream) -> io::Result<(Sender, Receiver)> {
     Ok((
         Sender { stream },
         Receiver {
-            reader: BufReader::new(read),
-            line: String::new(),
+            stream: read,
+            buf: Vec::new(),
+            fds: VecDeque::new(),
+            eof: false,
         },
     ))
 }
@@ -343,9 +368,35 @@ pub fn channel(stream: UnixStream) -> io::Result<(Sender, Receiver)> {
 impl Sender {
     /// Sends one message as a single line; the write is one `write_all` of the whole line.
     pub fn send<T: Serialize>(&mut self, msg: &T) -> io::Result<()> {
-        let mut line = serde_json::to_vec(msg).map_err(io::Error::other)?;
-        line.push(b'\n');
-        self.stream.write_all(&line)
+        self.stream.write_all(&line(msg)?)
+    }
+
+    /// Sends one message with a file descriptor as `SCM_RIGHTS` ancillary data, attached to the
+    /// line's first bytes: the receiver holds the descriptor once it has the whole line, and
+    /// takes it with [`Receiver::take_fd`].
+    pub fn send_with_fd<T: Serialize>(&mut self, msg: &T, fd: BorrowedFd<'_>) -> io::Result<()> {
+        use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
+        let line = line(msg)?;
+        let fds = [fd];
+        let mut space = [0u8; rustix::cmsg_space!(ScmRights(1))];
+        let mut control = SendAncillaryBuffer::new(&mut space);
+        if !control.push(SendAncillaryMessage::ScmRights(&fds)) {
+            return Err(io::Error::other("no room for the file descriptor"));
+        }
+        let sent = loop {
+            match rustix::net::sendmsg(
+                &self.stream,
+                &[io::IoSlice::new(&line)],
+                &mut control,
+                SendFlags::NOSIGNAL,
+            ) {
+                Ok(n) => break n,
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        };
+        // The descriptor went with the first bytes; the rest of a long line follows plainly.
+        self.stream.write_all(&line[sent..])
     }
 
     /// Another handle on the same socket (each thread keeps its own).
@@ -356,15 +407,42 @@ impl Sender {
     }
 }
 
+fn line<T: Serialize>(msg: &T) -> io::Result<Vec<u8>> {
+    let mut line = serde_json::to_vec(msg).map_err(io::Error::other)?;
+    line.push(b'\n');
+    Ok(line)
+}
+
+/// File descriptors kept at most between [`Receiver::take_fd`] calls: a peer that sends more
+/// without messages that claim them is broken.
+const MAX_PENDING_FDS: usize = 4096;
+
 impl Receiver {
     /// Receives the next message; `Ok(None)` when the peer closed the channel. A line that is not a
     /// valid message is an `InvalidData` error naming the problem.
     pub fn recv<T: DeserializeOwned>(&mut self) -> io::Result<Option<T>> {
-        self.line.clear();
-        if self.reader.read_line(&mut self.line)? == 0 {
-            return Ok(None);
-        }
-        serde_json::from_str(self.line.trim_end())
+        let line = loop {
+            if let Some(end) = self.buf.iter().position(|&b| b == b'\n') {
+                let mut line: Vec<u8> = self.buf.drain(..=end).collect();
+                line.pop();
+                break line;
+            }
+            if self.eof {
+                if self.buf.is_empty() {
+                    return Ok(None);
+                }
+                // A last line without its newline (the peer died mid-write, or wrote it so).
+                break std::mem::take(&mut self.buf);
+            }
+            self.fill()?;
+        };
+        let text = std::str::from_utf8(&line).map_err(|e| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("bad control message: {e}"),
+            )
+        })?;
+        serde_json::from_str(text.trim_end())
             .map(Some)
             .map_err(|e| {
                 io::Error::new(
@@ -372,6 +450,57 @@ impl Receiver {
                     format!("bad control message: {e}"),
                 )
             })
+    }
+
+    /// The oldest file descriptor received and not yet taken (see [`Sender::send_with_fd`]): a
+    /// message announcing one takes it right after [`Receiver::recv`] returned that message.
+    pub fn take_fd(&mut self) -> Option<OwnedFd> {
+        self.fds.pop_front()
+    }
+
+    /// One `recvmsg`: appends the bytes to the buffer and the descriptors to the queue.
+    fn fill(&mut self) -> io::Result<()> {
+        use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags};
+        let mut chunk = [0u8; 64 * 1024];
+        let mut space = [0u8; rustix::cmsg_space!(ScmRights(16))];
+        let mut control = RecvAncillaryBuffer::new(&mut space);
+        let got = loop {
+            match rustix::net::recvmsg(
+                &self.stream,
+                &mut [io::IoSliceMut::new(&mut chunk)],
+                &mut control,
+                RecvFlags::CMSG_CLOEXEC,
+            ) {
+                Ok(r) => break r,
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        };
+        for msg in control.drain() {
+            if let RecvAncillaryMessage::ScmRights(fds) = msg {
+                self.fds.extend(fds);
+            }
+        }
+        // MSG_CTRUNC: rustix 0.38 names no such flag but keeps every bit.
+        if got.flags.bits() & (libc::MSG_CTRUNC as u32) != 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "control message: file descriptors were dropped (ancillary data truncated)",
+            ));
+        }
+        if self.fds.len() > MAX_PENDING_FDS {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "control channel: more than {MAX_PENDING_FDS} file descriptors sent and not claimed"
+                ),
+            ));
+        }
+        if got.bytes == 0 {
+            self.eof = true;
+        }
+        self.buf.extend_from_slice(&chunk[..got.bytes]);
+        Ok(())
     }
 }
 
@@ -389,8 +518,7 @@ mod tests {
             partition: 2,
             circuit: "sha-chain:1".into(),
             circuit_id: 99,
-            seed: 5,
-            input: Some("/tmp/c1.json".into()),
+            request: JobRequest::Inline(vec![5, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0]),
         });
         tx.send(&req).unwrap();
         tx.send(&FromChild::Event(TimelineEvent::now(
@@ -442,6 +570,62 @@ mod tests {
             FromChild::Proved { generation, .. } => assert_eq!(generation, big),
             other => panic!("unexpected {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_request_memfd_travels_with_its_message_sealed_and_intact() {
+        use crate::request::{MappedRequest, SealedRequest};
+        let (a, b) = UnixStream::pair().unwrap();
+        let (mut tx, _) = channel(a).unwrap();
+        let (_, mut rx) = channel(b).unwrap();
+        // Two jobs' requests, large enough that a line spans several reads, between plain
+        // messages; each memfd arrives with its own message, in order.
+        let requests: Vec<Vec<u8>> = (0..2u8)
+            .map(|k| (0..300_000u32).map(|i| (i as u8) ^ k).collect())
+            .collect();
+        let sealed: Vec<SealedRequest> = requests
+            .iter()
+            .map(|r| SealedRequest::create("test", r).unwrap())
+            .collect();
+        let msg = |job_id: u64, len: u64| {
+            ToSynth::Synthesize(SynthRequest {
+                job_id,
+                partition: 0,
+                // A long circuit string makes the line longer than one socket buffer's worth.
+                circuit: "x".repeat(200_000),
+                circuit_id: 1,
+                request: JobRequest::Memfd { len },
+            })
+        };
+        let sender = std::thread::spawn(move || {
+            tx.send(&ToSynth::Shutdown).unwrap();
+            for (job, s) in sealed.iter().enumerate() {
+                tx.send_with_fd(&msg(job as u64, s.len()), s.fd()).unwrap();
+            }
+            tx.send(&ToSynth::Shutdown).unwrap();
+            // The launcher keeps its copies; dropping them here must not matter to the receiver.
+        });
+        assert_eq!(rx.recv::<ToSynth>().unwrap(), Some(ToSynth::Shutdown));
+        assert!(
+            rx.take_fd().is_none(),
+            "a plain message carries no descriptor"
+        );
+        for (job, bytes) in requests.iter().enumerate() {
+            let Some(ToSynth::Synthesize(req)) = rx.recv::<ToSynth>().unwrap() else {
+                panic!("expected a synthesis request");
+            };
+            assert_eq!(req.job_id, job as u64);
+            let JobRequest::Memfd { len } = req.request else {
+                panic!("expected a memfd request");
+            };
+            let fd = rx.take_fd().expect("the memfd came with its message");
+            let mapped = MappedRequest::open(fd, len).unwrap();
+            assert_eq!(mapped.bytes(), &bytes[..], "job {job}: bytes intact");
+        }
+        assert_eq!(rx.recv::<ToSynth>().unwrap(), Some(ToSynth::Shutdown));
+        sender.join().unwrap();
+        assert_eq!(rx.recv::<ToSynth>().unwrap(), None);
+        assert!(rx.take_fd().is_none());
     }
 
     #[test]

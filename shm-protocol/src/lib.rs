@@ -108,6 +108,8 @@ mod sync;
 pub mod layout;
 mod region;
 #[cfg(not(loom))]
+pub mod request;
+#[cfg(not(loom))]
 pub mod ring;
 #[cfg(not(loom))]
 mod slot;

@@ -8,13 +8,20 @@
 //! no copy) and publishes the slot READY for a gpu-proc. A failed synthesis abandons its slot and
 //! reports `SynthFailed`; only that job fails.
 //!
+//! Every request names its job's circuit and carries the job's request bytes, inline (built-in
+//! circuits) or as a sealed memfd received with the message (`shm_protocol::request`). A job is
+//! opened once (`kernels::job::open`, through the memfd mapped read-only) by the first worker
+//! that needs it, before any slot is taken, and shared by the workers of its other partitions
+//! ([`JobCache`], bounded, dropped once its partitions ran).
+//!
 //! # Example
 //!
 //! Synthesize one partition into a private ring, as the service loop does:
 //!
 //! ```
 //! use shm_protocol::{HugePagePolicy, Region, Ring, RingConfig};
-//! use shm_protocol::control::SynthRequest;
+//! use shm_protocol::control::{JobRequest, SynthRequest};
+//! use kernels::job::BuiltinRequest;
 //!
 //! let spec: kernels::circuits::CircuitSpec = "pubinputs:2".parse()?;
 //! let caps = synth_proc::capacity_for(&spec.shape()?);
@@ -22,16 +29,16 @@
 //! let region = Region::create("doc", config.region_bytes()?, HugePagePolicy::Plain)?;
 //! let ring = Ring::create(region, config)?;
 //! let req = SynthRequest { job_id: 1, partition: 0, circuit: spec.to_string(),
-//!                          circuit_id: spec.circuit_id(), seed: 7, input: None };
+//!                          circuit_id: spec.circuit_id(),
+//!                          request: JobRequest::Inline(BuiltinRequest { seed: 7, partitions: 1 }.to_bytes()) };
 //! let mut shapes = synth_proc::ShapeCache::default();
-//! let (published, _t_ns) = synth_proc::synthesize_request(&ring, &mut shapes, &req)?;
+//! let (published, _t_ns) = synth_proc::synthesize_request(&ring, &mut shapes, &req, None)?;
 //! assert_eq!(published.index, 0);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 #![deny(missing_docs)]
 
-#[cfg(feature = "filecoin")]
-mod requests;
+mod jobs;
 mod sink;
 
 use std::collections::HashMap;
@@ -50,21 +57,8 @@ use shm_protocol::control::{
 };
 use shm_protocol::{Published, Region, Ring, SlotCapacity, SlotMeta};
 
-#[cfg(feature = "filecoin")]
-pub use requests::RequestCache;
+pub use jobs::{JobCache, RequestBytes, MAX_JOBS};
 pub use sink::SlotSink;
-
-/// Without Filecoin support there are no proof requests to cache.
-#[cfg(not(feature = "filecoin"))]
-#[derive(Default)]
-pub struct RequestCache {
-    _none: (),
-}
-
-#[cfg(not(feature = "filecoin"))]
-impl RequestCache {
-    fn partition_finished(&self, _job_id: u64) {}
-}
 
 /// How often a child tells the launcher it is alive.
 pub const HEARTBEAT: Duration = Duration::from_secs(1);
@@ -94,19 +88,16 @@ pub enum SynthError {
     /// The ring refused (slot too small, stale slot, ...).
     #[error("ring: {0}")]
     Ring(#[from] shm_protocol::Error),
-    /// The proof request of a Filecoin job cannot be used.
-    #[error("proof request `{}`: {reason}", path.display())]
+    /// The job's request cannot be used (not the bytes it should be, a memfd that is not
+    /// sealed or did not come).
+    #[error("the request of job {job_id} (`{circuit}`): {reason}")]
     BadRequest {
-        /// The request file.
-        path: std::path::PathBuf,
+        /// The job.
+        job_id: u64,
+        /// Its circuit.
+        circuit: String,
         /// Why.
         reason: String,
-    },
-    /// A Filecoin circuit was requested without its proof request file.
-    #[error("circuit `{spec}` needs a proof request file and none was given")]
-    MissingInput {
-        /// The spec.
-        spec: String,
     },
     /// synth-proc is shutting down and did not start this synthesis.
     #[error("synth-proc is shutting down")]
@@ -162,19 +153,24 @@ impl ShapeCache {
 /// Synthesizes one request into a free slot of `ring` and publishes it; blocks while no slot is
 /// free. Returns where it was published and the monotonic time just before publishing. On error
 /// the slot goes back to FREE.
+///
+/// `fd` is the memfd that came with the message when its request is `JobRequest::Memfd`.
 pub fn synthesize_request(
     ring: &Ring,
     shapes: &mut ShapeCache,
     req: &SynthRequest,
+    fd: Option<OwnedFd>,
 ) -> Result<(Published, u64), SynthError> {
     let (spec, id, shape) = shapes.get(&req.circuit)?;
+    let request = RequestBytes::for_message(&req.request, fd);
     synthesize_into_slot(
         ring,
         &spec,
         id,
         &shape,
-        &RequestCache::default(),
+        &JobCache::default(),
         req,
+        &request,
         None,
         &|_| {},
     )
@@ -188,8 +184,9 @@ fn synthesize_into_slot(
     spec: &AnyCircuit,
     circuit_id: u64,
     shape: &CircuitShape,
-    requests: &RequestCache,
+    jobs: &JobCache,
     req: &SynthRequest,
+    request: &RequestBytes,
     stop: Option<&AtomicBool>,
     on_started: &dyn Fn(u32),
 ) -> Result<(Published, u64), SynthError> {
@@ -200,8 +197,8 @@ fn synthesize_into_slot(
             got: req.circuit_id,
         });
     }
-    // The witness source, before a slot is taken: a bad request must not hold one.
-    let witness = Witness::for_request(spec, requests, req)?;
+    // The job, before a slot is taken: a bad request must not hold one.
+    let job = jobs.job(req.job_id, spec, request)?;
     let owner = shm_protocol::current_owner();
     let mut writer = match stop {
         None => ring.acquire_free(owner, None)?,
@@ -226,9 +223,8 @@ fn synthesize_into_slot(
     writer.begin(meta, capacity_for(shape))?;
     on_started(writer.index() as u32);
     let lengths = {
-        let sink = SlotSink::new(writer.parts_mut()?);
-        let sink = witness
-            .synthesize(req, sink)
+        let mut sink = SlotSink::new(writer.parts_mut()?);
+        job.synthesize_partition(req.partition as usize, &mut sink)
             .map_err(|source| SynthError::Synthesis {
                 spec: req.circuit.clone(),
                 source,
@@ -239,62 +235,6 @@ fn synthesize_into_slot(
     let end_ns = control::monotonic_ns();
     let published = writer.publish(lengths)?;
     Ok((published, end_ns))
-}
-
-/// Where a partition's witness comes from.
-enum Witness {
-    /// A built-in circuit: the seed.
-    Seed(kernels::circuits::CircuitSpec),
-    /// A Filecoin proof request, opened once per job.
-    #[cfg(feature = "filecoin")]
-    Request(std::sync::Arc<dyn kernels::filecoin::PartitionedJob>),
-}
-
-impl Witness {
-    fn for_request(
-        spec: &AnyCircuit,
-        requests: &RequestCache,
-        req: &SynthRequest,
-    ) -> Result<Witness, SynthError> {
-        #[cfg(not(feature = "filecoin"))]
-        let _ = (requests, req);
-        match spec {
-            AnyCircuit::Builtin(b) => Ok(Witness::Seed(*b)),
-            #[cfg(feature = "filecoin")]
-            AnyCircuit::Filecoin(kind) => {
-                let path = req
-                    .input
-                    .as_deref()
-                    .ok_or_else(|| SynthError::MissingInput {
-                        spec: req.circuit.clone(),
-                    })?;
-                let job = requests.job(req.job_id, *kind, path)?;
-                if job.kind() != *kind {
-                    return Err(SynthError::BadRequest {
-                        path: path.to_owned(),
-                        reason: format!("a `{}` request, not `{kind}`", job.kind()),
-                    });
-                }
-                Ok(Witness::Request(job))
-            }
-        }
-    }
-
-    fn synthesize<'s>(
-        &self,
-        req: &SynthRequest,
-        sink: SlotSink<'s>,
-    ) -> Result<SlotSink<'s>, kernels::Error> {
-        match self {
-            Witness::Seed(spec) => spec.synthesize_into(req.seed, sink),
-            #[cfg(feature = "filecoin")]
-            Witness::Request(job) => {
-                let mut sink = sink;
-                job.synthesize_partition(req.partition as usize, &mut sink)?;
-                Ok(sink)
-            }
-        }
-    }
 }
 
 /// Entry point of the process: configuration from [`CHILD_CONFIG_ENV`], ring at [`RING_FD`],
@@ -340,19 +280,25 @@ pub fn serve(ring: Arc<Ring>, control: UnixStream, config: SynthConfig) -> anyho
         },
     );
     let shapes = Arc::new(Mutex::new(ShapeCache::default()));
-    let requests = Arc::new(RequestCache::default());
+    let jobs = Arc::new(JobCache::default());
     let stop = Arc::new(AtomicBool::new(false));
     loop {
         match receiver.recv::<ToSynth>() {
             Ok(Some(ToSynth::Synthesize(req))) => {
-                let (ring, sender, shapes, requests, stop) = (
+                // The memfd of a request came with its message: take it now, in message order.
+                let fd = match req.request {
+                    control::JobRequest::Memfd { .. } => receiver.take_fd(),
+                    control::JobRequest::Inline(_) => None,
+                };
+                let request = RequestBytes::for_message(&req.request, fd);
+                let (ring, sender, shapes, jobs, stop) = (
                     ring.clone(),
                     sender.clone(),
                     shapes.clone(),
-                    requests.clone(),
+                    jobs.clone(),
                     stop.clone(),
                 );
-                pool.spawn(move || work(&ring, &sender, &shapes, &requests, &stop, req));
+                pool.spawn(move || work(&ring, &sender, &shapes, &jobs, &stop, req, request));
             }
             Ok(Some(ToSynth::Shutdown)) | Ok(None) => {
                 // Syntheses in progress finish and publish; queued ones are dropped (the launcher
@@ -376,9 +322,10 @@ fn work(
     ring: &Ring,
     sender: &SharedSender,
     shapes: &Mutex<ShapeCache>,
-    requests: &RequestCache,
+    jobs: &JobCache,
     stop: &AtomicBool,
     req: SynthRequest,
+    request: RequestBytes,
 ) {
     // Relaxed: a plain flag, set once by the control thread.
     if stop.load(Ordering::Relaxed) {
@@ -408,14 +355,15 @@ fn work(
             &spec,
             id,
             &shape,
-            requests,
+            jobs,
             &req,
+            &request,
             Some(stop),
             &started,
         )
     });
     if !matches!(result, Err(SynthError::Stopped)) {
-        requests.partition_finished(req.job_id);
+        jobs.partition_finished(req.job_id);
     }
     match result {
         Err(SynthError::Stopped) => {}

@@ -3,8 +3,9 @@
 
 use blstrs::{Bls12, Scalar};
 use kernels::circuits::CircuitSpec;
+use kernels::job::BuiltinRequest;
 use kernels::{Assignment, Backend, CpuBackend, Density};
-use shm_protocol::control::SynthRequest;
+use shm_protocol::control::{JobRequest, SynthRequest};
 use shm_protocol::{current_owner, HugePagePolicy, Region, Ring, RingConfig};
 
 fn proof_bytes(p: &kernels::Proof) -> Vec<u8> {
@@ -41,10 +42,15 @@ fn proofs_from_slots_are_bellpersons_for_every_builtin_circuit() {
             partition: 0,
             circuit: text.into(),
             circuit_id: spec.circuit_id(),
-            seed,
-            input: None,
+            request: JobRequest::Inline(
+                BuiltinRequest {
+                    seed,
+                    partitions: 1,
+                }
+                .to_bytes(),
+            ),
         };
-        synth_proc::synthesize_request(&ring, &mut synth_proc::ShapeCache::default(), &req)
+        synth_proc::synthesize_request(&ring, &mut synth_proc::ShapeCache::default(), &req, None)
             .unwrap();
 
         let claimed = ring.claim_ready(current_owner(), None).unwrap();

@@ -98,6 +98,8 @@ use storage_proofs_core::parameter_cache::{
     metadata_id, parameter_id, verifying_key_id, CacheEntryMetadata,
 };
 
+use crate::circuits::AnyCircuit;
+use crate::job::Job;
 use crate::paramgen::GenProgress;
 use crate::synth::{AssignmentSink, CircuitShape, VecSink};
 use crate::{Backend, Error, ErrorKind, Proof};
@@ -114,7 +116,8 @@ pub use storage_proofs_core::merkle::MerkleTreeTrait;
 /// Bytes of one partition's Groth16 proof in a proof file (compressed A, B, C).
 pub const PARTITION_PROOF_LEN: usize = 192;
 
-/// A proof request turned into partition circuits: what the split pipeline schedules.
+/// A proof request turned into partition circuits: the Filecoin family's typed view of a
+/// [`Job`] (every `PartitionedJob` is a [`Job`] of circuit `AnyCircuit::Filecoin(kind)`).
 ///
 /// Object-safe (the tree shape is erased), `Send + Sync` so one parsed request serves the
 /// synthesis workers of a synth-proc at once.
@@ -128,6 +131,62 @@ pub trait PartitionedJob: Send + Sync {
     /// The public inputs of partition `k` (without the leading ONE), as the verifier computes
     /// them.
     fn public_inputs(&self, k: usize) -> Result<Vec<Scalar>, Error>;
+}
+
+impl<T: PartitionedJob + ?Sized> Job for T {
+    fn circuit(&self) -> AnyCircuit {
+        AnyCircuit::Filecoin(self.kind())
+    }
+
+    fn partitions(&self) -> usize {
+        PartitionedJob::partitions(self)
+    }
+
+    fn synthesize_partition(&self, k: usize, sink: &mut dyn AssignmentSink) -> Result<(), Error> {
+        PartitionedJob::synthesize_partition(self, k, sink)
+    }
+
+    fn public_inputs(&self, k: usize) -> Result<Vec<Scalar>, Error> {
+        PartitionedJob::public_inputs(self, k)
+    }
+
+    fn assemble(&self, proofs: &[Vec<u8>]) -> Result<Vec<u8>, Error> {
+        if proofs.len() != PartitionedJob::partitions(self)
+            || proofs.iter().any(|p| p.len() != PARTITION_PROOF_LEN)
+        {
+            return Err(Error::shape(
+                "proof bytes",
+                PartitionedJob::partitions(self) * PARTITION_PROOF_LEN,
+                proofs.iter().map(Vec::len).sum(),
+            ));
+        }
+        Ok(proofs.concat())
+    }
+}
+
+/// [`open_job`] as a [`Job`] (what `crate::job::open` returns for a Filecoin circuit).
+pub(crate) fn open_any(kind: ProofKind, request: &[u8]) -> Result<Box<dyn Job>, Error> {
+    /// The opened request behind its trait object, as a [`Job`].
+    struct Opened(Box<dyn PartitionedJob>);
+    impl PartitionedJob for Opened {
+        fn kind(&self) -> ProofKind {
+            self.0.kind()
+        }
+        fn partitions(&self) -> usize {
+            self.0.partitions()
+        }
+        fn synthesize_partition(
+            &self,
+            k: usize,
+            sink: &mut dyn AssignmentSink,
+        ) -> Result<(), Error> {
+            self.0.synthesize_partition(k, sink)
+        }
+        fn public_inputs(&self, k: usize) -> Result<Vec<Scalar>, Error> {
+            self.0.public_inputs(k)
+        }
+    }
+    Ok(Box::new(Opened(open_job(kind, request)?)))
 }
 
 /// The circuit of a Filecoin proof: a registered proof type of filecoin-proofs-api.
@@ -273,6 +332,21 @@ impl ProofKind {
             // circuit's parameters; the update circuit's own name is what its verifier reads.
             ProofKind::SnapDeals(p) => update::circuit_identifier(p),
         }
+    }
+
+    /// The id of its parameter set (what slots and SRS images carry,
+    /// [`ParamFiles::circuit_id`]).
+    pub fn circuit_id(self) -> Result<u64, Error> {
+        Ok(ParamFiles::for_kind(self, "")?.circuit_id())
+    }
+
+    /// Its `.params` file in `param_cache`, checked: present, and its `.vk` (if any) of the same
+    /// parameter set.
+    pub fn param_file(self, param_cache: &Path) -> Result<PathBuf, Error> {
+        let files = ParamFiles::for_kind(self, param_cache)?;
+        files.check_present(self)?;
+        files.check_pair()?;
+        Ok(files.params)
     }
 
     /// Calls `visitor` with the blank circuit (no witness) of this kind: what parameter

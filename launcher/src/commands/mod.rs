@@ -63,20 +63,17 @@ pub fn parse_spec(text: &str) -> anyhow::Result<CircuitSpec> {
 /// The proof kind of a Filecoin request: `proof_type` if given, else read from the request; either
 /// way it must be of `family` (`porep`, `post`, `snap`: the flag the file came with), so
 /// `--post snap.json` is refused instead of proving something else.
-#[cfg(feature = "filecoin")]
+/// `bytes` is the file's content (read once by the caller, which submits the same bytes).
 pub fn request_kind(
     path: &std::path::Path,
+    bytes: &[u8],
     proof_type: Option<&str>,
     family: Option<&str>,
 ) -> anyhow::Result<kernels::filecoin::ProofKind> {
     use kernels::filecoin::{self, ProofFamily, ProofKind};
     let kind: ProofKind = match proof_type {
         Some(k) => k.parse().with_context(|| format!("bad proof type `{k}`"))?,
-        None => {
-            let bytes =
-                std::fs::read(path).with_context(|| format!("cannot read `{}`", path.display()))?;
-            filecoin::detect_kind(&bytes).with_context(|| format!("`{}`", path.display()))?
-        }
+        None => filecoin::detect_kind(bytes).with_context(|| format!("`{}`", path.display()))?,
     };
     let expected = match family {
         None => return Ok(kind),
@@ -97,4 +94,24 @@ pub fn request_kind(
         }
     );
     Ok(kind)
+}
+
+/// Reads a Filecoin request file, once.
+pub fn read_request(path: &std::path::Path) -> anyhow::Result<Vec<u8>> {
+    std::fs::read(path).with_context(|| format!("cannot read proof request `{}`", path.display()))
+}
+
+/// Submits a Filecoin request file: read once, its kind checked ([`request_kind`]), the same
+/// bytes handed to the pipeline. Errors name the file.
+pub fn submit_request_file(
+    pipeline: &crate::pipeline::Pipeline,
+    path: &std::path::Path,
+    proof_type: Option<&str>,
+    family: Option<&str>,
+) -> anyhow::Result<crate::pipeline::JobHandle> {
+    let bytes = read_request(path)?;
+    let kind = request_kind(path, &bytes, proof_type, family)?;
+    pipeline
+        .submit_job(AnyCircuit::Filecoin(kind), &bytes)
+        .with_context(|| format!("proof request `{}`", path.display()))
 }

@@ -40,11 +40,13 @@ pub fn run(args: ProveArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Proves one Filecoin request (its kind from `--proof-type` or the request itself).
-#[cfg(feature = "filecoin")]
+/// Proves one Filecoin request (its kind from `--proof-type` or the request itself). The file
+/// is read once.
 fn prove_request(args: &ProveArgs, request: &std::path::Path) -> anyhow::Result<ExitCode> {
+    let bytes = super::read_request(request)?;
     let kind = super::request_kind(
         request,
+        &bytes,
         args.request.proof_type.as_deref(),
         args.request.family(),
     )?;
@@ -62,7 +64,10 @@ fn prove_request(args: &ProveArgs, request: &std::path::Path) -> anyhow::Result<
     let settings = super::settings_for(&args.pipeline, spec, params)?;
     let pipeline = Pipeline::start(settings)?;
     pipeline.wait_ready(Duration::from_secs(600))?;
-    let outcome = pipeline.submit_request(Some(kind), request)?.wait()?;
+    let outcome = pipeline
+        .submit_job(spec, &bytes)
+        .with_context(|| format!("proof request `{}`", request.display()))?
+        .wait()?;
     pipeline.shutdown();
     let proofs = match outcome.result {
         Ok(p) => p,
@@ -76,11 +81,6 @@ fn prove_request(args: &ProveArgs, request: &std::path::Path) -> anyhow::Result<
         args.out.display()
     );
     Ok(ExitCode::SUCCESS)
-}
-
-#[cfg(not(feature = "filecoin"))]
-fn prove_request(_: &ProveArgs, _: &std::path::Path) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("this build has no Filecoin support (feature `filecoin`)")
 }
 
 /// Writes the partitions' proofs, concatenated in order, to `out`: for a Filecoin request, the

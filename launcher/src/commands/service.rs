@@ -256,33 +256,12 @@ fn serve_client(pipeline: &Pipeline, conn: UnixStream) -> anyhow::Result<()> {
                 wait,
             } => answer_job(
                 &mut out,
-                submit_request(pipeline, &path, kind.as_deref(), family.as_deref()),
+                super::submit_request_file(pipeline, &path, kind.as_deref(), family.as_deref()),
                 wait,
             )?,
         }
     }
     Ok(())
-}
-
-#[cfg(feature = "filecoin")]
-fn submit_request(
-    pipeline: &Pipeline,
-    path: &Path,
-    kind: Option<&str>,
-    family: Option<&str>,
-) -> anyhow::Result<JobHandle> {
-    let kind = super::request_kind(path, kind, family)?;
-    pipeline.submit_request(Some(kind), path)
-}
-
-#[cfg(not(feature = "filecoin"))]
-fn submit_request(
-    _: &Pipeline,
-    _: &Path,
-    _: Option<&str>,
-    _: Option<&str>,
-) -> anyhow::Result<JobHandle> {
-    anyhow::bail!("this service was built without Filecoin support (feature `filecoin`)")
 }
 
 /// Answers a submission: accepted (then, with `wait`, the outcome) or the refusal.

@@ -24,11 +24,12 @@ use anyhow::Context;
 use bellperson::groth16::{prepare_verifying_key, verify_proof, PreparedVerifyingKey};
 use blstrs::Bls12;
 use blstrs::Scalar;
-use kernels::circuits::{AnyCircuit, CircuitSpec};
+use kernels::circuits::AnyCircuit;
 use shm_protocol::control::{
-    self, BackendKind, ChildConfig, EventKind, FromChild, GpuConfig, SrsEntry, SynthConfig,
-    TimelineEvent, ToGpu, ToSynth, FIRST_SRS_FD, RING_FD,
+    self, BackendKind, ChildConfig, EventKind, FromChild, GpuConfig, JobRequest, SrsEntry,
+    SynthConfig, TimelineEvent, ToGpu, ToSynth, FIRST_SRS_FD, RING_FD,
 };
+use shm_protocol::request::SealedRequest;
 use shm_protocol::{HugePagePolicy, Region, Ring, RingConfig, SlotResult, SlotState, StateCounts};
 
 use crate::jobs::{JobCounters, JobOutcome, JobSpec, JobSummary, JobTable};
@@ -264,18 +265,31 @@ struct ChildInfo {
 }
 
 struct CircuitEntry {
-    spec: AnyCircuit,
     pvk: PreparedVerifyingKey<Bls12>,
 }
+
+/// A live job as the pipeline keeps it (the opened job itself is dropped at submit: a Filecoin
+/// job holds its parsed request).
+struct LiveJob {
+    /// The public inputs of every partition, computed through the job when it was accepted:
+    /// what each partition's proof is checked against.
+    inputs: Vec<Vec<Scalar>>,
+    /// The sealed memfd of its request, when it does not travel inline: sent with each of its
+    /// synthesis requests, kept until the job ends so a restarted synth-proc gets it again.
+    memfd: Option<SealedRequest>,
+}
+
+/// Requests up to this size travel inline in the synthesis requests (a built-in circuit's is 12
+/// bytes); larger ones (Filecoin requests) in a sealed memfd. See `control::JobRequest`.
+const INLINE_REQUEST_MAX: usize = 256;
 
 struct Core {
     ring: Arc<Ring>,
     jobs: JobTable,
     waiters: HashMap<u64, mpsc::Sender<JobOutcome>>,
     circuits: HashMap<u64, CircuitEntry>,
-    /// Public inputs of every partition of live jobs proved from a request file (Filecoin),
-    /// computed when the job was accepted.
-    request_inputs: HashMap<u64, Vec<Vec<Scalar>>>,
+    /// What the pipeline keeps of every live job besides its bookkeeping.
+    live: HashMap<u64, LiveJob>,
     children: HashMap<Role, ChildInfo>,
     timeline: Vec<TimelineEvent>,
     counters: Counters,
@@ -324,7 +338,7 @@ impl Pipeline {
                 .slot_bytes()
                 .with_context(|| format!("circuit `{}` is too large for a slot", c.spec))?;
             slot_bytes = slot_bytes.max(need);
-            circuits.insert(id, CircuitEntry { spec: c.spec, pvk });
+            circuits.insert(id, CircuitEntry { pvk });
             srs.push(shared);
         }
         if let Some(explicit) = settings.slot_bytes {
@@ -375,7 +389,7 @@ impl Pipeline {
             jobs: JobTable::new(1),
             waiters: HashMap::new(),
             circuits,
-            request_inputs: HashMap::new(),
+            live: HashMap::new(),
             children: HashMap::new(),
             timeline: Vec::new(),
             counters: Counters::default(),
@@ -519,86 +533,98 @@ impl Pipeline {
         }
     }
 
-    /// Accepts a job. Errors only for a circuit this pipeline does not serve or a pipeline that
-    /// gave up; everything later arrives as the job's outcome.
-    pub fn submit(&self, circuit: &str, seed: u64, partitions: u32) -> anyhow::Result<JobHandle> {
-        let spec: CircuitSpec = match circuit.parse::<AnyCircuit>() {
-            Ok(AnyCircuit::Builtin(spec)) => spec,
-            #[allow(unreachable_patterns)] // without the `filecoin` feature every circuit is built-in
-            Ok(other) => anyhow::bail!(
-                "circuit `{other}` is proved from a proof request file (C1 output, PoSt or SnapDeals request), not a seed"
-            ),
-            Err(e) => return Err(anyhow::Error::new(e).context(format!("bad circuit spec `{circuit}`"))),
+    /// Accepts a job: `circuit` and its request bytes (`kernels::job`). The request is opened
+    /// here, through the job, and checked (a Filecoin request is parsed and its vanilla proofs
+    /// verified; the public inputs of every partition are computed for the proof checks), so a
+    /// bad one is refused at once with the reason, before anything is queued. The bytes are
+    /// read from the caller once: synth-proc gets them inline (small requests) or in a sealed
+    /// memfd, so the job does not depend on any file after this returns. Errors for a circuit
+    /// this pipeline does not serve or a pipeline that gave up; everything later arrives as the
+    /// job's outcome.
+    pub fn submit_job(&self, circuit: AnyCircuit, request: &[u8]) -> anyhow::Result<JobHandle> {
+        let t = Instant::now();
+        let circuit_id = circuit.circuit_id()?;
+        {
+            let core = lock(&self.core);
+            if let Some(f) = &core.fatal {
+                anyhow::bail!("the pipeline cannot prove: {f}");
+            }
+            if !core.circuits.contains_key(&circuit_id) {
+                match circuit {
+                    AnyCircuit::Builtin(_) => anyhow::bail!(
+                        "this pipeline has no SRS for circuit `{circuit}`\nhint: add it to the config's [[circuit]] list"
+                    ),
+                    AnyCircuit::Filecoin(_) => anyhow::bail!(
+                        "this pipeline has no parameters for `{circuit}` (the request's proof type)\nhint: add `[[circuit]] spec = \"{circuit}\"` to the config"
+                    ),
+                }
+            }
+        }
+        let job = kernels::job::open(&circuit, request)?;
+        let inputs: Vec<Vec<Scalar>> = (0..job.partitions())
+            .map(|k| job.public_inputs(k))
+            .collect::<Result<_, _>>()?;
+        let partitions = u32::try_from(job.partitions()).context("too many partitions")?;
+        drop(job);
+        let (request, memfd) = if request.len() <= INLINE_REQUEST_MAX {
+            (JobRequest::Inline(request.to_vec()), None)
+        } else {
+            let memfd = SealedRequest::create(&circuit.to_string(), request)
+                .context("cannot hand the request to synth-proc")?;
+            (JobRequest::Memfd { len: memfd.len() }, Some(memfd))
         };
-        anyhow::ensure!(partitions >= 1, "a job needs at least one partition");
+        tracing::debug!(%circuit, partitions, bytes = request_len(&request), secs = t.elapsed().as_secs_f64(), "job accepted");
         let mut core = lock(&self.core);
         if let Some(f) = &core.fatal {
             anyhow::bail!("the pipeline cannot prove: {f}");
         }
-        anyhow::ensure!(
-            core.circuits.contains_key(&spec.circuit_id()),
-            "this pipeline has no SRS for circuit `{spec}`\nhint: add it to the config's [[circuit]] list"
-        );
         let id = core.jobs.submit(JobSpec {
-            circuit: spec.to_string(),
-            circuit_id: spec.circuit_id(),
-            seed,
+            circuit: circuit.to_string(),
+            circuit_id,
             partitions,
-            input: None,
+            request,
         });
+        core.live.insert(id, LiveJob { inputs, memfd });
         let (tx, rx) = mpsc::channel();
         core.waiters.insert(id, tx);
         core.pump_synth();
         Ok(JobHandle { id, rx })
     }
 
-    /// Accepts a Filecoin job: the proof request in `path` (a C1 output in any of its forms, a
-    /// PoSt or a SnapDeals request), of `kind` or of the kind it names. The request is read and
-    /// checked here (vanilla proofs verified, public inputs of every partition computed for the
-    /// proof checks), so a bad request is refused at once with the reason; synth-proc reads it
-    /// again from `path`, which must stay in place until the job ends. The outcome's proofs,
-    /// concatenated in order, are the proof bytes filecoin-proofs writes.
-    #[cfg(feature = "filecoin")]
+    /// [`Pipeline::submit_job`] for a built-in circuit: partition `p` is proved with the witness
+    /// of `seed + p`.
+    pub fn submit(&self, circuit: &str, seed: u64, partitions: u32) -> anyhow::Result<JobHandle> {
+        let circuit: AnyCircuit = circuit
+            .parse()
+            .with_context(|| format!("bad circuit spec `{circuit}`"))?;
+        anyhow::ensure!(
+            circuit.builtin().is_some(),
+            "circuit `{circuit}` is proved from a proof request file (C1 output, PoSt or SnapDeals request), not a seed"
+        );
+        anyhow::ensure!(partitions >= 1, "a job needs at least one partition");
+        let request = kernels::job::BuiltinRequest { seed, partitions };
+        self.submit_job(circuit, &request.to_bytes())
+    }
+
+    /// [`Pipeline::submit_job`] for a Filecoin proof request file (a C1 output in any of its
+    /// forms, a PoSt or a SnapDeals request), of `kind` or of the kind it names. The file is read
+    /// once, here; deleting or changing it afterwards does not affect the job. Errors name the
+    /// file. The outcome's proofs, concatenated in order, are the proof bytes filecoin-proofs
+    /// writes.
     pub fn submit_request(
         &self,
         kind: Option<kernels::filecoin::ProofKind>,
         path: &std::path::Path,
     ) -> anyhow::Result<JobHandle> {
-        let path = std::fs::canonicalize(path)
-            .with_context(|| format!("proof request `{}`", path.display()))?;
-        let t = Instant::now();
-        let job = kernels::filecoin::open_job_file(kind, &path)?;
-        let kind = job.kind();
-        let spec = AnyCircuit::Filecoin(kind);
-        let circuit_id = spec.circuit_id()?;
-        {
-            let core = lock(&self.core);
-            if let Some(f) = &core.fatal {
-                anyhow::bail!("the pipeline cannot prove: {f}");
-            }
-            anyhow::ensure!(
-                core.circuits.contains_key(&circuit_id),
-                "this pipeline has no parameters for `{kind}` (the request's proof type)\nhint: add `[[circuit]] spec = \"{kind}\"` to the config"
-            );
-        }
-        let inputs: Vec<Vec<Scalar>> = (0..job.partitions())
-            .map(|k| job.public_inputs(k))
-            .collect::<Result<_, _>>()?;
-        let partitions = u32::try_from(job.partitions()).context("too many partitions")?;
-        tracing::info!(%kind, partitions, secs = t.elapsed().as_secs_f64(), request = %path.display(), "proof request accepted");
-        let mut core = lock(&self.core);
-        let id = core.jobs.submit(JobSpec {
-            circuit: spec.to_string(),
-            circuit_id,
-            seed: 0,
-            partitions,
-            input: Some(path),
-        });
-        core.request_inputs.insert(id, inputs);
-        let (tx, rx) = mpsc::channel();
-        core.waiters.insert(id, tx);
-        core.pump_synth();
-        Ok(JobHandle { id, rx })
+        let bytes = std::fs::read(path)
+            .with_context(|| format!("cannot read proof request `{}`", path.display()))?;
+        let kind = match kind {
+            Some(k) => k,
+            None => kernels::filecoin::detect_kind(&bytes)
+                .with_context(|| format!("proof request `{}`", path.display()))?,
+        };
+        self.submit_job(AnyCircuit::Filecoin(kind), &bytes)
+            .with_context(|| format!("proof request `{}`", path.display()))
     }
 
     /// Pids of the running children by role (tests use this to kill them).
@@ -766,6 +792,13 @@ fn layout_for(settings: &PipelineSettings) -> anyhow::Result<Layout> {
     }
 }
 
+fn request_len(request: &JobRequest) -> u64 {
+    match request {
+        JobRequest::Inline(b) => b.len() as u64,
+        JobRequest::Memfd { len } => *len,
+    }
+}
+
 fn lock(core: &Mutex<Core>) -> MutexGuard<'_, Core> {
     core.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -780,7 +813,15 @@ impl Core {
             return;
         };
         for req in self.jobs.take_pending() {
-            if let Err(e) = sender.send(&ToSynth::Synthesize(req)) {
+            let memfd = self.live.get(&req.job_id).and_then(|j| j.memfd.as_ref());
+            let sent = match (&req.request, memfd) {
+                (JobRequest::Memfd { .. }, Some(memfd)) => {
+                    sender.send_with_fd(&ToSynth::Synthesize(req), memfd.fd())
+                }
+                // Without its memfd synth-proc fails the partition, naming what is missing.
+                _ => sender.send(&ToSynth::Synthesize(req)),
+            };
+            if let Err(e) = sent {
                 // The child is dying; the exit handler re-queues what it had.
                 tracing::warn!("cannot send to synth-proc: {e}");
                 break;
@@ -789,7 +830,8 @@ impl Core {
     }
 
     fn deliver(&mut self, outcome: JobOutcome) {
-        self.request_inputs.remove(&outcome.job_id);
+        // The request memfd goes with the job.
+        self.live.remove(&outcome.job_id);
         for p in 0..outcome.spec.partitions {
             self.timeline.push(TimelineEvent::now(
                 EventKind::ProofDone,
@@ -855,23 +897,17 @@ impl Core {
         let Some(entry) = self.circuits.get(&circuit_id) else {
             return Err(format!("slot carries unknown circuit id {circuit_id:#x}"));
         };
-        let inputs = match (self.request_inputs.get(&job_id), entry.spec.builtin()) {
-            (Some(per_partition), _) => per_partition
-                .get(partition as usize)
-                .cloned()
-                .ok_or_else(|| format!("partition {partition} is out of range"))?,
-            (None, Some(spec)) => {
-                let Some(seed) = self.jobs.seed_of(job_id) else {
-                    return Ok(proof);
-                };
-                spec.public_inputs(seed.wrapping_add(u64::from(partition)))
-                    .map_err(|e| format!("public inputs: {e}"))?
-            }
-            (None, None) => return Err(format!("no public inputs known for job {job_id}")),
+        // A job no longer live has ended: this result is a duplicate the job table ignores.
+        let Some(live) = self.live.get(&job_id) else {
+            return Ok(proof);
         };
+        let inputs = live
+            .inputs
+            .get(partition as usize)
+            .ok_or_else(|| format!("partition {partition} is out of range"))?;
         let parsed = bellperson::groth16::Proof::<Bls12>::read(&proof[..])
             .map_err(|e| format!("malformed proof: {e}"))?;
-        match verify_proof(&entry.pvk, &parsed, &inputs) {
+        match verify_proof(&entry.pvk, &parsed, inputs) {
             Ok(true) => Ok(proof),
             Ok(false) => Err("the proof does not verify".into()),
             Err(e) => Err(format!("verification error: {e}")),

@@ -2,8 +2,6 @@
 #![allow(dead_code)]
 
 use std::path::Path;
-#[cfg(feature = "filecoin")]
-use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};
 
 /// Pipelines in one test binary run one at a time: the machine has two cores.
@@ -25,28 +23,4 @@ pub fn cli(args: &[&str], env: &[(&str, &Path)]) -> (i32, String, String) {
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
-}
-
-/// The Filecoin test parameter cache every test binary shares.
-#[cfg(feature = "filecoin")]
-pub fn param_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/filecoin-test-params")
-}
-
-/// filecoin-proofs' settings are read once per process: set before any fil call. Children
-/// inherit them.
-#[cfg(feature = "filecoin")]
-pub fn settings_env() {
-    kernels::filecoin::fixture::use_test_dirs(
-        &param_dir(),
-        &Path::new(env!("CARGO_TARGET_TMPDIR")).join("filecoin-parents"),
-    )
-    .unwrap();
-}
-
-/// The parameters of `kind` in the shared cache (generated on first use).
-#[cfg(feature = "filecoin")]
-pub fn params(kind: kernels::filecoin::ProofKind) -> kernels::filecoin::ParamFiles {
-    settings_env();
-    kernels::filecoin::fixture::test_parameters(kind, &param_dir()).unwrap()
 }
