@@ -27,7 +27,7 @@ pub enum Command {
     /// Prove one job through the split pipeline and write its proof.
     Prove(ProveArgs),
     /// Measure monolithic, in-process and split proving on the same circuit, in one run.
-    Bench(commands::bench::BenchArgs),
+    Bench(BenchArgs),
     /// Run the long-lived service from a config file.
     Run(RunArgs),
     /// Send a job to a running service.
@@ -295,13 +295,18 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Demo(a) => commands::demo::run(a),
         Command::Prove(a) => commands::prove::run(a),
+        #[cfg(feature = "filecoin")]
+        Command::Bench(a) if a.filecoin.is_some() => {
+            let kind = a.filecoin.clone().unwrap_or_default();
+            crate::filecoin::bench::run_command(&a, &kind)
+        }
         Command::Bench(a) => commands::bench::run(a),
         Command::Run(a) => commands::service::run(a),
         Command::Submit(a) => commands::service::submit(a),
         Command::Status(a) => commands::service::status(a),
         Command::Srs(c) => commands::srs::run(c),
         #[cfg(feature = "filecoin")]
-        Command::Params(c) => commands::params::run(c),
+        Command::Params(c) => crate::filecoin::params::run(c),
         Command::SynthProc => synth_proc::run_from_env().map(|()| ExitCode::SUCCESS),
         Command::GpuProc => gpu_proc::run_from_env()
             .map(|()| ExitCode::SUCCESS)
@@ -314,4 +319,60 @@ pub fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// `splitprover bench`.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Circuit spec.
+    #[arg(long, default_value = "sha-chain:1")]
+    pub circuit: String,
+    /// Proofs per mode.
+    #[arg(short = 'n', long, default_value_t = 6)]
+    pub proofs: usize,
+    /// Proofs of the GPU-only capacity run (every one needs its own ring slot; default:
+    /// min(-n, 48)).
+    #[arg(long)]
+    pub gpu_only_proofs: Option<usize>,
+    /// Client concurrency: jobs in flight in the split mode.
+    #[arg(short = 'j', long, default_value_t = 4)]
+    pub clients: usize,
+    /// Modes to run, comma separated: monolithic, inprocess, split, synth-only, gpu-only.
+    #[arg(long, default_value = "monolithic,inprocess,split,synth-only,gpu-only")]
+    pub modes: String,
+    /// Sweep: gpu-proc core counts for the split mode, comma separated (default: --gpu-cores).
+    #[arg(long)]
+    pub sweep_gpu_cores: Option<String>,
+    /// Sweep: synthesis concurrencies for the split mode, comma separated (default:
+    /// --synth-concurrency).
+    #[arg(long)]
+    pub sweep_synth: Option<String>,
+    /// Where to write TIMELINE logs, traces, waterfalls and the table as JSON.
+    #[arg(long, default_value = "bench-out")]
+    pub out_dir: PathBuf,
+    /// SRS file (default: the cache, generated if missing).
+    #[arg(long)]
+    pub srs: Option<PathBuf>,
+    /// Filecoin PoRep C2 instead of a built-in circuit (`porep:StackedDrg2KiBV1_1`,
+    /// `porep:StackedDrg512MiBV1_1`, ...): a sector is sealed, parameters generated if missing,
+    /// and `--filecoin-modes` measured in one run.
+    #[cfg(feature = "filecoin")]
+    #[arg(long)]
+    pub filecoin: Option<String>,
+    /// Modes of the Filecoin bench: stock (filecoin-proofs `seal_commit_phase2`), monolithic
+    /// (ours in process), split.
+    #[cfg(feature = "filecoin")]
+    #[arg(long, default_value = "stock,monolithic,split")]
+    pub filecoin_modes: String,
+    /// Runs of the stock prover in the Filecoin bench.
+    #[cfg(feature = "filecoin")]
+    #[arg(long, default_value_t = 2)]
+    pub stock_runs: usize,
+    /// Filecoin parameter cache dir.
+    #[cfg(feature = "filecoin")]
+    #[arg(long, env = crate::env::FIL_PROOFS_PARAMETER_CACHE)]
+    pub param_cache: Option<PathBuf>,
+    /// Pipeline options (backend, batch, cores...).
+    #[command(flatten)]
+    pub pipeline: PipelineArgs,
 }

@@ -30,6 +30,8 @@ pub mod cli;
 pub mod commands;
 pub mod config;
 pub mod env;
+#[cfg(feature = "filecoin")]
+pub mod filecoin;
 pub mod jobs;
 mod logging;
 pub mod notify;

@@ -3,72 +3,14 @@
 //! cpuset splits and concurrencies for the split mode. Prints one table row per configuration
 //! and writes the TIMELINE log, a Chrome/Perfetto trace and an SVG waterfall per run.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use clap::Args;
 
 use crate::bench::{local, split};
-use crate::cli::PipelineArgs;
+use crate::cli::BenchArgs;
 use crate::report::{self, BenchRow, TimelineStats};
 use crate::timeline::Timeline;
-
-/// `splitprover bench`.
-#[derive(Debug, Args)]
-pub struct BenchArgs {
-    /// Circuit spec.
-    #[arg(long, default_value = "sha-chain:1")]
-    pub circuit: String,
-    /// Proofs per mode.
-    #[arg(short = 'n', long, default_value_t = 6)]
-    pub proofs: usize,
-    /// Proofs of the GPU-only capacity run (every one needs its own ring slot; default:
-    /// min(-n, 48)).
-    #[arg(long)]
-    pub gpu_only_proofs: Option<usize>,
-    /// Client concurrency: jobs in flight in the split mode.
-    #[arg(short = 'j', long, default_value_t = 4)]
-    pub clients: usize,
-    /// Modes to run, comma separated: monolithic, inprocess, split, synth-only, gpu-only.
-    #[arg(long, default_value = "monolithic,inprocess,split,synth-only,gpu-only")]
-    pub modes: String,
-    /// Sweep: gpu-proc core counts for the split mode, comma separated (default: --gpu-cores).
-    #[arg(long)]
-    pub sweep_gpu_cores: Option<String>,
-    /// Sweep: synthesis concurrencies for the split mode, comma separated (default:
-    /// --synth-concurrency).
-    #[arg(long)]
-    pub sweep_synth: Option<String>,
-    /// Where to write TIMELINE logs, traces, waterfalls and the table as JSON.
-    #[arg(long, default_value = "bench-out")]
-    pub out_dir: PathBuf,
-    /// SRS file (default: the cache, generated if missing).
-    #[arg(long)]
-    pub srs: Option<PathBuf>,
-    /// Filecoin PoRep C2 instead of a built-in circuit (`porep:StackedDrg2KiBV1_1`,
-    /// `porep:StackedDrg512MiBV1_1`, ...): a sector is sealed, parameters generated if missing,
-    /// and `--filecoin-modes` measured in one run.
-    #[cfg(feature = "filecoin")]
-    #[arg(long)]
-    pub filecoin: Option<String>,
-    /// Modes of the Filecoin bench: stock (filecoin-proofs `seal_commit_phase2`), monolithic
-    /// (ours in process), split.
-    #[cfg(feature = "filecoin")]
-    #[arg(long, default_value = "stock,monolithic,split")]
-    pub filecoin_modes: String,
-    /// Runs of the stock prover in the Filecoin bench.
-    #[cfg(feature = "filecoin")]
-    #[arg(long, default_value_t = 2)]
-    pub stock_runs: usize,
-    /// Filecoin parameter cache dir.
-    #[cfg(feature = "filecoin")]
-    #[arg(long, env = crate::env::FIL_PROOFS_PARAMETER_CACHE)]
-    pub param_cache: Option<PathBuf>,
-    /// Pipeline options (backend, batch, cores...).
-    #[command(flatten)]
-    pub pipeline: PipelineArgs,
-}
 
 fn list(text: Option<&str>, default: usize) -> anyhow::Result<Vec<usize>> {
     match text {
@@ -86,10 +28,6 @@ fn list(text: Option<&str>, default: usize) -> anyhow::Result<Vec<usize>> {
 
 /// Runs the bench.
 pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
-    #[cfg(feature = "filecoin")]
-    if let Some(kind) = &args.filecoin {
-        return run_filecoin(&args, kind);
-    }
     let spec = super::parse_spec(&args.circuit)?;
     let modes: Vec<String> = args.modes.split(',').map(|m| m.trim().to_owned()).collect();
     for m in &modes {
@@ -244,87 +182,6 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         "wrote {} and per-run TIMELINE logs, traces and waterfalls",
         path.display()
     );
-    Ok(ExitCode::SUCCESS)
-}
-
-/// The Filecoin PoRep C2 bench (see `bench::filecoin`).
-#[cfg(feature = "filecoin")]
-fn run_filecoin(args: &BenchArgs, kind: &str) -> anyhow::Result<ExitCode> {
-    use crate::bench::filecoin::{self, FilecoinBench};
-    let kind: kernels::filecoin::ProofKind = kind
-        .parse()
-        .with_context(|| format!("--filecoin `{kind}`"))?;
-    let modes: Vec<String> = args
-        .filecoin_modes
-        .split(',')
-        .map(|m| m.trim().to_owned())
-        .collect();
-    for m in &modes {
-        anyhow::ensure!(
-            matches!(m.as_str(), "stock" | "monolithic" | "split"),
-            "unknown mode `{m}`: use stock, monolithic, split"
-        );
-    }
-    std::fs::create_dir_all(&args.out_dir)
-        .with_context(|| format!("cannot create `{}`", args.out_dir.display()))?;
-    let bench = FilecoinBench {
-        kind,
-        modes,
-        proofs: args.proofs,
-        stock_runs: args.stock_runs,
-        clients: args.clients,
-        param_cache: args
-            .param_cache
-            .clone()
-            .unwrap_or_else(crate::env::param_cache_dir),
-        work_dir: args.out_dir.join("filecoin-work"),
-    };
-    eprintln!(
-        "parameters: {}",
-        filecoin::describe_cache(kind, &bench.param_cache)
-    );
-    // The pipeline's settings; its circuit is set by the bench once the parameters exist.
-    let placeholder = kernels::circuits::AnyCircuit::Filecoin(kind);
-    let settings = super::settings_for(&args.pipeline, placeholder, PathBuf::new())?;
-    let (rows, timeline) = filecoin::run(&bench, settings)?;
-    let table: Vec<BenchRow> = rows.iter().map(|r| r.row.clone()).collect();
-    println!("{kind}");
-    println!("{}", report::render_table(&table));
-    for r in &rows {
-        println!(
-            "  {:<11} latency min / median / max: {}",
-            r.row.mode,
-            filecoin::latency_line(&r.latencies)
-        );
-    }
-    let per = |m: &str| {
-        rows.iter()
-            .find(|r| r.row.mode == m)
-            .and_then(|r| r.row.s_per_proof)
-    };
-    if let Some(stock) = per("stock") {
-        for m in ["monolithic", "split"] {
-            if let Some(x) = per(m) {
-                println!("  stock / {m} time per proof = {:.2}x", stock / x);
-            }
-        }
-    }
-    if let Some(tl) = timeline {
-        let base = args.out_dir.join(format!(
-            "filecoin-split-{}",
-            kind.to_string().replace(':', "-")
-        ));
-        let mut log = Vec::new();
-        tl.write_log(&mut log)?;
-        std::fs::write(base.with_extension("timeline"), log)?;
-        std::fs::write(base.with_extension("svg"), tl.waterfall_svg())?;
-    }
-    let path = args.out_dir.join("bench-filecoin.json");
-    std::fs::write(
-        &path,
-        serde_json::to_vec_pretty(&report::rows_to_json(&table))?,
-    )?;
-    eprintln!("wrote {}", path.display());
     Ok(ExitCode::SUCCESS)
 }
 

@@ -2,8 +2,6 @@
 
 pub mod bench;
 pub mod demo;
-#[cfg(feature = "filecoin")]
-pub mod params;
 pub mod prove;
 pub mod service;
 pub mod srs;

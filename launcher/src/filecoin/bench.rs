@@ -11,12 +11,14 @@
 //! every mode is checked with `verify_seal`; a refused proof fails the bench.
 
 use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use kernels::circuits::AnyCircuit;
 use kernels::filecoin::{self, fixture, ParamFiles, ProofKind};
 
+use crate::cli::BenchArgs;
 use crate::pipeline::PipelineSettings;
 use crate::report::{self, BenchRow};
 use crate::timeline::Timeline;
@@ -235,4 +237,80 @@ pub fn describe_cache(kind: ProofKind, dir: &Path) -> String {
         Ok(f) => format!("{} (to generate)", f.params.display()),
         Err(e) => e.to_string(),
     }
+}
+
+/// `splitprover bench --filecoin KIND`: the Filecoin PoRep C2 bench.
+pub fn run_command(args: &BenchArgs, kind: &str) -> anyhow::Result<ExitCode> {
+    let kind: kernels::filecoin::ProofKind = kind
+        .parse()
+        .with_context(|| format!("--filecoin `{kind}`"))?;
+    let modes: Vec<String> = args
+        .filecoin_modes
+        .split(',')
+        .map(|m| m.trim().to_owned())
+        .collect();
+    for m in &modes {
+        anyhow::ensure!(
+            matches!(m.as_str(), "stock" | "monolithic" | "split"),
+            "unknown mode `{m}`: use stock, monolithic, split"
+        );
+    }
+    std::fs::create_dir_all(&args.out_dir)
+        .with_context(|| format!("cannot create `{}`", args.out_dir.display()))?;
+    let bench = FilecoinBench {
+        kind,
+        modes,
+        proofs: args.proofs,
+        stock_runs: args.stock_runs,
+        clients: args.clients,
+        param_cache: args
+            .param_cache
+            .clone()
+            .unwrap_or_else(crate::env::param_cache_dir),
+        work_dir: args.out_dir.join("filecoin-work"),
+    };
+    eprintln!("parameters: {}", describe_cache(kind, &bench.param_cache));
+    // The pipeline's settings; its circuit is set by the bench once the parameters exist.
+    let placeholder = kernels::circuits::AnyCircuit::Filecoin(kind);
+    let settings = crate::commands::settings_for(&args.pipeline, placeholder, PathBuf::new())?;
+    let (rows, timeline) = run(&bench, settings)?;
+    let table: Vec<BenchRow> = rows.iter().map(|r| r.row.clone()).collect();
+    println!("{kind}");
+    println!("{}", report::render_table(&table));
+    for r in &rows {
+        println!(
+            "  {:<11} latency min / median / max: {}",
+            r.row.mode,
+            latency_line(&r.latencies)
+        );
+    }
+    let per = |m: &str| {
+        rows.iter()
+            .find(|r| r.row.mode == m)
+            .and_then(|r| r.row.s_per_proof)
+    };
+    if let Some(stock) = per("stock") {
+        for m in ["monolithic", "split"] {
+            if let Some(x) = per(m) {
+                println!("  stock / {m} time per proof = {:.2}x", stock / x);
+            }
+        }
+    }
+    if let Some(tl) = timeline {
+        let base = args.out_dir.join(format!(
+            "filecoin-split-{}",
+            kind.to_string().replace(':', "-")
+        ));
+        let mut log = Vec::new();
+        tl.write_log(&mut log)?;
+        std::fs::write(base.with_extension("timeline"), log)?;
+        std::fs::write(base.with_extension("svg"), tl.waterfall_svg())?;
+    }
+    let path = args.out_dir.join("bench-filecoin.json");
+    std::fs::write(
+        &path,
+        serde_json::to_vec_pretty(&report::rows_to_json(&table))?,
+    )?;
+    eprintln!("wrote {}", path.display());
+    Ok(ExitCode::SUCCESS)
 }
