@@ -25,6 +25,9 @@ pub struct JobSpec {
     pub request: JobRequest,
 }
 
+/// The slot of a partition the ring holds but whose `Published` message was lost with synth-proc.
+pub const UNKNOWN_SLOT: u32 = u32::MAX;
+
 /// Where one partition is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PartitionState {
@@ -34,8 +37,11 @@ pub enum PartitionState {
     Synthesizing,
     /// Published into a slot; a gpu-proc will prove it.
     InRing {
-        /// Slot index.
+        /// Slot index ([`UNKNOWN_SLOT`] when the ring held it while synth-proc died, before its
+        /// `Published` message arrived).
         slot: u32,
+        /// The slot's generation when it was published (READY).
+        generation: u64,
     },
     /// Proof received.
     Done,
@@ -75,6 +81,8 @@ pub struct JobCounters {
     pub syntheses_requested: u64,
     /// Results that arrived for a partition already done or a job already ended (ignored).
     pub duplicate_results: u64,
+    /// DONE slots refused because they did not match the table (see [`JobTable::check_done`]).
+    pub mismatched_results: u64,
 }
 
 /// One job as `status` shows it.
@@ -149,7 +157,10 @@ impl JobTable {
             for (p, state) in job.partitions.iter_mut().enumerate() {
                 if *state == PartitionState::Synthesizing {
                     *state = if in_ring.contains(&(job_id, p as u32)) {
-                        PartitionState::InRing { slot: u32::MAX }
+                        PartitionState::InRing {
+                            slot: UNKNOWN_SLOT,
+                            generation: 0,
+                        }
                     } else {
                         PartitionState::Pending
                     };
@@ -158,12 +169,57 @@ impl JobTable {
         }
     }
 
-    /// synth-proc published a partition.
-    pub fn published(&mut self, job_id: u64, partition: u32, slot: u32) {
+    /// synth-proc published a partition in `slot` at `generation`.
+    pub fn published(&mut self, job_id: u64, partition: u32, slot: u32, generation: u64) {
         if let Some(state) = self.partition_mut(job_id, partition) {
             if *state != PartitionState::Done {
-                *state = PartitionState::InRing { slot };
+                *state = PartitionState::InRing { slot, generation };
             }
+        }
+    }
+
+    /// Checks a DONE slot against this table before its result is taken: the job and partition
+    /// it names exist, the circuit is the job's, and where the table knows the slot the partition
+    /// was published in, it is this slot at an earlier generation. A slot's metadata is written
+    /// by a child, so a mismatch (a stale or misdirected slot) must never reach a job. The
+    /// `Published` message may still be on its way (it comes from synth-proc, the slot from a
+    /// gpu-proc), so a partition not yet marked in the ring passes on the other checks.
+    pub fn check_done(
+        &self,
+        job_id: u64,
+        partition: u32,
+        circuit_id: u64,
+        slot: u32,
+        generation: u64,
+    ) -> Result<(), String> {
+        let Some(job) = self.jobs.get(&job_id) else {
+            return Err(format!(
+                "slot {slot} names job {job_id}, which is not in the table"
+            ));
+        };
+        let Some(state) = job.partitions.get(partition as usize) else {
+            return Err(format!(
+                "slot {slot} names partition {partition} of job {job_id}, which has {}",
+                job.partitions.len()
+            ));
+        };
+        if job.spec.circuit_id != circuit_id {
+            return Err(format!(
+                "slot {slot} carries circuit {circuit_id:#x}, job {job_id} is circuit {:#x}",
+                job.spec.circuit_id
+            ));
+        }
+        match *state {
+            PartitionState::InRing {
+                slot: known,
+                generation: published,
+            } if known != UNKNOWN_SLOT && (known != slot || generation <= published) => {
+                Err(format!(
+                    "job {job_id} partition {partition} was published in slot {known} at \
+                     generation {published}, not found in slot {slot} at generation {generation}"
+                ))
+            }
+            _ => Ok(()),
         }
     }
 
@@ -241,6 +297,11 @@ impl JobTable {
         self.jobs.len()
     }
 
+    /// The counters, to update from the dispatcher.
+    pub fn counters_mut(&mut self) -> &mut JobCounters {
+        &mut self.counters
+    }
+
     /// The counters.
     pub fn counters(&self) -> JobCounters {
         self.counters
@@ -316,7 +377,7 @@ mod tests {
         assert_eq!(reqs[2].partition, 2);
         assert_eq!(reqs[2].request, spec(3).request);
         assert!(t.take_pending().is_empty(), "requests are handed out once");
-        t.published(id, 1, 4);
+        t.published(id, 1, 4, 17);
         assert!(t.result(id, 1, Ok(vec![1])).is_none());
         assert!(t.result(id, 0, Ok(vec![0])).is_none());
         let out = t
@@ -325,6 +386,35 @@ mod tests {
         assert_eq!(out.result.unwrap(), vec![vec![0], vec![1], vec![2]]);
         assert_eq!(t.live(), 0);
         assert_eq!(t.counters().succeeded, 1);
+    }
+
+    #[test]
+    fn done_slots_are_checked_against_the_table() {
+        let mut t = JobTable::new(1);
+        let id = t.submit(spec(2));
+        let circuit = spec(2).circuit_id;
+        t.take_pending();
+        t.published(id, 0, 3, 10);
+        // The slot it was published in, later: fine.
+        t.check_done(id, 0, circuit, 3, 12).unwrap();
+        // Another slot, or not later than the publish: a stale or misdirected slot.
+        assert!(t
+            .check_done(id, 0, circuit, 4, 12)
+            .unwrap_err()
+            .contains("slot 3"));
+        assert!(t.check_done(id, 0, circuit, 3, 10).is_err());
+        // Another circuit, an unknown job or partition.
+        assert!(t
+            .check_done(id, 0, circuit ^ 1, 3, 12)
+            .unwrap_err()
+            .contains("circuit"));
+        assert!(t.check_done(id + 9, 0, circuit, 3, 12).is_err());
+        assert!(t.check_done(id, 2, circuit, 3, 12).is_err());
+        // Partition 1's `Published` may still be on its way: it passes on the other checks.
+        t.check_done(id, 1, circuit, 6, 2).unwrap();
+        // Known to be in the ring, its slot lost with synth-proc: passes too.
+        t.synth_lost(&[(id, 1)].into_iter().collect());
+        t.check_done(id, 1, circuit, 6, 2).unwrap();
     }
 
     #[test]
@@ -344,8 +434,9 @@ mod tests {
         let mut t = JobTable::new(1);
         let id = t.submit(spec(4));
         t.take_pending();
-        t.published(id, 0, 0); // known READY
-                               // partition 1 was published but its message was lost with the process
+        // Partition 0 is known READY; partition 1 was published but its message was lost with
+        // the process.
+        t.published(id, 0, 0, 5);
         let in_ring: HashSet<_> = [(id, 0), (id, 1)].into_iter().collect();
         t.synth_lost(&in_ring);
         let again: Vec<u32> = t.take_pending().iter().map(|r| r.partition).collect();

@@ -1363,6 +1363,11 @@ impl<'r> DoneSlot<'r> {
         self.index
     }
 
+    /// Generation of the state word this handle holds (every transition increments it).
+    pub fn generation(&self) -> u64 {
+        self.word.generation()
+    }
+
     /// The slot's meta.
     pub fn meta(&self) -> SlotMeta {
         self.ring.read_meta(self.index)

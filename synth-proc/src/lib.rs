@@ -206,7 +206,7 @@ fn synthesize_into_slot(
             match ring.acquire_free(owner, Some(Duration::from_millis(200))) {
                 Ok(w) => break w,
                 // Relaxed: a plain flag, set once by the control thread.
-                Err(e) if e.is_timeout() && stop.load(Ordering::Relaxed) => {
+                Err(e) if e.is_timeout() && stop.load(Ordering::Acquire) => {
                     return Err(SynthError::Stopped)
                 }
                 Err(e) if e.is_timeout() => continue,
@@ -303,7 +303,7 @@ pub fn serve(ring: Arc<Ring>, control: UnixStream, config: SynthConfig) -> anyho
             Ok(Some(ToSynth::Shutdown)) | Ok(None) => {
                 // Syntheses in progress finish and publish; queued ones are dropped (the launcher
                 // re-sends whatever is not in the ring when it starts a synth-proc again).
-                stop.store(true, Ordering::Relaxed); // plain flag
+                stop.store(true, Ordering::Release); // flags: stored Release, loaded Acquire
                 break;
             }
             Err(e) => {
@@ -328,7 +328,7 @@ fn work(
     request: RequestBytes,
 ) {
     // Relaxed: a plain flag, set once by the control thread.
-    if stop.load(Ordering::Relaxed) {
+    if stop.load(Ordering::Acquire) {
         return;
     }
     // Shapes are counted once; the lock is held only for a lookup after that.

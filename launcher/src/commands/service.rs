@@ -169,7 +169,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         let notifier = Notifier::from_env().unwrap_or_else(|_| Notifier::disabled());
         thread::spawn(move || {
             // Ping at half the interval while the pipeline can still prove.
-            while !stop.load(Ordering::Relaxed) {
+            while !stop.load(Ordering::Acquire) {
                 // plain flag
                 if pipeline.status().fatal.is_none() {
                     let _ = notifier.watchdog();
@@ -179,7 +179,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         });
     }
     listener.set_nonblocking(true)?;
-    while !stop.load(Ordering::Relaxed) {
+    while !stop.load(Ordering::Acquire) {
         // plain flag
         match listener.accept() {
             Ok((conn, _)) => {

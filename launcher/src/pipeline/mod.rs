@@ -238,6 +238,7 @@ impl From<JobSummary> for JobLine {
 
 /// Counters (serializable copy of [`JobCounters`] plus crash counts).
 #[derive(Clone, Copy, Debug, Default, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 #[allow(missing_docs)]
 pub struct Counters {
     pub submitted: u64,
@@ -247,6 +248,8 @@ pub struct Counters {
     /// Syntheses synth-proc started (SYNTH_START events), those cut short by a crash included.
     pub syntheses_started: u64,
     pub duplicate_results: u64,
+    /// DONE slots refused because they did not match the job table.
+    pub mismatched_results: u64,
     pub child_exits: u64,
     pub slots_requeued: u64,
     pub slots_freed: u64,
@@ -674,6 +677,7 @@ impl Pipeline {
                 failed: c.failed,
                 syntheses_requested: c.syntheses_requested,
                 duplicate_results: c.duplicate_results,
+                mismatched_results: c.mismatched_results,
                 ..core.counters
             },
             fatal: core.fatal.clone(),
@@ -867,6 +871,7 @@ impl Core {
                 }
             };
             let meta = done.meta();
+            let (slot, generation) = (done.index() as u32, done.generation());
             let result = match done.result() {
                 Ok(SlotResult::Proof(bytes)) => Ok(bytes.to_vec()),
                 Ok(SlotResult::Failed(msg)) => Err(msg.to_owned()),
@@ -874,6 +879,17 @@ impl Core {
             };
             if let Err(e) = done.free() {
                 tracing::error!("freeing a done slot: {e}");
+            }
+            if let Err(e) = self.jobs.check_done(
+                meta.job_id,
+                meta.partition,
+                meta.circuit_id,
+                slot,
+                generation,
+            ) {
+                tracing::error!("done slot refused: {e}");
+                self.jobs.counters_mut().mismatched_results += 1;
+                continue;
             }
             let result = result.and_then(|proof| {
                 self.check_proof(meta.job_id, meta.partition, meta.circuit_id, proof)
@@ -925,8 +941,8 @@ impl Core {
                 job_id,
                 partition,
                 slot,
-                ..
-            } => self.jobs.published(job_id, partition, slot),
+                generation,
+            } => self.jobs.published(job_id, partition, slot, generation),
             FromChild::SynthFailed {
                 job_id,
                 partition,
