@@ -37,6 +37,7 @@ mod logging;
 pub mod notify;
 pub mod pinning;
 pub mod pipeline;
+pub mod protocol;
 pub mod report;
 pub mod ring;
 pub mod srs;

@@ -4,53 +4,13 @@ pub mod bench;
 pub mod demo;
 pub mod prove;
 pub mod service;
+pub mod settings;
 pub mod srs;
+
+pub use settings::{for_circuit as settings_for, from_args as settings_from_args};
 
 use anyhow::Context;
 use kernels::circuits::{AnyCircuit, CircuitSpec};
-
-use crate::cli::PipelineArgs;
-use crate::pinning::PinChoice;
-use crate::pipeline::{GpuSetting, PipelineSettings};
-
-/// Resolves the shared pipeline flags into settings for one built-in circuit (its SRS `srs`, or
-/// the cached one, generated on first use).
-pub fn settings_from_args(
-    args: &PipelineArgs,
-    spec: &CircuitSpec,
-    srs: Option<&std::path::Path>,
-) -> anyhow::Result<PipelineSettings> {
-    let cache = args.cache_dir.clone().unwrap_or_else(crate::env::cache_dir);
-    let params = crate::srs::resolve(spec, srs, &cache)?;
-    settings_for(args, AnyCircuit::Builtin(*spec), params)
-}
-
-/// Resolves the shared pipeline flags into settings for one circuit whose SRS file is `params`.
-pub fn settings_for(
-    args: &PipelineArgs,
-    spec: AnyCircuit,
-    params: std::path::PathBuf,
-) -> anyhow::Result<PipelineSettings> {
-    let mut s = PipelineSettings::for_circuit(spec, params)?;
-    s.slots = args.slots;
-    s.huge_pages = crate::ring::parse_huge_pages(&args.huge_pages)?;
-    s.pin = args
-        .pin
-        .parse::<PinChoice>()
-        .map_err(|e| anyhow::anyhow!("--pin: {e}"))?;
-    s.gpu_cores = args.gpu_cores;
-    s.synth_concurrency = args.synth_concurrency;
-    anyhow::ensure!(args.gpus >= 1, "--gpus must be at least 1");
-    s.gpus = (0..args.gpus as u32)
-        .map(|device| GpuSetting {
-            device,
-            backend: args.backend,
-            batch: args.batch.max(1),
-            cpus: None,
-        })
-        .collect();
-    Ok(s)
-}
 
 /// Parses a circuit spec with a message naming it.
 pub fn parse_spec(text: &str) -> anyhow::Result<CircuitSpec> {

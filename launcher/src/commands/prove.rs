@@ -104,8 +104,11 @@ pub fn write_outputs(
     std::fs::write(out, &bytes).with_context(|| format!("cannot write `{}`", out.display()))?;
     let inputs: Vec<Vec<String>> = (0..proofs.len() as u64)
         .map(|p| {
-            spec.public_inputs(seed.wrapping_add(p))
-                .map(|v| v.iter().map(|s| hex(s.to_repr().as_ref())).collect())
+            spec.public_inputs(seed.wrapping_add(p)).map(|v| {
+                v.iter()
+                    .map(|s| crate::protocol::hex(s.to_repr().as_ref()))
+                    .collect()
+            })
         })
         .collect::<Result<_, _>>()?;
     let json =
@@ -121,9 +124,4 @@ pub fn inputs_path(out: &std::path::Path) -> std::path::PathBuf {
     let mut s = out.as_os_str().to_owned();
     s.push(".inputs.json");
     s.into()
-}
-
-/// Lower-case hex of `bytes`.
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -1,10 +1,10 @@
 //! `splitprover run`, `submit` and `status`: the long-lived service and its local clients.
 //!
-//! The transport is a Unix stream socket with one JSON object per line ([`Request`] in,
-//! [`Response`] out); the job core ([`Pipeline`]) knows nothing about it, so another transport
-//! (gRPC) can sit beside it.
+//! The transport is a Unix stream socket with one JSON object per line (`crate::protocol`:
+//! [`Request`] in, [`Response`] out); the job core ([`Pipeline`]) knows nothing about it, so
+//! another transport (gRPC) can sit beside it.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -14,135 +14,17 @@ use std::thread;
 use std::time::Duration;
 
 use anyhow::Context;
-use kernels::circuits::AnyCircuit;
-use serde::{Deserialize, Serialize};
 
-use super::prove::hex;
 use crate::cli::{RunArgs, StatusArgs, SubmitArgs};
 use crate::config::Config;
 use crate::notify::Notifier;
-use crate::pinning::CpuList;
-use crate::pipeline::{
-    CircuitSetting, GpuSetting, JobHandle, Pipeline, PipelineSettings, PipelineStatus,
-};
-
-/// A client's request.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub enum Request {
-    /// Prove a job.
-    Submit {
-        /// Circuit spec.
-        circuit: String,
-        /// Witness seed.
-        seed: u64,
-        /// Partitions.
-        partitions: u32,
-        /// Keep the connection open and send [`Response::Finished`].
-        wait: bool,
-    },
-    /// Prove a Filecoin proof request (C1 output, PoSt or SnapDeals request) read from a file on
-    /// the service's host.
-    SubmitRequest {
-        /// The request file (absolute, or relative to the service's working dir).
-        path: PathBuf,
-        /// The proof kind (`porep:StackedDrg32GiBV1_1`), for request forms that do not name it.
-        #[serde(default)]
-        kind: Option<String>,
-        /// The family the request must be of (`porep`, `post`, `snap`), if the client said.
-        #[serde(default)]
-        family: Option<String>,
-        /// Keep the connection open and send [`Response::Finished`].
-        wait: bool,
-    },
-    /// Describe the service.
-    Status,
-}
-
-/// The service's answers.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub enum Response {
-    /// The job was accepted.
-    Accepted {
-        /// Its id.
-        job_id: u64,
-    },
-    /// The job ended.
-    Finished {
-        /// Its id.
-        job_id: u64,
-        /// Proof bytes per partition, hex.
-        proofs: Vec<String>,
-        /// Why it failed, if it did.
-        error: Option<String>,
-        /// Milliseconds from submission.
-        elapsed_ms: u64,
-    },
-    /// The status.
-    Status(Box<PipelineStatus>),
-    /// The request was refused.
-    Error {
-        /// Why.
-        message: String,
-    },
-}
-
-/// Resolves a config file into pipeline settings.
-pub fn settings_from_config(config: &Config) -> anyhow::Result<PipelineSettings> {
-    anyhow::ensure!(
-        !config.circuit.is_empty(),
-        "the config names no circuit\nhint: add a [[circuit]] table with `spec` (and `srs`)"
-    );
-    let mut circuits = Vec::new();
-    for c in &config.circuit {
-        let spec: AnyCircuit = c
-            .spec
-            .parse()
-            .with_context(|| format!("bad circuit spec `{}`", c.spec))?;
-        let params = crate::srs::resolve_any(
-            &spec,
-            c.srs.as_deref(),
-            &config.cache_dir,
-            &config.param_cache,
-        )?;
-        circuits.push(CircuitSetting { spec, params });
-    }
-    let mut s = PipelineSettings::for_circuit(circuits[0].spec, circuits[0].params.clone())?;
-    s.circuits = circuits;
-    s.slots = config.ring.slots;
-    s.slot_bytes = match (config.ring.slot_bytes, config.ring.ring_bytes) {
-        (Some(b), _) => Some(b.0),
-        (None, Some(r)) => Some(r.0 / config.ring.slots as u64),
-        (None, None) => None,
-    };
-    s.huge_pages = config.ring.huge_page_policy()?;
-    s.pin = config.pin_choice()?;
-    s.gpu_cores = config.cpus.gpu_cores;
-    s.synth_cpus = config
-        .cpus
-        .synth
-        .as_deref()
-        .map(str::parse::<CpuList>)
-        .transpose()?;
-    s.synth_concurrency = config.synthesis.concurrency;
-    s.gpus = config
-        .gpu
-        .iter()
-        .map(|g| {
-            Ok(GpuSetting {
-                device: g.device,
-                backend: g.backend,
-                batch: g.batch,
-                cpus: g.cpus.as_deref().map(str::parse::<CpuList>).transpose()?,
-            })
-        })
-        .collect::<anyhow::Result<_>>()?;
-    Ok(s)
-}
+use crate::pipeline::{JobHandle, Pipeline, PipelineStatus};
+use crate::protocol::{hex, unhex, write_line, Client, Request, Response};
 
 /// `splitprover run`.
 pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let config = Config::load(&args.config)?;
-    let settings = settings_from_config(&config)?;
+    let settings = super::settings::from_config(&config)?;
     let pipeline = Arc::new(Pipeline::start(settings)?);
     pipeline.wait_ready(Duration::from_secs(600))?;
     let socket = config.socket.clone();
@@ -232,7 +114,7 @@ fn serve_client(pipeline: &Pipeline, conn: UnixStream) -> anyhow::Result<()> {
         let request: Request = match serde_json::from_str(&line) {
             Ok(r) => r,
             Err(e) => {
-                reply(
+                write_line(
                     &mut out,
                     &Response::Error {
                         message: format!("bad request: {e}"),
@@ -242,7 +124,9 @@ fn serve_client(pipeline: &Pipeline, conn: UnixStream) -> anyhow::Result<()> {
             }
         };
         match request {
-            Request::Status => reply(&mut out, &Response::Status(Box::new(pipeline.status())))?,
+            Request::Status => {
+                write_line(&mut out, &Response::Status(Box::new(pipeline.status())))?
+            }
             Request::Submit {
                 circuit,
                 seed,
@@ -272,23 +156,23 @@ fn answer_job(
 ) -> anyhow::Result<()> {
     let handle = match handle {
         Err(e) => {
-            return reply(
+            return Ok(write_line(
                 out,
                 &Response::Error {
                     message: format!("{e:#}"),
                 },
-            )
+            )?)
         }
         Ok(h) => h,
     };
-    reply(out, &Response::Accepted { job_id: handle.id })?;
+    write_line(out, &Response::Accepted { job_id: handle.id })?;
     if wait {
         let o = handle.wait()?;
         let (proofs, error) = match o.result {
             Ok(p) => (p.iter().map(|b| hex(b)).collect(), None),
             Err(e) => (Vec::new(), Some(e)),
         };
-        reply(
+        write_line(
             out,
             &Response::Finished {
                 job_id: o.job_id,
@@ -299,61 +183,6 @@ fn answer_job(
         )?;
     }
     Ok(())
-}
-
-fn reply(out: &mut UnixStream, r: &Response) -> anyhow::Result<()> {
-    let mut line = serde_json::to_vec(r)?;
-    line.push(b'\n');
-    out.write_all(&line)?;
-    Ok(())
-}
-
-fn unhex(s: &str) -> anyhow::Result<Vec<u8>> {
-    anyhow::ensure!(s.len().is_multiple_of(2), "odd hex length");
-    (0..s.len())
-        .step_by(2)
-        .map(|i| Ok(u8::from_str_radix(&s[i..i + 2], 16)?))
-        .collect()
-}
-
-/// A client connection to the service.
-pub struct Client {
-    writer: UnixStream,
-    reader: BufReader<UnixStream>,
-}
-
-impl Client {
-    /// Connects to `socket`.
-    pub fn connect(socket: &Path) -> anyhow::Result<Client> {
-        let s = UnixStream::connect(socket).with_context(|| {
-            format!(
-                "cannot connect to the service at `{}`\nhint: is `splitprover run` running?",
-                socket.display()
-            )
-        })?;
-        Ok(Client {
-            reader: BufReader::new(s.try_clone()?),
-            writer: s,
-        })
-    }
-
-    /// Sends a request.
-    pub fn send(&mut self, r: &Request) -> anyhow::Result<()> {
-        let mut line = serde_json::to_vec(r)?;
-        line.push(b'\n');
-        self.writer.write_all(&line)?;
-        Ok(())
-    }
-
-    /// Reads a response.
-    pub fn recv(&mut self) -> anyhow::Result<Response> {
-        let mut line = String::new();
-        anyhow::ensure!(
-            self.reader.read_line(&mut line)? > 0,
-            "the service closed the connection"
-        );
-        Ok(serde_json::from_str(&line)?)
-    }
 }
 
 fn socket_of(explicit: Option<PathBuf>) -> PathBuf {
@@ -417,10 +246,8 @@ pub fn submit(args: SubmitArgs) -> anyhow::Result<ExitCode> {
                 error: None,
                 elapsed_ms,
             } => {
-                let bytes: Vec<Vec<u8>> = proofs
-                    .iter()
-                    .map(|p| unhex(p))
-                    .collect::<anyhow::Result<_>>()?;
+                let bytes: Vec<Vec<u8>> =
+                    proofs.iter().map(|p| unhex(p)).collect::<Result<_, _>>()?;
                 let path = match (&args.out, &args.out_dir) {
                     (Some(out), _) => Some(out.clone()),
                     (None, Some(dir)) => Some(dir.join(format!("job-{job_id}.proof"))),

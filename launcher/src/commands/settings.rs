@@ -1,0 +1,103 @@
+//! Pipeline settings, resolved in one place before any work starts: from the command line's
+//! shared pipeline flags ([`from_args`], [`for_circuit`]) or from a config file
+//! ([`from_config`]). Everything after this works from a `PipelineSettings`.
+
+use anyhow::Context;
+use kernels::circuits::{AnyCircuit, CircuitSpec};
+
+use crate::cli::PipelineArgs;
+use crate::config::Config;
+use crate::pinning::{CpuList, PinChoice};
+use crate::pipeline::{CircuitSetting, GpuSetting, PipelineSettings};
+
+/// Resolves the shared pipeline flags into settings for one built-in circuit (its SRS `srs`, or
+/// the cached one, generated on first use).
+pub fn from_args(
+    args: &PipelineArgs,
+    spec: &CircuitSpec,
+    srs: Option<&std::path::Path>,
+) -> anyhow::Result<PipelineSettings> {
+    let cache = args.cache_dir.clone().unwrap_or_else(crate::env::cache_dir);
+    let params = crate::srs::resolve(spec, srs, &cache)?;
+    for_circuit(args, AnyCircuit::Builtin(*spec), params)
+}
+
+/// Resolves the shared pipeline flags into settings for one circuit whose SRS file is `params`.
+pub fn for_circuit(
+    args: &PipelineArgs,
+    spec: AnyCircuit,
+    params: std::path::PathBuf,
+) -> anyhow::Result<PipelineSettings> {
+    let mut s = PipelineSettings::for_circuit(spec, params)?;
+    s.slots = args.slots;
+    s.huge_pages = crate::ring::parse_huge_pages(&args.huge_pages)?;
+    s.pin = args
+        .pin
+        .parse::<PinChoice>()
+        .map_err(|e| anyhow::anyhow!("--pin: {e}"))?;
+    s.gpu_cores = args.gpu_cores;
+    s.synth_concurrency = args.synth_concurrency;
+    anyhow::ensure!(args.gpus >= 1, "--gpus must be at least 1");
+    s.gpus = (0..args.gpus as u32)
+        .map(|device| GpuSetting {
+            device,
+            backend: args.backend,
+            batch: args.batch.max(1),
+            cpus: None,
+        })
+        .collect();
+    Ok(s)
+}
+
+/// Resolves a config file into pipeline settings.
+pub fn from_config(config: &Config) -> anyhow::Result<PipelineSettings> {
+    anyhow::ensure!(
+        !config.circuit.is_empty(),
+        "the config names no circuit\nhint: add a [[circuit]] table with `spec` (and `srs`)"
+    );
+    let mut circuits = Vec::new();
+    for c in &config.circuit {
+        let spec: AnyCircuit = c
+            .spec
+            .parse()
+            .with_context(|| format!("bad circuit spec `{}`", c.spec))?;
+        let params = crate::srs::resolve_any(
+            &spec,
+            c.srs.as_deref(),
+            &config.cache_dir,
+            &config.param_cache,
+        )?;
+        circuits.push(CircuitSetting { spec, params });
+    }
+    let mut s = PipelineSettings::for_circuit(circuits[0].spec, circuits[0].params.clone())?;
+    s.circuits = circuits;
+    s.slots = config.ring.slots;
+    s.slot_bytes = match (config.ring.slot_bytes, config.ring.ring_bytes) {
+        (Some(b), _) => Some(b.0),
+        (None, Some(r)) => Some(r.0 / config.ring.slots as u64),
+        (None, None) => None,
+    };
+    s.huge_pages = config.ring.huge_page_policy()?;
+    s.pin = config.pin_choice()?;
+    s.gpu_cores = config.cpus.gpu_cores;
+    s.synth_cpus = config
+        .cpus
+        .synth
+        .as_deref()
+        .map(str::parse::<CpuList>)
+        .transpose()?;
+    s.synth_concurrency = config.synthesis.concurrency;
+    s.gpus = config
+        .gpu
+        .iter()
+        .map(|g| {
+            Ok(GpuSetting {
+                device: g.device,
+                backend: g.backend,
+                batch: g.batch,
+                cpus: g.cpus.as_deref().map(str::parse::<CpuList>).transpose()?,
+            })
+        })
+        .collect::<anyhow::Result<_>>()?;
+    Ok(s)
+}
