@@ -122,7 +122,7 @@ mod diag {
     }
 
     /// Proves `asg` `repeats` times with the same `r`, `s`; prints verification and identity.
-    /// Returns whether every proof verified, and the first proof's bytes.
+    /// Returns whether every proof verified.
     fn repeat(
         label: &str,
         cuda: &CudaBackend,
@@ -130,7 +130,7 @@ mod diag {
         inputs: &[Scalar],
         (r, s): (Scalar, Scalar),
         repeats: usize,
-    ) -> Res<(bool, Vec<u8>)> {
+    ) -> Res<bool> {
         let mut verdicts = Vec::new();
         let mut seen: Vec<Vec<u8>> = Vec::new();
         let mut first = Vec::new();
@@ -158,7 +158,7 @@ mod diag {
             times.iter().copied().fold(f64::INFINITY, f64::min),
             times.iter().copied().fold(0.0, f64::max),
         );
-        Ok((all_ok, first))
+        Ok(all_ok)
     }
 
     fn one_proof(backend: &dyn Backend, asg: &Assignment<'_>, r: Scalar, s: Scalar) -> Res<Proof> {
@@ -389,32 +389,26 @@ mod diag {
 
         let mut all_ok = true;
         let mut first_failing = None;
-        for (seed, o) in args.seeds.iter().zip(&owned) {
-            let inputs = spec.public_inputs(*seed)?;
-            let (ok, _) = repeat(
-                &format!("seed {seed} pageable"),
-                &cuda,
-                &o.as_assignment(),
-                &inputs,
-                randomness(*seed),
-                args.repeats,
-            )?;
-            all_ok &= ok;
-            if !ok && first_failing.is_none() {
-                first_failing = Some((*seed, o));
-            }
+        // From pageable memory, then (with --pinned) from one page-locked buffer holding every
+        // circuit back to back, as gpu-proc proves from its ring.
+        let locked = args
+            .pinned
+            .then(|| PinnedAssignments::new(&owned))
+            .transpose()?;
+        let mut sets = vec![(
+            "pageable",
+            owned.iter().map(OwnedAssignment::as_assignment).collect(),
+        )];
+        if let Some(locked) = &locked {
+            sets.push(("pinned  ", locked.views(&owned)));
         }
-
-        if args.pinned {
-            // Every circuit back to back in one buffer, page-locked once, as gpu-proc's ring.
-            let locked = PinnedAssignments::new(&owned)?;
-            for ((seed, o), v) in args.seeds.iter().zip(&owned).zip(locked.views(&owned)) {
-                let inputs = spec.public_inputs(*seed)?;
-                let (ok, _) = repeat(
-                    &format!("seed {seed} pinned  "),
+        for (label, views) in &sets {
+            for ((seed, o), v) in args.seeds.iter().zip(&owned).zip(views) {
+                let ok = repeat(
+                    &format!("seed {seed} {label}"),
                     &cuda,
-                    &v,
-                    &inputs,
+                    v,
+                    &spec.public_inputs(*seed)?,
                     randomness(*seed),
                     args.repeats,
                 )?;

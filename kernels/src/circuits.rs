@@ -391,6 +391,49 @@ impl FromStr for CircuitSpec {
 /// Prefixes of Filecoin proof kinds (`porep:`, `post:`, `snap:`; see `filecoin::ProofKind`).
 pub const FILECOIN_PREFIXES: [&str; 3] = ["porep:", "post:", "snap:"];
 
+/// The family of a Filecoin proof kind: what a request file must be. Feature-free, so the CLI
+/// can name a family in any build.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ProofFamily {
+    /// PoRep C2 from a C1 output.
+    PoRep,
+    /// WinningPoSt or WindowPoSt.
+    PoSt,
+    /// SnapDeals.
+    SnapDeals,
+}
+
+impl ProofFamily {
+    /// The family of a spec prefix: `porep`, `post` or `snap`.
+    pub fn from_prefix(prefix: &str) -> Option<ProofFamily> {
+        match prefix {
+            "porep" => Some(ProofFamily::PoRep),
+            "post" => Some(ProofFamily::PoSt),
+            "snap" => Some(ProofFamily::SnapDeals),
+            _ => None,
+        }
+    }
+
+    /// The command-line flag a request of this family is given with (`--porep-c1`, ...).
+    pub fn flag(self) -> &'static str {
+        match self {
+            ProofFamily::PoRep => "porep-c1",
+            ProofFamily::PoSt => "post",
+            ProofFamily::SnapDeals => "snap",
+        }
+    }
+}
+
+impl fmt::Display for ProofFamily {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ProofFamily::PoRep => "a PoRep C1 output",
+            ProofFamily::PoSt => "a PoSt request",
+            ProofFamily::SnapDeals => "a SnapDeals request",
+        })
+    }
+}
+
 /// A circuit the pipeline can serve: a built-in one (witness from a seed) or a Filecoin proof
 /// kind (witness from a proof request: C1 output, PoSt or SnapDeals request; without the feature
 /// `filecoin` the kind has no value and parsing one is an error). Written as its spec
@@ -426,6 +469,14 @@ impl AnyCircuit {
         match self {
             Self::Builtin(spec) => Some(*spec),
             Self::Filecoin(_) => None,
+        }
+    }
+
+    /// The Filecoin proof kind, if it is one.
+    pub fn filecoin(&self) -> Option<crate::filecoin::ProofKind> {
+        match self {
+            Self::Builtin(_) => None,
+            Self::Filecoin(kind) => Some(*kind),
         }
     }
 }

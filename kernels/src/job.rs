@@ -3,8 +3,8 @@
 //! A job is a circuit ([`AnyCircuit`]) plus its request bytes. [`open`] checks the bytes and
 //! returns a [`Job`]: `N` partitions, each synthesizable into any [`AssignmentSink`] (a ring slot
 //! in synth-proc, a [`crate::synth::VecSink`] in process) with its public inputs (what the
-//! launcher verifies each partition's proof against), and the assembly of the partitions' proofs
-//! into the proof bytes handed to the client.
+//! launcher verifies each partition's proof against). A job's proof is its partitions' 192-byte
+//! proofs in order (`filecoin::assemble_proof` for Filecoin).
 //!
 //! Two families implement it:
 //! - built-in circuits (`sha-chain`, `pubinputs`, `bits`): the request is a [`BuiltinRequest`]
@@ -32,7 +32,8 @@
 
 use blstrs::Scalar;
 
-use crate::circuits::{AnyCircuit, CircuitSpec};
+use crate::circuits::{AnyCircuit, CircuitSpec, ProofFamily};
+use crate::filecoin::ProofKind;
 use crate::synth::AssignmentSink;
 use crate::{Error, ErrorKind};
 
@@ -50,18 +51,6 @@ pub trait Job: Send + Sync {
     /// The public inputs of partition `k` (without the leading ONE), as the verifier computes
     /// them.
     fn public_inputs(&self, k: usize) -> Result<Vec<Scalar>, Error>;
-    /// The proof bytes of the whole job from its partitions' proofs (in partition order). Both
-    /// families concatenate them (for Filecoin: filecoin-proofs' `MultiProof::write`).
-    fn assemble(&self, proofs: &[Vec<u8>]) -> Result<Vec<u8>, Error> {
-        if proofs.len() != self.partitions() {
-            return Err(Error::shape(
-                "partition proofs",
-                self.partitions(),
-                proofs.len(),
-            ));
-        }
-        Ok(proofs.concat())
-    }
 }
 
 /// Opens a job of `circuit` from its request bytes: parses and checks them (for Filecoin: the
@@ -72,7 +61,30 @@ pub fn open(circuit: &AnyCircuit, request: &[u8]) -> Result<Box<dyn Job>, Error>
             let request = BuiltinRequest::from_bytes(request)?;
             Ok(Box::new(BuiltinJob::new(*spec, request)?))
         }
-        AnyCircuit::Filecoin(kind) => crate::filecoin::open_any(*kind, request),
+        AnyCircuit::Filecoin(kind) => crate::filecoin::open_job(*kind, request),
+    }
+}
+
+/// The proof kind of a Filecoin request: `kind` if given, else the kind the bytes name; either
+/// way it must be of `family` when one is given (the flag the file came with), so a SnapDeals
+/// request given as a PoSt one is refused instead of proving something else.
+pub fn filecoin_request_kind(
+    bytes: &[u8],
+    kind: Option<ProofKind>,
+    family: Option<ProofFamily>,
+) -> Result<ProofKind, Error> {
+    let kind = match kind {
+        Some(k) => k,
+        None => crate::filecoin::detect_kind(bytes)?,
+    };
+    match family {
+        Some(expected) if kind.family() != expected => Err(ErrorKind::InvalidRequest(format!(
+            "the request is {} (`{kind}`), not {expected}\nhint: use --{} for it",
+            kind.family(),
+            kind.family().flag()
+        ))
+        .into()),
+        _ => Ok(kind),
     }
 }
 
@@ -228,10 +240,5 @@ mod tests {
             .synthesize_partition(3, &mut VecSink::new())
             .unwrap_err();
         assert!(e.to_string().contains("out of range"), "{e}");
-        assert_eq!(
-            job.assemble(&[vec![1], vec![2, 3], vec![4]]).unwrap(),
-            vec![1, 2, 3, 4]
-        );
-        assert!(job.assemble(&[vec![1]]).is_err());
     }
 }

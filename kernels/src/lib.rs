@@ -11,8 +11,8 @@
 //! - [`paramgen`]: a fast random parameter generator with progress reporting.
 //! - [`circuits`]: built-in circuits named by a [`circuits::CircuitSpec`] (`sha-chain:38`,
 //!   `pubinputs:8`, `bits:4096`).
-//! - [`job`]: the [`job::Job`] trait (a circuit plus request bytes: partitions, their public
-//!   inputs, the assembled proof) that the pipeline schedules, for built-in circuits and
+//! - [`job`]: the [`job::Job`] trait (a circuit plus request bytes: partitions and their public
+//!   inputs) that the pipeline schedules, for built-in circuits and
 //!   Filecoin alike ([`job::open`]).
 //! - `filecoin` (feature `filecoin`; without it a stand-in that refuses Filecoin specs): PoRep C2 from a C1 output, circuits built by the fil crates,
 //!   proved by this crate's backends, bytes accepted by filecoin-proofs' `verify_seal`; local

@@ -164,7 +164,7 @@ fn every_c1_form_gives_the_same_circuits() {
     }
     let typed = PoRepC2::<SectorShape2KiB>::from_json(PROOF, &raw_json).unwrap();
     assert_eq!(
-        filecoin::PartitionedJob::public_inputs(&typed, 0).unwrap(),
+        kernels::job::Job::public_inputs(&typed, 0).unwrap(),
         api.public_inputs(0).unwrap()
     );
 }

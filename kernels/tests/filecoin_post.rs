@@ -80,10 +80,10 @@ fn params(proof: RegisteredPoStProof) -> &'static ParamFiles {
     })
 }
 
-fn prove(job: &dyn filecoin::PartitionedJob) -> Vec<u8> {
-    let files = params(match job.kind() {
-        ProofKind::PoSt(p) => p,
-        other => panic!("not a PoSt job: {other}"),
+fn prove(job: &dyn kernels::job::Job) -> Vec<u8> {
+    let files = params(match job.circuit().filecoin() {
+        Some(ProofKind::PoSt(p)) => p,
+        _ => panic!("not a PoSt job: {}", job.circuit()),
     });
     let backend = CpuBackend::new(
         SrsImage::from_params_file(&files.params, files.circuit_id(), false).unwrap(),
@@ -94,7 +94,7 @@ fn prove(job: &dyn filecoin::PartitionedJob) -> Vec<u8> {
     let proof = filecoin::prove_job(job, &backend, &mut rng).unwrap();
     eprintln!(
         "{} proof, {} partitions (synthesis + CPU proof) in {:.1} s",
-        job.kind(),
+        job.circuit(),
         job.partitions(),
         t.elapsed().as_secs_f64()
     );
@@ -128,7 +128,7 @@ fn winning_post_verifies_with_filecoin_proofs() {
     assert_eq!(kind, ProofKind::PoSt(WINNING));
     assert_eq!(f.kind(), kind);
     let job = open_job(kind, &f.json).unwrap();
-    assert_eq!(job.kind(), kind);
+    assert_eq!(job.circuit().filecoin(), Some(kind));
     assert_eq!(job.partitions(), 1);
     assert_eq!(f.partitions().unwrap(), 1);
     // The verifier's inputs: 66 (comm_r, challenge) pairs.

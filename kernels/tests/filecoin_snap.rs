@@ -109,7 +109,7 @@ fn snap_proof_verifies_with_filecoin_proofs() {
     let request = &u.json;
     assert_eq!(detect_kind(request).unwrap(), KIND);
     let job = open_job(KIND, request).unwrap();
-    assert_eq!(job.kind(), KIND);
+    assert_eq!(job.circuit().filecoin(), Some(KIND));
     assert_eq!(job.partitions(), 1);
 
     // Our public inputs are the verifier's, partition by partition.
@@ -274,7 +274,13 @@ fn malformed_requests_are_refused() {
         "{e}"
     );
     std::fs::write(&path, json).unwrap();
-    assert_eq!(filecoin::open_job_file(None, &path).unwrap().kind(), KIND);
+    assert_eq!(
+        filecoin::open_job_file(None, &path)
+            .unwrap()
+            .circuit()
+            .filecoin(),
+        Some(KIND)
+    );
 }
 
 #[test]

@@ -67,21 +67,24 @@ fn porep_c2_through_the_split_pipeline_verifies_and_bad_requests_fail_alone() {
     // Bad requests are refused at submission, naming the file and the problem.
     let bad = work_dir().join("truncated.json");
     std::fs::write(&bad, &a.c1_json[..a.c1_json.len() / 3]).unwrap();
-    let e = format!("{:#}", p.submit_request(None, &bad).err().unwrap());
+    let e = format!("{:#}", p.submit_request(None, None, &bad).err().unwrap());
     assert!(
         e.contains("truncated.json") && e.contains("truncated JSON"),
         "{e}"
     );
     let garbage = work_dir().join("garbage.json");
     std::fs::write(&garbage, b"\x00\x01 not json").unwrap();
-    let e = format!("{:#}", p.submit_request(None, &garbage).err().unwrap());
+    let e = format!(
+        "{:#}",
+        p.submit_request(None, None, &garbage).err().unwrap()
+    );
     assert!(
         e.contains("garbage.json") && e.contains("malformed JSON"),
         "{e}"
     );
     let e = format!(
         "{:#}",
-        p.submit_request(None, &work_dir().join("missing.json"))
+        p.submit_request(None, None, &work_dir().join("missing.json"))
             .err()
             .unwrap()
     );
@@ -89,9 +92,13 @@ fn porep_c2_through_the_split_pipeline_verifies_and_bad_requests_fail_alone() {
     // A proof type the pipeline has no parameters for.
     let e = format!(
         "{:#}",
-        p.submit_request(Some("porep:StackedDrg8MiBV1_1".parse().unwrap()), &a_path)
-            .err()
-            .unwrap()
+        p.submit_request(
+            Some("porep:StackedDrg8MiBV1_1".parse().unwrap()),
+            None,
+            &a_path,
+        )
+        .err()
+        .unwrap()
     );
     assert!(e.contains("StackedDrg8MiBV1_1"), "{e}");
     // A damaged C1 output: its vanilla proofs do not verify.
@@ -99,7 +106,10 @@ fn porep_c2_through_the_split_pipeline_verifies_and_bad_requests_fail_alone() {
     c1["seed"][0] = serde_json::json!((a.seed[0] ^ 1) as u64);
     let damaged = work_dir().join("damaged.json");
     std::fs::write(&damaged, serde_json::to_vec(&c1).unwrap()).unwrap();
-    let e = format!("{:#}", p.submit_request(None, &damaged).err().unwrap());
+    let e = format!(
+        "{:#}",
+        p.submit_request(None, None, &damaged).err().unwrap()
+    );
     assert!(e.contains("do not verify"), "{e}");
 
     // The request is read once, at submit: deleting or changing the file afterwards does not
@@ -107,15 +117,15 @@ fn porep_c2_through_the_split_pipeline_verifies_and_bad_requests_fail_alone() {
     let (b, b_path) = sector(7002);
     let vanishing = work_dir().join("vanishing.json");
     std::fs::copy(&b_path, &vanishing).unwrap();
-    let deleted = p.submit_request(None, &vanishing).unwrap();
+    let deleted = p.submit_request(None, None, &vanishing).unwrap();
     std::fs::remove_file(&vanishing).unwrap();
     let changing = work_dir().join("changing.json");
     std::fs::copy(&b_path, &changing).unwrap();
-    let changed = p.submit_request(None, &changing).unwrap();
+    let changed = p.submit_request(None, None, &changing).unwrap();
     std::fs::write(&changing, b"{\"not\": \"the request any more\"}").unwrap();
     // The good job, after all that.
     let t = Instant::now();
-    let good = p.submit_request(None, &a_path).unwrap();
+    let good = p.submit_request(None, None, &a_path).unwrap();
     for (what, handle) in [("deleted", deleted), ("changed", changed)] {
         let o = handle.wait().unwrap();
         let proofs = o

@@ -162,11 +162,11 @@ fn post_and_snap_requests_through_one_pipeline_verify_and_bad_requests_fail_alon
     let (good, bad): (Vec<JobHandle>, Vec<String>) = std::thread::scope(|s| {
         let p = &p;
         let good: Vec<_> = [&winning, &window, &snap]
-            .map(|path| s.spawn(move || p.submit_request(None, path)))
+            .map(|path| s.spawn(move || p.submit_request(None, None, path)))
             .into_iter()
             .collect();
         let bad: Vec<_> = [(None, &truncated), (None, &stale), (Some(kinds[0]), &snap)]
-            .map(|(kind, path)| s.spawn(move || p.submit_request(kind, path)))
+            .map(|(kind, path)| s.spawn(move || p.submit_request(kind, None, path)))
             .into_iter()
             .collect();
         let good = good

@@ -324,8 +324,8 @@ impl SharedSender {
         std::thread::Builder::new()
             .name("heartbeat".into())
             .spawn(move || {
-                // Relaxed: a plain flag polled once per interval; no data is published with it.
-                while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                // The workspace's flag convention: stored Release, loaded Acquire.
+                while !flag.load(std::sync::atomic::Ordering::Acquire) {
                     if sender.send(&FromChild::Heartbeat).is_err() {
                         break;
                     }
@@ -346,8 +346,8 @@ pub struct Heartbeat {
 
 impl Drop for Heartbeat {
     fn drop(&mut self) {
-        // Relaxed: a plain flag, see `spawn_heartbeat`.
-        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        // See `spawn_heartbeat`.
+        self.stop.store(true, std::sync::atomic::Ordering::Release);
     }
 }
 
@@ -436,20 +436,16 @@ impl Receiver {
             }
             self.fill()?;
         };
-        let text = std::str::from_utf8(&line).map_err(|e| {
+        let bad = |e: &dyn std::fmt::Display| {
             io::Error::new(
                 io::ErrorKind::InvalidData,
                 format!("bad control message: {e}"),
             )
-        })?;
+        };
+        let text = std::str::from_utf8(&line).map_err(|e| bad(&e))?;
         serde_json::from_str(text.trim_end())
             .map(Some)
-            .map_err(|e| {
-                io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!("bad control message: {e}"),
-                )
-            })
+            .map_err(|e| bad(&e))
     }
 
     /// The oldest file descriptor received and not yet taken (see [`Sender::send_with_fd`]): a

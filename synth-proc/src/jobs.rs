@@ -4,7 +4,6 @@
 
 use std::collections::HashMap;
 use std::os::fd::OwnedFd;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use kernels::circuits::AnyCircuit;
@@ -20,9 +19,11 @@ pub const MAX_JOBS: usize = 16;
 
 type Opened = Result<Arc<dyn Job>, String>;
 
+/// One job: opened once (by the first worker, outside the cache lock), and the count of its
+/// partitions synthesized so far (under the cache lock).
 struct Entry {
-    opened: OnceLock<Opened>,
-    synthesized: AtomicUsize,
+    opened: Arc<OnceLock<Opened>>,
+    synthesized: usize,
 }
 
 /// The request bytes of one synthesis request, as synth-proc received them: inline, or the
@@ -71,7 +72,7 @@ impl RequestBytes {
 /// Opened jobs by job id.
 #[derive(Default)]
 pub struct JobCache {
-    jobs: Mutex<HashMap<u64, Arc<Entry>>>,
+    jobs: Mutex<HashMap<u64, Entry>>,
 }
 
 impl JobCache {
@@ -84,7 +85,7 @@ impl JobCache {
         circuit: &AnyCircuit,
         request: &RequestBytes,
     ) -> Result<Arc<dyn Job>, SynthError> {
-        let entry = {
+        let opened = {
             let mut jobs = self.jobs.lock().unwrap_or_else(|e| e.into_inner());
             if !jobs.contains_key(&job_id) && jobs.len() >= MAX_JOBS {
                 if let Some(&oldest) = jobs.keys().min() {
@@ -92,15 +93,14 @@ impl JobCache {
                 }
             }
             jobs.entry(job_id)
-                .or_insert_with(|| {
-                    Arc::new(Entry {
-                        opened: OnceLock::new(),
-                        synthesized: AtomicUsize::new(0),
-                    })
+                .or_insert_with(|| Entry {
+                    opened: Arc::default(),
+                    synthesized: 0,
                 })
+                .opened
                 .clone()
         };
-        let opened = entry.opened.get_or_init(|| {
+        let opened = opened.get_or_init(|| {
             let t = std::time::Instant::now();
             let job = request.open(circuit)?;
             tracing::debug!(job_id, %circuit, partitions = job.partitions(), secs = t.elapsed().as_secs_f64(), "job opened");
@@ -125,16 +125,15 @@ impl JobCache {
     /// every partition has been.
     pub fn partition_finished(&self, job_id: u64) {
         let mut jobs = self.jobs.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(entry) = jobs.get(&job_id) else {
+        let Some(entry) = jobs.get_mut(&job_id) else {
             return;
         };
-        // Relaxed: the counter is read and written under the cache lock.
-        let n = entry.synthesized.fetch_add(1, Ordering::Relaxed) + 1;
+        entry.synthesized += 1;
         let total = match entry.opened.get() {
             Some(Ok(job)) => job.partitions(),
             _ => 0,
         };
-        if n >= total {
+        if entry.synthesized >= total {
             jobs.remove(&job_id);
         }
     }

@@ -205,7 +205,7 @@ fn synthesize_into_slot(
         Some(stop) => loop {
             match ring.acquire_free(owner, Some(Duration::from_millis(200))) {
                 Ok(w) => break w,
-                // Relaxed: a plain flag, set once by the control thread.
+                // The flag convention: stored Release, loaded Acquire.
                 Err(e) if e.is_timeout() && stop.load(Ordering::Acquire) => {
                     return Err(SynthError::Stopped)
                 }

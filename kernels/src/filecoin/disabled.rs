@@ -7,6 +7,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
+pub use crate::circuits::ProofFamily;
 use crate::job::Job;
 use crate::synth::CircuitShape;
 use crate::{Error, ErrorKind};
@@ -18,27 +19,6 @@ pub const NO_FILECOIN: &str =
 /// A Filecoin proof kind: none exists in this build.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ProofKind {}
-
-/// The family of a proof kind (what a request file must be).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ProofFamily {
-    /// PoRep C2 from a C1 output.
-    PoRep,
-    /// WinningPoSt or WindowPoSt.
-    PoSt,
-    /// SnapDeals.
-    SnapDeals,
-}
-
-impl fmt::Display for ProofFamily {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            ProofFamily::PoRep => "a PoRep C1 output",
-            ProofFamily::PoSt => "a PoSt request",
-            ProofFamily::SnapDeals => "a SnapDeals request",
-        })
-    }
-}
 
 fn no_filecoin(spec: &str) -> Error {
     ErrorKind::InvalidSpec {
@@ -90,7 +70,8 @@ pub fn detect_kind(_input: &[u8]) -> Result<ProofKind, Error> {
     Err(ErrorKind::InvalidRequest(NO_FILECOIN.into()).into())
 }
 
-pub(crate) fn open_any(kind: ProofKind, _request: &[u8]) -> Result<Box<dyn Job>, Error> {
+/// Opens a proof request: unreachable in this build (no [`ProofKind`] exists).
+pub fn open_job(kind: ProofKind, _input: &[u8]) -> Result<Box<dyn Job>, Error> {
     match kind {}
 }
 

@@ -3,8 +3,8 @@
 //! the proof bytes are the ones filecoin-proofs writes and its own verifiers accept.
 //!
 //! A proof request (a C1 output, or a PoSt / SnapDeals request carrying vanilla proofs) becomes a
-//! [`PartitionedJob`]: a checked request that can synthesize each of its partition circuits into
-//! any [`AssignmentSink`] (a ring slot in the split pipeline, a [`VecSink`] here) and give each
+//! [`Job`]: a checked request that can synthesize each of its partition circuits into
+//! any [`AssignmentSink`](crate::synth::AssignmentSink) (a ring slot in the split pipeline, a [`VecSink`] here) and give each
 //! partition's public inputs (what the launcher verifies against). The partitions' 192-byte
 //! Groth16 proofs, concatenated in partition order, are the proof ([`assemble_proof`],
 //! filecoin-proofs' `MultiProof::write`).
@@ -98,10 +98,10 @@ use storage_proofs_core::parameter_cache::{
     metadata_id, parameter_id, verifying_key_id, CacheEntryMetadata,
 };
 
-use crate::circuits::AnyCircuit;
+pub use crate::circuits::ProofFamily;
 use crate::job::Job;
 use crate::paramgen::GenProgress;
-use crate::synth::{AssignmentSink, CircuitShape, VecSink};
+use crate::synth::{CircuitShape, VecSink};
 use crate::{Backend, Error, ErrorKind, Proof};
 
 pub use filecoin_proofs::{
@@ -115,79 +115,6 @@ pub use storage_proofs_core::merkle::MerkleTreeTrait;
 
 /// Bytes of one partition's Groth16 proof in a proof file (compressed A, B, C).
 pub const PARTITION_PROOF_LEN: usize = 192;
-
-/// A proof request turned into partition circuits: the Filecoin family's typed view of a
-/// [`Job`] (every `PartitionedJob` is a [`Job`] of circuit `AnyCircuit::Filecoin(kind)`).
-///
-/// Object-safe (the tree shape is erased), `Send + Sync` so one parsed request serves the
-/// synthesis workers of a synth-proc at once.
-pub trait PartitionedJob: Send + Sync {
-    /// The circuit (and so the parameters) every partition uses.
-    fn kind(&self) -> ProofKind;
-    /// Number of partitions (one Groth16 proof each).
-    fn partitions(&self) -> usize;
-    /// Synthesizes partition `k` into `sink`, as bellperson's prover does.
-    fn synthesize_partition(&self, k: usize, sink: &mut dyn AssignmentSink) -> Result<(), Error>;
-    /// The public inputs of partition `k` (without the leading ONE), as the verifier computes
-    /// them.
-    fn public_inputs(&self, k: usize) -> Result<Vec<Scalar>, Error>;
-}
-
-impl<T: PartitionedJob + ?Sized> Job for T {
-    fn circuit(&self) -> AnyCircuit {
-        AnyCircuit::Filecoin(self.kind())
-    }
-
-    fn partitions(&self) -> usize {
-        PartitionedJob::partitions(self)
-    }
-
-    fn synthesize_partition(&self, k: usize, sink: &mut dyn AssignmentSink) -> Result<(), Error> {
-        PartitionedJob::synthesize_partition(self, k, sink)
-    }
-
-    fn public_inputs(&self, k: usize) -> Result<Vec<Scalar>, Error> {
-        PartitionedJob::public_inputs(self, k)
-    }
-
-    fn assemble(&self, proofs: &[Vec<u8>]) -> Result<Vec<u8>, Error> {
-        if proofs.len() != PartitionedJob::partitions(self)
-            || proofs.iter().any(|p| p.len() != PARTITION_PROOF_LEN)
-        {
-            return Err(Error::shape(
-                "proof bytes",
-                PartitionedJob::partitions(self) * PARTITION_PROOF_LEN,
-                proofs.iter().map(Vec::len).sum(),
-            ));
-        }
-        Ok(proofs.concat())
-    }
-}
-
-/// [`open_job`] as a [`Job`] (what `crate::job::open` returns for a Filecoin circuit).
-pub(crate) fn open_any(kind: ProofKind, request: &[u8]) -> Result<Box<dyn Job>, Error> {
-    /// The opened request behind its trait object, as a [`Job`].
-    struct Opened(Box<dyn PartitionedJob>);
-    impl PartitionedJob for Opened {
-        fn kind(&self) -> ProofKind {
-            self.0.kind()
-        }
-        fn partitions(&self) -> usize {
-            self.0.partitions()
-        }
-        fn synthesize_partition(
-            &self,
-            k: usize,
-            sink: &mut dyn AssignmentSink,
-        ) -> Result<(), Error> {
-            self.0.synthesize_partition(k, sink)
-        }
-        fn public_inputs(&self, k: usize) -> Result<Vec<Scalar>, Error> {
-            self.0.public_inputs(k)
-        }
-    }
-    Ok(Box::new(Opened(open_job(kind, request)?)))
-}
 
 /// The circuit of a Filecoin proof: a registered proof type of filecoin-proofs-api.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -238,48 +165,27 @@ impl FromStr for ProofKind {
         let unknown = |what: &str, example: &str| {
             bad(format!("unknown {what} `{name}` (for example `{example}`)"))
         };
-        let kind = match prefix {
-            "porep" => ProofKind::PoRep(
+        let family = ProofFamily::from_prefix(prefix).ok_or_else(|| {
+            bad(format!(
+                "unknown proof family `{prefix}` (porep, post or snap)"
+            ))
+        })?;
+        let kind = match family {
+            ProofFamily::PoRep => ProofKind::PoRep(
                 parse_variant(name)
                     .ok_or_else(|| unknown("registered seal proof", "StackedDrg32GiBV1_1"))?,
             ),
-            "post" => ProofKind::PoSt(
+            ProofFamily::PoSt => ProofKind::PoSt(
                 parse_variant(name)
                     .ok_or_else(|| unknown("registered PoSt proof", "StackedDrgWindow32GiBV1_2"))?,
             ),
-            "snap" => ProofKind::SnapDeals(
+            ProofFamily::SnapDeals => ProofKind::SnapDeals(
                 parse_variant(name)
                     .ok_or_else(|| unknown("registered update proof", "StackedDrg32GiBV1"))?,
             ),
-            other => {
-                return Err(bad(format!(
-                    "unknown proof family `{other}` (porep, post or snap)"
-                )))
-            }
         };
         kind.check_supported()?;
         Ok(kind)
-    }
-}
-
-/// The family of a proof kind: what a request file must be.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ProofFamily {
-    /// PoRep C2 from a C1 output.
-    PoRep,
-    /// WinningPoSt or WindowPoSt.
-    PoSt,
-    /// SnapDeals.
-    SnapDeals,
-}
-
-impl fmt::Display for ProofFamily {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            ProofFamily::PoRep => "a PoRep C1 output",
-            ProofFamily::PoSt => "a PoSt request",
-            ProofFamily::SnapDeals => "a SnapDeals request",
-        })
     }
 }
 
@@ -291,13 +197,6 @@ impl ProofKind {
             ProofKind::PoSt(_) => ProofFamily::PoSt,
             ProofKind::SnapDeals(_) => ProofFamily::SnapDeals,
         }
-    }
-
-    /// Whether a string names a Filecoin proof kind (`porep:`, `post:`, `snap:`), valid or not.
-    pub fn is_filecoin_spec(s: &str) -> bool {
-        ["porep:", "post:", "snap:"]
-            .iter()
-            .any(|p| s.starts_with(p))
     }
 
     /// Refuses what this crate cannot prove: non-interactive PoRep (aggregated proofs).
@@ -445,7 +344,7 @@ pub fn detect_kind(input: &[u8]) -> Result<ProofKind, Error> {
 /// Opens a proof request of `kind`: parses it, checks it (vanilla proofs verified) and returns
 /// the job. Errors name the problem (truncated or malformed JSON, another proof type or sector,
 /// vanilla proofs that do not verify).
-pub fn open_job(kind: ProofKind, input: &[u8]) -> Result<Box<dyn PartitionedJob>, Error> {
+pub fn open_job(kind: ProofKind, input: &[u8]) -> Result<Box<dyn Job>, Error> {
     kind.check_supported()?;
     match kind {
         ProofKind::PoRep(p) => porep::open(p, input),
@@ -459,7 +358,7 @@ pub fn open_job(kind: ProofKind, input: &[u8]) -> Result<Box<dyn PartitionedJob>
 pub fn open_job_file(
     kind: Option<ProofKind>,
     path: impl AsRef<Path>,
-) -> Result<Box<dyn PartitionedJob>, Error> {
+) -> Result<Box<dyn Job>, Error> {
     let path = path.as_ref();
     let input = std::fs::read(path).map_err(|e| {
         Error::from(ErrorKind::InvalidRequest(format!(
@@ -488,7 +387,7 @@ pub fn open_job_file(
 /// Proves every partition of `job` with `backend`, one at a time (one assignment in memory),
 /// fresh `r`, `s` from `rng`, and returns the proof bytes filecoin-proofs writes.
 pub fn prove_job<B: Backend + ?Sized, R: RngCore>(
-    job: &dyn PartitionedJob,
+    job: &dyn Job,
     backend: &B,
     rng: &mut R,
 ) -> Result<Vec<u8>, Error> {
@@ -506,7 +405,7 @@ pub fn prove_job<B: Backend + ?Sized, R: RngCore>(
             .pop()
             .ok_or_else(|| Error::shape("proofs returned", 1, 0))?;
         tracing::debug!(
-            kind = %job.kind(),
+            circuit = %job.circuit(),
             partition = k,
             constraints = assignment.a.len(),
             synth_s,

@@ -25,7 +25,9 @@ use storage_proofs_core::merkle::MerkleTreeTrait;
 use storage_proofs_core::proof::ProofScheme;
 use storage_proofs_porep::stacked::{self, StackedCircuit, StackedCompound, StackedDrg};
 
-use super::{guarded, BlankVisitor, PartitionedJob, ProofKind};
+use super::{guarded, BlankVisitor, ProofKind};
+use crate::circuits::AnyCircuit;
+use crate::job::Job;
 use crate::synth::{AssignmentSink, CircuitShape};
 use crate::{Backend, Error, ErrorKind};
 
@@ -259,9 +261,9 @@ impl<Tree: 'static + MerkleTreeTrait> PoRepC2<Tree> {
     }
 }
 
-impl<Tree: 'static + MerkleTreeTrait> PartitionedJob for PoRepC2<Tree> {
-    fn kind(&self) -> ProofKind {
-        ProofKind::PoRep(self.registered)
+impl<Tree: 'static + MerkleTreeTrait> Job for PoRepC2<Tree> {
+    fn circuit(&self) -> AnyCircuit {
+        AnyCircuit::Filecoin(ProofKind::PoRep(self.registered))
     }
 
     fn partitions(&self) -> usize {
@@ -316,14 +318,11 @@ pub(super) fn detect_commit2in(input: &[u8]) -> Result<ProofKind, Error> {
 }
 
 /// Opens a C1 output (any of the three forms) for `proof`.
-pub(super) fn open(
-    proof: RegisteredSealProof,
-    input: &[u8],
-) -> Result<Box<dyn PartitionedJob>, Error> {
+pub(super) fn open(proof: RegisteredSealProof, input: &[u8]) -> Result<Box<dyn Job>, Error> {
     fn inner<Tree: 'static + MerkleTreeTrait>(
         proof: RegisteredSealProof,
         input: &[u8],
-    ) -> Result<Box<dyn PartitionedJob>, Error> {
+    ) -> Result<Box<dyn Job>, Error> {
         let inner_json = unwrap_commit2in(input)?;
         let input = inner_json.as_deref().unwrap_or(input);
         #[derive(serde::Deserialize)]

@@ -50,7 +50,9 @@ use storage_proofs_post::fallback::{
     self, FallbackPoSt, FallbackPoStCircuit, FallbackPoStCompound, PublicSector,
 };
 
-use super::{guarded, BlankVisitor, PartitionedJob, ProofKind};
+use super::{guarded, BlankVisitor, ProofKind};
+use crate::circuits::AnyCircuit;
+use crate::job::Job;
 use crate::synth::{AssignmentSink, CircuitShape};
 use crate::{Backend, Error, ErrorKind};
 
@@ -599,9 +601,9 @@ impl<Tree: 'static + MerkleTreeTrait> PoStJob<Tree> {
     }
 }
 
-impl<Tree: 'static + MerkleTreeTrait> PartitionedJob for PoStJob<Tree> {
-    fn kind(&self) -> ProofKind {
-        ProofKind::PoSt(self.registered)
+impl<Tree: 'static + MerkleTreeTrait> Job for PoStJob<Tree> {
+    fn circuit(&self) -> AnyCircuit {
+        AnyCircuit::Filecoin(ProofKind::PoSt(self.registered))
     }
 
     fn partitions(&self) -> usize {
@@ -618,13 +620,10 @@ impl<Tree: 'static + MerkleTreeTrait> PartitionedJob for PoStJob<Tree> {
 }
 
 /// Opens a PoSt request for `proof`.
-pub(super) fn open(
-    proof: RegisteredPoStProof,
-    input: &[u8],
-) -> Result<Box<dyn PartitionedJob>, Error> {
+pub(super) fn open(proof: RegisteredPoStProof, input: &[u8]) -> Result<Box<dyn Job>, Error> {
     let request = PoStRequest::from_json(input)?;
     super::with_tree!(u64::from(proof.sector_size()), Tree => {
-        PoStJob::<Tree>::new(proof, request).map(|j| Box::new(j) as Box<dyn PartitionedJob>)
+        PoStJob::<Tree>::new(proof, request).map(|j| Box::new(j) as Box<dyn Job>)
     })
 }
 

@@ -44,7 +44,9 @@ use storage_proofs_update::{
     PublicInputs, PublicParams,
 };
 
-use super::{guarded, BlankVisitor, PartitionedJob, ProofKind};
+use super::{guarded, BlankVisitor, ProofKind};
+use crate::circuits::AnyCircuit;
+use crate::job::Job;
 use crate::synth::{AssignmentSink, CircuitShape};
 use crate::{Backend, Error, ErrorKind};
 
@@ -339,9 +341,9 @@ impl<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>> SnapDeals<Tree> {
     }
 }
 
-impl<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>> PartitionedJob for SnapDeals<Tree> {
-    fn kind(&self) -> ProofKind {
-        ProofKind::SnapDeals(self.registered)
+impl<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>> Job for SnapDeals<Tree> {
+    fn circuit(&self) -> AnyCircuit {
+        AnyCircuit::Filecoin(ProofKind::SnapDeals(self.registered))
     }
 
     fn partitions(&self) -> usize {
@@ -424,13 +426,10 @@ fn mismatch_reason<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
 }
 
 /// Opens a SnapDeals request for `proof`.
-pub(super) fn open(
-    proof: RegisteredUpdateProof,
-    input: &[u8],
-) -> Result<Box<dyn PartitionedJob>, Error> {
+pub(super) fn open(proof: RegisteredUpdateProof, input: &[u8]) -> Result<Box<dyn Job>, Error> {
     let request = SnapRequest::from_json(input)?;
     super::with_tree!(u64::from(proof.sector_size()), Tree => {
-        Ok(Box::new(SnapDeals::<Tree>::new(proof, &request)?) as Box<dyn PartitionedJob>)
+        Ok(Box::new(SnapDeals::<Tree>::new(proof, &request)?) as Box<dyn Job>)
     })
 }
 

@@ -43,13 +43,12 @@ pub fn run(args: ProveArgs) -> anyhow::Result<ExitCode> {
 /// Proves one Filecoin request (its kind from `--proof-type` or the request itself). The file
 /// is read once.
 fn prove_request(args: &ProveArgs, request: &std::path::Path) -> anyhow::Result<ExitCode> {
-    let bytes = super::read_request(request)?;
-    let kind = super::request_kind(
-        request,
-        &bytes,
-        args.request.proof_type.as_deref(),
-        args.request.family(),
-    )?;
+    let bytes = std::fs::read(request)
+        .with_context(|| format!("cannot read proof request `{}`", request.display()))?;
+    let (kind, family) =
+        super::request_choice(args.request.proof_type.as_deref(), args.request.family())?;
+    let kind = kernels::job::filecoin_request_kind(&bytes, kind, family)
+        .with_context(|| format!("proof request `{}`", request.display()))?;
     let spec = kernels::circuits::AnyCircuit::Filecoin(kind);
     let param_cache = args
         .param_cache

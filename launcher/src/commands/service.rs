@@ -140,7 +140,8 @@ fn serve_client(pipeline: &Pipeline, conn: UnixStream) -> anyhow::Result<()> {
                 wait,
             } => answer_job(
                 &mut out,
-                super::submit_request_file(pipeline, &path, kind.as_deref(), family.as_deref()),
+                super::request_choice(kind.as_deref(), family.as_deref())
+                    .and_then(|(kind, family)| pipeline.submit_request(kind, family, &path)),
                 wait,
             )?,
         }

@@ -146,7 +146,9 @@ pub fn run(
         pipeline.wait_ready(Duration::from_secs(900))?;
         let status = pipeline.status();
         // One warm-up job (CUDA initialised, SRS loaded, request cache warm), not measured.
-        let warm = pipeline.submit_request(Some(kind), &c1_path)?.wait()?;
+        let warm = pipeline
+            .submit_request(Some(kind), None, &c1_path)?
+            .wait()?;
         check(
             "split warm-up",
             &warm
@@ -162,7 +164,7 @@ pub fn run(
         let mut next = 0;
         while lat.len() < bench.proofs.max(1) {
             while next < bench.proofs.max(1) && in_flight.len() < bench.clients.max(1) {
-                in_flight.push_back(pipeline.submit_request(Some(kind), &c1_path)?);
+                in_flight.push_back(pipeline.submit_request(Some(kind), None, &c1_path)?);
                 next += 1;
             }
             let o = in_flight.pop_front().expect("a job is in flight").wait()?;

@@ -569,14 +569,15 @@ impl Pipeline {
             .collect::<Result<_, _>>()?;
         let partitions = u32::try_from(job.partitions()).context("too many partitions")?;
         drop(job);
-        let (request, memfd) = if request.len() <= INLINE_REQUEST_MAX {
+        let bytes = request.len();
+        let (request, memfd) = if bytes <= INLINE_REQUEST_MAX {
             (JobRequest::Inline(request.to_vec()), None)
         } else {
             let memfd = SealedRequest::create(&circuit.to_string(), request)
                 .context("cannot hand the request to synth-proc")?;
             (JobRequest::Memfd { len: memfd.len() }, Some(memfd))
         };
-        tracing::debug!(%circuit, partitions, bytes = request_len(&request), secs = t.elapsed().as_secs_f64(), "job accepted");
+        tracing::debug!(%circuit, partitions, bytes, secs = t.elapsed().as_secs_f64(), "job accepted");
         let mut core = lock(&self.core);
         if let Some(f) = &core.fatal {
             anyhow::bail!("the pipeline cannot prove: {f}");
@@ -604,30 +605,27 @@ impl Pipeline {
             circuit.builtin().is_some(),
             "circuit `{circuit}` is proved from a proof request file (C1 output, PoSt or SnapDeals request), not a seed"
         );
-        anyhow::ensure!(partitions >= 1, "a job needs at least one partition");
         let request = kernels::job::BuiltinRequest { seed, partitions };
         self.submit_job(circuit, &request.to_bytes())
     }
 
     /// [`Pipeline::submit_job`] for a Filecoin proof request file (a C1 output in any of its
-    /// forms, a PoSt or a SnapDeals request), of `kind` or of the kind it names. The file is read
+    /// forms, a PoSt or a SnapDeals request), of `kind` or of the kind it names, which must be
+    /// of `family` when one is given (`kernels::job::filecoin_request_kind`). The file is read
     /// once, here; deleting or changing it afterwards does not affect the job. Errors name the
     /// file. The outcome's proofs, concatenated in order, are the proof bytes filecoin-proofs
     /// writes.
     pub fn submit_request(
         &self,
         kind: Option<kernels::filecoin::ProofKind>,
+        family: Option<kernels::circuits::ProofFamily>,
         path: &std::path::Path,
     ) -> anyhow::Result<JobHandle> {
-        let bytes = std::fs::read(path)
-            .with_context(|| format!("cannot read proof request `{}`", path.display()))?;
-        let kind = match kind {
-            Some(k) => k,
-            None => kernels::filecoin::detect_kind(&bytes)
-                .with_context(|| format!("proof request `{}`", path.display()))?,
-        };
+        let named = || format!("proof request `{}`", path.display());
+        let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", named()))?;
+        let kind = kernels::job::filecoin_request_kind(&bytes, kind, family).with_context(named)?;
         self.submit_job(AnyCircuit::Filecoin(kind), &bytes)
-            .with_context(|| format!("proof request `{}`", path.display()))
+            .with_context(named)
     }
 
     /// Pids of the running children by role (tests use this to kill them).
@@ -793,13 +791,6 @@ fn layout_for(settings: &PipelineSettings) -> anyhow::Result<Layout> {
                 anyhow::anyhow!("{e}\nhint: lower --gpu-cores or give explicit cpu lists")
             })
         }
-    }
-}
-
-fn request_len(request: &JobRequest) -> u64 {
-    match request {
-        JobRequest::Inline(b) => b.len() as u64,
-        JobRequest::Memfd { len } => *len,
     }
 }
 
