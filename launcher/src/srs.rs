@@ -6,13 +6,96 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use kernels::circuits::{AnyCircuit, CircuitSpec};
 use kernels::paramgen::{GenPhase, GenProgress};
 use kernels::srs::{self, SrsImage, SrsView};
 use kernels::synth::CircuitShape;
 use shm_protocol::{HugePagePolicy, Region};
+
+/// An error of the SRS cache, generation or loading. Each names the file or circuit it is about.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SrsError {
+    /// Parameter generation failed.
+    #[error("generating parameters for `{spec}`")]
+    Generate {
+        /// The circuit.
+        spec: CircuitSpec,
+        /// Why.
+        #[source]
+        source: kernels::Error,
+    },
+    /// A file or directory operation failed.
+    #[error("{what} `{}`", path.display())]
+    Io {
+        /// What was being done (`cannot create`, `renaming into`, ...).
+        what: &'static str,
+        /// The path.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Writing the parameter file failed.
+    #[error("writing `{}`", path.display())]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: kernels::Error,
+    },
+    /// An explicitly named SRS or parameter file does not exist.
+    #[error("{what} file `{}` does not exist", path.display())]
+    Missing {
+        /// `SRS` or `parameter`.
+        what: &'static str,
+        /// The file.
+        path: PathBuf,
+    },
+    /// The official parameter file of a Filecoin circuit could not be found.
+    #[error(transparent)]
+    ParamFile(kernels::Error),
+    /// The file could not be read into shared memory or does not hold an SRS.
+    #[error("SRS `{}`", path.display())]
+    Load {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: LoadError,
+    },
+    /// The file holds an SRS for another circuit.
+    #[error("SRS `{}` does not fit circuit `{spec}`", path.display())]
+    Mismatch {
+        /// The file.
+        path: PathBuf,
+        /// The circuit it was loaded for.
+        spec: AnyCircuit,
+        /// What differs.
+        #[source]
+        source: kernels::Error,
+    },
+    /// The loaded image is not a valid SRS image.
+    #[error("the shared SRS image")]
+    Image(#[source] kernels::Error),
+}
+
+/// Why loading an SRS file into shared memory failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LoadError {
+    /// Reading, parsing or checking the file.
+    #[error(transparent)]
+    Srs(#[from] kernels::Error),
+    /// Creating the shared memory.
+    #[error(transparent)]
+    Memory(#[from] shm_protocol::Error),
+    /// Opening the file.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
 
 /// Default file of a built-in circuit's generated SRS in `cache_dir`.
 pub fn cached_path(cache_dir: &Path, spec: &CircuitSpec) -> PathBuf {
@@ -31,21 +114,33 @@ pub fn generate(
     seed: u64,
     out: &Path,
     show_progress: bool,
-) -> anyhow::Result<()> {
+) -> Result<(), SrsError> {
     let started = Instant::now();
     let bar = GenBar::new(show_progress);
     let progress = |p: GenProgress| bar.update(p);
     let params = kernels::paramgen::generate_parameters_seeded(spec.circuit(None), seed, &progress)
-        .with_context(|| format!("generating parameters for `{spec}`"))?;
+        .map_err(|source| SrsError::Generate {
+            spec: *spec,
+            source,
+        })?;
     bar.finish();
     if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)
-            .with_context(|| format!("cannot create `{}`", dir.display()))?;
+        std::fs::create_dir_all(dir).map_err(|source| SrsError::Io {
+            what: "cannot create",
+            path: dir.to_owned(),
+            source,
+        })?;
     }
     let tmp = out.with_extension(format!("tmp-{}", std::process::id()));
-    srs::write_params_file(&tmp, &params)
-        .with_context(|| format!("writing `{}`", tmp.display()))?;
-    std::fs::rename(&tmp, out).with_context(|| format!("renaming into `{}`", out.display()))?;
+    srs::write_params_file(&tmp, &params).map_err(|source| SrsError::Write {
+        path: tmp.clone(),
+        source,
+    })?;
+    std::fs::rename(&tmp, out).map_err(|source| SrsError::Io {
+        what: "renaming into",
+        path: out.to_owned(),
+        source,
+    })?;
     tracing::info!(circuit = %spec, file = %out.display(), secs = started.elapsed().as_secs_f64(), "generated SRS");
     Ok(())
 }
@@ -93,10 +188,9 @@ pub fn resolve(
     spec: &CircuitSpec,
     explicit: Option<&Path>,
     cache_dir: &Path,
-) -> anyhow::Result<PathBuf> {
+) -> Result<PathBuf, SrsError> {
     if let Some(p) = explicit {
-        anyhow::ensure!(p.is_file(), "SRS file `{}` does not exist", p.display());
-        return Ok(p.to_owned());
+        return existing("SRS", p);
     }
     let path = cached_path(cache_dir, spec);
     if !path.is_file() {
@@ -117,20 +211,26 @@ pub fn resolve_any(
     explicit: Option<&Path>,
     cache_dir: &Path,
     param_cache: &Path,
-) -> anyhow::Result<PathBuf> {
+) -> Result<PathBuf, SrsError> {
     match spec {
         AnyCircuit::Builtin(b) => resolve(b, explicit, cache_dir),
         AnyCircuit::Filecoin(kind) => {
             if let Some(p) = explicit {
-                anyhow::ensure!(
-                    p.is_file(),
-                    "parameter file `{}` does not exist",
-                    p.display()
-                );
-                return Ok(p.to_owned());
+                return existing("parameter", p);
             }
-            Ok(kind.param_file(param_cache)?)
+            kind.param_file(param_cache).map_err(SrsError::ParamFile)
         }
+    }
+}
+
+fn existing(what: &'static str, path: &Path) -> Result<PathBuf, SrsError> {
+    if path.is_file() {
+        Ok(path.to_owned())
+    } else {
+        Err(SrsError::Missing {
+            what,
+            path: path.to_owned(),
+        })
     }
 }
 
@@ -155,13 +255,17 @@ impl SharedSrs {
         shape: &CircuitShape,
         params_path: &Path,
         huge: HugePagePolicy,
-    ) -> anyhow::Result<SharedSrs> {
+    ) -> Result<SharedSrs, SrsError> {
         let started = Instant::now();
-        let what = || format!("SRS `{}`", params_path.display());
-        let lens = srs::scan_params_file(params_path).with_context(what)?;
-        let bytes = SrsImage::size_for(&lens).with_context(what)?;
-        let mut region = Region::create("splitprover-srs", bytes, huge).with_context(what)?;
-        let file = std::fs::File::open(params_path).with_context(what)?;
+        let load = |source: LoadError| SrsError::Load {
+            path: params_path.to_owned(),
+            source,
+        };
+        let lens = srs::scan_params_file(params_path).map_err(|e| load(e.into()))?;
+        let bytes = SrsImage::size_for(&lens).map_err(|e| load(e.into()))?;
+        let mut region =
+            Region::create("splitprover-srs", bytes, huge).map_err(|e| load(e.into()))?;
+        let file = std::fs::File::open(params_path).map_err(|e| load(e.into()))?;
         // SAFETY: the region was just created and its fd has not been passed to anyone yet, so
         // nothing else can read or write it while we fill it.
         let dst = unsafe { region.as_mut_slice() };
@@ -172,12 +276,16 @@ impl SharedSrs {
             false,
             &mut dst[..bytes],
         )
-        .with_context(what)?;
+        .map_err(|e| load(e.into()))?;
         // SAFETY: from here on the image is read-only by contract: the launcher never writes it
         // again and gpu-procs only read it.
-        let view = SrsView::new(unsafe { region.as_slice() }).with_context(what)?;
+        let view = SrsView::new(unsafe { region.as_slice() }).map_err(|e| load(e.into()))?;
         view.check_shape(shape)
-            .with_context(|| format!("{} does not fit circuit `{spec}`", what()))?;
+            .map_err(|source| SrsError::Mismatch {
+                path: params_path.to_owned(),
+                spec: *spec,
+                source,
+            })?;
         tracing::info!(
             circuit = %spec,
             file = %params_path.display(),
@@ -195,8 +303,8 @@ impl SharedSrs {
     }
 
     /// A zero-copy view of the image.
-    pub fn view(&self) -> anyhow::Result<SrsView<'_>> {
+    pub fn view(&self) -> Result<SrsView<'_>, SrsError> {
         // SAFETY: the image is read-only after `load` (see there).
-        Ok(SrsView::new(unsafe { self.region.as_slice() })?)
+        SrsView::new(unsafe { self.region.as_slice() }).map_err(SrsError::Image)
     }
 }

@@ -68,7 +68,7 @@ pub fn run_gpu_only(
     pipeline.wait_ready(Duration::from_secs(600))?;
     let warm: Vec<_> = (0..warm_up)
         .map(|i| pipeline.submit(&circuit, 30_000 + i as u64, 1))
-        .collect::<anyhow::Result<_>>()?;
+        .collect::<Result<Vec<_>, _>>()?;
     for h in warm {
         if let Err(e) = h.wait()?.result {
             anyhow::bail!("warm-up job failed: {e}");
@@ -77,7 +77,7 @@ pub fn run_gpu_only(
     pipeline.pause_gpus(Duration::from_secs(60))?;
     let handles = (0..n)
         .map(|i| pipeline.submit(&circuit, 20_000 + i as u64, 1))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+        .collect::<Result<Vec<_>, _>>()?;
     // Wait until every job sits READY in the ring.
     let deadline = std::time::Instant::now() + Duration::from_secs(3600);
     while pipeline.ring().counts().ready < n {

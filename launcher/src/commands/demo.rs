@@ -38,7 +38,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     let t0 = Instant::now();
     let handles: Vec<_> = (0..args.jobs)
         .map(|i| pipeline.submit(&spec.to_string(), 1000 + i as u64, 1))
-        .collect::<anyhow::Result<_>>()?;
+        .collect::<Result<Vec<_>, _>>()?;
     let mut ok = 0;
     for h in handles {
         let outcome = h.wait()?;

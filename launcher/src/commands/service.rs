@@ -132,7 +132,13 @@ fn serve_client(pipeline: &Pipeline, conn: UnixStream) -> anyhow::Result<()> {
                 seed,
                 partitions,
                 wait,
-            } => answer_job(&mut out, pipeline.submit(&circuit, seed, partitions), wait)?,
+            } => answer_job(
+                &mut out,
+                pipeline
+                    .submit(&circuit, seed, partitions)
+                    .map_err(Into::into),
+                wait,
+            )?,
             Request::SubmitRequest {
                 path,
                 kind,
@@ -141,7 +147,7 @@ fn serve_client(pipeline: &Pipeline, conn: UnixStream) -> anyhow::Result<()> {
             } => answer_job(
                 &mut out,
                 super::request_choice(kind.as_deref(), family.as_deref())
-                    .and_then(|(kind, family)| pipeline.submit_request(kind, family, &path)),
+                    .and_then(|(kind, family)| Ok(pipeline.submit_request(kind, family, &path)?)),
                 wait,
             )?,
         }

@@ -11,6 +11,7 @@
 //! - a child in a crash loop → the supervisor gives up and every live job fails with the reason.
 
 pub mod child;
+mod error;
 
 use std::collections::{HashMap, HashSet};
 use std::os::fd::{AsFd, OwnedFd};
@@ -20,7 +21,6 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
 use bellperson::groth16::{prepare_verifying_key, verify_proof, PreparedVerifyingKey};
 use blstrs::Bls12;
 use blstrs::Scalar;
@@ -36,6 +36,10 @@ use crate::jobs::{JobCounters, JobOutcome, JobSpec, JobSummary, JobTable};
 use crate::pinning::{CpuList, Layout, PinChoice, PinMode, Placement};
 use crate::srs::SharedSrs;
 use child::{ChildEvent, ChildSpec, RestartPolicy, Role, Supervisor};
+pub use error::PipelineError;
+
+/// Result of the pipeline's API.
+pub type Result<T, E = PipelineError> = std::result::Result<T, E>;
 
 /// One circuit the pipeline serves.
 #[derive(Clone, Debug)]
@@ -93,12 +97,12 @@ pub struct PipelineSettings {
 
 impl PipelineSettings {
     /// Settings for one circuit with defaults everywhere else; `program` is this executable.
-    pub fn for_circuit(
-        spec: impl Into<AnyCircuit>,
-        params: PathBuf,
-    ) -> anyhow::Result<PipelineSettings> {
+    pub fn for_circuit(spec: impl Into<AnyCircuit>, params: PathBuf) -> Result<PipelineSettings> {
         Ok(PipelineSettings {
-            program: std::env::current_exe().context("cannot find the splitprover executable")?,
+            program: std::env::current_exe().map_err(|source| PipelineError::Io {
+                what: "cannot find the splitprover executable",
+                source,
+            })?,
             circuits: vec![CircuitSetting {
                 spec: spec.into(),
                 params,
@@ -132,20 +136,16 @@ pub struct JobHandle {
 
 impl JobHandle {
     /// Waits for the outcome.
-    pub fn wait(self) -> anyhow::Result<JobOutcome> {
-        self.rx
-            .recv()
-            .context("the pipeline stopped before the job finished")
+    pub fn wait(self) -> Result<JobOutcome> {
+        self.rx.recv().map_err(|_| PipelineError::Stopped)
     }
 
     /// Waits at most `timeout`.
-    pub fn wait_timeout(&self, timeout: Duration) -> anyhow::Result<Option<JobOutcome>> {
+    pub fn wait_timeout(&self, timeout: Duration) -> Result<Option<JobOutcome>> {
         match self.rx.recv_timeout(timeout) {
             Ok(o) => Ok(Some(o)),
             Err(mpsc::RecvTimeoutError::Timeout) => Ok(None),
-            Err(mpsc::RecvTimeoutError::Disconnected) => {
-                anyhow::bail!("the pipeline stopped before the job finished")
-            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => Err(PipelineError::Stopped),
         }
     }
 }
@@ -316,9 +316,13 @@ pub struct Pipeline {
 
 impl Pipeline {
     /// Loads the SRS images, creates the ring, starts and pins the children.
-    pub fn start(settings: PipelineSettings) -> anyhow::Result<Pipeline> {
-        anyhow::ensure!(!settings.circuits.is_empty(), "no circuit to serve");
-        anyhow::ensure!(!settings.gpus.is_empty(), "no gpu-proc configured");
+    pub fn start(settings: PipelineSettings) -> Result<Pipeline> {
+        if settings.circuits.is_empty() {
+            return Err(PipelineError::NoCircuit);
+        }
+        if settings.gpus.is_empty() {
+            return Err(PipelineError::NoGpu);
+        }
         // SRS images in shared memory, checked against their circuits.
         let mut srs = Vec::new();
         let mut circuits = HashMap::new();
@@ -326,43 +330,42 @@ impl Pipeline {
         for c in &settings.circuits {
             // Counted once: the SRS check and the slot size both need it.
             let t = Instant::now();
-            let shape = c
-                .spec
-                .shape()
-                .with_context(|| format!("counting circuit `{}`", c.spec))?;
+            let circuit_error = |source| PipelineError::Circuit {
+                spec: c.spec,
+                source,
+            };
+            let shape = c.spec.shape().map_err(circuit_error)?;
             tracing::info!(circuit = %c.spec, constraints = shape.constraints, secs = t.elapsed().as_secs_f64(), "circuit counted");
-            let id = c
-                .spec
-                .circuit_id()
-                .with_context(|| format!("circuit `{}`", c.spec))?;
+            let id = c.spec.circuit_id().map_err(circuit_error)?;
             let shared = SharedSrs::load(&c.spec, id, &shape, &c.params, HugePagePolicy::Auto)?;
             let pvk = prepare_verifying_key(&shared.view()?.verifying_key());
             let need = synth_proc::capacity_for(&shape)
                 .slot_bytes()
-                .with_context(|| format!("circuit `{}` is too large for a slot", c.spec))?;
+                .ok_or(PipelineError::SlotOverflow(c.spec))?;
             slot_bytes = slot_bytes.max(need);
             circuits.insert(id, CircuitEntry { pvk });
             srs.push(shared);
         }
         if let Some(explicit) = settings.slot_bytes {
-            anyhow::ensure!(
-                explicit >= slot_bytes,
-                "slot_bytes {explicit} is smaller than the {slot_bytes} bytes the largest circuit needs"
-            );
+            if explicit < slot_bytes {
+                return Err(PipelineError::SlotTooSmall {
+                    explicit,
+                    need: slot_bytes,
+                });
+            }
             slot_bytes = explicit;
         }
         // The ring.
         let ring_config = RingConfig {
-            slot_count: u32::try_from(settings.slots).context("too many slots")?,
+            slot_count: u32::try_from(settings.slots)
+                .map_err(|_| PipelineError::TooManySlots(settings.slots))?,
             slot_bytes,
         };
-        let region = Region::create(
-            "splitprover-ring",
-            ring_config.region_bytes()?,
-            settings.huge_pages,
-        )
-        .context("cannot create the ring")?;
-        let ring = Arc::new(Ring::create(region, ring_config).context("cannot lay out the ring")?);
+        let region = ring_config
+            .region_bytes()
+            .and_then(|bytes| Region::create("splitprover-ring", bytes, settings.huge_pages))
+            .map_err(PipelineError::Ring)?;
+        let ring = Arc::new(Ring::create(region, ring_config).map_err(PipelineError::Ring)?);
         tracing::info!(
             slots = settings.slots,
             slot_mib = slot_bytes >> 20,
@@ -376,11 +379,9 @@ impl Pipeline {
         for (i, g) in settings.gpus.iter().enumerate() {
             // supraseal-c2 sizes its host thread pool from the affinity; on a single core the
             // process dies with SIGFPE (seen on an H200 host), so refuse that layout up front.
-            anyhow::ensure!(
-                g.backend != BackendKind::Cuda || layout.gpus()[i].len() >= 2,
-                "gpu-proc[{}] would run on 1 core; the cuda backend needs at least 2\nhint: raise --gpu-cores (config: [cpus] gpu_cores)",
-                g.device
-            );
+            if g.backend == BackendKind::Cuda && layout.gpus()[i].len() < 2 {
+                return Err(PipelineError::CudaOneCore { device: g.device });
+            }
         }
         let synth_concurrency = match settings.synth_concurrency {
             0 => layout.synth().len().max(1),
@@ -403,7 +404,13 @@ impl Pipeline {
             paused: HashSet::new(),
         }));
         let (events_tx, events_rx) = mpsc::channel();
-        let ring_fd: Arc<OwnedFd> = Arc::new(ring.region().fd().try_clone_to_owned()?);
+        let ring_fd: Arc<OwnedFd> =
+            Arc::new(ring.region().fd().try_clone_to_owned().map_err(|source| {
+                PipelineError::Io {
+                    what: "cannot duplicate the ring's descriptor",
+                    source,
+                }
+            })?);
         let mut supervisors = Vec::new();
         supervisors.push(Supervisor::start(
             ChildSpec {
@@ -425,7 +432,16 @@ impl Pipeline {
             let mut entries = Vec::new();
             for (k, s) in srs.iter().enumerate() {
                 let fd = FIRST_SRS_FD + k as i32;
-                fds.push((Arc::new(s.region.fd().as_fd().try_clone_to_owned()?), fd));
+                let srs_fd = s
+                    .region
+                    .fd()
+                    .as_fd()
+                    .try_clone_to_owned()
+                    .map_err(|source| PipelineError::Io {
+                        what: "cannot duplicate an SRS descriptor",
+                        source,
+                    })?;
+                fds.push((Arc::new(srs_fd), fd));
                 entries.push(SrsEntry {
                     circuit_id: s.circuit_id,
                     circuit: s.spec.to_string(),
@@ -459,7 +475,11 @@ impl Pipeline {
             let core = core.clone();
             thread::Builder::new()
                 .name("dispatcher".into())
-                .spawn(move || dispatch(core, events_rx))?
+                .spawn(move || dispatch(core, events_rx))
+                .map_err(|source| PipelineError::Io {
+                    what: "cannot start the dispatcher thread",
+                    source,
+                })?
         };
         Ok(Pipeline {
             core,
@@ -473,7 +493,7 @@ impl Pipeline {
 
     /// Makes every gpu-proc stop claiming slots and waits until each has confirmed (a restarted
     /// gpu-proc starts unpaused). GPU-only capacity runs fill the ring meanwhile.
-    pub fn pause_gpus(&self, timeout: Duration) -> anyhow::Result<()> {
+    pub fn pause_gpus(&self, timeout: Duration) -> Result<()> {
         self.send_gpus(ToGpu::Pause)?;
         let gpus = self
             .supervisors
@@ -483,40 +503,41 @@ impl Pipeline {
             - 1;
         let deadline = Instant::now() + timeout;
         while lock(&self.core).paused.len() < gpus {
-            anyhow::ensure!(
-                Instant::now() < deadline,
-                "the gpu-procs did not pause within {timeout:?}"
-            );
+            if Instant::now() >= deadline {
+                return Err(PipelineError::PauseTimeout(timeout));
+            }
             thread::sleep(Duration::from_millis(5));
         }
         Ok(())
     }
 
     /// Lets every gpu-proc claim slots again.
-    pub fn resume_gpus(&self) -> anyhow::Result<()> {
+    pub fn resume_gpus(&self) -> Result<()> {
         lock(&self.core).paused.clear();
         self.send_gpus(ToGpu::Resume)
     }
 
-    fn send_gpus(&self, msg: ToGpu) -> anyhow::Result<()> {
+    fn send_gpus(&self, msg: ToGpu) -> Result<()> {
         let mut core = lock(&self.core);
         for (role, info) in core.children.iter_mut() {
             if let (Role::Gpu(_), Some(s)) = (role, info.sender.as_mut()) {
-                s.send(&msg)
-                    .with_context(|| format!("cannot reach {role}"))?;
+                s.send(&msg).map_err(|source| PipelineError::Unreachable {
+                    role: *role,
+                    source,
+                })?;
             }
         }
         Ok(())
     }
 
     /// Waits until every child said hello (or `timeout`); errors with the reason a child gave up.
-    pub fn wait_ready(&self, timeout: Duration) -> anyhow::Result<()> {
+    pub fn wait_ready(&self, timeout: Duration) -> Result<()> {
         let deadline = Instant::now() + timeout;
         loop {
             {
                 let core = lock(&self.core);
                 if let Some(f) = &core.fatal {
-                    anyhow::bail!("{f}");
+                    return Err(PipelineError::Fatal(f.clone()));
                 }
                 let sups = self.supervisors.lock().unwrap_or_else(|e| e.into_inner());
                 let ready = sups.iter().all(|s| {
@@ -528,10 +549,9 @@ impl Pipeline {
                     return Ok(());
                 }
             }
-            anyhow::ensure!(
-                Instant::now() < deadline,
-                "the children did not start within {timeout:?}"
-            );
+            if Instant::now() >= deadline {
+                return Err(PipelineError::StartTimeout(timeout));
+            }
             thread::sleep(Duration::from_millis(20));
         }
     }
@@ -544,43 +564,43 @@ impl Pipeline {
     /// memfd, so the job does not depend on any file after this returns. Errors for a circuit
     /// this pipeline does not serve or a pipeline that gave up; everything later arrives as the
     /// job's outcome.
-    pub fn submit_job(&self, circuit: AnyCircuit, request: &[u8]) -> anyhow::Result<JobHandle> {
+    pub fn submit_job(&self, circuit: AnyCircuit, request: &[u8]) -> Result<JobHandle> {
         let t = Instant::now();
-        let circuit_id = circuit.circuit_id()?;
+        let circuit_id = circuit
+            .circuit_id()
+            .map_err(|source| PipelineError::Circuit {
+                spec: circuit,
+                source,
+            })?;
         {
             let core = lock(&self.core);
             if let Some(f) = &core.fatal {
-                anyhow::bail!("the pipeline cannot prove: {f}");
+                return Err(PipelineError::Fatal(f.clone()));
             }
             if !core.circuits.contains_key(&circuit_id) {
-                match circuit {
-                    AnyCircuit::Builtin(_) => anyhow::bail!(
-                        "this pipeline has no SRS for circuit `{circuit}`\nhint: add it to the config's [[circuit]] list"
-                    ),
-                    AnyCircuit::Filecoin(_) => anyhow::bail!(
-                        "this pipeline has no parameters for `{circuit}` (the request's proof type)\nhint: add `[[circuit]] spec = \"{circuit}\"` to the config"
-                    ),
-                }
+                return Err(PipelineError::Unserved(circuit));
             }
         }
-        let job = kernels::job::open(&circuit, request)?;
+        let job = kernels::job::open(&circuit, request).map_err(PipelineError::Request)?;
         let inputs: Vec<Vec<Scalar>> = (0..job.partitions())
             .map(|k| job.public_inputs(k))
-            .collect::<Result<_, _>>()?;
-        let partitions = u32::try_from(job.partitions()).context("too many partitions")?;
+            .collect::<Result<_, _>>()
+            .map_err(PipelineError::Request)?;
+        let partitions = u32::try_from(job.partitions())
+            .map_err(|_| PipelineError::TooManyPartitions(job.partitions()))?;
         drop(job);
         let bytes = request.len();
         let (request, memfd) = if bytes <= INLINE_REQUEST_MAX {
             (JobRequest::Inline(request.to_vec()), None)
         } else {
             let memfd = SealedRequest::create(&circuit.to_string(), request)
-                .context("cannot hand the request to synth-proc")?;
+                .map_err(PipelineError::Handoff)?;
             (JobRequest::Memfd { len: memfd.len() }, Some(memfd))
         };
         tracing::debug!(%circuit, partitions, bytes, secs = t.elapsed().as_secs_f64(), "job accepted");
         let mut core = lock(&self.core);
         if let Some(f) = &core.fatal {
-            anyhow::bail!("the pipeline cannot prove: {f}");
+            return Err(PipelineError::Fatal(f.clone()));
         }
         let id = core.jobs.submit(JobSpec {
             circuit: circuit.to_string(),
@@ -597,14 +617,14 @@ impl Pipeline {
 
     /// [`Pipeline::submit_job`] for a built-in circuit: partition `p` is proved with the witness
     /// of `seed + p`.
-    pub fn submit(&self, circuit: &str, seed: u64, partitions: u32) -> anyhow::Result<JobHandle> {
-        let circuit: AnyCircuit = circuit
-            .parse()
-            .with_context(|| format!("bad circuit spec `{circuit}`"))?;
-        anyhow::ensure!(
-            circuit.builtin().is_some(),
-            "circuit `{circuit}` is proved from a proof request file (C1 output, PoSt or SnapDeals request), not a seed"
-        );
+    pub fn submit(&self, circuit: &str, seed: u64, partitions: u32) -> Result<JobHandle> {
+        let circuit: AnyCircuit = circuit.parse().map_err(|source| PipelineError::BadSpec {
+            spec: circuit.to_owned(),
+            source,
+        })?;
+        if circuit.builtin().is_none() {
+            return Err(PipelineError::NotSeeded(circuit));
+        }
         let request = kernels::job::BuiltinRequest { seed, partitions };
         self.submit_job(circuit, &request.to_bytes())
     }
@@ -620,12 +640,21 @@ impl Pipeline {
         kind: Option<kernels::filecoin::ProofKind>,
         family: Option<kernels::circuits::ProofFamily>,
         path: &std::path::Path,
-    ) -> anyhow::Result<JobHandle> {
-        let named = || format!("proof request `{}`", path.display());
-        let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", named()))?;
-        let kind = kernels::job::filecoin_request_kind(&bytes, kind, family).with_context(named)?;
+    ) -> Result<JobHandle> {
+        let named = |source: PipelineError| PipelineError::RequestFile {
+            path: path.to_owned(),
+            source: Box::new(source),
+        };
+        let bytes = std::fs::read(path).map_err(|source| {
+            named(PipelineError::Io {
+                what: "cannot read the file",
+                source,
+            })
+        })?;
+        let kind = kernels::job::filecoin_request_kind(&bytes, kind, family)
+            .map_err(|e| named(PipelineError::Request(e)))?;
         self.submit_job(AnyCircuit::Filecoin(kind), &bytes)
-            .with_context(named)
+            .map_err(named)
     }
 
     /// Pids of the running children by role (tests use this to kill them).
@@ -778,18 +807,15 @@ fn visible_device(ours: Option<&str>, device: u32) -> String {
     }
 }
 
-fn layout_for(settings: &PipelineSettings) -> anyhow::Result<Layout> {
+fn layout_for(settings: &PipelineSettings) -> Result<Layout> {
     let explicit: Option<Vec<CpuList>> = settings.gpus.iter().map(|g| g.cpus.clone()).collect();
     match (&settings.synth_cpus, explicit) {
         (Some(synth), Some(gpus)) => Ok(Layout::explicit(synth.clone(), gpus)?),
-        (Some(_), None) => {
-            anyhow::bail!("with explicit synth cores every gpu-proc needs explicit cores too")
-        }
+        (Some(_), None) => Err(PipelineError::PartialLayout),
         (None, _) => {
             let available = CpuList::allowed()?;
-            Layout::auto(&available, settings.gpus.len(), settings.gpu_cores).map_err(|e| {
-                anyhow::anyhow!("{e}\nhint: lower --gpu-cores or give explicit cpu lists")
-            })
+            Layout::auto(&available, settings.gpus.len(), settings.gpu_cores)
+                .map_err(PipelineError::Layout)
         }
     }
 }

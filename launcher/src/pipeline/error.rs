@@ -1,0 +1,148 @@
+//! The errors of [`Pipeline`](super::Pipeline): starting it, driving its children and accepting
+//! jobs. Everything that happens to an accepted job arrives as its `JobOutcome` instead.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use kernels::circuits::AnyCircuit;
+
+use super::child::Role;
+use crate::srs::SrsError;
+
+/// An error of the pipeline's API. The variants name the circuit, child, file or limit at fault.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PipelineError {
+    /// The settings list no circuit.
+    #[error("no circuit to serve")]
+    NoCircuit,
+    /// The settings list no gpu-proc.
+    #[error("no gpu-proc configured")]
+    NoGpu,
+    /// A circuit could not be counted or identified.
+    #[error("circuit `{spec}`")]
+    Circuit {
+        /// The circuit.
+        spec: AnyCircuit,
+        /// Why.
+        #[source]
+        source: kernels::Error,
+    },
+    /// A circuit's slot size overflows.
+    #[error("circuit `{0}` is too large for a slot")]
+    SlotOverflow(AnyCircuit),
+    /// An SRS could not be found, generated or loaded.
+    #[error(transparent)]
+    Srs(#[from] SrsError),
+    /// An explicit slot size is below what the largest circuit needs.
+    #[error("slot_bytes {explicit} is smaller than the {need} bytes the largest circuit needs")]
+    SlotTooSmall {
+        /// The configured size.
+        explicit: u64,
+        /// What the largest circuit needs.
+        need: u64,
+    },
+    /// More slots than a ring can index.
+    #[error("too many slots ({0})")]
+    TooManySlots(usize),
+    /// The ring could not be created or laid out.
+    #[error("cannot create the ring")]
+    Ring(#[source] shm_protocol::Error),
+    /// Pinning: the mode, the cpu layout or a placement.
+    #[error(transparent)]
+    Pinning(#[from] crate::pinning::Error),
+    /// Explicit synth-proc cores without explicit gpu-proc cores.
+    #[error("with explicit synth cores every gpu-proc needs explicit cores too")]
+    PartialLayout,
+    /// The automatic layout does not fit the cpus.
+    #[error("{0}\nhint: lower --gpu-cores or give explicit cpu lists")]
+    Layout(#[source] crate::pinning::Error),
+    /// A CUDA gpu-proc would get one core.
+    #[error(
+        "gpu-proc[{device}] would run on 1 core; the cuda backend needs at least 2\n\
+         hint: raise --gpu-cores (config: [cpus] gpu_cores)"
+    )]
+    CudaOneCore {
+        /// The device.
+        device: u32,
+    },
+    /// An operating-system call of the launcher failed.
+    #[error("{what}")]
+    Io {
+        /// What was being done.
+        what: &'static str,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The request could not be put into shared memory for synth-proc.
+    #[error("cannot hand the request to synth-proc")]
+    Handoff(#[source] shm_protocol::Error),
+    /// A child's control socket refused a message.
+    #[error("cannot reach {role}")]
+    Unreachable {
+        /// The child.
+        role: Role,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The gpu-procs did not confirm a pause in time.
+    #[error("the gpu-procs did not pause within {0:?}")]
+    PauseTimeout(Duration),
+    /// The children did not all say hello in time.
+    #[error("the children did not start within {0:?}")]
+    StartTimeout(Duration),
+    /// The pipeline gave up (a child could not be kept running): it proves nothing more.
+    #[error("the pipeline cannot prove: {0}")]
+    Fatal(String),
+    /// The pipeline stopped while a job was waited for.
+    #[error("the pipeline stopped before the job finished")]
+    Stopped,
+    /// A circuit spec could not be parsed.
+    #[error("bad circuit spec `{spec}`")]
+    BadSpec {
+        /// The text.
+        spec: String,
+        /// Why.
+        #[source]
+        source: kernels::Error,
+    },
+    /// A circuit this pipeline has no SRS for.
+    #[error("{}", unserved(.0))]
+    Unserved(AnyCircuit),
+    /// A Filecoin circuit given a seed instead of a request.
+    #[error(
+        "circuit `{0}` is proved from a proof request file (C1 output, PoSt or SnapDeals request), \
+         not a seed"
+    )]
+    NotSeeded(AnyCircuit),
+    /// The job's request was refused (parse error, bad vanilla proofs, wrong partition range).
+    #[error(transparent)]
+    Request(kernels::Error),
+    /// A job with more partitions than a job can have.
+    #[error("too many partitions ({0})")]
+    TooManyPartitions(usize),
+    /// A Filecoin request file could not be read or was refused.
+    #[error("proof request `{}`", path.display())]
+    RequestFile {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: Box<PipelineError>,
+    },
+}
+
+fn unserved(circuit: &AnyCircuit) -> String {
+    match circuit {
+        AnyCircuit::Builtin(_) => format!(
+            "this pipeline has no SRS for circuit `{circuit}`\n\
+             hint: add it to the config's [[circuit]] list"
+        ),
+        AnyCircuit::Filecoin(_) => format!(
+            "this pipeline has no parameters for `{circuit}` (the request's proof type)\n\
+             hint: add `[[circuit]] spec = \"{circuit}\"` to the config"
+        ),
+    }
+}
