@@ -77,8 +77,12 @@ pub fn test_parameters(kind: ProofKind, param_dir: &Path) -> Result<super::Param
     Ok(files)
 }
 
-/// A valid field element (small top byte), used as the prover id of fixtures.
-pub const PROVER_ID: [u8; 32] = [9; 32];
+/// The miner id of the fixtures (t01000, a devnet's first miner).
+pub const PROVER_MINER_ID: u64 = 1000;
+
+/// The prover id of the fixtures: the miner's, as lotus and Curio derive it
+/// ([`super::curio::prover_id`]).
+pub const PROVER_ID: [u8; 32] = super::curio::prover_id(PROVER_MINER_ID);
 
 /// A sealed sector and what its C2 needs and its verifier checks.
 #[derive(Clone, Debug)]

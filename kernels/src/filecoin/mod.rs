@@ -78,6 +78,7 @@ macro_rules! with_tree {
 }
 pub(crate) use with_tree;
 
+pub mod curio;
 pub mod fixture;
 pub mod porep;
 pub mod post;
