@@ -13,6 +13,13 @@
 //! A panic inside a backend (supraseal-c2 panics on CUDA errors) is caught at the call: the
 //! batch's slots are completed as failed with the message, and the process keeps serving.
 //!
+//! The SRS images are mapped read-only: the launcher seals their memfds against writes before
+//! starting any gpu-proc (`F_SEAL_FUTURE_WRITE`), so a writable mapping would be refused anyway.
+//!
+//! With the `fault-injection` feature (tests only) the loop acts on `SPLITPROVER_FAULT`
+//! (`shm_protocol::fault`): `gpu-hang` blocks forever before proving a matching slot (the
+//! heartbeat thread keeps beating), `gpu-abort` kills the process (SIGKILL, no core file).
+//!
 //! # Example
 //!
 //! [`Prover::prove_claimed`] is the whole proving step over claimed slots; see the integration
@@ -93,7 +100,7 @@ impl SrsMapping {
     /// own that descriptor.
     pub unsafe fn from_fd(fd: i32) -> Result<SrsMapping, Error> {
         // SAFETY: forwarded to the caller.
-        let region = unsafe { Region::from_inherited_fd(OwnedFd::from_raw_fd(fd)) }
+        let region = unsafe { Region::from_inherited_fd_read_only(OwnedFd::from_raw_fd(fd)) }
             .map_err(Error::ring("mapping an SRS image"))?;
         Ok(SrsMapping(region))
     }
@@ -421,6 +428,8 @@ pub fn serve(
     let owner = shm_protocol::current_owner();
     let batch = config.batch.max(1);
     let mut acked_pause = false;
+    #[cfg(feature = "fault-injection")]
+    let faults = shm_protocol::fault::Faults::from_env();
     while !stop.load(GET) {
         if paused.load(GET) {
             // Nothing is claimed here, so the pause holds from this answer on.
@@ -463,6 +472,8 @@ pub fn serve(
                 c.index() as u32,
             )))?;
         }
+        #[cfg(feature = "fault-injection")]
+        inject_faults(&faults, &claims);
         let start = control::monotonic_ns();
         let metas: Vec<_> = claims
             .iter()
@@ -496,6 +507,33 @@ pub fn serve(
     }
     tracing::info!("gpu-proc exiting");
     Ok(())
+}
+
+/// Test faults (feature `fault-injection`): hang forever or abort before proving `claims` when
+/// `SPLITPROVER_FAULT` names one of them.
+#[cfg(feature = "fault-injection")]
+fn inject_faults(faults: &shm_protocol::fault::Faults, claims: &[ClaimedSlot<'_>]) {
+    use shm_protocol::fault::FaultKind;
+    let hit = |kind| {
+        claims.iter().any(|c| {
+            let m = c.meta();
+            faults.hits(kind, m.job_id, m.partition)
+        })
+    };
+    if hit(FaultKind::GpuAbort) {
+        tracing::error!("fault injection: dying inside a proof");
+        // SIGKILL rather than abort(): the same death for the launcher, and no core file.
+        // SAFETY: kill(2) on our own pid takes plain integers and touches no memory.
+        unsafe {
+            libc::kill(libc::getpid(), libc::SIGKILL);
+        }
+    }
+    if hit(FaultKind::GpuHang) {
+        tracing::error!("fault injection: hanging inside a proof");
+        loop {
+            std::thread::park();
+        }
+    }
 }
 
 /// Page-locks the whole ring mapping once for DMA-speed host-to-device copies (CUDA only).

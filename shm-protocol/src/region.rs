@@ -133,6 +133,38 @@ impl Region {
     ///
     /// Logs the kind in use and, for every better kind skipped, why.
     pub fn create(name: &str, bytes: usize, policy: HugePagePolicy) -> Result<Region> {
+        Region::create_with(name, bytes, policy, true)
+    }
+
+    /// [`Region::create`] for contents written once (an SRS image): the seals can still be
+    /// extended, so once the contents are in place [`Region::seal_writes`] forbids every later
+    /// write through any descriptor or new mapping.
+    pub fn create_write_once(name: &str, bytes: usize, policy: HugePagePolicy) -> Result<Region> {
+        Region::create_with(name, bytes, policy, false)
+    }
+
+    /// Seals the memfd against writes (`F_SEAL_FUTURE_WRITE`, then `F_SEAL_SEAL`): from now on
+    /// `write(2)` to it and new writable shared mappings of it fail with `EPERM`, in this process
+    /// and in every process it is passed to. This process's own mapping stays writable at the
+    /// MMU level; it must not write through it any more (by contract, as before). Call it before
+    /// the fd is passed to anyone. Only for a region from [`Region::create_write_once`].
+    pub fn seal_writes(&self) -> Result<()> {
+        rustix::fs::fcntl_add_seals(&self.fd, SealFlags::FUTURE_WRITE | SealFlags::SEAL)
+            .map_err(|e| Error::io("fcntl(F_ADD_SEALS, F_SEAL_FUTURE_WRITE)", e))
+    }
+
+    /// Whether the memfd refuses writes ([`Region::seal_writes`] ran).
+    pub fn is_write_sealed(&self) -> bool {
+        rustix::fs::fcntl_get_seals(&self.fd)
+            .is_ok_and(|s| s.intersects(SealFlags::FUTURE_WRITE | SealFlags::WRITE))
+    }
+
+    fn create_with(
+        name: &str,
+        bytes: usize,
+        policy: HugePagePolicy,
+        final_seal: bool,
+    ) -> Result<Region> {
         if bytes == 0 {
             return Err(ErrorKind::InvalidConfig("a region needs at least one byte".into()).into());
         }
@@ -154,7 +186,7 @@ impl Region {
                     continue;
                 }
             }
-            match create_kind(name, bytes, kind) {
+            match create_kind(name, bytes, kind, final_seal) {
                 Ok((fd, ptr, len)) => {
                     tracing::info!(region = name, bytes = len, page_kind = %kind, "shared memory region created");
                     for (k, why) in &fallbacks {
@@ -201,6 +233,23 @@ impl Region {
     /// - every process mapping it must access the memory only as the protocol laid over it
     ///   (e.g. [`crate::Ring`]) allows, since the returned region aliases their memory.
     pub unsafe fn from_inherited_fd(fd: OwnedFd) -> Result<Region> {
+        // SAFETY: forwarded to the caller.
+        unsafe { Region::inherited(fd, true) }
+    }
+
+    /// [`Region::from_inherited_fd`] mapped read-only (`PROT_READ`): for a region sealed with
+    /// [`Region::seal_writes`] (an SRS image). Writing through [`Region::as_mut_ptr`] of such a
+    /// region faults.
+    ///
+    /// # Safety
+    ///
+    /// As [`Region::from_inherited_fd`].
+    pub unsafe fn from_inherited_fd_read_only(fd: OwnedFd) -> Result<Region> {
+        // SAFETY: forwarded to the caller.
+        unsafe { Region::inherited(fd, false) }
+    }
+
+    unsafe fn inherited(fd: OwnedFd, writable: bool) -> Result<Region> {
         let st = rustix::fs::fstat(&fd).map_err(|e| Error::io("fstat", e))?;
         let len = usize::try_from(st.st_size)
             .ok()
@@ -235,7 +284,7 @@ impl Region {
                 }
             }
         };
-        let ptr = map(&fd, len, true)?;
+        let ptr = map(&fd, len, true, writable)?;
         if kind == PageKind::Transparent {
             // SAFETY: `ptr..ptr+len` is the mapping just made; advice does not change contents.
             if let Err(e) =
@@ -370,7 +419,12 @@ pub fn thp_shmem_available() -> bool {
     }
 }
 
-fn create_kind(name: &str, bytes: usize, kind: PageKind) -> Result<(OwnedFd, NonNull<u8>, usize)> {
+fn create_kind(
+    name: &str,
+    bytes: usize,
+    kind: PageKind,
+    final_seal: bool,
+) -> Result<(OwnedFd, NonNull<u8>, usize)> {
     let page = kind.page_bytes();
     let len = bytes.checked_next_multiple_of(page).ok_or_else(|| {
         ErrorKind::InvalidConfig(format!("{bytes} bytes overflow when rounded to {kind}"))
@@ -403,9 +457,12 @@ fn create_kind(name: &str, bytes: usize, kind: PageKind) -> Result<(OwnedFd, Non
         rustix::fs::fallocate(&fd, FallocateFlags::empty(), 0, len as u64)
             .map_err(|e| Error::io("fallocate", e))?;
     }
-    rustix::fs::fcntl_add_seals(&fd, SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL)
-        .map_err(|e| Error::io("fcntl(F_ADD_SEALS)", e))?;
-    let ptr = map(&fd, len, kind != PageKind::Transparent)?;
+    let mut seals = SealFlags::SHRINK | SealFlags::GROW;
+    if final_seal {
+        seals |= SealFlags::SEAL;
+    }
+    rustix::fs::fcntl_add_seals(&fd, seals).map_err(|e| Error::io("fcntl(F_ADD_SEALS)", e))?;
+    let ptr = map(&fd, len, kind != PageKind::Transparent, true)?;
     if kind == PageKind::Transparent {
         let unmap = |e: Error| {
             // SAFETY: the mapping made just above, not yet shared with anything.
@@ -422,7 +479,7 @@ fn create_kind(name: &str, bytes: usize, kind: PageKind) -> Result<(OwnedFd, Non
     Ok((fd, ptr, len))
 }
 
-fn map(fd: &OwnedFd, len: usize, populate: bool) -> Result<NonNull<u8>> {
+fn map(fd: &OwnedFd, len: usize, populate: bool, writable: bool) -> Result<NonNull<u8>> {
     let mut flags = MapFlags::SHARED;
     if populate {
         flags |= MapFlags::POPULATE;
@@ -433,7 +490,11 @@ fn map(fd: &OwnedFd, len: usize, populate: bool) -> Result<NonNull<u8>> {
         rustix::mm::mmap(
             std::ptr::null_mut(),
             len,
-            ProtFlags::READ | ProtFlags::WRITE,
+            if writable {
+                ProtFlags::READ | ProtFlags::WRITE
+            } else {
+                ProtFlags::READ
+            },
             flags,
             fd,
             0,

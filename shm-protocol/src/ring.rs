@@ -492,6 +492,33 @@ impl Ring {
         self.wait_for(Event::Ready, timeout, || self.try_claim_ready(owner))
     }
 
+    /// Claims READY slot `index` if it still holds `generation` (as seen in a
+    /// [`Ring::snapshot`]); `Ok(None)` when it moved on. The launcher uses it to take a slot
+    /// whose job ended (a poison slot after its job failed) out of the ring
+    /// ([`ClaimedSlot::discard`]) before a gpu-proc proves it again.
+    pub fn claim_ready_at(
+        &self,
+        owner: u32,
+        index: usize,
+        generation: u64,
+    ) -> Result<Option<ClaimedSlot<'_>>> {
+        let owner = check_owner(owner)?;
+        self.check_index(index)?;
+        let ctl = self.ctl(index);
+        let word = ctl.load();
+        if !word.is(SlotState::Ready) || word.generation() != generation {
+            return Ok(None);
+        }
+        Ok(ctl
+            .transition(word, word.successor(SlotState::Claimed, true, owner))
+            .ok()
+            .map(|word| ClaimedSlot {
+                ring: self,
+                index,
+                word,
+            }))
+    }
+
     // ----- job owner side -----
 
     /// Takes any unowned DONE slot to collect its result, without blocking.
@@ -1303,6 +1330,19 @@ impl<'r> ClaimedSlot<'r> {
             .transition(self.word, next)
             .map_err(|found| stale(self.index, self.word, found))?;
         self.ring.notify(Event::Done);
+        Ok(())
+    }
+
+    /// Drops the synthesis without proving it: the slot goes back to FREE (waking producers).
+    /// For a slot whose job has ended.
+    pub fn discard(self) -> Result<()> {
+        let this = ManuallyDrop::new(self);
+        let next = this.word.successor(SlotState::Free, false, 0);
+        this.ring
+            .ctl(this.index)
+            .transition(this.word, next)
+            .map_err(|found| stale(this.index, this.word, found))?;
+        this.ring.notify(Event::Free);
         Ok(())
     }
 
