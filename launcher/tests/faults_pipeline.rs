@@ -118,6 +118,32 @@ fn a_gpu_proc_hung_inside_a_proof_is_killed_at_its_deadline_and_the_next_job_suc
 }
 
 #[test]
+fn a_synthesis_stuck_past_its_deadline_kills_synth_proc_and_fails_its_job_after_k_attempts() {
+    let _g = serial();
+    let mut s = settings(Some("synth-hang@job=2"));
+    s.faults.deadline_floor = Duration::from_secs(2);
+    s.faults.deadline_factor = 3.0;
+    s.faults.first_synthesis_deadline = Duration::from_secs(120);
+    s.heartbeat_timeout = Duration::from_secs(600);
+    let p = start(s);
+    outcome(p.submit(CIRCUIT, 1, 1).unwrap(), Duration::from_secs(120)).expect("job 1");
+    let e = outcome(p.submit(CIRCUIT, 2, 1).unwrap(), Duration::from_secs(120))
+        .expect_err("job 2's synthesis hangs every time");
+    assert!(
+        e.contains("partition 0 failed 2 times")
+            && e.contains("synth-proc ran past its deadline")
+            && e.contains("while synthesizing it"),
+        "{e}"
+    );
+    outcome(p.submit(CIRCUIT, 3, 1).unwrap(), Duration::from_secs(120)).expect("job 3");
+    let status = p.status();
+    assert_eq!(status.counters.deadline_kills, 2, "{status:?}");
+    assert_eq!(status.counters.hung_kills, 0, "{status:?}");
+    assert!(status.fatal.is_none(), "{status:?}");
+    p.shutdown();
+}
+
+#[test]
 fn a_partition_that_kills_gpu_proc_every_time_fails_its_job_after_k_attempts_only() {
     let _g = serial();
     let mut s = settings(Some("gpu-abort@partition=1"));

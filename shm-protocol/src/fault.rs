@@ -12,7 +12,9 @@
 //!   thread keeps beating: only a progress deadline can catch it);
 //! - `gpu-abort`: gpu-proc dies (SIGKILL, no core file) when it claims a matching slot, every
 //!   time;
-//! - `synth-panic`: the synthesis of a matching partition panics.
+//! - `synth-panic`: the synthesis of a matching partition panics;
+//! - `synth-hang`: the synthesis of a matching partition blocks forever after taking its slot
+//!   (synth-proc's heartbeat thread keeps beating).
 //!
 //! `KEY` is `job` (the job id) or `partition` (a partition index, of any job); `@any` matches
 //! everything. Example: `SPLITPROVER_FAULT="gpu-abort@partition=1;synth-panic@job=3"`.
@@ -29,6 +31,8 @@ pub enum FaultKind {
     GpuAbort,
     /// A synthesis panics.
     SynthPanic,
+    /// A synthesis blocks forever.
+    SynthHang,
 }
 
 /// Which partitions a fault applies to.
@@ -67,6 +71,7 @@ impl Faults {
                 "gpu-hang" => FaultKind::GpuHang,
                 "gpu-abort" => FaultKind::GpuAbort,
                 "synth-panic" => FaultKind::SynthPanic,
+                "synth-hang" => FaultKind::SynthHang,
                 other => return Err(format!("fault `{entry}`: unknown kind `{other}`")),
             };
             let bad = |what: &str| format!("fault `{entry}`: {what}");

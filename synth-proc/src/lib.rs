@@ -11,8 +11,9 @@
 //! slot back to FREE, `SynthFailed` carries the panic message, and the process keeps serving the
 //! other syntheses.
 //!
-//! With the `fault-injection` feature (tests only) a synthesis panics after taking its slot when
-//! `SPLITPROVER_FAULT` names it `synth-panic` (`shm_protocol::fault`).
+//! With the `fault-injection` feature (tests only) a synthesis panics (`synth-panic`) or blocks
+//! forever (`synth-hang`) after taking its slot when `SPLITPROVER_FAULT` names it
+//! (`shm_protocol::fault`).
 //!
 //! Every request names its job's circuit and carries the job's request bytes, inline (built-in
 //! circuits) or as a sealed memfd received with the message (`shm_protocol::request`). A job is
@@ -229,16 +230,7 @@ fn synthesize_into_slot(
     writer.begin(meta, capacity_for(shape))?;
     on_started(writer.index() as u32);
     #[cfg(feature = "fault-injection")]
-    if injected_faults().hits(
-        shm_protocol::fault::FaultKind::SynthPanic,
-        req.job_id,
-        req.partition,
-    ) {
-        panic!(
-            "fault injection: synthesis of job {} partition {} panics",
-            req.job_id, req.partition
-        );
-    }
+    inject_faults(req);
     let lengths = {
         let mut sink = SlotSink::new(writer.parts_mut()?);
         job.synthesize_partition(req.partition as usize, &mut sink)
@@ -340,6 +332,26 @@ pub fn serve(ring: Arc<Ring>, control: UnixStream, config: SynthConfig) -> anyho
 fn injected_faults() -> &'static shm_protocol::fault::Faults {
     static FAULTS: std::sync::OnceLock<shm_protocol::fault::Faults> = std::sync::OnceLock::new();
     FAULTS.get_or_init(shm_protocol::fault::Faults::from_env)
+}
+
+/// Test faults (feature `fault-injection`): panic, or block forever, inside the synthesis of a
+/// partition `SPLITPROVER_FAULT` names.
+#[cfg(feature = "fault-injection")]
+fn inject_faults(req: &SynthRequest) {
+    use shm_protocol::fault::FaultKind;
+    let faults = injected_faults();
+    if faults.hits(FaultKind::SynthPanic, req.job_id, req.partition) {
+        panic!(
+            "fault injection: synthesis of job {} partition {} panics",
+            req.job_id, req.partition
+        );
+    }
+    if faults.hits(FaultKind::SynthHang, req.job_id, req.partition) {
+        tracing::error!("fault injection: synthesis hangs");
+        loop {
+            std::thread::park();
+        }
+    }
 }
 
 /// Runs one request on a pool worker; a panic in it fails that partition alone (its slot writer
