@@ -571,7 +571,10 @@ mod tests {
             Attempt::Retry { attempts: 1 }
         ));
         assert_eq!(
-            t.take_pending().iter().map(|r| r.partition).collect::<Vec<_>>(),
+            t.take_pending()
+                .iter()
+                .map(|r| r.partition)
+                .collect::<Vec<_>>(),
             vec![0]
         );
         // Second failure of partition 1 with K = 2: the job fails, naming both reasons.
@@ -602,7 +605,10 @@ mod tests {
         let reqs = t.take_pending();
         t.unsend(&reqs[1..]);
         assert_eq!(
-            t.take_pending().iter().map(|r| (r.job_id, r.partition)).collect::<Vec<_>>(),
+            t.take_pending()
+                .iter()
+                .map(|r| (r.job_id, r.partition))
+                .collect::<Vec<_>>(),
             vec![(id, 1), (id, 2)]
         );
         assert_eq!(t.counters().syntheses_requested, 3);

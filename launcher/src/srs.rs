@@ -263,8 +263,8 @@ impl SharedSrs {
         };
         let lens = srs::scan_params_file(params_path).map_err(|e| load(e.into()))?;
         let bytes = SrsImage::size_for(&lens).map_err(|e| load(e.into()))?;
-        let mut region =
-            Region::create_write_once("splitprover-srs", bytes, huge).map_err(|e| load(e.into()))?;
+        let mut region = Region::create_write_once("splitprover-srs", bytes, huge)
+            .map_err(|e| load(e.into()))?;
         let file = std::fs::File::open(params_path).map_err(|e| load(e.into()))?;
         // SAFETY: the region was just created and its fd has not been passed to anyone yet, so
         // nothing else can read or write it while we fill it.

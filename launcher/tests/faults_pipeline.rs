@@ -159,7 +159,9 @@ fn a_partition_that_kills_gpu_proc_every_time_fails_its_job_after_k_attempts_onl
         "{e}"
     );
     // The pipeline is not fatal, the slot is not proved again, the next jobs succeed.
-    let handles: Vec<_> = (0..3).map(|i| p.submit(CIRCUIT, 20 + i, 1).unwrap()).collect();
+    let handles: Vec<_> = (0..3)
+        .map(|i| p.submit(CIRCUIT, 20 + i, 1).unwrap())
+        .collect();
     for h in handles {
         outcome(h, Duration::from_secs(120)).expect("a job of partition 0 only");
     }
@@ -188,7 +190,11 @@ fn a_panicking_synthesis_fails_its_job_and_synth_proc_keeps_serving() {
     assert!(e.contains("synthesis panicked"), "{e}");
     assert!(e.contains("fault injection"), "{e}");
     outcome(p.submit(CIRCUIT, 3, 1).unwrap(), Duration::from_secs(120)).expect("job 3");
-    assert_eq!(p.pids()[&Role::Synth], synth, "synth-proc was not restarted");
+    assert_eq!(
+        p.pids()[&Role::Synth],
+        synth,
+        "synth-proc was not restarted"
+    );
     let status = p.status();
     assert_eq!(status.counters.child_exits, 0, "{status:?}");
     // The panicking syntheses' slots went back to FREE.
@@ -280,7 +286,10 @@ fn a_frozen_synth_proc_with_thousands_of_requests_pending_does_not_block_status_
         slowest < Duration::from_secs(1),
         "a submit or status took {slowest:?} while synth-proc was frozen"
     );
-    assert!(p.status().counters.sends_deferred > 0, "the queue filled up");
+    assert!(
+        p.status().counters.sends_deferred > 0,
+        "the queue filled up"
+    );
     // Thawed, it serves again; then a stop fails what is left, cleanly.
     kill(synth, libc::SIGCONT);
     let first: Vec<_> = handles.drain(..3).collect();

@@ -124,7 +124,9 @@ mod tests {
         assert!(f.hits(FaultKind::SynthPanic, 9, 1));
         assert!(!f.hits(FaultKind::SynthPanic, 9, 0));
         assert!(f.hits(FaultKind::GpuAbort, 1, 0));
-        assert!(Faults::parse("gpu-melt@job=1").unwrap_err().contains("gpu-melt"));
+        assert!(Faults::parse("gpu-melt@job=1")
+            .unwrap_err()
+            .contains("gpu-melt"));
         assert!(Faults::parse("gpu-hang@job=x").is_err());
         assert_eq!(Faults::parse("").unwrap(), Faults::default());
     }

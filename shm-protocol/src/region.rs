@@ -539,6 +539,28 @@ mod tests {
     }
 
     #[test]
+    fn a_write_once_region_sealed_against_writes_maps_read_only_elsewhere() {
+        let r = Region::create_write_once("test-seal", 4096, HugePagePolicy::Plain).unwrap();
+        // SAFETY: the region is ours alone until it is sealed.
+        unsafe { r.as_mut_ptr().write(42) };
+        assert!(!r.is_write_sealed());
+        r.seal_writes().unwrap();
+        assert!(r.is_write_sealed());
+        // A writable mapping of the fd is refused now, a read-only one sees the contents.
+        let dup = r.fd().try_clone_to_owned().unwrap();
+        // SAFETY: a region made by `create_write_once`, used by this test only.
+        assert!(unsafe { Region::from_inherited_fd(dup) }.is_err());
+        let dup = r.fd().try_clone_to_owned().unwrap();
+        // SAFETY: as above.
+        let ro = unsafe { Region::from_inherited_fd_read_only(dup) }.unwrap();
+        // SAFETY: nobody writes the sealed region any more.
+        assert_eq!(unsafe { ro.as_slice() }[0], 42);
+        // The ring's kind of region cannot be sealed further.
+        let ring = Region::create("test-final", 4096, HugePagePolicy::Plain).unwrap();
+        assert!(ring.seal_writes().is_err());
+    }
+
+    #[test]
     fn unsealed_fd_is_refused() {
         let fd = rustix::fs::memfd_create("not-ours", MemfdFlags::CLOEXEC).unwrap();
         rustix::fs::ftruncate(&fd, 4096).unwrap();

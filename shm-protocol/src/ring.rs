@@ -1696,6 +1696,30 @@ mod tests {
     }
 
     #[test]
+    fn a_ready_slot_of_an_ended_job_is_claimed_by_index_and_discarded_to_free() {
+        let ring = ring(2);
+        let p = produce(&ring, 7);
+        // A stale generation, or a slot that is not READY, is not claimed.
+        assert!(ring
+            .claim_ready_at(ME, p.index, p.generation + 1)
+            .unwrap()
+            .is_none());
+        assert!(ring.claim_ready_at(ME, 1, 0).unwrap().is_none());
+        let c = ring
+            .claim_ready_at(ME, p.index, p.generation)
+            .unwrap()
+            .unwrap();
+        assert_eq!(c.meta(), meta(7));
+        c.discard().unwrap();
+        let counts = ring.counts();
+        assert_eq!((counts.free, counts.ready), (2, 0));
+        assert!(ring.try_claim_ready(ME).unwrap().is_none(), "never proved");
+        // The freed slot is written again as usual.
+        produce(&ring, 8);
+        assert_eq!(ring.try_claim_ready(ME).unwrap().unwrap().meta(), meta(8));
+    }
+
+    #[test]
     fn open_validates_the_header() {
         let ring = ring(3);
         let dup = ring.region().fd().try_clone_to_owned().unwrap();

@@ -606,7 +606,11 @@ pub struct Outbox {
 
 impl Outbox {
     /// Starts the writer thread of `role` over `sender`, with room for `capacity` messages.
-    pub fn start(role: Role, mut sender: control::Sender, capacity: usize) -> std::io::Result<Outbox> {
+    pub fn start(
+        role: Role,
+        mut sender: control::Sender,
+        capacity: usize,
+    ) -> std::io::Result<Outbox> {
         let (tx, rx) = mpsc::sync_channel::<Outgoing>(capacity.max(1));
         thread::Builder::new()
             .name(format!("{role} writer"))

@@ -1458,7 +1458,9 @@ impl Core {
             if b.since.elapsed() > deadline {
                 late.push((
                     *role,
-                    format!("{role} ran past its deadline of {deadline:?} proving it and was killed"),
+                    format!(
+                        "{role} ran past its deadline of {deadline:?} proving it and was killed"
+                    ),
                 ));
             }
         }
@@ -1673,7 +1675,51 @@ fn dispatch(core: Arc<Mutex<Core>>, events: mpsc::Receiver<ChildEvent>) {
 
 #[cfg(test)]
 mod tests {
-    use super::visible_device;
+    use super::{read_request_file, visible_device, FaultSettings, PipelineError};
+    use std::time::Duration;
+
+    #[test]
+    fn request_files_must_be_regular_files_within_the_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let ok = dir.path().join("ok");
+        std::fs::write(&ok, b"0123456789").unwrap();
+        assert_eq!(read_request_file(&ok, 10).unwrap(), b"0123456789");
+        assert!(matches!(
+            read_request_file(&ok, 9),
+            Err(PipelineError::RequestTooLarge { bytes: 10, max: 9 })
+        ));
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&ok, &link).unwrap();
+        for (path, what) in [
+            (link.as_path(), "a symbolic link"),
+            (dir.path(), "a directory"),
+            (std::path::Path::new("/dev/zero"), "a character device"),
+        ] {
+            match read_request_file(path, 1 << 20) {
+                Err(PipelineError::NotRegular(w)) => assert_eq!(w, what),
+                other => panic!("{}: {other:?}", path.display()),
+            }
+        }
+    }
+
+    #[test]
+    fn deadlines_scale_with_the_measured_time_and_never_drop_below_the_floor() {
+        let f = FaultSettings {
+            deadline_factor: 4.0,
+            deadline_floor: Duration::from_secs(10),
+            ..FaultSettings::default()
+        };
+        let first = Duration::from_secs(99);
+        assert_eq!(f.deadline(None, 3, first), first);
+        assert_eq!(
+            f.deadline(Some(Duration::from_secs(1)), 1, first),
+            Duration::from_secs(10)
+        );
+        assert_eq!(
+            f.deadline(Some(Duration::from_secs(2)), 3, first),
+            Duration::from_secs(24)
+        );
+    }
 
     #[test]
     fn each_gpu_proc_sees_its_own_device_of_those_the_launcher_may_use() {
