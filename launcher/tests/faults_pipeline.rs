@@ -360,3 +360,74 @@ fn the_srs_memfd_is_sealed_against_writes() {
     // The image still reads as a valid SRS.
     srs.view().unwrap();
 }
+
+#[test]
+fn a_gpu_proc_that_cannot_restart_is_shown_down_and_the_other_takes_the_work() {
+    use std::os::unix::fs::PermissionsExt;
+    let _g = serial();
+    // The children run through a wrapper that fails a gpu-proc's start (before it serves, as a
+    // CUDA init error would) while the flag file exists.
+    let dir = tempfile::tempdir().unwrap();
+    let flag = dir.path().join("broken");
+    let wrapper = dir.path().join("splitprover-wrapper");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nif [ \"$1\" = gpu-proc ] && [ -e '{}' ]; then\n  echo 'simulated \
+             device init failure' >&2\n  exit 3\nfi\nexec '{}' \"$@\"\n",
+            flag.display(),
+            env!("CARGO_BIN_EXE_splitprover")
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut s = settings(None);
+    s.program = wrapper;
+    s.restart.max_quick_failures = 2;
+    let cpus = launcher::pinning::CpuList::allowed().unwrap();
+    s.synth_cpus = Some(cpus.clone());
+    let mut second = s.gpus[0].clone();
+    second.device = 1;
+    s.gpus.push(second);
+    for g in &mut s.gpus {
+        g.cpus = Some(cpus.clone());
+    }
+    let p = start(s);
+    let state = |p: &Pipeline, role: &str| {
+        let status = p.status();
+        status
+            .children
+            .iter()
+            .find(|c| c.role == role)
+            .map(|c| c.state.clone())
+            .unwrap()
+    };
+    let wait_state = |p: &Pipeline, role: &str, want: &str| {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while state(p, role) != want {
+            assert!(
+                Instant::now() < deadline,
+                "{role} never became {want}: {:?}",
+                p.status()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    std::fs::write(&flag, b"").unwrap();
+    kill(p.pids()[&Role::Gpu(1)], libc::SIGKILL);
+    wait_state(&p, "gpu-proc[1]", "down");
+    let status = p.status();
+    assert!(status.fatal.is_none(), "{status:?}");
+    assert_eq!(state(&p, "gpu-proc[0]"), "up");
+    let handles: Vec<_> = (0..3)
+        .map(|i| p.submit(CIRCUIT, 60 + i, 1).unwrap())
+        .collect();
+    for h in handles {
+        outcome(h, Duration::from_secs(120)).expect("gpu-proc[0] proves it");
+    }
+    // The fault clears: it comes back by itself.
+    std::fs::remove_file(&flag).unwrap();
+    wait_state(&p, "gpu-proc[1]", "up");
+    outcome(p.submit(CIRCUIT, 70, 2).unwrap(), Duration::from_secs(120)).expect("both serve");
+    p.shutdown();
+}

@@ -1122,15 +1122,7 @@ impl Core {
     }
 
     fn record(&mut self, e: TimelineEvent) {
-        if let Some(max) = self.faults.timeline_events {
-            if max == 0 {
-                return;
-            }
-            while self.timeline.len() >= max {
-                self.timeline.pop_front();
-            }
-        }
-        self.timeline.push_back(e);
+        push_bounded(&mut self.timeline, e, self.faults.timeline_events);
     }
 
     fn deliver(&mut self, outcome: JobOutcome) {
@@ -1644,6 +1636,19 @@ impl Core {
     }
 }
 
+/// Appends `e`, dropping the oldest events beyond `max` (`None`: no bound; `Some(0)`: keep none).
+fn push_bounded<T>(events: &mut VecDeque<T>, e: T, max: Option<usize>) {
+    if let Some(max) = max {
+        if max == 0 {
+            return;
+        }
+        while events.len() >= max {
+            events.pop_front();
+        }
+    }
+    events.push_back(e);
+}
+
 /// Moves a moving average a third of the way to `sample`.
 fn average(avg: &mut Duration, sample: Duration) {
     *avg = avg.mul_f64(2.0 / 3.0) + sample.mul_f64(1.0 / 3.0);
@@ -1700,6 +1705,22 @@ mod tests {
                 other => panic!("{}: {other:?}", path.display()),
             }
         }
+    }
+
+    #[test]
+    fn a_bounded_timeline_keeps_the_last_events() {
+        let mut q = std::collections::VecDeque::new();
+        for i in 0..10 {
+            super::push_bounded(&mut q, i, Some(3));
+        }
+        assert_eq!(q.iter().copied().collect::<Vec<_>>(), vec![7, 8, 9]);
+        let mut all = std::collections::VecDeque::new();
+        for i in 0..10 {
+            super::push_bounded(&mut all, i, None);
+        }
+        assert_eq!(all.len(), 10);
+        super::push_bounded(&mut q, 1, Some(0));
+        assert_eq!(q.len(), 3, "a bound of 0 records nothing");
     }
 
     #[test]
