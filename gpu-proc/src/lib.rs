@@ -5,7 +5,8 @@
 //! SRS images the launcher prepared (memfds inherited at fixed numbers, see
 //! `shm_protocol::control`), builds one [`Backend`] per circuit, then loops:
 //!
-//! 1. claim a READY slot (futex wait, no spinning) and up to `batch - 1` more of the same circuit;
+//! 1. claim a READY slot (futex wait, no spinning) and up to `batch - 1` more of the same circuit
+//!    (a slot whose previous prover died holding it, `SlotMeta::attempt` > 0, is proved alone);
 //! 2. validate each slot ([`Ring`]'s view checks every offset and length; a bad slot fails alone);
 //! 3. prove the batch from the slots' memory, with fresh randomness `r`, `s` per proof;
 //! 4. write each proof (or failure) into its slot's result area: DONE, and tell the launcher.
@@ -447,13 +448,18 @@ pub fn serve(
             Err(e) => return Err(Error::ring("claiming a ready slot")(e)),
         };
         let circuit = first.meta().circuit_id;
+        // A slot requeued after its prover died (`attempt` > 0) is proved alone: if it is what
+        // kills the process, it takes no other slot down with it this time.
+        let alone = first.meta().attempt > 0;
         let mut claims = vec![first];
-        while claims.len() < batch {
+        while !alone && claims.len() < batch {
             match ring
                 .try_claim_ready(owner)
                 .map_err(Error::ring("claiming a ready slot"))?
             {
-                Some(c) if c.meta().circuit_id == circuit => claims.push(c),
+                Some(c) if c.meta().circuit_id == circuit && c.meta().attempt == 0 => {
+                    claims.push(c)
+                }
                 Some(other) => {
                     other
                         .release()

@@ -431,3 +431,30 @@ fn a_gpu_proc_that_cannot_restart_is_shown_down_and_the_other_takes_the_work() {
     outcome(p.submit(CIRCUIT, 70, 2).unwrap(), Duration::from_secs(120)).expect("both serve");
     p.shutdown();
 }
+
+#[test]
+fn a_poison_slot_batched_with_another_job_fails_only_its_own_job() {
+    let _g = serial();
+    let mut s = settings(Some("gpu-abort@job=2"));
+    s.gpus[0].batch = 2;
+    s.slots = 2;
+    let p = start(s);
+    // Both jobs wait READY, so gpu-proc claims them in one batch, which job 2 kills.
+    p.pause_gpus(Duration::from_secs(30)).unwrap();
+    let innocent = p.submit(CIRCUIT, 1, 1).unwrap();
+    let poison = p.submit(CIRCUIT, 2, 1).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while p.status().slots.ready < 2 {
+        assert!(Instant::now() < deadline, "{:?}", p.status());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    p.resume_gpus().unwrap();
+    // Requeued slots are proved alone: job 1 succeeds on its second try, job 2 fails alone.
+    outcome(innocent, Duration::from_secs(120)).expect("job 1 only shared a batch");
+    let e = outcome(poison, Duration::from_secs(120)).expect_err("job 2 is poison");
+    assert!(e.contains("partition 0 failed 2 times"), "{e}");
+    let status = p.status();
+    assert_eq!(status.counters.child_exits, 2, "{status:?}");
+    assert!(status.fatal.is_none(), "{status:?}");
+    p.shutdown();
+}

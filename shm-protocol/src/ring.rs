@@ -613,10 +613,20 @@ impl Ring {
     }
 
     /// Takes every slot owned by `owner` back: WRITING → FREE, CLAIMED → READY (the synthesis is
-    /// kept), DONE being collected → DONE. Idempotent. Only call it for an owner that is dead
-    /// (reaped): a live one could still write the memory it held.
+    /// kept, its meta's `attempt` bumped so consumers prove it alone next time: it may be what
+    /// killed its prover), DONE being collected → DONE. Idempotent. Only call it for an owner
+    /// that is dead (reaped): a live one could still write the memory it held.
     pub fn reclaim_owner(&self, owner: u32) -> ReclaimReport {
         let moved = state::reclaim_owner(self, owner, |index, word| {
+            if word.has_meta() && word.is(SlotState::Claimed) {
+                // The owner is dead, so nobody else writes this CLAIMED slot's header; the
+                // Release CAS to READY that follows publishes the bump to the next consumer.
+                // (If that CAS fails and is retried, the count goes up twice: consumers only
+                // test it against 0.)
+                self.slot_header(index)
+                    .attempt
+                    .fetch_add(1, Ordering::Relaxed);
+            }
             if word.has_meta() {
                 // The Acquire load that saw M set ordered the meta stores before these reads.
                 // Meta is rewritten only after the slot left `word` through another CAS on the
@@ -1693,6 +1703,19 @@ mod tests {
         assert_eq!(done.result().unwrap(), SlotResult::Failed("gpu on fire"));
         assert_eq!(done.free().unwrap(), meta(5));
         assert_eq!(ring.counts().free, 2);
+    }
+
+    #[test]
+    fn a_slot_requeued_after_its_prover_died_carries_a_higher_attempt() {
+        let ring = ring(2);
+        produce(&ring, 3);
+        let dead = 999_999;
+        let c = ring.try_claim_ready(dead).unwrap().unwrap();
+        assert_eq!(c.meta().attempt, 0);
+        c.leak();
+        let report = ring.reclaim_owner(dead);
+        assert_eq!(report.claimed_requeued[0].meta.unwrap().attempt, 1);
+        assert_eq!(ring.try_claim_ready(ME).unwrap().unwrap().meta().attempt, 1);
     }
 
     #[test]
