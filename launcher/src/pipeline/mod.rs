@@ -364,6 +364,9 @@ struct ChildInfo {
     gave_up: Option<String>,
     /// Why the pipeline killed it, for the attempts of the partitions it held.
     kill_reason: Option<String>,
+    /// When synth-proc was killed for syntheses past their deadline: those partitions. The
+    /// others it was synthesizing are sent again without counting an attempt.
+    kill_targets: Option<HashSet<(u64, u32)>>,
 }
 
 impl ChildInfo {
@@ -379,6 +382,7 @@ impl ChildInfo {
             down: None,
             gave_up: None,
             kill_reason: None,
+            kill_targets: None,
         }
     }
 }
@@ -1440,6 +1444,7 @@ impl Core {
     /// Kills a gpu-proc whose batch, or a synth-proc whose synthesis, runs past its deadline.
     fn check_deadlines(&mut self) {
         let mut late: Vec<(Role, String)> = Vec::new();
+        let mut late_syntheses = HashSet::new();
         for (role, b) in &self.batches {
             let per_slot = b.circuit.and_then(|c| self.prove_time.get(&c).copied());
             let deadline = self.faults.deadline(
@@ -1461,7 +1466,11 @@ impl Core {
             let deadline = self
                 .faults
                 .deadline(took, 1, self.faults.first_synthesis_deadline);
-            if s.since.elapsed() > deadline && !late.iter().any(|(r, _)| *r == Role::Synth) {
+            if s.since.elapsed() <= deadline {
+                continue;
+            }
+            late_syntheses.insert((*job, *partition));
+            if !late.iter().any(|(r, _)| *r == Role::Synth) {
                 late.push((
                     Role::Synth,
                     format!(
@@ -1479,6 +1488,9 @@ impl Core {
                 tracing::error!(%role, pid, "{reason}");
                 child::kill(pid, libc::SIGKILL);
                 info.kill_reason = Some(reason);
+                if role == Role::Synth {
+                    info.kill_targets = Some(std::mem::take(&mut late_syntheses));
+                }
                 self.counters.deadline_kills += 1;
             }
             // Once per batch: the exit handler takes it from here.
@@ -1514,6 +1526,7 @@ impl Core {
                 info.cpus = cpus;
                 info.starts += 1;
                 info.kill_reason = None;
+                info.kill_targets = None;
                 if self.stopping {
                     if let Some(o) = info.outbox.as_ref() {
                         let _ = match role {
@@ -1540,12 +1553,13 @@ impl Core {
                 restarting,
             } => {
                 self.counters.child_exits += 1;
-                let mut killed = None;
+                let (mut killed, mut targets) = (None, None);
                 if let Some(info) = self.children.get_mut(&role) {
                     info.pid = None;
                     info.outbox = None;
                     info.last_exit = Some(status.clone());
                     killed = info.kill_reason.take();
+                    targets = info.kill_targets.take();
                 }
                 match role {
                     Role::Synth => self.syntheses.clear(),
@@ -1573,6 +1587,13 @@ impl Core {
                         (&report.writing_freed, "while synthesizing it"),
                     ] {
                         for m in slots.iter().filter_map(|s| s.meta) {
+                            if targets
+                                .as_ref()
+                                .is_some_and(|t| !t.contains(&(m.job_id, m.partition)))
+                            {
+                                // Cut short by a kill aimed at another synthesis: not its fault.
+                                continue;
+                            }
                             self.attempt_failed(
                                 m.job_id,
                                 m.partition,
