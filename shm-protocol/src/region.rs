@@ -4,6 +4,10 @@
 //! leaks when a process dies and no other user can open the memory. Children receive the fd by
 //! inheritance ([`pass_to`]) and map it with [`Region::from_inherited_fd`]. The size is sealed
 //! (`F_SEAL_SHRINK | F_SEAL_GROW`) so no process can truncate the memory under another's mapping.
+//! A region whose contents are written once (an SRS image) is made with
+//! [`Region::create_write_once`] and sealed against writes ([`Region::seal_writes`],
+//! `F_SEAL_FUTURE_WRITE`) before its fd is passed on; children map it with
+//! [`Region::from_inherited_fd_read_only`].
 //!
 //! Page kinds are tried best first: 1 GiB hugetlb, 2 MiB hugetlb, transparent huge pages, plain
 //! pages. Every kind is prefaulted at creation — hugetlb and plain memory with `fallocate` on the

@@ -346,7 +346,8 @@ pub struct Counters {
     pub failed_attempts: u64,
     /// READY slots of ended jobs taken out of the ring unproved.
     pub slots_discarded: u64,
-    /// Synthesis requests kept in the job table because synth-proc's queue was full.
+    /// Times a synthesis request was kept back in the job table because synth-proc's queue was
+    /// full (a request kept back over several ticks counts once per tick).
     pub sends_deferred: u64,
 }
 
@@ -737,7 +738,7 @@ impl Pipeline {
                 spec: circuit,
                 source,
             })?;
-        {
+        let max_partitions = {
             let core = lock(&self.core);
             if let Some(f) = &core.fatal {
                 return Err(PipelineError::Fatal(f.clone()));
@@ -745,10 +746,12 @@ impl Pipeline {
             if !core.circuits.contains_key(&circuit_id) {
                 return Err(PipelineError::Unserved(circuit));
             }
-        }
-        let max_partitions = lock(&self.core).faults.max_partitions;
+            core.faults.max_partitions
+        };
+        // A built-in job names its partition count: refused before the job (or anything per
+        // partition) exists. A Filecoin job's count follows from its proof type and request
+        // (bounded by the request size limit); the same cap applies once it is opened.
         if let Some(b) = circuit.builtin() {
-            // Refused before the job (or anything per partition) exists.
             let asked = kernels::job::BuiltinRequest::from_bytes(request)
                 .map_err(PipelineError::Request)?
                 .partitions;
