@@ -5,13 +5,21 @@
 //! SRS images the launcher prepared (memfds inherited at fixed numbers, see
 //! `shm_protocol::control`), builds one [`Backend`] per circuit, then loops:
 //!
-//! 1. claim a READY slot (futex wait, no spinning) and up to `batch - 1` more of the same circuit;
+//! 1. claim a READY slot (futex wait, no spinning) and up to `batch - 1` more of the same circuit
+//!    (a slot whose previous prover died holding it, `SlotMeta::attempt` > 0, is proved alone);
 //! 2. validate each slot ([`Ring`]'s view checks every offset and length; a bad slot fails alone);
 //! 3. prove the batch from the slots' memory, with fresh randomness `r`, `s` per proof;
 //! 4. write each proof (or failure) into its slot's result area: DONE, and tell the launcher.
 //!
 //! A panic inside a backend (supraseal-c2 panics on CUDA errors) is caught at the call: the
 //! batch's slots are completed as failed with the message, and the process keeps serving.
+//!
+//! The SRS images are mapped read-only: the launcher seals their memfds against writes before
+//! starting any gpu-proc (`F_SEAL_FUTURE_WRITE`), so a writable mapping would be refused anyway.
+//!
+//! With the `fault-injection` feature (tests only) the loop acts on `SPLITPROVER_FAULT`
+//! (`shm_protocol::fault`): `gpu-hang` blocks forever before proving a matching slot (the
+//! heartbeat thread keeps beating), `gpu-abort` kills the process (SIGKILL, no core file).
 //!
 //! # Example
 //!
@@ -93,7 +101,7 @@ impl SrsMapping {
     /// own that descriptor.
     pub unsafe fn from_fd(fd: i32) -> Result<SrsMapping, Error> {
         // SAFETY: forwarded to the caller.
-        let region = unsafe { Region::from_inherited_fd(OwnedFd::from_raw_fd(fd)) }
+        let region = unsafe { Region::from_inherited_fd_read_only(OwnedFd::from_raw_fd(fd)) }
             .map_err(Error::ring("mapping an SRS image"))?;
         Ok(SrsMapping(region))
     }
@@ -421,6 +429,8 @@ pub fn serve(
     let owner = shm_protocol::current_owner();
     let batch = config.batch.max(1);
     let mut acked_pause = false;
+    #[cfg(feature = "fault-injection")]
+    let faults = shm_protocol::fault::Faults::from_env();
     while !stop.load(GET) {
         if paused.load(GET) {
             // Nothing is claimed here, so the pause holds from this answer on.
@@ -438,13 +448,18 @@ pub fn serve(
             Err(e) => return Err(Error::ring("claiming a ready slot")(e)),
         };
         let circuit = first.meta().circuit_id;
+        // A slot requeued after its prover died (`attempt` > 0) is proved alone: if it is what
+        // kills the process, it takes no other slot down with it this time.
+        let alone = first.meta().attempt > 0;
         let mut claims = vec![first];
-        while claims.len() < batch {
+        while !alone && claims.len() < batch {
             match ring
                 .try_claim_ready(owner)
                 .map_err(Error::ring("claiming a ready slot"))?
             {
-                Some(c) if c.meta().circuit_id == circuit => claims.push(c),
+                Some(c) if c.meta().circuit_id == circuit && c.meta().attempt == 0 => {
+                    claims.push(c)
+                }
                 Some(other) => {
                     other
                         .release()
@@ -463,6 +478,8 @@ pub fn serve(
                 c.index() as u32,
             )))?;
         }
+        #[cfg(feature = "fault-injection")]
+        inject_faults(&faults, &claims);
         let start = control::monotonic_ns();
         let metas: Vec<_> = claims
             .iter()
@@ -496,6 +513,33 @@ pub fn serve(
     }
     tracing::info!("gpu-proc exiting");
     Ok(())
+}
+
+/// Test faults (feature `fault-injection`): hang forever or abort before proving `claims` when
+/// `SPLITPROVER_FAULT` names one of them.
+#[cfg(feature = "fault-injection")]
+fn inject_faults(faults: &shm_protocol::fault::Faults, claims: &[ClaimedSlot<'_>]) {
+    use shm_protocol::fault::FaultKind;
+    let hit = |kind| {
+        claims.iter().any(|c| {
+            let m = c.meta();
+            faults.hits(kind, m.job_id, m.partition)
+        })
+    };
+    if hit(FaultKind::GpuAbort) {
+        tracing::error!("fault injection: dying inside a proof");
+        // SIGKILL rather than abort(): the same death for the launcher, and no core file.
+        // SAFETY: kill(2) on our own pid takes plain integers and touches no memory.
+        unsafe {
+            libc::kill(libc::getpid(), libc::SIGKILL);
+        }
+    }
+    if hit(FaultKind::GpuHang) {
+        tracing::error!("fault injection: hanging inside a proof");
+        loop {
+            std::thread::park();
+        }
+    }
 }
 
 /// Page-locks the whole ring mapping once for DMA-speed host-to-device copies (CUDA only).

@@ -37,6 +37,67 @@ pub struct Config {
     /// The circuits this service proves, each with its SRS.
     #[serde(default)]
     pub circuit: Vec<CircuitConfig>,
+    /// Fault containment: deadlines, attempts, limits.
+    #[serde(default)]
+    pub faults: FaultsConfig,
+}
+
+/// `[faults]`: progress deadlines, attempts per partition and limits (see
+/// `pipeline::FaultSettings`).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FaultsConfig {
+    /// Failed attempts of one partition (its prover or synthesizer died, its proof did not
+    /// verify) after which its job fails.
+    pub max_attempts: u32,
+    /// A batch or a synthesis may take this many times its circuit's measured time...
+    pub deadline_factor: f64,
+    /// ...but never less than this many seconds.
+    pub deadline_floor_secs: u64,
+    /// Deadline of a batch before its circuit's proving time was measured, seconds.
+    pub first_proof_deadline_secs: u64,
+    /// Deadline of a synthesis before its circuit's synthesis time was measured, seconds.
+    pub first_synthesis_deadline_secs: u64,
+    /// Partitions one job may have.
+    pub max_partitions: u32,
+    /// Largest request file accepted.
+    pub max_request_bytes: ByteSize,
+    /// Timeline events the service keeps (the last ones); 0 keeps none.
+    pub timeline_events: usize,
+}
+
+impl Default for FaultsConfig {
+    fn default() -> Self {
+        let d = crate::pipeline::FaultSettings::default();
+        FaultsConfig {
+            max_attempts: d.max_attempts,
+            deadline_factor: d.deadline_factor,
+            deadline_floor_secs: d.deadline_floor.as_secs(),
+            first_proof_deadline_secs: d.first_proof_deadline.as_secs(),
+            first_synthesis_deadline_secs: d.first_synthesis_deadline.as_secs(),
+            max_partitions: d.max_partitions,
+            max_request_bytes: ByteSize(d.max_request_bytes),
+            timeline_events: 100_000,
+        }
+    }
+}
+
+impl FaultsConfig {
+    /// The pipeline's fault settings.
+    pub fn settings(&self) -> crate::pipeline::FaultSettings {
+        use std::time::Duration;
+        crate::pipeline::FaultSettings {
+            max_attempts: self.max_attempts.max(1),
+            deadline_factor: self.deadline_factor,
+            deadline_floor: Duration::from_secs(self.deadline_floor_secs),
+            first_proof_deadline: Duration::from_secs(self.first_proof_deadline_secs),
+            first_synthesis_deadline: Duration::from_secs(self.first_synthesis_deadline_secs),
+            max_partitions: self.max_partitions,
+            max_request_bytes: self.max_request_bytes.0,
+            timeline_events: Some(self.timeline_events),
+            ..crate::pipeline::FaultSettings::default()
+        }
+    }
 }
 
 /// `[ring]`.

@@ -5,6 +5,12 @@
 //! `Pending → Synthesizing → InRing → Done`, or the whole job fails with the first reason reported.
 //! The table is pure bookkeeping: the pipeline feeds it what the children report and asks it what to
 //! re-send after a crash, which is why it can be tested without a single process.
+//!
+//! Each partition counts its failed attempts ([`JobTable::attempt_failed`]): its prover or
+//! synthesizer died or was killed past a deadline while holding it, its proof did not verify, or
+//! its DONE slot did not match the table. Below the limit the partition is retried; at the limit
+//! the job fails with every reason collected, so one poison partition ends its own job and
+//! nothing else.
 
 use std::collections::{BTreeMap, HashSet};
 use std::time::{Duration, Instant};
@@ -65,7 +71,23 @@ struct Job {
     spec: JobSpec,
     partitions: Vec<PartitionState>,
     proofs: Vec<Option<Vec<u8>>>,
+    /// Failed attempts per partition, with their reasons (allocated on the first failure).
+    attempts: BTreeMap<u32, Vec<String>>,
     submitted: Instant,
+}
+
+/// What [`JobTable::attempt_failed`] decided.
+#[derive(Debug)]
+pub enum Attempt {
+    /// The job is gone or the partition already has its proof: nothing to do.
+    Ignored,
+    /// The partition is retried (`attempts` failures so far).
+    Retry {
+        /// Failed attempts so far.
+        attempts: u32,
+    },
+    /// The limit was reached: the job failed (its outcome, with every reason).
+    JobFailed(JobOutcome),
 }
 
 /// Counters the tests and `status` read.
@@ -128,6 +150,7 @@ impl JobTable {
                 spec,
                 partitions: vec![PartitionState::Pending; n],
                 proofs: vec![None; n],
+                attempts: BTreeMap::new(),
                 submitted: Instant::now(),
             },
         );
@@ -270,6 +293,91 @@ impl JobTable {
                     })
                 } else {
                     None
+                }
+            }
+        }
+    }
+
+    /// One attempt of `partition` of `job_id` failed for `reason`. Below `max_attempts` failures
+    /// the partition is retried: with `resynthesize` it goes back to `Pending` (its synthesis is
+    /// gone: a refused proof or slot), else it keeps its state (the ring still holds it, READY
+    /// again, or synth-proc's loss re-queues it). At `max_attempts` the job fails with every
+    /// reason collected.
+    pub fn attempt_failed(
+        &mut self,
+        job_id: u64,
+        partition: u32,
+        reason: String,
+        max_attempts: u32,
+        resynthesize: bool,
+    ) -> Attempt {
+        let Some(job) = self.jobs.get_mut(&job_id) else {
+            return Attempt::Ignored;
+        };
+        let Some(state) = job.partitions.get_mut(partition as usize) else {
+            return Attempt::Ignored;
+        };
+        if *state == PartitionState::Done {
+            return Attempt::Ignored;
+        }
+        let reasons = job.attempts.entry(partition).or_default();
+        reasons.push(reason);
+        let attempts = reasons.len() as u32;
+        if attempts < max_attempts.max(1) {
+            if resynthesize {
+                *state = PartitionState::Pending;
+            }
+            return Attempt::Retry { attempts };
+        }
+        let why = reasons
+            .iter()
+            .enumerate()
+            .map(|(i, r)| format!("attempt {}: {r}", i + 1))
+            .collect::<Vec<_>>()
+            .join("; ");
+        let job = self.jobs.remove(&job_id).expect("present above");
+        self.counters.failed += 1;
+        Attempt::JobFailed(JobOutcome {
+            job_id,
+            elapsed: job.submitted.elapsed(),
+            spec: job.spec,
+            result: Err(format!(
+                "partition {partition} failed {attempts} times: {why}"
+            )),
+        })
+    }
+
+    /// Failed attempts of a partition so far.
+    pub fn attempts(&self, job_id: u64, partition: u32) -> u32 {
+        self.jobs
+            .get(&job_id)
+            .and_then(|j| j.attempts.get(&partition))
+            .map_or(0, |r| r.len() as u32)
+    }
+
+    /// Whether `partition` of `job_id` still waits for its proof (the job is live and the
+    /// partition not done).
+    pub fn waiting(&self, job_id: u64, partition: u32) -> bool {
+        self.jobs
+            .get(&job_id)
+            .and_then(|j| j.partitions.get(partition as usize))
+            .is_some_and(|s| *s != PartitionState::Done)
+    }
+
+    /// The circuit id of a live job.
+    pub fn circuit_id(&self, job_id: u64) -> Option<u64> {
+        self.jobs.get(&job_id).map(|j| j.spec.circuit_id)
+    }
+
+    /// Puts requests taken by [`JobTable::take_pending`] but not delivered to synth-proc (its
+    /// queue was full) back to `Pending`, to be taken again later.
+    pub fn unsend(&mut self, requests: &[SynthRequest]) {
+        for r in requests {
+            if let Some(state) = self.partition_mut(r.job_id, r.partition) {
+                if *state == PartitionState::Synthesizing {
+                    *state = PartitionState::Pending;
+                    self.counters.syntheses_requested =
+                        self.counters.syntheses_requested.saturating_sub(1);
                 }
             }
         }
@@ -442,6 +550,68 @@ mod tests {
         let again: Vec<u32> = t.take_pending().iter().map(|r| r.partition).collect();
         assert_eq!(again, vec![2, 3]);
         assert_eq!(t.counters().syntheses_requested, 6);
+    }
+
+    #[test]
+    fn a_partition_is_retried_until_its_attempts_run_out_then_its_job_fails_with_every_reason() {
+        let mut t = JobTable::new(1);
+        let id = t.submit(spec(2));
+        t.take_pending();
+        t.published(id, 1, 2, 4);
+        // First failure: retried, keeping its place in the ring.
+        assert!(matches!(
+            t.attempt_failed(id, 1, "gpu-proc[0] died".into(), 2, false),
+            Attempt::Retry { attempts: 1 }
+        ));
+        assert_eq!(t.attempts(id, 1), 1);
+        assert!(t.take_pending().is_empty(), "still in the ring");
+        // A refused proof: re-synthesized.
+        assert!(matches!(
+            t.attempt_failed(id, 0, "does not verify".into(), 3, true),
+            Attempt::Retry { attempts: 1 }
+        ));
+        assert_eq!(
+            t.take_pending()
+                .iter()
+                .map(|r| r.partition)
+                .collect::<Vec<_>>(),
+            vec![0]
+        );
+        // Second failure of partition 1 with K = 2: the job fails, naming both reasons.
+        let Attempt::JobFailed(out) =
+            t.attempt_failed(id, 1, "killed past its deadline".into(), 2, false)
+        else {
+            panic!("the job must fail at the limit");
+        };
+        let e = out.result.unwrap_err();
+        assert!(
+            e.contains("partition 1 failed 2 times")
+                && e.contains("attempt 1: gpu-proc[0] died")
+                && e.contains("attempt 2: killed past its deadline"),
+            "{e}"
+        );
+        assert_eq!((t.live(), t.counters().failed), (0, 1));
+        // Later failures of the ended job are ignored.
+        assert!(matches!(
+            t.attempt_failed(id, 0, "late".into(), 2, false),
+            Attempt::Ignored
+        ));
+    }
+
+    #[test]
+    fn requests_that_could_not_be_sent_are_taken_again() {
+        let mut t = JobTable::new(1);
+        let id = t.submit(spec(3));
+        let reqs = t.take_pending();
+        t.unsend(&reqs[1..]);
+        assert_eq!(
+            t.take_pending()
+                .iter()
+                .map(|r| (r.job_id, r.partition))
+                .collect::<Vec<_>>(),
+            vec![(id, 1), (id, 2)]
+        );
+        assert_eq!(t.counters().syntheses_requested, 3);
     }
 
     #[test]

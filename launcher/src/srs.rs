@@ -263,8 +263,8 @@ impl SharedSrs {
         };
         let lens = srs::scan_params_file(params_path).map_err(|e| load(e.into()))?;
         let bytes = SrsImage::size_for(&lens).map_err(|e| load(e.into()))?;
-        let mut region =
-            Region::create("splitprover-srs", bytes, huge).map_err(|e| load(e.into()))?;
+        let mut region = Region::create_write_once("splitprover-srs", bytes, huge)
+            .map_err(|e| load(e.into()))?;
         let file = std::fs::File::open(params_path).map_err(|e| load(e.into()))?;
         // SAFETY: the region was just created and its fd has not been passed to anyone yet, so
         // nothing else can read or write it while we fill it.
@@ -277,8 +277,11 @@ impl SharedSrs {
             &mut dst[..bytes],
         )
         .map_err(|e| load(e.into()))?;
-        // SAFETY: from here on the image is read-only by contract: the launcher never writes it
-        // again and gpu-procs only read it.
+        // Sealed before anyone else gets the fd: no process can write the image from now on
+        // (write(2) and writable shared mappings fail with EPERM), gpu-procs map it read-only.
+        region.seal_writes().map_err(|e| load(e.into()))?;
+        // SAFETY: from here on the image is read-only: sealed against writes above, and the
+        // launcher never writes through its own mapping again.
         let view = SrsView::new(unsafe { region.as_slice() }).map_err(|e| load(e.into()))?;
         view.check_shape(shape)
             .map_err(|source| SrsError::Mismatch {

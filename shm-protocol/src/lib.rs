@@ -101,6 +101,7 @@
 
 pub mod control;
 mod error;
+pub mod fault;
 mod state;
 mod sync;
 

@@ -4,6 +4,10 @@
 //! leaks when a process dies and no other user can open the memory. Children receive the fd by
 //! inheritance ([`pass_to`]) and map it with [`Region::from_inherited_fd`]. The size is sealed
 //! (`F_SEAL_SHRINK | F_SEAL_GROW`) so no process can truncate the memory under another's mapping.
+//! A region whose contents are written once (an SRS image) is made with
+//! [`Region::create_write_once`] and sealed against writes ([`Region::seal_writes`],
+//! `F_SEAL_FUTURE_WRITE`) before its fd is passed on; children map it with
+//! [`Region::from_inherited_fd_read_only`].
 //!
 //! Page kinds are tried best first: 1 GiB hugetlb, 2 MiB hugetlb, transparent huge pages, plain
 //! pages. Every kind is prefaulted at creation — hugetlb and plain memory with `fallocate` on the
@@ -133,6 +137,38 @@ impl Region {
     ///
     /// Logs the kind in use and, for every better kind skipped, why.
     pub fn create(name: &str, bytes: usize, policy: HugePagePolicy) -> Result<Region> {
+        Region::create_with(name, bytes, policy, true)
+    }
+
+    /// [`Region::create`] for contents written once (an SRS image): the seals can still be
+    /// extended, so once the contents are in place [`Region::seal_writes`] forbids every later
+    /// write through any descriptor or new mapping.
+    pub fn create_write_once(name: &str, bytes: usize, policy: HugePagePolicy) -> Result<Region> {
+        Region::create_with(name, bytes, policy, false)
+    }
+
+    /// Seals the memfd against writes (`F_SEAL_FUTURE_WRITE`, then `F_SEAL_SEAL`): from now on
+    /// `write(2)` to it and new writable shared mappings of it fail with `EPERM`, in this process
+    /// and in every process it is passed to. This process's own mapping stays writable at the
+    /// MMU level; it must not write through it any more (by contract, as before). Call it before
+    /// the fd is passed to anyone. Only for a region from [`Region::create_write_once`].
+    pub fn seal_writes(&self) -> Result<()> {
+        rustix::fs::fcntl_add_seals(&self.fd, SealFlags::FUTURE_WRITE | SealFlags::SEAL)
+            .map_err(|e| Error::io("fcntl(F_ADD_SEALS, F_SEAL_FUTURE_WRITE)", e))
+    }
+
+    /// Whether the memfd refuses writes ([`Region::seal_writes`] ran).
+    pub fn is_write_sealed(&self) -> bool {
+        rustix::fs::fcntl_get_seals(&self.fd)
+            .is_ok_and(|s| s.intersects(SealFlags::FUTURE_WRITE | SealFlags::WRITE))
+    }
+
+    fn create_with(
+        name: &str,
+        bytes: usize,
+        policy: HugePagePolicy,
+        final_seal: bool,
+    ) -> Result<Region> {
         if bytes == 0 {
             return Err(ErrorKind::InvalidConfig("a region needs at least one byte".into()).into());
         }
@@ -154,7 +190,7 @@ impl Region {
                     continue;
                 }
             }
-            match create_kind(name, bytes, kind) {
+            match create_kind(name, bytes, kind, final_seal) {
                 Ok((fd, ptr, len)) => {
                     tracing::info!(region = name, bytes = len, page_kind = %kind, "shared memory region created");
                     for (k, why) in &fallbacks {
@@ -201,6 +237,23 @@ impl Region {
     /// - every process mapping it must access the memory only as the protocol laid over it
     ///   (e.g. [`crate::Ring`]) allows, since the returned region aliases their memory.
     pub unsafe fn from_inherited_fd(fd: OwnedFd) -> Result<Region> {
+        // SAFETY: forwarded to the caller.
+        unsafe { Region::inherited(fd, true) }
+    }
+
+    /// [`Region::from_inherited_fd`] mapped read-only (`PROT_READ`): for a region sealed with
+    /// [`Region::seal_writes`] (an SRS image). Writing through [`Region::as_mut_ptr`] of such a
+    /// region faults.
+    ///
+    /// # Safety
+    ///
+    /// As [`Region::from_inherited_fd`].
+    pub unsafe fn from_inherited_fd_read_only(fd: OwnedFd) -> Result<Region> {
+        // SAFETY: forwarded to the caller.
+        unsafe { Region::inherited(fd, false) }
+    }
+
+    unsafe fn inherited(fd: OwnedFd, writable: bool) -> Result<Region> {
         let st = rustix::fs::fstat(&fd).map_err(|e| Error::io("fstat", e))?;
         let len = usize::try_from(st.st_size)
             .ok()
@@ -235,7 +288,7 @@ impl Region {
                 }
             }
         };
-        let ptr = map(&fd, len, true)?;
+        let ptr = map(&fd, len, true, writable)?;
         if kind == PageKind::Transparent {
             // SAFETY: `ptr..ptr+len` is the mapping just made; advice does not change contents.
             if let Err(e) =
@@ -370,7 +423,12 @@ pub fn thp_shmem_available() -> bool {
     }
 }
 
-fn create_kind(name: &str, bytes: usize, kind: PageKind) -> Result<(OwnedFd, NonNull<u8>, usize)> {
+fn create_kind(
+    name: &str,
+    bytes: usize,
+    kind: PageKind,
+    final_seal: bool,
+) -> Result<(OwnedFd, NonNull<u8>, usize)> {
     let page = kind.page_bytes();
     let len = bytes.checked_next_multiple_of(page).ok_or_else(|| {
         ErrorKind::InvalidConfig(format!("{bytes} bytes overflow when rounded to {kind}"))
@@ -403,9 +461,12 @@ fn create_kind(name: &str, bytes: usize, kind: PageKind) -> Result<(OwnedFd, Non
         rustix::fs::fallocate(&fd, FallocateFlags::empty(), 0, len as u64)
             .map_err(|e| Error::io("fallocate", e))?;
     }
-    rustix::fs::fcntl_add_seals(&fd, SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL)
-        .map_err(|e| Error::io("fcntl(F_ADD_SEALS)", e))?;
-    let ptr = map(&fd, len, kind != PageKind::Transparent)?;
+    let mut seals = SealFlags::SHRINK | SealFlags::GROW;
+    if final_seal {
+        seals |= SealFlags::SEAL;
+    }
+    rustix::fs::fcntl_add_seals(&fd, seals).map_err(|e| Error::io("fcntl(F_ADD_SEALS)", e))?;
+    let ptr = map(&fd, len, kind != PageKind::Transparent, true)?;
     if kind == PageKind::Transparent {
         let unmap = |e: Error| {
             // SAFETY: the mapping made just above, not yet shared with anything.
@@ -422,7 +483,7 @@ fn create_kind(name: &str, bytes: usize, kind: PageKind) -> Result<(OwnedFd, Non
     Ok((fd, ptr, len))
 }
 
-fn map(fd: &OwnedFd, len: usize, populate: bool) -> Result<NonNull<u8>> {
+fn map(fd: &OwnedFd, len: usize, populate: bool, writable: bool) -> Result<NonNull<u8>> {
     let mut flags = MapFlags::SHARED;
     if populate {
         flags |= MapFlags::POPULATE;
@@ -433,7 +494,11 @@ fn map(fd: &OwnedFd, len: usize, populate: bool) -> Result<NonNull<u8>> {
         rustix::mm::mmap(
             std::ptr::null_mut(),
             len,
-            ProtFlags::READ | ProtFlags::WRITE,
+            if writable {
+                ProtFlags::READ | ProtFlags::WRITE
+            } else {
+                ProtFlags::READ
+            },
             flags,
             fd,
             0,
@@ -475,6 +540,28 @@ mod tests {
         assert_eq!((r2.len(), r2.page_kind()), (4096, PageKind::Plain));
         // SAFETY: as above.
         assert_eq!(unsafe { r2.as_slice() }[100], 42);
+    }
+
+    #[test]
+    fn a_write_once_region_sealed_against_writes_maps_read_only_elsewhere() {
+        let r = Region::create_write_once("test-seal", 4096, HugePagePolicy::Plain).unwrap();
+        // SAFETY: the region is ours alone until it is sealed.
+        unsafe { r.as_mut_ptr().write(42) };
+        assert!(!r.is_write_sealed());
+        r.seal_writes().unwrap();
+        assert!(r.is_write_sealed());
+        // A writable mapping of the fd is refused now, a read-only one sees the contents.
+        let dup = r.fd().try_clone_to_owned().unwrap();
+        // SAFETY: a region made by `create_write_once`, used by this test only.
+        assert!(unsafe { Region::from_inherited_fd(dup) }.is_err());
+        let dup = r.fd().try_clone_to_owned().unwrap();
+        // SAFETY: as above.
+        let ro = unsafe { Region::from_inherited_fd_read_only(dup) }.unwrap();
+        // SAFETY: nobody writes the sealed region any more.
+        assert_eq!(unsafe { ro.as_slice() }[0], 42);
+        // The ring's kind of region cannot be sealed further.
+        let ring = Region::create("test-final", 4096, HugePagePolicy::Plain).unwrap();
+        assert!(ring.seal_writes().is_err());
     }
 
     #[test]

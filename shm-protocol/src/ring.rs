@@ -492,6 +492,33 @@ impl Ring {
         self.wait_for(Event::Ready, timeout, || self.try_claim_ready(owner))
     }
 
+    /// Claims READY slot `index` if it still holds `generation` (as seen in a
+    /// [`Ring::snapshot`]); `Ok(None)` when it moved on. The launcher uses it to take a slot
+    /// whose job ended (a poison slot after its job failed) out of the ring
+    /// ([`ClaimedSlot::discard`]) before a gpu-proc proves it again.
+    pub fn claim_ready_at(
+        &self,
+        owner: u32,
+        index: usize,
+        generation: u64,
+    ) -> Result<Option<ClaimedSlot<'_>>> {
+        let owner = check_owner(owner)?;
+        self.check_index(index)?;
+        let ctl = self.ctl(index);
+        let word = ctl.load();
+        if !word.is(SlotState::Ready) || word.generation() != generation {
+            return Ok(None);
+        }
+        Ok(ctl
+            .transition(word, word.successor(SlotState::Claimed, true, owner))
+            .ok()
+            .map(|word| ClaimedSlot {
+                ring: self,
+                index,
+                word,
+            }))
+    }
+
     // ----- job owner side -----
 
     /// Takes any unowned DONE slot to collect its result, without blocking.
@@ -586,10 +613,20 @@ impl Ring {
     }
 
     /// Takes every slot owned by `owner` back: WRITING → FREE, CLAIMED → READY (the synthesis is
-    /// kept), DONE being collected → DONE. Idempotent. Only call it for an owner that is dead
-    /// (reaped): a live one could still write the memory it held.
+    /// kept, its meta's `attempt` bumped so consumers prove it alone next time: it may be what
+    /// killed its prover), DONE being collected → DONE. Idempotent. Only call it for an owner
+    /// that is dead (reaped): a live one could still write the memory it held.
     pub fn reclaim_owner(&self, owner: u32) -> ReclaimReport {
         let moved = state::reclaim_owner(self, owner, |index, word| {
+            if word.has_meta() && word.is(SlotState::Claimed) {
+                // The owner is dead, so nobody else writes this CLAIMED slot's header; the
+                // Release CAS to READY that follows publishes the bump to the next consumer.
+                // (If that CAS fails and is retried, the count goes up twice: consumers only
+                // test it against 0.)
+                self.slot_header(index)
+                    .attempt
+                    .fetch_add(1, Ordering::Relaxed);
+            }
             if word.has_meta() {
                 // The Acquire load that saw M set ordered the meta stores before these reads.
                 // Meta is rewritten only after the slot left `word` through another CAS on the
@@ -1306,6 +1343,19 @@ impl<'r> ClaimedSlot<'r> {
         Ok(())
     }
 
+    /// Drops the synthesis without proving it: the slot goes back to FREE (waking producers).
+    /// For a slot whose job has ended.
+    pub fn discard(self) -> Result<()> {
+        let this = ManuallyDrop::new(self);
+        let next = this.word.successor(SlotState::Free, false, 0);
+        this.ring
+            .ctl(this.index)
+            .transition(this.word, next)
+            .map_err(|found| stale(this.index, this.word, found))?;
+        this.ring.notify(Event::Free);
+        Ok(())
+    }
+
     /// Gives the slot back to READY for another consumer.
     pub fn release(self) -> Result<()> {
         ManuallyDrop::new(self).release_inner()
@@ -1653,6 +1703,43 @@ mod tests {
         assert_eq!(done.result().unwrap(), SlotResult::Failed("gpu on fire"));
         assert_eq!(done.free().unwrap(), meta(5));
         assert_eq!(ring.counts().free, 2);
+    }
+
+    #[test]
+    fn a_slot_requeued_after_its_prover_died_carries_a_higher_attempt() {
+        let ring = ring(2);
+        produce(&ring, 3);
+        let dead = 999_999;
+        let c = ring.try_claim_ready(dead).unwrap().unwrap();
+        assert_eq!(c.meta().attempt, 0);
+        c.leak();
+        let report = ring.reclaim_owner(dead);
+        assert_eq!(report.claimed_requeued[0].meta.unwrap().attempt, 1);
+        assert_eq!(ring.try_claim_ready(ME).unwrap().unwrap().meta().attempt, 1);
+    }
+
+    #[test]
+    fn a_ready_slot_of_an_ended_job_is_claimed_by_index_and_discarded_to_free() {
+        let ring = ring(2);
+        let p = produce(&ring, 7);
+        // A stale generation, or a slot that is not READY, is not claimed.
+        assert!(ring
+            .claim_ready_at(ME, p.index, p.generation + 1)
+            .unwrap()
+            .is_none());
+        assert!(ring.claim_ready_at(ME, 1, 0).unwrap().is_none());
+        let c = ring
+            .claim_ready_at(ME, p.index, p.generation)
+            .unwrap()
+            .unwrap();
+        assert_eq!(c.meta(), meta(7));
+        c.discard().unwrap();
+        let counts = ring.counts();
+        assert_eq!((counts.free, counts.ready), (2, 0));
+        assert!(ring.try_claim_ready(ME).unwrap().is_none(), "never proved");
+        // The freed slot is written again as usual.
+        produce(&ring, 8);
+        assert_eq!(ring.try_claim_ready(ME).unwrap().unwrap().meta(), meta(8));
     }
 
     #[test]

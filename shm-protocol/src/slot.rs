@@ -24,7 +24,9 @@ pub struct SlotMeta {
     pub circuit_id: u64,
     /// Partition index within the job.
     pub partition: u32,
-    /// How many times this partition was synthesized before (0 on the first try).
+    /// Failed tries of this slot: 0 when published; `Ring::reclaim_owner` adds one each time the
+    /// consumer holding it died. A gpu-proc proves a slot whose `attempt` is not 0 alone, so a
+    /// slot that kills its prover cannot take the other slots of a batch down with it again.
     pub attempt: u32,
 }
 

@@ -6,7 +6,14 @@
 //! slot — blocking while none is free, which is the pipeline's back-pressure — reserves the
 //! arrays the circuit's shape needs, synthesizes through [`SlotSink`] (no intermediate `Vec`,
 //! no copy) and publishes the slot READY for a gpu-proc. A failed synthesis abandons its slot and
-//! reports `SynthFailed`; only that job fails.
+//! reports `SynthFailed`; only that job fails. A synthesis that panics is caught where the worker
+//! runs it (`catch_unwind` around each request): unwinding drops its slot writer, which gives the
+//! slot back to FREE, `SynthFailed` carries the panic message, and the process keeps serving the
+//! other syntheses.
+//!
+//! With the `fault-injection` feature (tests only) a synthesis panics (`synth-panic`) or blocks
+//! forever (`synth-hang`) after taking its slot when `SPLITPROVER_FAULT` names it
+//! (`shm_protocol::fault`).
 //!
 //! Every request names its job's circuit and carries the job's request bytes, inline (built-in
 //! circuits) or as a sealed memfd received with the message (`shm_protocol::request`). A job is
@@ -222,6 +229,8 @@ fn synthesize_into_slot(
     };
     writer.begin(meta, capacity_for(shape))?;
     on_started(writer.index() as u32);
+    #[cfg(feature = "fault-injection")]
+    inject_faults(req);
     let lengths = {
         let mut sink = SlotSink::new(writer.parts_mut()?);
         job.synthesize_partition(req.partition as usize, &mut sink)
@@ -318,7 +327,74 @@ pub fn serve(ring: Arc<Ring>, control: UnixStream, config: SynthConfig) -> anyho
     Ok(())
 }
 
+/// The faults `SPLITPROVER_FAULT` asks for, read once.
+#[cfg(feature = "fault-injection")]
+fn injected_faults() -> &'static shm_protocol::fault::Faults {
+    static FAULTS: std::sync::OnceLock<shm_protocol::fault::Faults> = std::sync::OnceLock::new();
+    FAULTS.get_or_init(shm_protocol::fault::Faults::from_env)
+}
+
+/// Test faults (feature `fault-injection`): panic, or block forever, inside the synthesis of a
+/// partition `SPLITPROVER_FAULT` names.
+#[cfg(feature = "fault-injection")]
+fn inject_faults(req: &SynthRequest) {
+    use shm_protocol::fault::FaultKind;
+    let faults = injected_faults();
+    if faults.hits(FaultKind::SynthPanic, req.job_id, req.partition) {
+        panic!(
+            "fault injection: synthesis of job {} partition {} panics",
+            req.job_id, req.partition
+        );
+    }
+    if faults.hits(FaultKind::SynthHang, req.job_id, req.partition) {
+        tracing::error!("fault injection: synthesis hangs");
+        loop {
+            std::thread::park();
+        }
+    }
+}
+
+/// Runs one request on a pool worker; a panic in it fails that partition alone (its slot writer
+/// was dropped while unwinding, so the slot is FREE again) and the worker goes on serving.
 fn work(
+    ring: &Ring,
+    sender: &SharedSender,
+    shapes: &Mutex<ShapeCache>,
+    jobs: &JobCache,
+    stop: &AtomicBool,
+    req: SynthRequest,
+    request: RequestBytes,
+) {
+    let (job_id, partition) = (req.job_id, req.partition);
+    let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        work_inner(ring, sender, shapes, jobs, stop, req, request)
+    }));
+    if let Err(panic) = run {
+        let msg = panic_message(&*panic);
+        tracing::error!(job = job_id, partition, "synthesis panicked: {msg}");
+        jobs.partition_finished(job_id);
+        send(
+            sender,
+            &FromChild::SynthFailed {
+                job_id,
+                partition,
+                error: format!("synthesis panicked: {msg}"),
+            },
+        );
+    }
+}
+
+fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "unknown panic payload".to_owned()
+    }
+}
+
+fn work_inner(
     ring: &Ring,
     sender: &SharedSender,
     shapes: &Mutex<ShapeCache>,

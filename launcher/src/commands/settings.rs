@@ -87,6 +87,7 @@ pub fn from_config(config: &Config) -> anyhow::Result<PipelineSettings> {
         .map(str::parse::<CpuList>)
         .transpose()?;
     s.synth_concurrency = config.synthesis.concurrency;
+    s.faults = config.faults.settings();
     s.gpus = config
         .gpu
         .iter()

@@ -6,9 +6,16 @@
 //! asks the kernel to kill it when the launcher dies (`PR_SET_PDEATHSIG`).
 //!
 //! A supervisor thread per role runs the loop *spawn → forward messages → reap → back off →
-//! spawn*, reporting every step to the pipeline as a [`ChildEvent`]. A child that keeps dying
-//! within [`RestartPolicy::healthy_after`] of its start is given up after
-//! [`RestartPolicy::max_quick_failures`] tries.
+//! spawn*, reporting every step to the pipeline as a [`ChildEvent`]. The back-off doubles after
+//! each death within [`RestartPolicy::healthy_after`] of its start, up to
+//! [`RestartPolicy::max_backoff`], and starts over after a healthy run.
+//!
+//! A child that has served once (said hello) is never given up: after
+//! [`RestartPolicy::max_quick_failures`] quick deaths in a row it is reported
+//! [`ChildEvent::Down`] (status shows it `down`, the other gpu-procs take the work) and is still
+//! restarted at the longest back-off, so a transient fault (a CUDA init error) heals by itself.
+//! Only a child that never served — it refused its configuration, could not be executed, or
+//! crash-looped before its first hello — is given up ([`ChildEvent::GaveUp`]).
 
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader};
@@ -62,7 +69,8 @@ pub struct RestartPolicy {
     pub max_backoff: Duration,
     /// A child that ran at least this long counts as healthy: its back-off starts over.
     pub healthy_after: Duration,
-    /// Consecutive quick failures after which the role is given up (a crash loop).
+    /// Consecutive quick failures after which the role is reported down (it is still restarted
+    /// if it ever served; given up if it never did).
     pub max_quick_failures: u32,
 }
 
@@ -70,7 +78,7 @@ impl Default for RestartPolicy {
     fn default() -> Self {
         RestartPolicy {
             initial_backoff: Duration::from_millis(100),
-            max_backoff: Duration::from_secs(10),
+            max_backoff: Duration::from_secs(30),
             healthy_after: Duration::from_secs(30),
             max_quick_failures: 8,
         }
@@ -113,7 +121,15 @@ pub enum ChildEvent {
         /// Whether the supervisor will start it again.
         restarting: bool,
     },
-    /// A child could not be started at all, or keeps crashing: the role is given up.
+    /// A child that served before keeps dying at restart: shown down, still restarted.
+    Down {
+        /// Which.
+        role: Role,
+        /// Why.
+        reason: String,
+    },
+    /// A child that never served could not be started, refused its configuration or
+    /// crash-looped before serving: the role is given up.
     GaveUp {
         /// Which.
         role: Role,
@@ -237,10 +253,29 @@ fn supervise(
     let role = spec.role;
     let mut quick_failures = 0u32;
     let mut backoff = spec.restart.initial_backoff;
+    // Whether a child of this role ever said hello: then it is never given up.
+    let mut served = false;
+    let mut reported_down = false;
     loop {
         let started = Instant::now();
         let run = match spawn(&spec) {
             Ok(run) => run,
+            Err(e) if served => {
+                quick_failures += 1;
+                tracing::error!(%role, "cannot restart: {e:#}");
+                if quick_failures > spec.restart.max_quick_failures && !reported_down {
+                    reported_down = true;
+                    let _ = events.send(ChildEvent::Down {
+                        role,
+                        reason: format!("cannot restart {role}: {e:#}"),
+                    });
+                }
+                if !sleep_unless_stopped(backoff, &stop) {
+                    return;
+                }
+                backoff = next_backoff(backoff, &spec.restart);
+                continue;
+            }
             Err(e) => {
                 let _ = events.send(ChildEvent::GaveUp {
                     role,
@@ -278,6 +313,10 @@ fn supervise(
             return;
         }
         let said_hello = forward(role, pid, receiver, &events);
+        if said_hello {
+            served = true;
+            reported_down = false;
+        }
         // The control channel closed: the child is exiting or dead. Reap it.
         let status = child.wait();
         // A child that exits with an error before it is serving refused its configuration (no
@@ -294,7 +333,8 @@ fn supervise(
         } else {
             quick_failures += 1;
         }
-        let give_up = !stopping && (refused || quick_failures > spec.restart.max_quick_failures);
+        let crash_loop = quick_failures > spec.restart.max_quick_failures;
+        let give_up = !stopping && !served && (refused || crash_loop);
         let restarting = !stopping && !give_up;
         if !stopping {
             tracing::warn!(%role, pid, %status, ran_ms = ran.as_millis() as u64, "child exited");
@@ -319,12 +359,63 @@ fn supervise(
         if stopping {
             return;
         }
-        thread::sleep(backoff);
-        backoff = (backoff * 2).min(spec.restart.max_backoff);
-        if stop.load(GET) {
-            // plain flag
+        if crash_loop && !reported_down {
+            reported_down = true;
+            let tail = stderr_tail.join("\n");
+            let _ = events.send(ChildEvent::Down {
+                role,
+                reason: format!(
+                    "{role} died {quick_failures} times in a row (last: {status}); still \
+                     restarting every {:?}; last stderr:\n{tail}",
+                    spec.restart.max_backoff
+                ),
+            });
+        }
+        if !sleep_unless_stopped(backoff, &stop) {
             return;
         }
+        backoff = next_backoff(backoff, &spec.restart);
+    }
+}
+
+/// The back-off after `current`: doubled, at most the policy's longest.
+pub fn next_backoff(current: Duration, policy: &RestartPolicy) -> Duration {
+    current.saturating_mul(2).min(policy.max_backoff)
+}
+
+/// Sleeps `d` in short steps; returns false as soon as `stop` is set.
+fn sleep_unless_stopped(d: Duration, stop: &AtomicBool) -> bool {
+    let deadline = Instant::now() + d;
+    loop {
+        if stop.load(GET) {
+            return false;
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return true;
+        }
+        thread::sleep((deadline - now).min(Duration::from_millis(50)));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_up_to_its_cap() {
+        let policy = RestartPolicy::default();
+        let mut d = policy.initial_backoff;
+        let mut seen = vec![d];
+        for _ in 0..12 {
+            d = next_backoff(d, &policy);
+            seen.push(d);
+        }
+        assert_eq!(seen[1], policy.initial_backoff * 2);
+        assert_eq!(seen[2], policy.initial_backoff * 4);
+        assert!(seen.windows(2).all(|w| w[1] >= w[0]), "{seen:?}");
+        assert_eq!(*seen.last().unwrap(), Duration::from_secs(30), "capped");
+        assert_eq!(next_backoff(Duration::MAX, &policy), policy.max_backoff);
     }
 }
 
@@ -491,5 +582,63 @@ fn pass_fds(cmd: &mut Command, map: Vec<(RawFd, RawFd)>) {
             }
             Ok(())
         });
+    }
+}
+
+/// One message for a child, as the writer thread sends it (so a memfd travels with its message).
+pub type Outgoing = Box<dyn FnOnce(&mut control::Sender) -> std::io::Result<()> + Send>;
+
+/// Why [`Outbox::try_send`] did not take a message.
+#[derive(Debug, PartialEq, Eq)]
+pub enum OutboxRefused {
+    /// The queue is full (the child reads slowly or is frozen): keep the message for later.
+    Full,
+    /// The writer ended (the child's socket failed: it is dying).
+    Closed,
+}
+
+/// The sending side of a child's control channel: a bounded queue drained by a writer thread, so
+/// that nobody holding the pipeline's lock ever blocks on the child's socket (a frozen child with
+/// a full socket buffer blocks only its writer thread).
+pub struct Outbox {
+    tx: mpsc::SyncSender<Outgoing>,
+}
+
+impl Outbox {
+    /// Starts the writer thread of `role` over `sender`, with room for `capacity` messages.
+    pub fn start(
+        role: Role,
+        mut sender: control::Sender,
+        capacity: usize,
+    ) -> std::io::Result<Outbox> {
+        let (tx, rx) = mpsc::sync_channel::<Outgoing>(capacity.max(1));
+        thread::Builder::new()
+            .name(format!("{role} writer"))
+            .spawn(move || {
+                for msg in rx {
+                    if let Err(e) = msg(&mut sender) {
+                        // The child is dying; its exit re-queues what it had been given.
+                        tracing::warn!(%role, "cannot send to the child: {e}");
+                        break;
+                    }
+                }
+            })?;
+        Ok(Outbox { tx })
+    }
+
+    /// Queues `msg` without blocking.
+    pub fn try_send(&self, msg: Outgoing) -> Result<(), OutboxRefused> {
+        self.tx.try_send(msg).map_err(|e| match e {
+            mpsc::TrySendError::Full(_) => OutboxRefused::Full,
+            mpsc::TrySendError::Disconnected(_) => OutboxRefused::Closed,
+        })
+    }
+
+    /// Queues a plain message without blocking.
+    pub fn try_send_msg<T: serde::Serialize + Send + 'static>(
+        &self,
+        msg: T,
+    ) -> Result<(), OutboxRefused> {
+        self.try_send(Box::new(move |s: &mut control::Sender| s.send(&msg)))
     }
 }

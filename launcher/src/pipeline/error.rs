@@ -123,6 +123,32 @@ pub enum PipelineError {
     /// A job with more partitions than a job can have.
     #[error("too many partitions ({0})")]
     TooManyPartitions(usize),
+    /// A job asks for more partitions than its circuit family allows here.
+    #[error(
+        "job of `{circuit}` asks for {asked} partitions; at most {max} are accepted\n\
+         hint: split it into several jobs (config: [faults] max_partitions)"
+    )]
+    PartitionLimit {
+        /// The circuit.
+        circuit: AnyCircuit,
+        /// Partitions asked for.
+        asked: usize,
+        /// The limit.
+        max: u32,
+    },
+    /// A request file is not a regular file.
+    #[error("not a regular file: {0}")]
+    NotRegular(String),
+    /// A request file is larger than accepted.
+    #[error(
+        "{bytes} bytes is more than the {max} accepted\nhint: raise [faults] max_request_bytes"
+    )]
+    RequestTooLarge {
+        /// Its size.
+        bytes: u64,
+        /// The limit.
+        max: u64,
+    },
     /// A Filecoin request file could not be read or was refused.
     #[error("proof request `{}`", path.display())]
     RequestFile {

@@ -5,15 +5,37 @@
 //! died, restarted); clients call [`Pipeline::submit`] from any thread and wait on the returned
 //! [`JobHandle`]. The crash promise of DESIGN.md is implemented here:
 //! - gpu-proc dies → its CLAIMED slots go back to READY (`Ring::reclaim_owner`), the supervisor
-//!   restarts it, the new one proves them; nothing is synthesized again;
+//!   restarts it, the new one (or another gpu-proc) proves them; nothing is synthesized again;
 //! - synth-proc dies → its WRITING slots go back to FREE; every partition it had been given that
 //!   the ring does not hold is sent again to the restarted synth-proc;
-//! - a child in a crash loop → the supervisor gives up and every live job fails with the reason.
+//! - a gpu-proc whose batch runs past its progress deadline (`max(floor, factor × the circuit's
+//!   measured proving time per slot × batch)`, or the first-proof deadline before any
+//!   measurement; known from its GPU_CLAIM / GPU_END events) is killed, and so is a synth-proc
+//!   whose synthesis of a partition runs past its own deadline (same rule over SYNTH_START /
+//!   SYNTH_END): a hung call cannot hold its slots while the heartbeat thread keeps beating;
+//! - every death or kill of the process holding a partition's slot, a proof that does not verify
+//!   and a DONE slot that does not match the job table count one failed attempt of that
+//!   partition; after [`FaultSettings::max_attempts`] its job fails with every reason, its other
+//!   partitions are dropped and its READY slots freed (`Ring::claim_ready_at` +
+//!   `ClaimedSlot::discard`), so a poison slot cannot kill gpu-procs forever. One job never turns
+//!   the pipeline fatal;
+//! - a child that served once is restarted forever with a capped exponential back-off; a
+//!   gpu-proc that keeps failing is shown `down` and the others take the work (any gpu-proc
+//!   claims any slot). Only a child that never served (a bad configuration) is given up: the
+//!   pipeline turns fatal when synth-proc or every gpu-proc is given up.
+//!
+//! Sends to the children never block under the core lock: each child has a bounded [`Outbox`]
+//! drained by its own writer thread; a synthesis request that does not fit stays `Pending` in the
+//! job table and is sent on a later tick. Client-controlled sizes are checked before anything
+//! proportional to them is allocated: partitions per job ([`FaultSettings::max_partitions`]) and
+//! request files ([`read_request_file`]: `O_NOFOLLOW | O_NONBLOCK`, regular files only, size
+//! checked against [`FaultSettings::max_request_bytes`] before a bounded read). The timeline keeps
+//! at most [`FaultSettings::timeline_events`] events when a bound is set.
 
 pub mod child;
 mod error;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::mpsc;
@@ -32,10 +54,10 @@ use shm_protocol::control::{
 use shm_protocol::request::SealedRequest;
 use shm_protocol::{HugePagePolicy, Region, Ring, RingConfig, SlotResult, SlotState, StateCounts};
 
-use crate::jobs::{JobCounters, JobOutcome, JobSpec, JobSummary, JobTable};
+use crate::jobs::{Attempt, JobCounters, JobOutcome, JobSpec, JobSummary, JobTable};
 use crate::pinning::{CpuList, Layout, PinChoice, PinMode, Placement};
 use crate::srs::SharedSrs;
-use child::{ChildEvent, ChildSpec, RestartPolicy, Role, Supervisor};
+use child::{ChildEvent, ChildSpec, Outbox, OutboxRefused, RestartPolicy, Role, Supervisor};
 pub use error::PipelineError;
 
 /// Result of the pipeline's API.
@@ -61,6 +83,58 @@ pub struct GpuSetting {
     pub batch: usize,
     /// Explicit cores (else the automatic layout decides).
     pub cpus: Option<CpuList>,
+}
+
+/// Fault containment: progress deadlines, attempts, limits and the timeline bound.
+#[derive(Clone, Debug)]
+pub struct FaultSettings {
+    /// Failed attempts of one partition after which its job fails.
+    pub max_attempts: u32,
+    /// A batch (or a synthesis) may take this many times the circuit's measured time.
+    pub deadline_factor: f64,
+    /// A deadline is never shorter than this.
+    pub deadline_floor: Duration,
+    /// A gpu-proc's deadline for a batch before that circuit's proving time was measured.
+    pub first_proof_deadline: Duration,
+    /// synth-proc's deadline for a partition before that circuit's synthesis time was measured.
+    pub first_synthesis_deadline: Duration,
+    /// Partitions one job may have (checked before anything per partition is allocated).
+    pub max_partitions: u32,
+    /// Largest request file accepted, in bytes.
+    pub max_request_bytes: u64,
+    /// Timeline events kept (the oldest dropped first); `None`: all of them.
+    pub timeline_events: Option<usize>,
+    /// Messages queued per child before a synthesis request waits in the job table.
+    pub outbox: usize,
+}
+
+impl Default for FaultSettings {
+    fn default() -> Self {
+        FaultSettings {
+            max_attempts: 2,
+            deadline_factor: 5.0,
+            deadline_floor: Duration::from_secs(60),
+            first_proof_deadline: Duration::from_secs(1800),
+            first_synthesis_deadline: Duration::from_secs(1800),
+            max_partitions: 4096,
+            // A 64 GiB-sector C1 output is well below this.
+            max_request_bytes: 1 << 30,
+            timeline_events: None,
+            outbox: 64,
+        }
+    }
+}
+
+impl FaultSettings {
+    /// The deadline of work measured at `per_unit` (if measured) × `units`.
+    fn deadline(&self, per_unit: Option<Duration>, units: usize, first: Duration) -> Duration {
+        match per_unit {
+            Some(d) => d
+                .mul_f64(self.deadline_factor.max(1.0) * units.max(1) as f64)
+                .max(self.deadline_floor),
+            None => first,
+        }
+    }
 }
 
 /// Everything [`Pipeline::start`] needs, resolved from flags or a config file.
@@ -93,6 +167,11 @@ pub struct PipelineSettings {
     /// A child silent for this long (children beat every second) is killed and restarted: a hung
     /// GPU call or a stopped process must not hold its slots forever.
     pub heartbeat_timeout: Duration,
+    /// Deadlines, attempts and limits.
+    pub faults: FaultSettings,
+    /// Extra environment of every child (tests pass `SPLITPROVER_FAULT` here,
+    /// `shm_protocol::fault`).
+    pub child_env: Vec<(String, String)>,
 }
 
 impl PipelineSettings {
@@ -123,6 +202,8 @@ impl PipelineSettings {
             restart: RestartPolicy::default(),
             verify: true,
             heartbeat_timeout: Duration::from_secs(60),
+            faults: FaultSettings::default(),
+            child_env: Vec::new(),
         })
     }
 }
@@ -165,6 +246,10 @@ pub struct ChildStatus {
     pub restarts: u32,
     /// How the last one ended.
     pub last_exit: Option<String>,
+    /// `up`, `restarting`, `down` (keeps failing at restart, still retried; its work goes to
+    /// the others) or `given up` (never started: a bad configuration).
+    #[serde(default)]
+    pub state: String,
 }
 
 /// A snapshot of the whole pipeline.
@@ -255,16 +340,69 @@ pub struct Counters {
     pub slots_freed: u64,
     /// Children killed for missing heartbeats.
     pub hung_kills: u64,
+    /// Children killed for running past a progress deadline.
+    pub deadline_kills: u64,
+    /// Failed attempts of partitions (retried, or ending their job at the limit).
+    pub failed_attempts: u64,
+    /// READY slots of ended jobs taken out of the ring unproved.
+    pub slots_discarded: u64,
+    /// Times a synthesis request was kept back in the job table because synth-proc's queue was
+    /// full (a request kept back over several ticks counts once per tick).
+    pub sends_deferred: u64,
 }
 
 struct ChildInfo {
     pid: Option<u32>,
     last_seen: Instant,
-    sender: Option<control::Sender>,
+    outbox: Option<Outbox>,
     cpus: Option<CpuList>,
     detail: String,
     starts: u32,
     last_exit: Option<String>,
+    /// Why it is down (keeps failing at restart; still retried).
+    down: Option<String>,
+    /// Why it was given up.
+    gave_up: Option<String>,
+    /// Why the pipeline killed it, for the attempts of the partitions it held.
+    kill_reason: Option<String>,
+    /// When synth-proc was killed for syntheses past their deadline: those partitions. The
+    /// others it was synthesizing are sent again without counting an attempt.
+    kill_targets: Option<HashSet<(u64, u32)>>,
+}
+
+impl ChildInfo {
+    fn new() -> ChildInfo {
+        ChildInfo {
+            pid: None,
+            last_seen: Instant::now(),
+            outbox: None,
+            cpus: None,
+            detail: String::new(),
+            starts: 0,
+            last_exit: None,
+            down: None,
+            gave_up: None,
+            kill_reason: None,
+            kill_targets: None,
+        }
+    }
+}
+
+/// A gpu-proc's batch in progress, from its GPU_CLAIM events to its GPU_END events.
+struct Batch {
+    since: Instant,
+    circuit: Option<u64>,
+    slots: HashSet<(u64, u32)>,
+    /// Slots proved together (fixed at GPU_START).
+    size: usize,
+    start_ns: Option<u64>,
+}
+
+/// A synthesis in progress, from SYNTH_START to SYNTH_END (or its failure).
+struct Synthesis {
+    since: Instant,
+    start_ns: u64,
+    circuit: Option<u64>,
 }
 
 struct CircuitEntry {
@@ -294,8 +432,19 @@ struct Core {
     /// What the pipeline keeps of every live job besides its bookkeeping.
     live: HashMap<u64, LiveJob>,
     children: HashMap<Role, ChildInfo>,
-    timeline: Vec<TimelineEvent>,
+    timeline: VecDeque<TimelineEvent>,
     counters: Counters,
+    faults: FaultSettings,
+    /// gpu-procs' batches in progress.
+    batches: HashMap<Role, Batch>,
+    /// Syntheses in progress by (job, partition).
+    syntheses: HashMap<(u64, u32), Synthesis>,
+    /// Measured proving time per slot, by circuit id (moving average).
+    prove_time: HashMap<u64, Duration>,
+    /// Measured synthesis time per partition, by circuit id (moving average).
+    synth_time: HashMap<u64, Duration>,
+    /// gpu-procs configured.
+    gpu_roles: Vec<Role>,
     fatal: Option<String>,
     verify: bool,
     heartbeat_timeout: Duration,
@@ -395,8 +544,14 @@ impl Pipeline {
             circuits,
             live: HashMap::new(),
             children: HashMap::new(),
-            timeline: Vec::new(),
+            timeline: VecDeque::new(),
             counters: Counters::default(),
+            faults: settings.faults.clone(),
+            batches: HashMap::new(),
+            syntheses: HashMap::new(),
+            prove_time: HashMap::new(),
+            synth_time: HashMap::new(),
+            gpu_roles: settings.gpus.iter().map(|g| Role::Gpu(g.device)).collect(),
             fatal: None,
             verify: settings.verify,
             heartbeat_timeout: settings.heartbeat_timeout,
@@ -417,7 +572,7 @@ impl Pipeline {
                 role: Role::Synth,
                 program: settings.program.clone(),
                 args: vec!["synth-proc".into()],
-                env: Vec::new(),
+                env: settings.child_env.clone(),
                 config: ChildConfig::Synth(SynthConfig {
                     concurrency: synth_concurrency,
                 }),
@@ -453,7 +608,10 @@ impl Pipeline {
                 role: Role::Gpu(g.device),
                 program: settings.program.clone(),
                 args: vec!["gpu-proc".into()],
-                env: gpu_env(g.device),
+                env: gpu_env(g.device)
+                    .into_iter()
+                    .chain(settings.child_env.iter().cloned())
+                    .collect(),
                 config: ChildConfig::Gpu(GpuConfig {
                     device: g.device,
                     backend: g.backend,
@@ -518,13 +676,17 @@ impl Pipeline {
     }
 
     fn send_gpus(&self, msg: ToGpu) -> Result<()> {
-        let mut core = lock(&self.core);
-        for (role, info) in core.children.iter_mut() {
-            if let (Role::Gpu(_), Some(s)) = (role, info.sender.as_mut()) {
-                s.send(&msg).map_err(|source| PipelineError::Unreachable {
-                    role: *role,
-                    source,
-                })?;
+        let core = lock(&self.core);
+        for (role, info) in core.children.iter() {
+            if let (Role::Gpu(_), Some(o)) = (role, info.outbox.as_ref()) {
+                o.try_send_msg(msg.clone())
+                    .map_err(|why| PipelineError::Unreachable {
+                        role: *role,
+                        source: std::io::Error::other(match why {
+                            OutboxRefused::Full => "its message queue is full",
+                            OutboxRefused::Closed => "its control channel is closed",
+                        }),
+                    })?;
             }
         }
         Ok(())
@@ -537,6 +699,10 @@ impl Pipeline {
             {
                 let core = lock(&self.core);
                 if let Some(f) = &core.fatal {
+                    return Err(PipelineError::Fatal(f.clone()));
+                }
+                // At start every child must come up: one given up is a configuration error.
+                if let Some(f) = core.children.values().find_map(|c| c.gave_up.as_ref()) {
                     return Err(PipelineError::Fatal(f.clone()));
                 }
                 let sups = self.supervisors.lock().unwrap_or_else(|e| e.into_inner());
@@ -572,7 +738,7 @@ impl Pipeline {
                 spec: circuit,
                 source,
             })?;
-        {
+        let max_partitions = {
             let core = lock(&self.core);
             if let Some(f) = &core.fatal {
                 return Err(PipelineError::Fatal(f.clone()));
@@ -580,8 +746,31 @@ impl Pipeline {
             if !core.circuits.contains_key(&circuit_id) {
                 return Err(PipelineError::Unserved(circuit));
             }
+            core.faults.max_partitions
+        };
+        // A built-in job names its partition count: refused before the job (or anything per
+        // partition) exists. A Filecoin job's count follows from its proof type and request
+        // (bounded by the request size limit); the same cap applies once it is opened.
+        if let Some(b) = circuit.builtin() {
+            let asked = kernels::job::BuiltinRequest::from_bytes(request)
+                .map_err(PipelineError::Request)?
+                .partitions;
+            if asked > max_partitions {
+                return Err(PipelineError::PartitionLimit {
+                    circuit: AnyCircuit::Builtin(b),
+                    asked: asked as usize,
+                    max: max_partitions,
+                });
+            }
         }
         let job = kernels::job::open(&circuit, request).map_err(PipelineError::Request)?;
+        if job.partitions() > max_partitions as usize {
+            return Err(PipelineError::PartitionLimit {
+                circuit,
+                asked: job.partitions(),
+                max: max_partitions,
+            });
+        }
         let inputs: Vec<Vec<Scalar>> = (0..job.partitions())
             .map(|k| job.public_inputs(k))
             .collect::<Result<_, _>>()
@@ -645,12 +834,8 @@ impl Pipeline {
             path: path.to_owned(),
             source: Box::new(source),
         };
-        let bytes = std::fs::read(path).map_err(|source| {
-            named(PipelineError::Io {
-                what: "cannot read the file",
-                source,
-            })
-        })?;
+        let max = lock(&self.core).faults.max_request_bytes;
+        let bytes = read_request_file(path, max).map_err(named)?;
         let kind = kernels::job::filecoin_request_kind(&bytes, kind, family)
             .map_err(|e| named(PipelineError::Request(e)))?;
         self.submit_job(AnyCircuit::Filecoin(kind), &bytes)
@@ -680,6 +865,13 @@ impl Pipeline {
                     detail: info.map(|i| i.detail.clone()).unwrap_or_default(),
                     restarts: info.map(|i| i.starts.saturating_sub(1)).unwrap_or(0),
                     last_exit: info.and_then(|i| i.last_exit.clone()),
+                    state: match info {
+                        Some(i) if i.gave_up.is_some() => "given up",
+                        Some(i) if i.down.is_some() => "down",
+                        _ if s.pid().is_some() => "up",
+                        _ => "restarting",
+                    }
+                    .to_owned(),
                 }
             })
             .collect();
@@ -716,9 +908,10 @@ impl Pipeline {
         lock(&self.core).jobs.counters()
     }
 
-    /// Takes the timeline events recorded so far.
+    /// Takes the timeline events recorded so far (the last [`FaultSettings::timeline_events`]
+    /// when bounded).
     pub fn take_timeline(&self) -> Vec<TimelineEvent> {
-        std::mem::take(&mut lock(&self.core).timeline)
+        lock(&self.core).timeline.drain(..).collect()
     }
 
     /// The ring (tests and benches look at it).
@@ -743,11 +936,12 @@ impl Pipeline {
         {
             let mut core = lock(&self.core);
             core.stopping = true;
-            for (role, info) in core.children.iter_mut() {
-                if let Some(s) = info.sender.as_mut() {
+            for (role, info) in core.children.iter() {
+                if let Some(o) = info.outbox.as_ref() {
+                    // A full queue: the supervisor kills the child after its grace.
                     let _ = match role {
-                        Role::Synth => s.send(&ToSynth::Shutdown),
-                        Role::Gpu(_) => s.send(&ToGpu::Shutdown),
+                        Role::Synth => o.try_send_msg(ToSynth::Shutdown),
+                        Role::Gpu(_) => o.try_send_msg(ToGpu::Shutdown),
                     };
                 }
             }
@@ -820,41 +1014,129 @@ fn layout_for(settings: &PipelineSettings) -> Result<Layout> {
     }
 }
 
+/// Reads a request file for a job: opened with `O_NOFOLLOW | O_NONBLOCK` (a symlink is refused,
+/// a FIFO cannot block the caller), refused unless it is a regular file of at most `max` bytes
+/// (checked with `fstat` before reading), then read through a reader bounded at `max` bytes (a
+/// file growing meanwhile cannot make it read more).
+pub fn read_request_file(path: &std::path::Path, max: u64) -> Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|source| match source.raw_os_error() {
+            Some(libc::ELOOP) => PipelineError::NotRegular("a symbolic link".into()),
+            _ => PipelineError::Io {
+                what: "cannot open the file",
+                source,
+            },
+        })?;
+    let meta = file.metadata().map_err(|source| PipelineError::Io {
+        what: "cannot stat the file",
+        source,
+    })?;
+    let ft = meta.file_type();
+    if !ft.is_file() {
+        let what = if ft.is_dir() {
+            "a directory"
+        } else if ft.is_fifo() {
+            "a FIFO"
+        } else if ft.is_char_device() {
+            "a character device"
+        } else if ft.is_block_device() {
+            "a block device"
+        } else if ft.is_socket() {
+            "a socket"
+        } else {
+            "not a regular file"
+        };
+        return Err(PipelineError::NotRegular(what.into()));
+    }
+    if meta.len() > max {
+        return Err(PipelineError::RequestTooLarge {
+            bytes: meta.len(),
+            max,
+        });
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(max.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(|source| PipelineError::Io {
+            what: "cannot read the file",
+            source,
+        })?;
+    if bytes.len() as u64 > max {
+        return Err(PipelineError::RequestTooLarge {
+            bytes: bytes.len() as u64,
+            max,
+        });
+    }
+    Ok(bytes)
+}
+
 fn lock(core: &Mutex<Core>) -> MutexGuard<'_, Core> {
     core.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Core {
-    /// Sends every pending partition to synth-proc, if one is running.
+    /// Sends every pending partition to synth-proc, if one is running, without blocking: what
+    /// does not fit in its queue stays pending for a later tick.
     fn pump_synth(&mut self) {
-        let Some(info) = self.children.get_mut(&Role::Synth) else {
+        let Some(outbox) = self
+            .children
+            .get(&Role::Synth)
+            .and_then(|info| info.outbox.as_ref())
+        else {
             return;
         };
-        let Some(sender) = info.sender.as_mut() else {
-            return;
-        };
-        for req in self.jobs.take_pending() {
-            let memfd = self.live.get(&req.job_id).and_then(|j| j.memfd.as_ref());
-            let sent = match (&req.request, memfd) {
-                (JobRequest::Memfd { .. }, Some(memfd)) => {
-                    sender.send_with_fd(&ToSynth::Synthesize(req), memfd.fd())
+        let requests = self.jobs.take_pending();
+        let mut unsent = Vec::new();
+        let mut refused = None;
+        for req in requests {
+            if refused.is_some() {
+                unsent.push(req);
+                continue;
+            }
+            let memfd = match &req.request {
+                JobRequest::Memfd { .. } => {
+                    match self.live.get(&req.job_id).and_then(|j| j.memfd.as_ref()) {
+                        // A duplicate for the writer thread: the job may end before it is sent.
+                        Some(m) => m.fd().try_clone_to_owned().ok(),
+                        None => None,
+                    }
                 }
-                // Without its memfd synth-proc fails the partition, naming what is missing.
-                _ => sender.send(&ToSynth::Synthesize(req)),
+                JobRequest::Inline(_) => None,
             };
-            if let Err(e) = sent {
-                // The child is dying; the exit handler re-queues what it had.
-                tracing::warn!("cannot send to synth-proc: {e}");
-                break;
+            let kept = req.clone();
+            let msg: child::Outgoing = Box::new(move |s: &mut control::Sender| match memfd {
+                Some(fd) => s.send_with_fd(&ToSynth::Synthesize(req), fd.as_fd()),
+                // Without its memfd synth-proc fails the partition, naming what is missing.
+                None => s.send(&ToSynth::Synthesize(req)),
+            });
+            if let Err(why) = outbox.try_send(msg) {
+                refused = Some(why);
+                unsent.push(kept);
             }
         }
+        if !unsent.is_empty() {
+            self.counters.sends_deferred += unsent.len() as u64;
+            if refused == Some(OutboxRefused::Closed) {
+                tracing::warn!("synth-proc's control channel is closed; requests kept pending");
+            }
+            self.jobs.unsend(&unsent);
+        }
+    }
+
+    fn record(&mut self, e: TimelineEvent) {
+        push_bounded(&mut self.timeline, e, self.faults.timeline_events);
     }
 
     fn deliver(&mut self, outcome: JobOutcome) {
         // The request memfd goes with the job.
         self.live.remove(&outcome.job_id);
         for p in 0..outcome.spec.partitions {
-            self.timeline.push(TimelineEvent::now(
+            self.record(TimelineEvent::now(
                 EventKind::ProofDone,
                 outcome.job_id,
                 p,
@@ -869,8 +1151,79 @@ impl Core {
             ),
             Err(e) => tracing::warn!(job = outcome.job_id, "job failed: {e}"),
         }
+        let failed = outcome.result.is_err();
         if let Some(w) = self.waiters.remove(&outcome.job_id) {
             let _ = w.send(outcome);
+        }
+        if failed {
+            self.discard_orphans();
+        }
+    }
+
+    /// Takes READY slots whose partition nobody waits for any more (their job ended) out of the
+    /// ring, so no gpu-proc proves (or dies on) them again.
+    fn discard_orphans(&mut self) {
+        let owner = shm_protocol::current_owner();
+        let ring = self.ring.clone();
+        for s in ring.snapshot() {
+            let (Some(SlotState::Ready), Some(meta)) = (s.state, s.meta) else {
+                continue;
+            };
+            if self.jobs.waiting(meta.job_id, meta.partition) {
+                continue;
+            }
+            match ring.claim_ready_at(owner, s.index, s.generation) {
+                Ok(Some(claimed)) => {
+                    let m = claimed.meta();
+                    if self.jobs.waiting(m.job_id, m.partition) {
+                        // Rewritten since the snapshot: someone waits for this one.
+                        let _ = claimed.release();
+                        continue;
+                    }
+                    match claimed.discard() {
+                        Ok(()) => {
+                            tracing::info!(
+                                slot = s.index,
+                                job = m.job_id,
+                                partition = m.partition,
+                                "slot of an ended job freed unproved"
+                            );
+                            self.counters.slots_discarded += 1;
+                        }
+                        Err(e) => tracing::warn!(slot = s.index, "cannot free a slot: {e}"),
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => tracing::warn!(slot = s.index, "cannot claim a slot to free it: {e}"),
+            }
+        }
+    }
+
+    /// One failed attempt of a partition (see [`JobTable::attempt_failed`]).
+    fn attempt_failed(&mut self, job_id: u64, partition: u32, reason: String, resynthesize: bool) {
+        let max = self.faults.max_attempts;
+        match self
+            .jobs
+            .attempt_failed(job_id, partition, reason.clone(), max, resynthesize)
+        {
+            Attempt::Ignored => {}
+            Attempt::Retry { attempts } => {
+                self.counters.failed_attempts += 1;
+                tracing::warn!(
+                    job = job_id,
+                    partition,
+                    attempts,
+                    max,
+                    "attempt failed, retrying: {reason}"
+                );
+                if resynthesize {
+                    self.pump_synth();
+                }
+            }
+            Attempt::JobFailed(outcome) => {
+                self.counters.failed_attempts += 1;
+                self.deliver(outcome);
+            }
         }
     }
 
@@ -906,13 +1259,33 @@ impl Core {
             ) {
                 tracing::error!("done slot refused: {e}");
                 self.jobs.counters_mut().mismatched_results += 1;
+                // The partition it names (if someone waits for it) is synthesized again.
+                self.attempt_failed(
+                    meta.job_id,
+                    meta.partition,
+                    format!("its done slot was refused: {e}"),
+                    true,
+                );
                 continue;
             }
-            let result = result.and_then(|proof| {
-                self.check_proof(meta.job_id, meta.partition, meta.circuit_id, proof)
-            });
-            if let Some(outcome) = self.jobs.result(meta.job_id, meta.partition, result) {
-                self.deliver(outcome);
+            match result {
+                Ok(proof) => {
+                    match self.check_proof(meta.job_id, meta.partition, meta.circuit_id, proof) {
+                        Ok(proof) => {
+                            if let Some(outcome) =
+                                self.jobs.result(meta.job_id, meta.partition, Ok(proof))
+                            {
+                                self.deliver(outcome);
+                            }
+                        }
+                        Err(e) => self.attempt_failed(meta.job_id, meta.partition, e, true),
+                    }
+                }
+                Err(e) => {
+                    if let Some(outcome) = self.jobs.result(meta.job_id, meta.partition, Err(e)) {
+                        self.deliver(outcome);
+                    }
+                }
             }
         }
     }
@@ -947,11 +1320,72 @@ impl Core {
         }
     }
 
+    /// Follows a child's progress from its timeline events (the deadlines' clock).
+    fn track(&mut self, role: Role, e: &TimelineEvent) {
+        let key = (e.job_id, e.partition);
+        match e.kind {
+            EventKind::GpuClaim => {
+                let circuit = self.jobs.circuit_id(e.job_id);
+                let batch = self.batches.entry(role).or_insert_with(|| Batch {
+                    since: Instant::now(),
+                    circuit,
+                    slots: HashSet::new(),
+                    size: 0,
+                    start_ns: None,
+                });
+                batch.slots.insert(key);
+            }
+            EventKind::GpuStart => {
+                if let Some(b) = self.batches.get_mut(&role) {
+                    if b.start_ns.is_none() {
+                        b.start_ns = Some(e.t_ns);
+                        b.size = b.slots.len().max(1);
+                    }
+                }
+            }
+            EventKind::GpuEnd => {
+                let Some(b) = self.batches.get_mut(&role) else {
+                    return;
+                };
+                b.slots.remove(&key);
+                if b.slots.is_empty() {
+                    let b = self.batches.remove(&role).expect("present above");
+                    if let (Some(circuit), Some(start)) = (b.circuit, b.start_ns) {
+                        let per_slot =
+                            Duration::from_nanos(e.t_ns.saturating_sub(start) / b.size as u64);
+                        average(self.prove_time.entry(circuit).or_insert(per_slot), per_slot);
+                    }
+                }
+            }
+            EventKind::SynthStart => {
+                let circuit = self.jobs.circuit_id(e.job_id);
+                self.syntheses.insert(
+                    key,
+                    Synthesis {
+                        since: Instant::now(),
+                        start_ns: e.t_ns,
+                        circuit,
+                    },
+                );
+            }
+            EventKind::SynthEnd => {
+                if let Some(s) = self.syntheses.remove(&key) {
+                    if let Some(circuit) = s.circuit {
+                        let took = Duration::from_nanos(e.t_ns.saturating_sub(s.start_ns));
+                        average(self.synth_time.entry(circuit).or_insert(took), took);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
     fn on_message(&mut self, role: Role, msg: FromChild) {
         match msg {
             FromChild::Hello { detail, .. } => {
                 if let Some(info) = self.children.get_mut(&role) {
                     info.detail = detail;
+                    info.down = None;
                 }
             }
             FromChild::Published {
@@ -959,12 +1393,20 @@ impl Core {
                 partition,
                 slot,
                 generation,
-            } => self.jobs.published(job_id, partition, slot, generation),
+            } => {
+                self.syntheses.remove(&(job_id, partition));
+                self.jobs.published(job_id, partition, slot, generation);
+                if !self.jobs.waiting(job_id, partition) {
+                    // Its job ended meanwhile: nobody proves it.
+                    self.discard_orphans();
+                }
+            }
             FromChild::SynthFailed {
                 job_id,
                 partition,
                 error,
             } => {
+                self.syntheses.remove(&(job_id, partition));
                 if let Some(outcome) = self.jobs.result(job_id, partition, Err(error)) {
                     self.deliver(outcome);
                 }
@@ -978,7 +1420,8 @@ impl Core {
                 if e.kind == EventKind::SynthStart {
                     self.counters.syntheses_started += 1;
                 }
-                self.timeline.push(e)
+                self.track(role, &e);
+                self.record(e)
             }
         }
     }
@@ -993,7 +1436,71 @@ impl Core {
                     tracing::error!(%role, pid, silent_s = silent.as_secs_f64(), "no heartbeat: killing the child");
                     child::kill(pid, libc::SIGKILL);
                     self.counters.hung_kills += 1;
+                    info.kill_reason
+                        .get_or_insert_with(|| format!("{role} stopped beating and was killed"));
                     info.last_seen = now; // once per timeout
+                }
+            }
+        }
+    }
+
+    /// Kills a gpu-proc whose batch, or a synth-proc whose synthesis, runs past its deadline.
+    fn check_deadlines(&mut self) {
+        let mut late: Vec<(Role, String)> = Vec::new();
+        let mut late_syntheses = HashSet::new();
+        for (role, b) in &self.batches {
+            let per_slot = b.circuit.and_then(|c| self.prove_time.get(&c).copied());
+            let deadline = self.faults.deadline(
+                per_slot,
+                b.slots.len().max(b.size),
+                self.faults.first_proof_deadline,
+            );
+            if b.since.elapsed() > deadline {
+                late.push((
+                    *role,
+                    format!(
+                        "{role} ran past its deadline of {deadline:?} proving it and was killed"
+                    ),
+                ));
+            }
+        }
+        for ((job, partition), s) in &self.syntheses {
+            let took = s.circuit.and_then(|c| self.synth_time.get(&c).copied());
+            let deadline = self
+                .faults
+                .deadline(took, 1, self.faults.first_synthesis_deadline);
+            if s.since.elapsed() <= deadline {
+                continue;
+            }
+            late_syntheses.insert((*job, *partition));
+            if !late.iter().any(|(r, _)| *r == Role::Synth) {
+                late.push((
+                    Role::Synth,
+                    format!(
+                        "synth-proc ran past its deadline of {deadline:?} synthesizing job {job} \
+                         partition {partition} and was killed"
+                    ),
+                ));
+            }
+        }
+        for (role, reason) in late {
+            let Some(info) = self.children.get_mut(&role) else {
+                continue;
+            };
+            if let Some(pid) = info.pid {
+                tracing::error!(%role, pid, "{reason}");
+                child::kill(pid, libc::SIGKILL);
+                info.kill_reason = Some(reason);
+                if role == Role::Synth {
+                    info.kill_targets = Some(std::mem::take(&mut late_syntheses));
+                }
+                self.counters.deadline_kills += 1;
+            }
+            // Once per batch: the exit handler takes it from here.
+            match role {
+                Role::Synth => self.syntheses.clear(),
+                Role::Gpu(_) => {
+                    self.batches.remove(&role);
                 }
             }
         }
@@ -1007,25 +1514,27 @@ impl Core {
                 sender,
                 cpus,
             } => {
-                let info = self.children.entry(role).or_insert_with(|| ChildInfo {
-                    pid: None,
-                    last_seen: Instant::now(),
-                    sender: None,
-                    cpus: None,
-                    detail: String::new(),
-                    starts: 0,
-                    last_exit: None,
-                });
+                let capacity = self.faults.outbox;
+                let info = self.children.entry(role).or_insert_with(ChildInfo::new);
                 info.pid = Some(pid);
                 info.last_seen = Instant::now();
-                info.sender = Some(sender);
+                info.outbox = match Outbox::start(role, sender, capacity) {
+                    Ok(o) => Some(o),
+                    Err(e) => {
+                        tracing::error!(%role, pid, "cannot start the writer thread: {e}; killing the child");
+                        child::kill(pid, libc::SIGKILL);
+                        None
+                    }
+                };
                 info.cpus = cpus;
                 info.starts += 1;
+                info.kill_reason = None;
+                info.kill_targets = None;
                 if self.stopping {
-                    if let Some(s) = info.sender.as_mut() {
+                    if let Some(o) = info.outbox.as_ref() {
                         let _ = match role {
-                            Role::Synth => s.send(&ToSynth::Shutdown),
-                            Role::Gpu(_) => s.send(&ToGpu::Shutdown),
+                            Role::Synth => o.try_send_msg(ToSynth::Shutdown),
+                            Role::Gpu(_) => o.try_send_msg(ToGpu::Shutdown),
                         };
                     }
                 }
@@ -1047,10 +1556,19 @@ impl Core {
                 restarting,
             } => {
                 self.counters.child_exits += 1;
+                let (mut killed, mut targets) = (None, None);
                 if let Some(info) = self.children.get_mut(&role) {
                     info.pid = None;
-                    info.sender = None;
+                    info.outbox = None;
                     info.last_exit = Some(status.clone());
+                    killed = info.kill_reason.take();
+                    targets = info.kill_targets.take();
+                }
+                match role {
+                    Role::Synth => self.syntheses.clear(),
+                    Role::Gpu(_) => {
+                        self.batches.remove(&role);
+                    }
                 }
                 let report = self.ring.reclaim_owner(pid);
                 self.counters.slots_requeued += report.claimed_requeued.len() as u64;
@@ -1064,6 +1582,28 @@ impl Core {
                     );
                     if !stderr_tail.is_empty() {
                         tracing::debug!(%role, "last stderr: {}", stderr_tail.join(" | "));
+                    }
+                    // Each partition it held failed one attempt.
+                    let why = killed.unwrap_or_else(|| format!("{role} died ({status})"));
+                    for (slots, doing) in [
+                        (&report.claimed_requeued, "while proving it"),
+                        (&report.writing_freed, "while synthesizing it"),
+                    ] {
+                        for m in slots.iter().filter_map(|s| s.meta) {
+                            if targets
+                                .as_ref()
+                                .is_some_and(|t| !t.contains(&(m.job_id, m.partition)))
+                            {
+                                // Cut short by a kill aimed at another synthesis: not its fault.
+                                continue;
+                            }
+                            self.attempt_failed(
+                                m.job_id,
+                                m.partition,
+                                format!("{why} {doing}"),
+                                false,
+                            );
+                        }
                     }
                 }
                 if role == Role::Synth {
@@ -1081,11 +1621,30 @@ impl Core {
                         .collect();
                     self.jobs.synth_lost(&in_ring);
                 }
+                // Requeued slots of jobs that ended (now or before) are not proved again.
+                self.discard_orphans();
                 self.sweep_done();
+            }
+            ChildEvent::Down { role, reason } => {
+                tracing::error!(%role, "down, still restarting: {reason}");
+                if let Some(info) = self.children.get_mut(&role) {
+                    info.down = Some(reason);
+                }
             }
             ChildEvent::GaveUp { role, reason } => {
                 tracing::error!(%role, "giving up: {reason}");
-                if !self.stopping {
+                self.children
+                    .entry(role)
+                    .or_insert_with(ChildInfo::new)
+                    .gave_up = Some(reason.clone());
+                // Fatal when nothing can take the role's work: synth-proc, or the last gpu-proc.
+                let gpus_left = self.gpu_roles.iter().any(|r| {
+                    self.children
+                        .get(r)
+                        .is_none_or(|info| info.gave_up.is_none())
+                });
+                let fatal = role == Role::Synth || !gpus_left;
+                if !self.stopping && fatal {
                     self.fatal = Some(reason.clone());
                     let live: Vec<u64> = self.waiters.keys().copied().collect();
                     for id in live {
@@ -1101,6 +1660,24 @@ impl Core {
     }
 }
 
+/// Appends `e`, dropping the oldest events beyond `max` (`None`: no bound; `Some(0)`: keep none).
+fn push_bounded<T>(events: &mut VecDeque<T>, e: T, max: Option<usize>) {
+    if let Some(max) = max {
+        if max == 0 {
+            return;
+        }
+        while events.len() >= max {
+            events.pop_front();
+        }
+    }
+    events.push_back(e);
+}
+
+/// Moves a moving average a third of the way to `sample`.
+fn average(avg: &mut Duration, sample: Duration) {
+    *avg = avg.mul_f64(2.0 / 3.0) + sample.mul_f64(1.0 / 3.0);
+}
+
 fn dispatch(core: Arc<Mutex<Core>>, events: mpsc::Receiver<ChildEvent>) {
     const TICK: Duration = Duration::from_millis(250);
     let mut last_tick = Instant::now();
@@ -1114,9 +1691,12 @@ fn dispatch(core: Arc<Mutex<Core>>, events: mpsc::Receiver<ChildEvent>) {
             last_tick = Instant::now();
             let mut core = lock(&core);
             // A DONE slot whose message was lost (its gpu-proc died right after) is still
-            // collected; a child that stopped beating is killed.
+            // collected; a child that stopped beating or ran past a deadline is killed;
+            // requests that did not fit synth-proc's queue are sent.
             core.sweep_done();
             core.check_heartbeats();
+            core.check_deadlines();
+            core.pump_synth();
         }
     }
     lock(&core).sweep_done();
@@ -1124,7 +1704,67 @@ fn dispatch(core: Arc<Mutex<Core>>, events: mpsc::Receiver<ChildEvent>) {
 
 #[cfg(test)]
 mod tests {
-    use super::visible_device;
+    use super::{read_request_file, visible_device, FaultSettings, PipelineError};
+    use std::time::Duration;
+
+    #[test]
+    fn request_files_must_be_regular_files_within_the_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let ok = dir.path().join("ok");
+        std::fs::write(&ok, b"0123456789").unwrap();
+        assert_eq!(read_request_file(&ok, 10).unwrap(), b"0123456789");
+        assert!(matches!(
+            read_request_file(&ok, 9),
+            Err(PipelineError::RequestTooLarge { bytes: 10, max: 9 })
+        ));
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&ok, &link).unwrap();
+        for (path, what) in [
+            (link.as_path(), "a symbolic link"),
+            (dir.path(), "a directory"),
+            (std::path::Path::new("/dev/zero"), "a character device"),
+        ] {
+            match read_request_file(path, 1 << 20) {
+                Err(PipelineError::NotRegular(w)) => assert_eq!(w, what),
+                other => panic!("{}: {other:?}", path.display()),
+            }
+        }
+    }
+
+    #[test]
+    fn a_bounded_timeline_keeps_the_last_events() {
+        let mut q = std::collections::VecDeque::new();
+        for i in 0..10 {
+            super::push_bounded(&mut q, i, Some(3));
+        }
+        assert_eq!(q.iter().copied().collect::<Vec<_>>(), vec![7, 8, 9]);
+        let mut all = std::collections::VecDeque::new();
+        for i in 0..10 {
+            super::push_bounded(&mut all, i, None);
+        }
+        assert_eq!(all.len(), 10);
+        super::push_bounded(&mut q, 1, Some(0));
+        assert_eq!(q.len(), 3, "a bound of 0 records nothing");
+    }
+
+    #[test]
+    fn deadlines_scale_with_the_measured_time_and_never_drop_below_the_floor() {
+        let f = FaultSettings {
+            deadline_factor: 4.0,
+            deadline_floor: Duration::from_secs(10),
+            ..FaultSettings::default()
+        };
+        let first = Duration::from_secs(99);
+        assert_eq!(f.deadline(None, 3, first), first);
+        assert_eq!(
+            f.deadline(Some(Duration::from_secs(1)), 1, first),
+            Duration::from_secs(10)
+        );
+        assert_eq!(
+            f.deadline(Some(Duration::from_secs(2)), 3, first),
+            Duration::from_secs(24)
+        );
+    }
 
     #[test]
     fn each_gpu_proc_sees_its_own_device_of_those_the_launcher_may_use() {
