@@ -33,6 +33,7 @@ pub mod env;
 #[cfg(feature = "filecoin")]
 pub mod filecoin;
 pub mod jobs;
+pub mod journal;
 mod logging;
 pub mod notify;
 pub mod pinning;

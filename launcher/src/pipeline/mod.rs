@@ -11,6 +11,7 @@
 //! - a child in a crash loop → the supervisor gives up and every live job fails with the reason.
 
 pub mod child;
+mod drain;
 mod error;
 
 use std::collections::{HashMap, HashSet};
