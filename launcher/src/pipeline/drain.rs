@@ -7,7 +7,10 @@
 //! sender for its duration, so nothing new is sent, and puts it back at the end, so `shutdown`
 //! can still tell synth-proc to exit. A synth-proc restarted during the drain gets a new sender
 //! (and the pending partitions once, as `Started` pumps them); the next poll parks it again.
-//! What synth-proc had already been sent still runs: it is in flight. Partitions held back stay
+//! What synth-proc had already been sent still runs: it is in flight (synth-proc has no message to
+//! cancel a queued synthesis, and the pipeline sends every pending partition as soon as it is
+//! submitted), so under a steady load the drain usually ends with the grace, having proved what
+//! the grace allowed. Partitions held back stay
 //! `Pending` in the job table and are failed by `shutdown`; the service's journal keeps their jobs
 //! as accepted, so they run again after the next start.
 
