@@ -45,10 +45,7 @@ fn issue10_launcher_sigkill_with_20_accepted_jobs_loses_none_and_ids_never_repea
     let log = s.log_text();
     assert!(log.contains(&format!("requeued={unfinished}")), "{log}");
     let next = accepted(s.ask(&submit(CIRCUIT, 7, false)));
-    assert!(
-        next > *ids.iter().max().unwrap(),
-        "id {next} after {ids:?}"
-    );
+    assert!(next > *ids.iter().max().unwrap(), "id {next} after {ids:?}");
     fetch_ok(&s, next);
     // A fetched result can be fetched again for a while; an unknown id is an error.
     fetch_ok(&s, ids[0]);
@@ -67,6 +64,8 @@ fn issue10_sigterm_drains_tells_waiting_clients_and_keeps_their_jobs() {
     // A grace far shorter than the work queued: partitions already sent to synth-proc count as
     // in flight (it has no way to cancel them), so a long grace would let every job finish.
     let mut setup = Setup::new(CIRCUIT, "stop_grace_s = 1");
+    // The systemd watchdog thread runs too: it once held the pipeline so that it never shut down.
+    setup.env = vec![("WATCHDOG_USEC".into(), "60000000".into())];
     let mut s = setup.start();
     // Twenty waiting clients: more than the pipeline proves in the grace.
     let mut clients = Vec::new();
@@ -100,6 +99,7 @@ fn issue10_sigterm_drains_tells_waiting_clients_and_keeps_their_jobs() {
     assert!(told > 0, "every job finished within the drain");
     let log = s.log_text();
     assert!(log.contains("pipeline drained"), "{log}");
+    assert!(log.contains("pipeline shut down: children stopped"), "{log}");
     // Those clients' jobs are still accepted in the journal...
     let unfinished = Journal::open(&setup.journal)
         .unwrap()
@@ -107,6 +107,7 @@ fn issue10_sigterm_drains_tells_waiting_clients_and_keeps_their_jobs() {
         .unwrap();
     assert_eq!(unfinished, told, "{log}");
     // ...and finish after the next start.
+    setup.env.clear();
     let s = setup.start();
     for &id in &ids {
         fetch_ok(&s, id);
@@ -125,7 +126,10 @@ fn issue10_a_corrupt_journal_stops_the_start_naming_the_file_and_is_kept_aside()
     assert_eq!(status.code(), Some(2), "{}", s.log_text());
     let log = s.log_text();
     let named = setup.journal.display().to_string();
-    assert!(log.contains(&format!("job journal `{named}` is corrupt")), "{log}");
+    assert!(
+        log.contains(&format!("job journal `{named}` is corrupt")),
+        "{log}"
+    );
     assert!(log.contains("moved aside"), "{log}");
     assert!(!setup.journal.exists());
     let aside = service_common::aside(&setup.journal);
@@ -133,9 +137,5 @@ fn issue10_a_corrupt_journal_stops_the_start_naming_the_file_and_is_kept_aside()
     assert_eq!(std::fs::read(&aside[0]).unwrap(), garbage);
     // The next start begins with an empty journal and says where the old one is.
     let s = setup.start();
-    assert!(
-        s.log_text().contains("moved aside to"),
-        "{}",
-        s.log_text()
-    );
+    assert!(s.log_text().contains("moved aside to"), "{}", s.log_text());
 }

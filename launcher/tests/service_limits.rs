@@ -47,7 +47,11 @@ fn issue10_500_concurrent_clients_get_answers_and_every_accepted_job_finishes() 
             Err(e) => broken.push(e),
         }
     }
-    eprintln!("accepted {}, busy {busy}, broken {}", ids.len(), broken.len());
+    eprintln!(
+        "accepted {}, busy {busy}, broken {}",
+        ids.len(),
+        broken.len()
+    );
     assert!(!ids.is_empty());
     assert_eq!(ids.len() + busy + broken.len(), 500);
     assert!(broken.is_empty(), "{broken:?}");
@@ -91,7 +95,8 @@ fn issue10_long_lines_and_idle_connections_are_closed_with_an_error() {
     // An idle connection.
     let t = Instant::now();
     let conn = UnixStream::connect(&s.socket).unwrap();
-    conn.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
     let mut reader = BufReader::new(conn);
     let mut line = String::new();
     reader.read_line(&mut line).unwrap();
@@ -118,7 +123,9 @@ fn issue10_long_lines_and_idle_connections_are_closed_with_an_error() {
     let b = s.ask(&long(20));
     assert!(matches!(a, Response::Accepted { .. }) && matches!(b, Response::Accepted { .. }));
     match s.ask(&submit(CIRCUIT, 4, false)) {
-        Response::Error { message } => assert!(message.starts_with("busy: 2 jobs queued"), "{message}"),
+        Response::Error { message } => {
+            assert!(message.starts_with("busy: 2 jobs queued"), "{message}")
+        }
         other => panic!("{other:?}"),
     }
     // Absurd partition counts are refused before anything is allocated or journaled.
@@ -129,7 +136,9 @@ fn issue10_long_lines_and_idle_connections_are_closed_with_an_error() {
         wait: false,
         priority: 0,
     }) {
-        Response::Error { message } => assert!(message.contains("too many partitions"), "{message}"),
+        Response::Error { message } => {
+            assert!(message.contains("too many partitions"), "{message}")
+        }
         other => panic!("{other:?}"),
     }
 }
@@ -205,4 +214,39 @@ fn issue10_the_socket_is_0660_with_its_group_and_requests_are_logged_with_peer_c
         "{}",
         s.log_text()
     );
+}
+
+#[test]
+fn issue10_running_out_of_file_descriptors_in_accept_does_not_end_the_service() {
+    let _g = serial();
+    let mut setup = Setup::new(CIRCUIT, "max_connections = 256");
+    let s = setup.start_with_nofile(64);
+    // Hold connections until accept fails with EMFILE (each one costs the service three fds).
+    let held: Vec<UnixStream> = (0..60)
+        .map(|_| UnixStream::connect(&s.socket).unwrap())
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !s.log_text().contains("accepting a client: Too many open files") {
+        assert!(Instant::now() < deadline, "{}", s.log_text());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(held);
+    // The service goes on: once the clients are gone it answers again and proves.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let answered = launcher::protocol::Client::connect(&s.socket).ok().and_then(|mut c| {
+            c.send(&Request::Status).ok()?;
+            c.recv().ok()
+        });
+        if matches!(answered, Some(Response::Status(_))) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{}", s.log_text());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let id = match s.ask(&submit(CIRCUIT, 9, false)) {
+        Response::Accepted { job_id } => job_id,
+        other => panic!("{other:?}"),
+    };
+    fetch_ok(&s, id);
 }

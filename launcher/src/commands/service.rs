@@ -194,8 +194,10 @@ impl Service {
                 }
                 Err(e) => {
                     tracing::warn!(job = row.id, "cannot re-queue: {e}");
-                    guard(&self.journal)
-                        .finish(row.id, Err(&format!("cannot re-queue after a restart: {e}")))?;
+                    guard(&self.journal).finish(
+                        row.id,
+                        Err(&format!("cannot re-queue after a restart: {e}")),
+                    )?;
                 }
             }
         }
@@ -339,7 +341,10 @@ impl Service {
         let max = self.limits.max_line_bytes;
         loop {
             let mut line = Vec::new();
-            match (&mut reader).take(max as u64 + 1).read_until(b'\n', &mut line) {
+            match (&mut reader)
+                .take(max as u64 + 1)
+                .read_until(b'\n', &mut line)
+            {
                 Ok(0) => return Ok(()),
                 Ok(_) => {}
                 Err(e)
@@ -357,10 +362,10 @@ impl Service {
                 }
                 Err(e) => return Err(e.into()),
             }
-            if line.len() > max {
-                let message = format!(
-                    "request line longer than {max} bytes: closing the connection"
-                );
+            // A complete line holds at most `max` bytes before its newline.
+            if line.len() > max && line.last() != Some(&b'\n') {
+                let message =
+                    format!("request line longer than {max} bytes: closing the connection");
                 let _ = write_line(&mut out, &Response::Error { message });
                 return Ok(());
             }
@@ -391,7 +396,13 @@ impl Service {
                 }
             };
             let (pid, uid, gid) = peer.map_or((-1, u32::MAX, u32::MAX), |p| (p.pid, p.uid, p.gid));
-            tracing::info!(peer_pid = pid, peer_uid = uid, peer_gid = gid, request = request_name(&request), "client request");
+            tracing::info!(
+                peer_pid = pid,
+                peer_uid = uid,
+                peer_gid = gid,
+                request = request_name(&request),
+                "client request"
+            );
             match request {
                 Request::Status => {
                     write_line(&mut out, &Response::Status(Box::new(self.status())))?
@@ -647,7 +658,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         Ok(Some(interval)) => {
             let (weak, stop) = (Arc::downgrade(&service), stop.clone());
             let notifier = Notifier::from_env().unwrap_or_else(|_| Notifier::disabled());
-            Some(thread::spawn(move || watchdog_loop(weak, &stop, &notifier, interval)))
+            Some(thread::spawn(move || {
+                watchdog_loop(weak, &stop, &notifier, interval)
+            }))
         }
         _ => None,
     };
@@ -663,7 +676,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
 
     // Graceful stop.
     let grace = limits.stop_grace;
-    tracing::info!(grace_s = grace.as_secs(), "stopping: no new requests; in-flight partitions finish");
+    tracing::info!(
+        grace_s = grace.as_secs(),
+        "stopping: no new requests; in-flight partitions finish"
+    );
     let _ = notifier.stopping();
     drop(listener);
     let _ = std::fs::remove_file(&socket);
@@ -694,6 +710,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             // handles first, the jobs stay accepted.
             drop(live);
             pipeline.shutdown();
+            tracing::info!("pipeline shut down: children stopped, cgroups removed");
         }
         Err(service) => {
             // A client that does not read its answer holds a thread (for at most the write
@@ -710,7 +727,12 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn watchdog_loop(service: Weak<Service>, stop: &AtomicBool, notifier: &Notifier, interval: Duration) {
+fn watchdog_loop(
+    service: Weak<Service>,
+    stop: &AtomicBool,
+    notifier: &Notifier,
+    interval: Duration,
+) {
     // Ping at half the interval while the pipeline can still prove.
     let step = Duration::from_millis(100);
     let mut last = None::<Instant>;
@@ -814,14 +836,12 @@ fn accept_loop(service: &Arc<Service>, listener: &UnixListener, stop: &AtomicBoo
             service: service.clone(),
             id,
         };
-        let spawned = thread::Builder::new()
-            .name("client".into())
-            .spawn(move || {
-                let g = conn_guard;
-                if let Err(e) = g.service.serve(conn, peer) {
-                    tracing::debug!("client: {e:#}");
-                }
-            });
+        let spawned = thread::Builder::new().name("client".into()).spawn(move || {
+            let g = conn_guard;
+            if let Err(e) = g.service.serve(conn, peer) {
+                tracing::debug!("client: {e:#}");
+            }
+        });
         if let Err(e) = spawned {
             // The guard went with the closure and was dropped: the count is right.
             tracing::warn!("cannot start a client thread: {e}");
@@ -853,9 +873,8 @@ fn bind(socket: &Path, mode: u32, group: Option<(&str, u32)>) -> anyhow::Result<
         .with_context(|| format!("cannot listen on `{}`", socket.display()))?;
     let placed = (|| -> anyhow::Result<()> {
         if let Some((name, gid)) = group {
-            std::os::unix::fs::chown(&tmp, None, Some(gid)).with_context(|| {
-                format!("cannot give `{}` to group `{name}`", socket.display())
-            })?;
+            std::os::unix::fs::chown(&tmp, None, Some(gid))
+                .with_context(|| format!("cannot give `{}` to group `{name}`", socket.display()))?;
         }
         std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode))
             .with_context(|| format!("cannot set the mode of `{}`", socket.display()))?;

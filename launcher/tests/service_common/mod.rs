@@ -44,6 +44,8 @@ pub struct Setup {
     pub config: PathBuf,
     pub socket: PathBuf,
     pub journal: PathBuf,
+    /// Variables added to the service's environment.
+    pub env: Vec<(String, String)>,
     runs: usize,
 }
 
@@ -72,19 +74,47 @@ impl Setup {
             config,
             socket,
             journal,
+            env: Vec::new(),
             runs: 0,
         }
     }
 
     /// Starts `splitprover run` (log at `info` into `log-<n>.txt`) without waiting.
     pub fn spawn(&mut self) -> Service {
+        self.spawn_with(Command::new(env!("CARGO_BIN_EXE_splitprover")))
+    }
+
+    /// Starts the service with at most `n` open files, and waits until it answers.
+    pub fn start_with_nofile(&mut self, n: u64) -> Service {
+        use std::os::unix::process::CommandExt;
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_splitprover"));
+        let limit = libc::rlimit {
+            rlim_cur: n,
+            rlim_max: n,
+        };
+        // SAFETY: the hook runs in the forked child before exec and only calls setrlimit, which
+        // is async-signal-safe, on a value copied into the closure.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let s = self.spawn_with(cmd);
+        self.wait_started(s)
+    }
+
+    fn spawn_with(&mut self, mut cmd: Command) -> Service {
         self.runs += 1;
         let log = self.dir.path().join(format!("log-{}.txt", self.runs));
-        let child = Command::new(env!("CARGO_BIN_EXE_splitprover"))
+        let child = cmd
             .args(["run", "--config", self.config.to_str().unwrap()])
             .env("SPLITPROVER_LOG", "info")
             .env_remove("NOTIFY_SOCKET")
             .env_remove("WATCHDOG_USEC")
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
@@ -98,7 +128,11 @@ impl Setup {
 
     /// Starts the service and waits until it answers `status`.
     pub fn start(&mut self) -> Service {
-        let mut s = self.spawn();
+        let s = self.spawn();
+        self.wait_started(s)
+    }
+
+    fn wait_started(&mut self, mut s: Service) -> Service {
         let deadline = Instant::now() + Duration::from_secs(120);
         loop {
             if let Some(status) = s.child.try_wait().unwrap() {
@@ -113,7 +147,11 @@ impl Setup {
                     }
                 }
             }
-            assert!(Instant::now() < deadline, "service did not start:\n{}", s.log_text());
+            assert!(
+                Instant::now() < deadline,
+                "service did not start:\n{}",
+                s.log_text()
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
     }
