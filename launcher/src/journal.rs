@@ -9,6 +9,15 @@
 //! `AUTOINCREMENT` key: SQLite keeps the largest id ever handed out in `sqlite_sequence`, so an id
 //! is never reused, not even after its row was deleted.
 //!
+//! # Request bytes
+//! A request of at most [`INLINE_REQUEST_MAX`] bytes (a built-in circuit's is 12) is stored in its
+//! row. A larger one (a Filecoin C1 output is tens of MiB) is stored content-addressed as
+//! `<journal>.requests/<sha256>`, written and fsync'd (file and directory) before the row that
+//! names it is committed, and checked against its hash when read back. This keeps the database
+//! small, so `integrity_check` at start stays fast, and lets a restart read one request at a time.
+//! A request file is removed once no accepted job needs it; files left by a crash between the
+//! write and the commit are removed at the next open.
+//!
 //! # Durability: WAL with `synchronous = FULL`
 //! The journal runs in WAL mode (readers never block the writer; one append per commit). With WAL,
 //! `synchronous = NORMAL` fsyncs only at checkpoints: a commit survives a *process* crash (the WAL
@@ -21,8 +30,8 @@
 //!
 //! # Corruption
 //! A file that is not a SQLite database, fails `PRAGMA integrity_check`, or holds another schema
-//! is never silently replaced or repaired: [`Journal::open`] renames it (and its `-wal`/`-shm`)
-//! aside to `<file>.corrupt-<unix time>` and fails with [`JournalError::Corrupt`], which names
+//! is never silently replaced or repaired: [`Journal::open`] renames it (and its `-wal`/`-shm` and
+//! request files) aside to `<file>.corrupt-<unix time>` and fails with [`JournalError::Corrupt`], which names
 //! both paths. The service refuses to start; the next start begins with an empty journal (and
 //! says that older journals lie aside), so the operator decides what to salvage from the copy.
 //! A journal written by a newer splitprover (a higher `user_version`) is refused and left where
@@ -31,17 +40,24 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use std::io::Write as _;
+
 use rusqlite::{params, Connection, ErrorCode, OpenFlags, OptionalExtension};
+use sha2::{Digest, Sha256};
 
 /// The schema version kept in `PRAGMA user_version`.
 pub const SCHEMA_VERSION: i64 = 1;
+
+/// Requests up to this size are stored in their row; larger ones in a content-addressed file.
+pub const INLINE_REQUEST_MAX: usize = 64 << 10;
 
 const SCHEMA: &str = "
 CREATE TABLE jobs (
     id           INTEGER PRIMARY KEY AUTOINCREMENT,
     circuit      TEXT    NOT NULL,
     priority     INTEGER NOT NULL DEFAULT 0,
-    request      BLOB    NOT NULL,
+    request      BLOB,
+    request_file TEXT,
     state        TEXT    NOT NULL CHECK (state IN ('accepted', 'succeeded', 'failed')),
     submitted_at INTEGER NOT NULL,
     finished_at  INTEGER,
@@ -118,6 +134,14 @@ pub enum JournalError {
         /// The job.
         id: u64,
     },
+    /// A request file cannot be written or read back intact.
+    #[error("job journal: request file `{}`: {reason}", path.display())]
+    RequestFile {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
 }
 
 /// A job's state in the journal.
@@ -179,6 +203,8 @@ pub struct JournalJob {
 pub struct Journal {
     conn: Connection,
     path: PathBuf,
+    /// `<journal>.requests`: the content-addressed request files.
+    requests: PathBuf,
 }
 
 /// Milliseconds since the epoch, now.
@@ -200,7 +226,10 @@ impl Journal {
             })?;
         }
         match Self::open_checked(path) {
-            Ok(j) => Ok(j),
+            Ok(j) => {
+                j.remove_orphans();
+                Ok(j)
+            }
             Err(Problem::Corrupt(reason)) => Err(move_aside(path, reason)),
             Err(Problem::Other(e)) => Err(e),
         }
@@ -262,13 +291,13 @@ impl Journal {
                 let ok: i64 = conn
                     .query_row(
                         "SELECT count(*) FROM pragma_table_info('jobs') WHERE name IN \
-                         ('id','circuit','priority','request','state','submitted_at',\
-                          'finished_at','result','error','fetched_at')",
+                         ('id','circuit','priority','request','request_file','state',\
+                          'submitted_at','finished_at','result','error','fetched_at')",
                         [],
                         |r| r.get(0),
                     )
                     .map_err(sql)?;
-                if ok != 10 {
+                if ok != 11 {
                     return Err(Problem::Corrupt(
                         "the `jobs` table does not have the expected columns".into(),
                     ));
@@ -289,6 +318,7 @@ impl Journal {
         Ok(Journal {
             conn,
             path: path.to_owned(),
+            requests: requests_dir(path),
         })
     }
 
@@ -312,23 +342,122 @@ impl Journal {
         priority: i64,
         request: &[u8],
     ) -> Result<u64, JournalError> {
-        self.conn
-            .execute(
-                "INSERT INTO jobs (circuit, priority, request, state, submitted_at) \
-                 VALUES (?1, ?2, ?3, 'accepted', ?4)",
-                params![circuit, priority, request, now_ms()],
-            )
-            .map_err(|e| self.sql(e))?;
+        let (inline, file) = if request.len() <= INLINE_REQUEST_MAX {
+            (Some(request), None)
+        } else {
+            (None, Some(self.store_request(request)?))
+        };
+        let inserted = self.conn.execute(
+            "INSERT INTO jobs (circuit, priority, request, request_file, state, submitted_at) \
+             VALUES (?1, ?2, ?3, ?4, 'accepted', ?5)",
+            params![circuit, priority, inline, file, now_ms()],
+        );
+        if let Err(e) = inserted {
+            if let Some(f) = &file {
+                self.release_request(f);
+            }
+            return Err(self.sql(e));
+        }
         Ok(self.conn.last_insert_rowid() as u64)
+    }
+
+    /// Writes `request` as `<requests>/<sha256>` durably (file, then directory, fsync'd); returns
+    /// the name.
+    fn store_request(&self, request: &[u8]) -> Result<String, JournalError> {
+        let name = hex_digest(request);
+        let path = self.requests.join(&name);
+        let err = |reason: String| JournalError::RequestFile {
+            path: path.clone(),
+            reason,
+        };
+        std::fs::create_dir_all(&self.requests).map_err(|e| err(format!("cannot create: {e}")))?;
+        let tmp = self
+            .requests
+            .join(format!("{name}.tmp-{}", std::process::id()));
+        let written = (|| -> std::io::Result<()> {
+            let mut f = std::fs::File::create(&tmp)?;
+            f.write_all(request)?;
+            f.sync_all()?;
+            std::fs::rename(&tmp, &path)?;
+            std::fs::File::open(&self.requests)?.sync_all()
+        })();
+        written.map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            err(format!("cannot write: {e}"))
+        })?;
+        Ok(name)
+    }
+
+    /// Reads a stored request back, checking its hash.
+    fn load_request(&self, name: &str) -> Result<Vec<u8>, JournalError> {
+        let path = self.requests.join(name);
+        let bytes = std::fs::read(&path).map_err(|e| JournalError::RequestFile {
+            path: path.clone(),
+            reason: format!("cannot read: {e}"),
+        })?;
+        if hex_digest(&bytes) != name {
+            return Err(JournalError::RequestFile {
+                path,
+                reason: "content does not match its hash".into(),
+            });
+        }
+        Ok(bytes)
+    }
+
+    /// Removes a request file once no accepted job names it.
+    fn release_request(&self, name: &str) {
+        let users: i64 = self
+            .conn
+            .query_row(
+                "SELECT count(*) FROM jobs WHERE state = 'accepted' AND request_file = ?1",
+                params![name],
+                |r| r.get(0),
+            )
+            .unwrap_or(1);
+        if users == 0 {
+            let _ = std::fs::remove_file(self.requests.join(name));
+        }
+    }
+
+    /// Removes request files no accepted job names (left by a crash before the commit, or after
+    /// the job finished).
+    fn remove_orphans(&self) {
+        let Ok(entries) = std::fs::read_dir(&self.requests) else {
+            return;
+        };
+        for e in entries.filter_map(|e| e.ok()) {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.contains(".tmp-") {
+                let _ = std::fs::remove_file(e.path());
+            } else {
+                self.release_request(&name);
+            }
+        }
     }
 
     /// Removes a job that was never acknowledged (the pipeline refused it right after the
     /// commit). Its id is not reused.
     pub fn forget(&mut self, id: u64) -> Result<(), JournalError> {
+        let file = self.request_file_of(id)?;
         self.conn
             .execute("DELETE FROM jobs WHERE id = ?1", params![id as i64])
             .map_err(|e| self.sql(e))?;
+        if let Some(f) = file {
+            self.release_request(&f);
+        }
         Ok(())
+    }
+
+    fn request_file_of(&self, id: u64) -> Result<Option<String>, JournalError> {
+        self.conn
+            .query_row(
+                "SELECT request_file FROM jobs WHERE id = ?1",
+                params![id as i64],
+                |r| r.get::<_, Option<String>>(0),
+            )
+            .optional()
+            .map(Option::flatten)
+            .map_err(|e| self.sql(e))
     }
 
     /// Records how an accepted job ended. A job already finished keeps its first outcome.
@@ -341,6 +470,7 @@ impl Journal {
             Ok(proofs) => (JobState::Succeeded, Some(encode_proofs(proofs)), None),
             Err(e) => (JobState::Failed, None, Some(e)),
         };
+        let file = self.request_file_of(id)?;
         self.conn
             .execute(
                 "UPDATE jobs SET state = ?2, finished_at = ?3, result = ?4, error = ?5 \
@@ -348,6 +478,10 @@ impl Journal {
                 params![id as i64, state.as_str(), now_ms(), result, error],
             )
             .map_err(|e| self.sql(e))?;
+        // The request is not needed any more.
+        if let Some(f) = file {
+            self.release_request(&f);
+        }
         Ok(())
     }
 
@@ -367,8 +501,8 @@ impl Journal {
         let row = self
             .conn
             .query_row(
-                "SELECT id, circuit, priority, request, state, submitted_at, finished_at, result, \
-                 error, fetched_at FROM jobs WHERE id = ?1",
+                "SELECT id, circuit, priority, request, request_file, state, submitted_at, \
+                 finished_at, result, error, fetched_at FROM jobs WHERE id = ?1",
                 params![id as i64],
                 raw_row,
             )
@@ -377,21 +511,19 @@ impl Journal {
         row.map(|r| self.decode(r)).transpose()
     }
 
-    /// Every accepted, unfinished job: highest priority first, then oldest first.
-    pub fn unfinished(&self) -> Result<Vec<JournalJob>, JournalError> {
+    /// The ids of every accepted, unfinished job: highest priority first, then oldest first
+    /// (read each with [`Journal::get`]: requests can be large).
+    pub fn unfinished(&self) -> Result<Vec<u64>, JournalError> {
         let mut st = self
             .conn
-            .prepare(
-                "SELECT id, circuit, priority, request, state, submitted_at, finished_at, result, \
-                 error, fetched_at FROM jobs WHERE state = 'accepted' ORDER BY priority DESC, id",
-            )
+            .prepare("SELECT id FROM jobs WHERE state = 'accepted' ORDER BY priority DESC, id")
             .map_err(|e| self.sql(e))?;
-        let rows = st
-            .query_map([], raw_row)
+        let ids = st
+            .query_map([], |r| r.get::<_, i64>(0))
             .map_err(|e| self.sql(e))?
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| self.sql(e))?;
-        rows.into_iter().map(|r| self.decode(r)).collect()
+        Ok(ids.into_iter().map(|i| i as u64).collect())
     }
 
     /// Number of accepted, unfinished jobs.
@@ -448,11 +580,17 @@ impl Journal {
             Some(b) => decode_proofs(b).ok_or_else(bad)?,
             None => Vec::new(),
         };
+        // Only an accepted job still needs (and still has) its request file.
+        let request = match (r.request, &r.request_file) {
+            (Some(bytes), _) => bytes,
+            (None, Some(name)) if state == JobState::Accepted => self.load_request(name)?,
+            (None, _) => Vec::new(),
+        };
         Ok(JournalJob {
             id: r.id as u64,
             circuit: r.circuit,
             priority: r.priority,
-            request: r.request,
+            request,
             state,
             submitted_at: r.submitted_at,
             finished_at: r.finished_at,
@@ -467,7 +605,8 @@ struct RawRow {
     id: i64,
     circuit: String,
     priority: i64,
-    request: Vec<u8>,
+    request: Option<Vec<u8>>,
+    request_file: Option<String>,
     state: String,
     submitted_at: i64,
     finished_at: Option<i64>,
@@ -482,13 +621,27 @@ fn raw_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawRow> {
         circuit: r.get(1)?,
         priority: r.get(2)?,
         request: r.get(3)?,
-        state: r.get(4)?,
-        submitted_at: r.get(5)?,
-        finished_at: r.get(6)?,
-        result: r.get(7)?,
-        error: r.get(8)?,
-        fetched_at: r.get(9)?,
+        request_file: r.get(4)?,
+        state: r.get(5)?,
+        submitted_at: r.get(6)?,
+        finished_at: r.get(7)?,
+        result: r.get(8)?,
+        error: r.get(9)?,
+        fetched_at: r.get(10)?,
     })
+}
+
+fn requests_dir(journal: &Path) -> PathBuf {
+    let mut s = journal.as_os_str().to_owned();
+    s.push(".requests");
+    PathBuf::from(s)
+}
+
+fn hex_digest(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// Proofs as stored: per partition a little-endian u32 length, then the bytes.
@@ -552,7 +705,7 @@ fn move_aside(path: &Path, reason: String) -> JournalError {
             source,
         };
     }
-    for suffix in ["-wal", "-shm"] {
+    for suffix in ["-wal", "-shm", ".requests"] {
         let mut side = path.as_os_str().to_owned();
         side.push(suffix);
         let side = PathBuf::from(side);
@@ -643,8 +796,7 @@ mod tests {
         j.finish(done, Ok(&[vec![1]])).unwrap();
         drop(j);
         let j = Journal::open(&path).unwrap();
-        let ids: Vec<u64> = j.unfinished().unwrap().iter().map(|r| r.id).collect();
-        assert_eq!(ids, vec![high, low, low2]);
+        assert_eq!(j.unfinished().unwrap(), vec![high, low, low2]);
         assert_eq!(j.get(done).unwrap().unwrap().state, JobState::Succeeded);
     }
 
@@ -758,6 +910,46 @@ mod tests {
         std::fs::write(&path, bytes).unwrap();
         let e = Journal::open(&path).err().expect("damage must be found");
         assert!(matches!(e, JournalError::Corrupt { .. }), "{e:?}");
+    }
+
+    #[test]
+    fn large_requests_live_in_checked_files_removed_when_no_longer_needed() {
+        let (_d, path, mut j) = journal();
+        let big: Vec<u8> = (0..INLINE_REQUEST_MAX as u32 + 1000)
+            .map(|i| (i % 251) as u8)
+            .collect();
+        let a = j.accept("porep:x", 0, &big).unwrap();
+        let b = j.accept("porep:x", 0, &big).unwrap();
+        let dir = requests_dir(&path);
+        let files = || std::fs::read_dir(&dir).unwrap().count();
+        assert_eq!(files(), 1, "one file per content");
+        assert_eq!(j.get(a).unwrap().unwrap().request, big);
+        // The database does not hold the bytes.
+        assert!(std::fs::metadata(&path).unwrap().len() < big.len() as u64);
+        j.finish(a, Ok(&[vec![1]])).unwrap();
+        assert_eq!(files(), 1, "b still needs it");
+        drop(j);
+        let mut j = Journal::open(&path).unwrap();
+        assert_eq!(j.get(b).unwrap().unwrap().request, big);
+        j.finish(b, Err("x")).unwrap();
+        assert_eq!(files(), 0);
+        // A damaged file is found, not proved.
+        let c = j.accept("porep:x", 0, &big).unwrap();
+        let name = std::fs::read_dir(&dir)
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path();
+        std::fs::write(&name, b"tampered").unwrap();
+        let e = j.get(c).expect_err("must be refused");
+        assert!(e.to_string().contains("does not match"), "{e}");
+        // Orphans (a crash between the write and the commit) go at the next open.
+        j.forget(c).unwrap();
+        std::fs::write(dir.join("0123"), b"orphan").unwrap();
+        drop(j);
+        let _j = Journal::open(&path).unwrap();
+        assert_eq!(files(), 0);
     }
 
     #[test]

@@ -99,7 +99,10 @@ fn issue10_sigterm_drains_tells_waiting_clients_and_keeps_their_jobs() {
     assert!(told > 0, "every job finished within the drain");
     let log = s.log_text();
     assert!(log.contains("pipeline drained"), "{log}");
-    assert!(log.contains("pipeline shut down: children stopped"), "{log}");
+    assert!(
+        log.contains("pipeline shut down: children stopped"),
+        "{log}"
+    );
     // Those clients' jobs are still accepted in the journal...
     let unfinished = Journal::open(&setup.journal)
         .unwrap()

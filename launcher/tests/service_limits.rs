@@ -226,7 +226,10 @@ fn issue10_running_out_of_file_descriptors_in_accept_does_not_end_the_service() 
         .map(|_| UnixStream::connect(&s.socket).unwrap())
         .collect();
     let deadline = Instant::now() + Duration::from_secs(20);
-    while !s.log_text().contains("accepting a client: Too many open files") {
+    while !s
+        .log_text()
+        .contains("accepting a client: Too many open files")
+    {
         assert!(Instant::now() < deadline, "{}", s.log_text());
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -234,10 +237,12 @@ fn issue10_running_out_of_file_descriptors_in_accept_does_not_end_the_service() 
     // The service goes on: once the clients are gone it answers again and proves.
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let answered = launcher::protocol::Client::connect(&s.socket).ok().and_then(|mut c| {
-            c.send(&Request::Status).ok()?;
-            c.recv().ok()
-        });
+        let answered = launcher::protocol::Client::connect(&s.socket)
+            .ok()
+            .and_then(|mut c| {
+                c.send(&Request::Status).ok()?;
+                c.recv().ok()
+            });
         if matches!(answered, Some(Response::Status(_))) {
             break;
         }

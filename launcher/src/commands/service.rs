@@ -174,9 +174,20 @@ impl Service {
 
     /// Submits every accepted, unfinished job of the journal again (at start).
     fn requeue(&self) -> anyhow::Result<usize> {
-        let rows = guard(&self.journal).unfinished()?;
-        let n = rows.len();
-        for row in rows {
+        let ids = guard(&self.journal).unfinished()?;
+        let n = ids.len();
+        for id in ids {
+            // One request in memory at a time.
+            let row = match guard(&self.journal).get(id) {
+                Ok(Some(row)) => row,
+                Ok(None) => continue,
+                Err(e) => {
+                    tracing::error!(job = id, "cannot re-queue: {e}");
+                    guard(&self.journal)
+                        .finish(id, Err(&format!("cannot re-queue after a restart: {e}")))?;
+                    continue;
+                }
+            };
             let handle = row
                 .circuit
                 .parse::<AnyCircuit>()
