@@ -47,7 +47,8 @@ pub struct Config {
 #[serde(deny_unknown_fields)]
 pub struct ServiceConfig {
     /// The job journal (SQLite); default `$STATE_DIRECTORY/jobs.sqlite` under systemd, else
-    /// `/var/lib/splitprover/jobs.sqlite` for root, else `jobs.sqlite` beside the socket.
+    /// `/var/lib/splitprover/jobs.sqlite` with the system socket, else `jobs.sqlite` beside the
+    /// socket.
     #[serde(default)]
     pub journal: Option<PathBuf>,
     /// Permissions of the socket, octal (`"0660"`).

@@ -54,12 +54,16 @@ pub fn service_socket_path() -> PathBuf {
     user_socket_path()
 }
 
-/// The default journal of a service listening on `socket`.
+/// The default journal of a service listening on `socket`: `$STATE_DIRECTORY/jobs.sqlite` under
+/// systemd, `/var/lib/splitprover/jobs.sqlite` for the system socket, else `jobs.sqlite` in the
+/// socket's directory.
 pub fn journal_path(socket: &std::path::Path) -> PathBuf {
     if let Some(d) = systemd_dir(STATE_DIRECTORY) {
         return d.join("jobs.sqlite");
     }
-    if rustix::process::getuid().is_root() {
+    // The system service run by hand; any other socket (a test's, a user's) keeps its journal
+    // beside it, so two services never share one.
+    if socket == std::path::Path::new(SYSTEM_SOCKET) {
         return PathBuf::from(SYSTEM_JOURNAL);
     }
     socket
@@ -114,5 +118,26 @@ pub fn param_cache_dir() -> PathBuf {
     match std::env::var_os(FIL_PROOFS_PARAMETER_CACHE) {
         Some(d) if !d.is_empty() => PathBuf::from(d),
         _ => PathBuf::from("/var/tmp/filecoin-proof-parameters"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_journal_goes_beside_any_socket_but_the_system_one() {
+        if std::env::var_os(STATE_DIRECTORY).is_some() {
+            // Under systemd the unit's state directory wins; nothing else to check here.
+            return;
+        }
+        assert_eq!(
+            journal_path(std::path::Path::new("/tmp/t1/sp.sock")),
+            PathBuf::from("/tmp/t1/jobs.sqlite")
+        );
+        assert_eq!(
+            journal_path(std::path::Path::new(SYSTEM_SOCKET)),
+            PathBuf::from(SYSTEM_JOURNAL)
+        );
     }
 }
