@@ -255,3 +255,54 @@ fn issue10_running_out_of_file_descriptors_in_accept_does_not_end_the_service() 
     };
     fetch_ok(&s, id);
 }
+
+#[test]
+fn issue10_a_root_service_reads_only_request_files_its_client_could_read_itself() {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: getuid has no preconditions.
+    if unsafe { libc::getuid() } != 0 {
+        eprintln!("note: not root, the service cannot read more than its clients: skipped");
+        return;
+    }
+    let _g = serial();
+    let mut setup = Setup::new(CIRCUIT, "socket_mode = \"0666\"");
+    let dir = setup.dir.path().to_owned();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let s = setup.start();
+    let request = dir.join("root-only.json");
+    std::fs::write(&request, b"{}").unwrap();
+    let submit_as_nobody = || {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_splitprover"))
+            .uid(65534)
+            .gid(65534)
+            .args([
+                "submit",
+                "--porep-c1",
+                request.to_str().unwrap(),
+                "--socket",
+            ])
+            .arg(&s.socket)
+            .env("SPLITPROVER_LOG", "warn")
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    std::fs::set_permissions(&request, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let (code, err) = submit_as_nobody();
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("is not readable by the client (uid 65534)"),
+        "{err}"
+    );
+    // Readable by everyone: the service reads it (and refuses it for what it is).
+    std::fs::set_permissions(&request, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let (code, err) = submit_as_nobody();
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("refused") && !err.contains("not readable"),
+        "{err}"
+    );
+}

@@ -537,6 +537,8 @@ enum RequestFileError {
     TooLarge { size: u64, max: u64 },
     #[error("is not readable by the client (uid {uid})")]
     NotReadableByPeer { uid: u32 },
+    #[error("cannot be checked: the client's credentials are unknown")]
+    UnknownPeer,
     #[error("changed while it was read")]
     Changed,
     #[error("{0}")]
@@ -565,7 +567,10 @@ fn read_request_file(
     if !meta.file_type().is_file() {
         return Err(RequestFileError::NotRegular);
     }
-    if let Some(p) = peer.filter(|p| p.uid != 0) {
+    let Some(peer) = peer else {
+        return Err(RequestFileError::UnknownPeer);
+    };
+    if let Some(p) = Some(peer).filter(|p| p.uid != 0) {
         let mode = meta.permissions().mode();
         let readable = (meta.uid() == p.uid && mode & 0o400 != 0)
             || (meta.gid() == p.gid && mode & 0o040 != 0)
