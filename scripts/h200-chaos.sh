@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The crash promise on a GPU host: the service proves jobs with the CUDA backend while gpu-proc
 # and synth-proc are killed with SIGKILL at random moments; every job must finish with a proof
-# the launcher verified, and READY slots must not be synthesized again.
+# the launcher verified, and READY slots must not be synthesized again. Then the launcher itself
+# is killed with SIGKILL (LAUNCHER_KILLS times, restarted each time with the same config and job
+# journal, as systemd would): every accepted job must finish after the restarts; the script
+# reports jobs accepted, finished, failed and lost (target: 0 lost) and exits 1 on a loss.
 #
 #     scripts/h200-chaos.sh [SPLITPROVER_BINARY] [OUT_DIR]
 set -euo pipefail
@@ -12,6 +15,7 @@ jobs="${JOBS:-40}"
 backend="${BACKEND:-cuda}"
 gpu_cores="${GPU_CORES:-4}"
 mkdir -p "$out"
+rm -f "$out"/jobs.sqlite*
 export SPLITPROVER_LOG="${SPLITPROVER_LOG:-warn}" SPLITPROVER_SOCKET="$out/sp.sock"
 cat > "$out/config.toml" <<TOML
 cache_dir = "$out/cache"
@@ -25,6 +29,8 @@ backend = "$backend"
 batch = 4
 [[circuit]]
 spec = "$circuit"
+[service]
+journal = "$out/jobs.sqlite"
 TOML
 echo "--- demo (the README's GPU command)"
 SPLITPROVER_CACHE_DIR="$out/cache" "$bin" demo --backend "$backend" --gpu-cores "$gpu_cores" -n 4 --circuit sha-chain:2 | tail -3
@@ -55,3 +61,38 @@ print(f"jobs {jobs}, kills {kills}: succeeded {c['succeeded']}, failed {c['faile
 assert c["succeeded"] == jobs and c["failed"] == 0, "a job was lost or failed"
 PY
 ls "$out/proofs" | grep -c '\.proof$'
+
+echo "--- launcher under SIGKILL (job journal)"
+lk_jobs="${LAUNCHER_JOBS:-40}"
+lk_kills="${LAUNCHER_KILLS:-3}"
+start_service() {
+  "$bin" run --config "$out/config.toml" 2>> "$out/service-launcher.log" &
+  service=$!
+  for _ in $(seq 600); do "$bin" status > /dev/null 2>&1 && return 0; sleep 0.2; done
+  echo "the service did not come back: $(tail -5 "$out/service-launcher.log")"; exit 1
+}
+start_service
+"$bin" submit --circuit "$circuit" -n "$lk_jobs" > /dev/null 2> "$out/accepted.log" &
+submit=$!
+for k in $(seq "$lk_kills"); do
+  sleep "$((RANDOM % 2)).$((RANDOM % 9 + 1))"
+  kill -9 "$service"; wait "$service" 2> /dev/null || true
+  echo "killed the launcher $service ($k/$lk_kills)"
+  start_service
+done
+wait "$submit" || echo "submit: some submissions were cut by a kill (not accepted, not counted)"
+accepted=$(grep -oE '^job [0-9]+ accepted' "$out/accepted.log" | awk '{ print $2 }' || true)
+n_accepted=0; finished=0; failed=0; lost=0
+for id in $accepted; do
+  n_accepted=$((n_accepted + 1))
+  rc=0; "$bin" fetch "$id" --wait --out "$out/proofs/fetched-$id.proof" > /dev/null 2>> "$out/fetch.log" || rc=$?
+  case $rc in
+    0) finished=$((finished + 1)) ;;
+    1) failed=$((failed + 1)) ;;
+    *) lost=$((lost + 1)); echo "job $id lost: $(tail -1 "$out/fetch.log")" ;;
+  esac
+done
+ids_unique=$(echo "$accepted" | sort -n | uniq -d | wc -l)
+echo "launcher kills $lk_kills: jobs accepted $n_accepted, finished $finished, failed $failed, lost $lost, repeated ids $ids_unique"
+kill -TERM "$service"; wait "$service" || true
+[ "$lost" -eq 0 ] && [ "$failed" -eq 0 ] && [ "$ids_unique" -eq 0 ]

@@ -32,6 +32,8 @@ pub enum Command {
     Run(RunArgs),
     /// Send a job to a running service.
     Submit(SubmitArgs),
+    /// Get the result of a job the service accepted (also after the service restarted).
+    Fetch(FetchArgs),
     /// Show a running service: processes, cpusets, huge pages, slots, jobs.
     Status(StatusArgs),
     /// SRS (Groth16 parameters) tools.
@@ -205,6 +207,25 @@ pub struct SubmitArgs {
     /// Write each proof as `<out-dir>/job-<id>.proof` (implies --wait).
     #[arg(long)]
     pub out_dir: Option<PathBuf>,
+    /// Priority: higher runs first when queued jobs are re-submitted after a restart.
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
+    pub priority: i64,
+    /// The service socket.
+    #[arg(long, env = crate::env::SPLITPROVER_SOCKET)]
+    pub socket: Option<PathBuf>,
+}
+
+/// `splitprover fetch`.
+#[derive(Debug, Args)]
+pub struct FetchArgs {
+    /// The job id `submit` printed.
+    pub job: u64,
+    /// Wait for the job if it is still queued (else exit 3).
+    #[arg(long)]
+    pub wait: bool,
+    /// Write the proof bytes here (else print them as hex).
+    #[arg(long, short)]
+    pub out: Option<PathBuf>,
     /// The service socket.
     #[arg(long, env = crate::env::SPLITPROVER_SOCKET)]
     pub socket: Option<PathBuf>,
@@ -303,6 +324,7 @@ pub fn main() -> ExitCode {
         Command::Bench(a) => commands::bench::run(a),
         Command::Run(a) => commands::service::run(a),
         Command::Submit(a) => commands::service::submit(a),
+        Command::Fetch(a) => commands::service::fetch(a),
         Command::Status(a) => commands::service::status(a),
         Command::Srs(c) => commands::srs::run(c),
         #[cfg(feature = "filecoin")]

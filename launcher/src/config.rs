@@ -40,6 +40,9 @@ pub struct Config {
     /// Fault containment: deadlines, attempts, limits.
     #[serde(default)]
     pub faults: FaultsConfig,
+    /// The service: socket permissions, job journal, client limits, graceful stop.
+    #[serde(default)]
+    pub service: ServiceConfig,
 }
 
 /// `[faults]`: progress deadlines, attempts per partition and limits (see
@@ -82,6 +85,62 @@ impl Default for FaultsConfig {
     }
 }
 
+/// `[service]`: what only `splitprover run` uses.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServiceConfig {
+    /// The job journal (SQLite); default `$STATE_DIRECTORY/jobs.sqlite` under systemd, else
+    /// `/var/lib/splitprover/jobs.sqlite` with the system socket, else `jobs.sqlite` beside the
+    /// socket.
+    #[serde(default)]
+    pub journal: Option<PathBuf>,
+    /// Permissions of the socket, octal (`"0660"`).
+    #[serde(default = "default_socket_mode")]
+    pub socket_mode: String,
+    /// Group the socket is given (by name); its members may submit.
+    #[serde(default)]
+    pub socket_group: Option<String>,
+    /// Client connections at once; one more gets a `busy` answer and is closed.
+    #[serde(default = "default_max_connections")]
+    pub max_connections: usize,
+    /// Accepted, unfinished jobs at most; a submission beyond gets `busy: N jobs queued`.
+    #[serde(default = "default_max_queued_jobs")]
+    pub max_queued_jobs: u64,
+    /// Longest request line in bytes (requests carry paths and small values, never payloads).
+    #[serde(default = "default_max_line_bytes")]
+    pub max_line_bytes: usize,
+    /// Seconds a connection may stay silent before it is closed (a client waiting for its job
+    /// is not silent).
+    #[serde(default = "default_idle_timeout_s")]
+    pub idle_timeout_s: u64,
+    /// Seconds in-flight partitions get to finish on SIGTERM (keep `TimeoutStopSec=` above it).
+    #[serde(default = "default_stop_grace_s")]
+    pub stop_grace_s: u64,
+    /// Seconds a fetched result is kept (a client whose connection broke can fetch it again).
+    #[serde(default = "default_fetched_retention_s")]
+    pub fetched_retention_s: u64,
+    /// Seconds a finished result nobody fetched is kept.
+    #[serde(default = "default_result_retention_s")]
+    pub result_retention_s: u64,
+}
+
+impl Default for ServiceConfig {
+    fn default() -> Self {
+        ServiceConfig {
+            journal: None,
+            socket_mode: default_socket_mode(),
+            socket_group: None,
+            max_connections: default_max_connections(),
+            max_queued_jobs: default_max_queued_jobs(),
+            max_line_bytes: default_max_line_bytes(),
+            idle_timeout_s: default_idle_timeout_s(),
+            stop_grace_s: default_stop_grace_s(),
+            fetched_retention_s: default_fetched_retention_s(),
+            result_retention_s: default_result_retention_s(),
+        }
+    }
+}
+
 impl FaultsConfig {
     /// The pipeline's fault settings.
     pub fn settings(&self) -> crate::pipeline::FaultSettings {
@@ -96,6 +155,20 @@ impl FaultsConfig {
             max_request_bytes: self.max_request_bytes.0,
             timeline_events: Some(self.timeline_events),
             ..crate::pipeline::FaultSettings::default()
+        }
+    }
+}
+
+impl ServiceConfig {
+    /// `socket_mode` parsed.
+    pub fn socket_mode(&self) -> Result<u32, ConfigError> {
+        let s = self.socket_mode.trim();
+        let digits = s.strip_prefix("0o").unwrap_or(s);
+        match u32::from_str_radix(digits, 8) {
+            Ok(m) if m <= 0o777 => Ok(m),
+            _ => Err(ConfigError::Invalid(format!(
+                "[service] socket_mode `{s}`: expected octal permissions like \"0660\""
+            ))),
         }
     }
 }
@@ -254,7 +327,31 @@ fn default_cache_dir() -> PathBuf {
     crate::env::cache_dir()
 }
 fn default_socket() -> PathBuf {
-    crate::env::socket_path()
+    crate::env::service_socket_path()
+}
+fn default_socket_mode() -> String {
+    "0660".into()
+}
+fn default_max_connections() -> usize {
+    256
+}
+fn default_max_queued_jobs() -> u64 {
+    1000
+}
+fn default_max_line_bytes() -> usize {
+    64 << 10
+}
+fn default_idle_timeout_s() -> u64 {
+    30
+}
+fn default_stop_grace_s() -> u64 {
+    30
+}
+fn default_fetched_retention_s() -> u64 {
+    600
+}
+fn default_result_retention_s() -> u64 {
+    7 * 24 * 3600
 }
 fn default_slots() -> usize {
     4
@@ -361,6 +458,13 @@ impl Config {
         }
         self.pin_choice()?;
         self.ring.huge_page_policy()?;
+        self.service.socket_mode()?;
+        if self.service.max_connections < 1 || self.service.max_line_bytes < 64 {
+            return invalid(
+                "[service] max_connections must be at least 1 and max_line_bytes at least 64"
+                    .into(),
+            );
+        }
         Ok(())
     }
 
@@ -401,6 +505,19 @@ mod tests {
         assert_eq!(c.ring.slots, 4);
         assert_eq!(c.gpu.len(), 1);
         assert_eq!(c.gpu[0].backend, BackendKind::Cpu);
+        assert_eq!(c.service.socket_mode().unwrap(), 0o660);
+        assert_eq!(c.service.stop_grace_s, 30);
+    }
+
+    #[test]
+    fn service_socket_mode_is_octal() {
+        let c = Config::parse("[service]\nsocket_mode = \"0600\"\n").unwrap();
+        assert_eq!(c.service.socket_mode().unwrap(), 0o600);
+        let e = format!(
+            "{:#}",
+            Config::parse("[service]\nsocket_mode = \"rw\"\n").unwrap_err()
+        );
+        assert!(e.contains("socket_mode"), "{e}");
     }
 
     #[test]

@@ -33,12 +33,14 @@ pub mod env;
 #[cfg(feature = "filecoin")]
 pub mod filecoin;
 pub mod jobs;
+pub mod journal;
 mod logging;
 pub mod notify;
 pub mod pinning;
 pub mod pipeline;
 pub mod protocol;
 pub mod report;
+pub mod request_file;
 pub mod ring;
 pub mod srs;
 pub mod timeline;

@@ -1,7 +1,14 @@
 //! The service's client protocol: one JSON object per line over a Unix stream socket, a
 //! [`Request`] from the client, [`Response`]s from the service (`splitprover run` serves it,
-//! `splitprover submit` and `status` are its clients). Proof bytes travel hex-encoded. Adding a
-//! field is compatible (serde defaults), renaming one is not.
+//! `splitprover submit`, `fetch` and `status` are its clients). Proof bytes travel hex-encoded.
+//! Adding a field is compatible (serde defaults), renaming one is not.
+//!
+//! Limits a client meets (`[service]` in the config): a request line of at most
+//! `max_line_bytes`, silence of at most `idle_timeout_s` (both end the connection with an
+//! [`Response::Error`]), at most `max_connections` at once and `max_queued_jobs` accepted,
+//! unfinished jobs (both answered with an error starting with `busy`). A job is acknowledged
+//! ([`Response::Accepted`]) only once it is in the service's journal: it survives a restart of
+//! the service, and its id is never given to another job.
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
@@ -49,6 +56,9 @@ pub enum Request {
         partitions: u32,
         /// Keep the connection open and send [`Response::Finished`].
         wait: bool,
+        /// Higher runs first when jobs are re-queued after a restart (kept in the journal).
+        #[serde(default)]
+        priority: i64,
     },
     /// Prove a Filecoin proof request (C1 output, PoSt or SnapDeals request) read from a file on
     /// the service's host.
@@ -62,6 +72,19 @@ pub enum Request {
         #[serde(default)]
         family: Option<String>,
         /// Keep the connection open and send [`Response::Finished`].
+        wait: bool,
+        /// Higher runs first when jobs are re-queued after a restart (kept in the journal).
+        #[serde(default)]
+        priority: i64,
+    },
+    /// The result of an accepted job, from the journal (also after a restart of the service):
+    /// [`Response::Finished`], else [`Response::Queued`] (or, with `wait`, `Finished` once it
+    /// ends).
+    Fetch {
+        /// The id [`Response::Accepted`] gave.
+        job_id: u64,
+        /// Wait for the job to end.
+        #[serde(default)]
         wait: bool,
     },
     /// Describe the service.
@@ -86,6 +109,11 @@ pub enum Response {
         error: Option<String>,
         /// Milliseconds from submission.
         elapsed_ms: u64,
+    },
+    /// The job is accepted and not finished yet (an answer to [`Request::Fetch`]).
+    Queued {
+        /// Its id.
+        job_id: u64,
     },
     /// The status.
     Status(Box<PipelineStatus>),

@@ -136,19 +136,9 @@ pub enum PipelineError {
         /// The limit.
         max: u32,
     },
-    /// A request file is not a regular file.
-    #[error("not a regular file: {0}")]
-    NotRegular(String),
-    /// A request file is larger than accepted.
-    #[error(
-        "{bytes} bytes is more than the {max} accepted\nhint: raise [faults] max_request_bytes"
-    )]
-    RequestTooLarge {
-        /// Its size.
-        bytes: u64,
-        /// The limit.
-        max: u64,
-    },
+    /// A request file was refused (not a regular file, too large, changed while read).
+    #[error(transparent)]
+    RequestFileRefused(crate::request_file::RequestFileError),
     /// A Filecoin request file could not be read or was refused.
     #[error("proof request `{}`", path.display())]
     RequestFile {

@@ -33,6 +33,7 @@
 //! at most [`FaultSettings::timeline_events`] events when a bound is set.
 
 pub mod child;
+mod drain;
 mod error;
 
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -446,6 +447,8 @@ struct Core {
     /// gpu-procs configured.
     gpu_roles: Vec<Role>,
     fatal: Option<String>,
+    /// Set by [`Pipeline::drain`]: no more partitions are handed to synth-proc.
+    holding: bool,
     verify: bool,
     heartbeat_timeout: Duration,
     stopping: bool,
@@ -553,6 +556,7 @@ impl Pipeline {
             synth_time: HashMap::new(),
             gpu_roles: settings.gpus.iter().map(|g| Role::Gpu(g.device)).collect(),
             fatal: None,
+            holding: false,
             verify: settings.verify,
             heartbeat_timeout: settings.heartbeat_timeout,
             stopping: false,
@@ -924,7 +928,12 @@ impl Pipeline {
         self.stop_all();
     }
 
-    fn stop_all(&mut self) {
+    /// [`Pipeline::shutdown`] for a pipeline that is still shared: tells every child to exit and
+    /// waits for it (up to 20 s each, then SIGKILL), which removes their cgroups. The dispatcher
+    /// ends once the children are gone and is joined when the pipeline is dropped; live jobs are
+    /// not failed here (the service's journal keeps them). The service uses it when a client
+    /// thread still holds the pipeline at the end of a stop.
+    pub fn stop_children(&self) {
         for s in self
             .supervisors
             .lock()
@@ -955,6 +964,10 @@ impl Pipeline {
         for s in sups {
             s.stop(Duration::from_secs(20));
         }
+    }
+
+    fn stop_all(&mut self) {
+        self.stop_children();
         if let Some(d) = self.dispatcher.take() {
             let _ = d.join();
         }
@@ -1014,65 +1027,11 @@ fn layout_for(settings: &PipelineSettings) -> Result<Layout> {
     }
 }
 
-/// Reads a request file for a job: opened with `O_NOFOLLOW | O_NONBLOCK` (a symlink is refused,
-/// a FIFO cannot block the caller), refused unless it is a regular file of at most `max` bytes
-/// (checked with `fstat` before reading), then read through a reader bounded at `max` bytes (a
-/// file growing meanwhile cannot make it read more).
+/// Reads a request file for a job as the launcher ([`crate::request_file::read`]: no symlink,
+/// no FIFO or device, at most `max` bytes, checked before reading).
 pub fn read_request_file(path: &std::path::Path, max: u64) -> Result<Vec<u8>> {
-    use std::io::Read;
-    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(path)
-        .map_err(|source| match source.raw_os_error() {
-            Some(libc::ELOOP) => PipelineError::NotRegular("a symbolic link".into()),
-            _ => PipelineError::Io {
-                what: "cannot open the file",
-                source,
-            },
-        })?;
-    let meta = file.metadata().map_err(|source| PipelineError::Io {
-        what: "cannot stat the file",
-        source,
-    })?;
-    let ft = meta.file_type();
-    if !ft.is_file() {
-        let what = if ft.is_dir() {
-            "a directory"
-        } else if ft.is_fifo() {
-            "a FIFO"
-        } else if ft.is_char_device() {
-            "a character device"
-        } else if ft.is_block_device() {
-            "a block device"
-        } else if ft.is_socket() {
-            "a socket"
-        } else {
-            "not a regular file"
-        };
-        return Err(PipelineError::NotRegular(what.into()));
-    }
-    if meta.len() > max {
-        return Err(PipelineError::RequestTooLarge {
-            bytes: meta.len(),
-            max,
-        });
-    }
-    let mut bytes = Vec::with_capacity(meta.len() as usize);
-    file.take(max.saturating_add(1))
-        .read_to_end(&mut bytes)
-        .map_err(|source| PipelineError::Io {
-            what: "cannot read the file",
-            source,
-        })?;
-    if bytes.len() as u64 > max {
-        return Err(PipelineError::RequestTooLarge {
-            bytes: bytes.len() as u64,
-            max,
-        });
-    }
-    Ok(bytes)
+    crate::request_file::read(path, max, crate::request_file::Reader::Launcher)
+        .map_err(PipelineError::RequestFileRefused)
 }
 
 fn lock(core: &Mutex<Core>) -> MutexGuard<'_, Core> {
@@ -1083,6 +1042,9 @@ impl Core {
     /// Sends every pending partition to synth-proc, if one is running, without blocking: what
     /// does not fit in its queue stays pending for a later tick.
     fn pump_synth(&mut self) {
+        if self.holding {
+            return;
+        }
         let Some(outbox) = self
             .children
             .get(&Role::Synth)
@@ -1704,32 +1666,8 @@ fn dispatch(core: Arc<Mutex<Core>>, events: mpsc::Receiver<ChildEvent>) {
 
 #[cfg(test)]
 mod tests {
-    use super::{read_request_file, visible_device, FaultSettings, PipelineError};
+    use super::{visible_device, FaultSettings};
     use std::time::Duration;
-
-    #[test]
-    fn request_files_must_be_regular_files_within_the_limit() {
-        let dir = tempfile::tempdir().unwrap();
-        let ok = dir.path().join("ok");
-        std::fs::write(&ok, b"0123456789").unwrap();
-        assert_eq!(read_request_file(&ok, 10).unwrap(), b"0123456789");
-        assert!(matches!(
-            read_request_file(&ok, 9),
-            Err(PipelineError::RequestTooLarge { bytes: 10, max: 9 })
-        ));
-        let link = dir.path().join("link");
-        std::os::unix::fs::symlink(&ok, &link).unwrap();
-        for (path, what) in [
-            (link.as_path(), "a symbolic link"),
-            (dir.path(), "a directory"),
-            (std::path::Path::new("/dev/zero"), "a character device"),
-        ] {
-            match read_request_file(path, 1 << 20) {
-                Err(PipelineError::NotRegular(w)) => assert_eq!(w, what),
-                other => panic!("{}: {other:?}", path.display()),
-            }
-        }
-    }
 
     #[test]
     fn a_bounded_timeline_keeps_the_last_events() {

@@ -1,0 +1,245 @@
+//! Helpers of the service tests (`service_*.rs`): a real `splitprover run` process with its own
+//! config, socket, journal and log file, and a line client.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
+
+use launcher::protocol::{Client, Request, Response};
+
+/// Services in one test binary run one at a time: the machine has two cores.
+pub fn serial() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn cache() -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let d = std::env::temp_dir().join(format!("splitprover-svc-srs-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    })
+    .clone()
+}
+
+/// The SRS of `circuit`, generated once per test binary, seeded.
+pub fn srs_for(circuit: &str) -> PathBuf {
+    static MADE: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    let spec = circuit.parse().unwrap();
+    let path = launcher::srs::cached_path(&cache(), &spec);
+    let mut made = MADE.lock().unwrap();
+    if !made.iter().any(|c| c == circuit) {
+        launcher::srs::generate(&spec, 42, &path, false).unwrap();
+        made.push(circuit.to_owned());
+    }
+    path
+}
+
+/// A service's files: everything under one temporary dir, kept across restarts.
+pub struct Setup {
+    pub dir: tempfile::TempDir,
+    pub config: PathBuf,
+    pub socket: PathBuf,
+    pub journal: PathBuf,
+    /// Variables added to the service's environment.
+    pub env: Vec<(String, String)>,
+    runs: usize,
+}
+
+impl Setup {
+    /// A CPU-backend service of `circuit` with `[service]` lines `service`.
+    pub fn new(circuit: &str, service: &str) -> Setup {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("sp.sock");
+        let journal = dir.path().join("state").join("jobs.sqlite");
+        let config = dir.path().join("config.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "cache_dir = {:?}\nsocket = {:?}\n[ring]\nslots = 2\nhuge_pages = \"none\"\n\
+                 [synthesis]\nconcurrency = 1\n[[gpu]]\nbackend = \"cpu\"\n[[circuit]]\n\
+                 spec = {circuit:?}\nsrs = {:?}\n[service]\njournal = {:?}\n{service}\n",
+                dir.path(),
+                socket,
+                srs_for(circuit),
+                journal,
+            ),
+        )
+        .unwrap();
+        Setup {
+            dir,
+            config,
+            socket,
+            journal,
+            env: Vec::new(),
+            runs: 0,
+        }
+    }
+
+    /// Starts `splitprover run` (log at `info` into `log-<n>.txt`) without waiting.
+    pub fn spawn(&mut self) -> Service {
+        self.spawn_with(Command::new(env!("CARGO_BIN_EXE_splitprover")))
+    }
+
+    /// Starts the service with at most `n` open files, and waits until it answers.
+    pub fn start_with_nofile(&mut self, n: u64) -> Service {
+        use std::os::unix::process::CommandExt;
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_splitprover"));
+        let limit = libc::rlimit {
+            rlim_cur: n,
+            rlim_max: n,
+        };
+        // SAFETY: the hook runs in the forked child before exec and only calls setrlimit, which
+        // is async-signal-safe, on a value copied into the closure.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let s = self.spawn_with(cmd);
+        self.wait_started(s)
+    }
+
+    fn spawn_with(&mut self, mut cmd: Command) -> Service {
+        self.runs += 1;
+        let log = self.dir.path().join(format!("log-{}.txt", self.runs));
+        let child = cmd
+            .args(["run", "--config", self.config.to_str().unwrap()])
+            .env("SPLITPROVER_LOG", "info")
+            .env_remove("NOTIFY_SOCKET")
+            .env_remove("WATCHDOG_USEC")
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        Service {
+            child,
+            log,
+            socket: self.socket.clone(),
+        }
+    }
+
+    /// Starts the service and waits until it answers `status`.
+    pub fn start(&mut self) -> Service {
+        let s = self.spawn();
+        self.wait_started(s)
+    }
+
+    fn wait_started(&mut self, mut s: Service) -> Service {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            if let Some(status) = s.child.try_wait().unwrap() {
+                panic!("service exited at start ({status}):\n{}", s.log_text());
+            }
+            if s.socket.exists() {
+                if let Ok(mut c) = Client::connect(&s.socket) {
+                    if c.send(&Request::Status).is_ok() {
+                        if let Ok(Response::Status(_)) = c.recv() {
+                            return s;
+                        }
+                    }
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "service did not start:\n{}",
+                s.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+/// A running `splitprover run`.
+pub struct Service {
+    pub child: Child,
+    pub log: PathBuf,
+    pub socket: PathBuf,
+}
+
+impl Service {
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn client(&self) -> Client {
+        Client::connect(&self.socket).unwrap()
+    }
+
+    /// One request, one answer, on a new connection.
+    pub fn ask(&self, r: &Request) -> Response {
+        let mut c = self.client();
+        c.send(r).unwrap();
+        c.recv().unwrap()
+    }
+
+    pub fn signal(&self, sig: i32) {
+        launcher::pipeline::child::kill(self.child.id(), sig);
+    }
+
+    /// Waits for the exit, at most `timeout`.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                return Some(s);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            launcher::pipeline::child::kill(self.child.id(), libc::SIGKILL);
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// A built-in job.
+pub fn submit(circuit: &str, seed: u64, wait: bool) -> Request {
+    Request::Submit {
+        circuit: circuit.into(),
+        seed,
+        partitions: 1,
+        wait,
+        priority: 0,
+    }
+}
+
+/// Waits for job `id` through `fetch --wait` and checks it succeeded with one proof.
+pub fn fetch_ok(s: &Service, id: u64) {
+    match s.ask(&Request::Fetch {
+        job_id: id,
+        wait: true,
+    }) {
+        Response::Finished {
+            job_id,
+            proofs,
+            error: None,
+            ..
+        } => {
+            assert_eq!(job_id, id);
+            assert_eq!(proofs.len(), 1, "job {id}");
+            assert_eq!(proofs[0].len(), 2 * 192, "job {id}: a Groth16 proof");
+        }
+        other => panic!("job {id}: {other:?}\n{}", s.log_text()),
+    }
+}
+
+/// The `.corrupt-*` files beside `path`.
+pub fn aside(path: &Path) -> Vec<PathBuf> {
+    launcher::journal::set_aside(path)
+}
