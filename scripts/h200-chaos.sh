@@ -29,6 +29,10 @@ backend = "$backend"
 batch = 4
 [[circuit]]
 spec = "$circuit"
+[faults]
+# Every SIGKILL of the process holding a partition counts a failed attempt of it; the random
+# kills below may hit the same partition more than the default 2 times allow.
+max_attempts = ${MAX_ATTEMPTS:-6}
 [service]
 journal = "$out/jobs.sqlite"
 TOML
