@@ -246,6 +246,21 @@ impl JobTable {
         }
     }
 
+    /// The partition the table knows was published in `slot` at a generation before
+    /// `generation`: what a DONE slot at `generation` must hold, whatever its metadata says.
+    /// Scans every live partition: called only for a refused slot.
+    pub fn occupant(&self, slot: u32, generation: u64) -> Option<(u64, u32)> {
+        self.jobs.iter().find_map(|(&id, job)| {
+            job.partitions
+                .iter()
+                .position(|s| {
+                    matches!(*s, PartitionState::InRing { slot: k, generation: p }
+                        if k == slot && p < generation)
+                })
+                .map(|k| (id, k as u32))
+        })
+    }
+
     /// A partition's result (proof bytes or failure). Returns the job's outcome when this result
     /// ends the job: its last proof, or its first failure.
     pub fn result(
@@ -518,6 +533,10 @@ mod tests {
             .contains("circuit"));
         assert!(t.check_done(id + 9, 0, circuit, 3, 12).is_err());
         assert!(t.check_done(id, 2, circuit, 3, 12).is_err());
+        // Whatever a refused slot names, the table knows what it holds.
+        assert_eq!(t.occupant(3, 12), Some((id, 0)));
+        assert_eq!(t.occupant(3, 10), None, "not later than the publish");
+        assert_eq!(t.occupant(4, 12), None);
         // Partition 1's `Published` may still be on its way: it passes on the other checks.
         t.check_done(id, 1, circuit, 6, 2).unwrap();
         // Known to be in the ring, its slot lost with synth-proc: passes too.

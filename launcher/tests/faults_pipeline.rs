@@ -1,5 +1,6 @@
 //! Fault containment (issue 10) with real processes: a gpu-proc hung inside a proof, a partition
-//! that kills gpu-proc every time, a panicking synthesis, a frozen synth-proc, absurd client
+//! that kills gpu-proc every time, a panicking synthesis, a slot whose metadata names another
+//! job, a frozen synth-proc, absurd client
 //! sizes and request files, the sealed SRS. The faults are provoked through `SPLITPROVER_FAULT`
 //! (`shm_protocol::fault`), which the test build of the children acts on.
 
@@ -198,6 +199,29 @@ fn a_panicking_synthesis_fails_its_job_and_synth_proc_keeps_serving() {
     let status = p.status();
     assert_eq!(status.counters.child_exits, 0, "{status:?}");
     // The panicking syntheses' slots went back to FREE.
+    assert_eq!(status.slots.free, status.ring_slots, "{status:?}");
+    p.shutdown();
+}
+
+#[test]
+fn a_done_slot_whose_metadata_names_another_job_is_refused_and_its_partition_retried() {
+    let _g = serial();
+    // Every slot synth-proc fills for job 2 claims to belong to job 1,000,002: its proofs are
+    // valid proofs of job 2's circuit, but the launcher must not take a child's word for whose
+    // they are. Each such slot is refused, the partition that was published in it is
+    // synthesized again, and after the attempts run out job 2 fails with the reasons.
+    let p = start(settings(Some("synth-mislabel@job=2")));
+    outcome(p.submit(CIRCUIT, 1, 1).unwrap(), Duration::from_secs(120)).expect("job 1");
+    let e = outcome(p.submit(CIRCUIT, 2, 1).unwrap(), Duration::from_secs(120))
+        .expect_err("job 2's slots are always refused");
+    assert!(
+        e.contains("partition 0 failed 2 times") && e.contains("job 1000002"),
+        "{e}"
+    );
+    outcome(p.submit(CIRCUIT, 3, 1).unwrap(), Duration::from_secs(120)).expect("job 3");
+    let status = p.status();
+    assert_eq!(status.counters.mismatched_results, 2, "{status:?}");
+    assert!(status.fatal.is_none(), "{status:?}");
     assert_eq!(status.slots.free, status.ring_slots, "{status:?}");
     p.shutdown();
 }

@@ -14,7 +14,9 @@
 //!   time;
 //! - `synth-panic`: the synthesis of a matching partition panics;
 //! - `synth-hang`: the synthesis of a matching partition blocks forever after taking its slot
-//!   (synth-proc's heartbeat thread keeps beating).
+//!   (synth-proc's heartbeat thread keeps beating);
+//! - `synth-mislabel`: synth-proc writes a matching partition's slot metadata with a job id that
+//!   is not its job's (the job id + 1,000,000), as a buggy or hostile child could.
 //!
 //! `KEY` is `job` (the job id) or `partition` (a partition index, of any job); `@any` matches
 //! everything. Example: `SPLITPROVER_FAULT="gpu-abort@partition=1;synth-panic@job=3"`.
@@ -33,6 +35,8 @@ pub enum FaultKind {
     SynthPanic,
     /// A synthesis blocks forever.
     SynthHang,
+    /// A slot's metadata names another job.
+    SynthMislabel,
 }
 
 /// Which partitions a fault applies to.
@@ -72,6 +76,7 @@ impl Faults {
                 "gpu-abort" => FaultKind::GpuAbort,
                 "synth-panic" => FaultKind::SynthPanic,
                 "synth-hang" => FaultKind::SynthHang,
+                "synth-mislabel" => FaultKind::SynthMislabel,
                 other => return Err(format!("fault `{entry}`: unknown kind `{other}`")),
             };
             let bad = |what: &str| format!("fault `{entry}`: {what}");
@@ -124,6 +129,9 @@ mod tests {
         assert!(f.hits(FaultKind::SynthPanic, 9, 1));
         assert!(!f.hits(FaultKind::SynthPanic, 9, 0));
         assert!(f.hits(FaultKind::GpuAbort, 1, 0));
+        let m = Faults::parse("synth-mislabel@job=4").unwrap();
+        assert!(m.hits(FaultKind::SynthMislabel, 4, 0));
+        assert!(!m.hits(FaultKind::SynthPanic, 4, 0));
         assert!(Faults::parse("gpu-melt@job=1")
             .unwrap_err()
             .contains("gpu-melt"));

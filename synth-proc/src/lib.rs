@@ -227,6 +227,8 @@ fn synthesize_into_slot(
         partition: req.partition,
         attempt: 0,
     };
+    #[cfg(feature = "fault-injection")]
+    let meta = mislabel(meta, req);
     writer.begin(meta, capacity_for(shape))?;
     on_started(writer.index() as u32);
     #[cfg(feature = "fault-injection")]
@@ -352,6 +354,21 @@ fn inject_faults(req: &SynthRequest) {
             std::thread::park();
         }
     }
+}
+
+/// Test fault (feature `fault-injection`): the slot's metadata names another job
+/// (`synth-mislabel`).
+#[cfg(feature = "fault-injection")]
+fn mislabel(meta: SlotMeta, req: &SynthRequest) -> SlotMeta {
+    use shm_protocol::fault::FaultKind;
+    if injected_faults().hits(FaultKind::SynthMislabel, req.job_id, req.partition) {
+        tracing::error!("fault injection: slot metadata names another job");
+        return SlotMeta {
+            job_id: req.job_id + 1_000_000,
+            ..meta
+        };
+    }
+    meta
 }
 
 /// Runs one request on a pool worker; a panic in it fails that partition alone (its slot writer

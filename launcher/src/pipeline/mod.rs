@@ -449,6 +449,9 @@ struct Core {
     fatal: Option<String>,
     /// Set by [`Pipeline::drain`]: no more partitions are handed to synth-proc.
     holding: bool,
+    /// DONE slots refused before the `Published` of what they held arrived: slot → (the
+    /// generation it was taken at, why).
+    refused_done: HashMap<u32, (u64, String)>,
     verify: bool,
     heartbeat_timeout: Duration,
     stopping: bool,
@@ -557,6 +560,7 @@ impl Pipeline {
             gpu_roles: settings.gpus.iter().map(|g| Role::Gpu(g.device)).collect(),
             fatal: None,
             holding: false,
+            refused_done: HashMap::new(),
             verify: settings.verify,
             heartbeat_timeout: settings.heartbeat_timeout,
             stopping: false,
@@ -1221,13 +1225,17 @@ impl Core {
             ) {
                 tracing::error!("done slot refused: {e}");
                 self.jobs.counters_mut().mismatched_results += 1;
-                // The partition it names (if someone waits for it) is synthesized again.
-                self.attempt_failed(
-                    meta.job_id,
-                    meta.partition,
-                    format!("its done slot was refused: {e}"),
-                    true,
-                );
+                let reason = format!("its done slot was refused: {e}");
+                // The slot's metadata is a child's word: the partition that was published in
+                // this slot is what it held, and that one is synthesized again (the partition
+                // the metadata names, if any, has a slot of its own). Before the `Published` of
+                // what it held arrives nobody knows it: the refusal waits for that message.
+                match self.jobs.occupant(slot, generation) {
+                    Some((job, partition)) => self.attempt_failed(job, partition, reason, true),
+                    None => {
+                        self.refused_done.insert(slot, (generation, reason));
+                    }
+                }
                 continue;
             }
             match result {
@@ -1358,6 +1366,13 @@ impl Core {
             } => {
                 self.syntheses.remove(&(job_id, partition));
                 self.jobs.published(job_id, partition, slot, generation);
+                // Its slot came back DONE and was refused before this message arrived.
+                if let Some((refused_at, _)) = self.refused_done.get(&slot) {
+                    if generation < *refused_at {
+                        let (_, reason) = self.refused_done.remove(&slot).expect("present");
+                        self.attempt_failed(job_id, partition, reason, true);
+                    }
+                }
                 if !self.jobs.waiting(job_id, partition) {
                     // Its job ended meanwhile: nobody proves it.
                     self.discard_orphans();
