@@ -54,19 +54,18 @@ pub enum RequestFileError {
     #[error("changed while it was read")]
     Changed,
     /// Opening, `fstat` or reading failed.
-    #[error("{what}: {source}")]
+    #[error("{what}: {cause}")]
     Io {
         /// What was being done.
         what: &'static str,
         /// Why.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
 }
 
 /// Reads the request file `path` for `reader`, at most `max` bytes (see the module doc).
 pub fn read(path: &Path, max: u64, reader: Reader) -> Result<Vec<u8>, RequestFileError> {
-    let io = |what| move |source| RequestFileError::Io { what, source };
+    let io = |what| move |cause| RequestFileError::Io { what, cause };
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)

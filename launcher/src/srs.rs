@@ -18,33 +18,30 @@ use shm_protocol::{HugePagePolicy, Region};
 #[non_exhaustive]
 pub enum SrsError {
     /// Parameter generation failed.
-    #[error("generating parameters for `{spec}`")]
+    #[error("generating parameters for `{spec}`: {cause}")]
     Generate {
         /// The circuit.
         spec: CircuitSpec,
         /// Why.
-        #[source]
-        source: kernels::Error,
+        cause: kernels::Error,
     },
     /// A file or directory operation failed.
-    #[error("{what} `{}`", path.display())]
+    #[error("{what} `{}`: {cause}", path.display())]
     Io {
         /// What was being done (`cannot create`, `renaming into`, ...).
         what: &'static str,
         /// The path.
         path: PathBuf,
         /// Why.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// Writing the parameter file failed.
-    #[error("writing `{}`", path.display())]
+    #[error("writing `{}`: {cause}", path.display())]
     Write {
         /// The file.
         path: PathBuf,
         /// Why.
-        #[source]
-        source: kernels::Error,
+        cause: kernels::Error,
     },
     /// An explicitly named SRS or parameter file does not exist.
     #[error("{what} file `{}` does not exist", path.display())]
@@ -58,28 +55,26 @@ pub enum SrsError {
     #[error(transparent)]
     ParamFile(kernels::Error),
     /// The file could not be read into shared memory or does not hold an SRS.
-    #[error("SRS `{}`", path.display())]
+    #[error("SRS `{}`: {cause}", path.display())]
     Load {
         /// The file.
         path: PathBuf,
         /// Why.
-        #[source]
-        source: LoadError,
+        cause: LoadError,
     },
     /// The file holds an SRS for another circuit.
-    #[error("SRS `{}` does not fit circuit `{spec}`", path.display())]
+    #[error("SRS `{}` does not fit circuit `{spec}`: {cause}", path.display())]
     Mismatch {
         /// The file.
         path: PathBuf,
         /// The circuit it was loaded for.
         spec: AnyCircuit,
         /// What differs.
-        #[source]
-        source: kernels::Error,
+        cause: kernels::Error,
     },
     /// The loaded image is not a valid SRS image.
-    #[error("the shared SRS image")]
-    Image(#[source] kernels::Error),
+    #[error("the shared SRS image: {0}")]
+    Image(kernels::Error),
 }
 
 /// Why loading an SRS file into shared memory failed.
@@ -121,25 +116,25 @@ pub fn generate(
     let params = kernels::paramgen::generate_parameters_seeded(spec.circuit(None), seed, &progress)
         .map_err(|source| SrsError::Generate {
             spec: *spec,
-            source,
+            cause: source,
         })?;
     bar.finish();
     if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|source| SrsError::Io {
             what: "cannot create",
             path: dir.to_owned(),
-            source,
+            cause: source,
         })?;
     }
     let tmp = out.with_extension(format!("tmp-{}", std::process::id()));
     srs::write_params_file(&tmp, &params).map_err(|source| SrsError::Write {
         path: tmp.clone(),
-        source,
+        cause: source,
     })?;
     std::fs::rename(&tmp, out).map_err(|source| SrsError::Io {
         what: "renaming into",
         path: out.to_owned(),
-        source,
+        cause: source,
     })?;
     tracing::info!(circuit = %spec, file = %out.display(), secs = started.elapsed().as_secs_f64(), "generated SRS");
     Ok(())
@@ -259,7 +254,7 @@ impl SharedSrs {
         let started = Instant::now();
         let load = |source: LoadError| SrsError::Load {
             path: params_path.to_owned(),
-            source,
+            cause: source,
         };
         let lens = srs::scan_params_file(params_path).map_err(|e| load(e.into()))?;
         let bytes = SrsImage::size_for(&lens).map_err(|e| load(e.into()))?;
@@ -287,7 +282,7 @@ impl SharedSrs {
             .map_err(|source| SrsError::Mismatch {
                 path: params_path.to_owned(),
                 spec: *spec,
-                source,
+                cause: source,
             })?;
         tracing::info!(
             circuit = %spec,

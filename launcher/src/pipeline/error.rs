@@ -20,13 +20,12 @@ pub enum PipelineError {
     #[error("no gpu-proc configured")]
     NoGpu,
     /// A circuit could not be counted or identified.
-    #[error("circuit `{spec}`")]
+    #[error("circuit `{spec}`: {cause}")]
     Circuit {
         /// The circuit.
         spec: AnyCircuit,
         /// Why.
-        #[source]
-        source: kernels::Error,
+        cause: kernels::Error,
     },
     /// A circuit's slot size overflows.
     #[error("circuit `{0}` is too large for a slot")]
@@ -46,8 +45,8 @@ pub enum PipelineError {
     #[error("too many slots ({0})")]
     TooManySlots(usize),
     /// The ring could not be created or laid out.
-    #[error("cannot create the ring")]
-    Ring(#[source] shm_protocol::Error),
+    #[error("cannot create the ring: {0}")]
+    Ring(shm_protocol::Error),
     /// Pinning: the mode, the cpu layout or a placement.
     #[error(transparent)]
     Pinning(#[from] crate::pinning::Error),
@@ -56,7 +55,7 @@ pub enum PipelineError {
     PartialLayout,
     /// The automatic layout does not fit the cpus.
     #[error("{0}\nhint: lower --gpu-cores or give explicit cpu lists")]
-    Layout(#[source] crate::pinning::Error),
+    Layout(crate::pinning::Error),
     /// A CUDA gpu-proc would get one core.
     #[error(
         "gpu-proc[{device}] would run on 1 core; the cuda backend needs at least 2\n\
@@ -67,25 +66,23 @@ pub enum PipelineError {
         device: u32,
     },
     /// An operating-system call of the launcher failed.
-    #[error("{what}")]
+    #[error("{what}: {cause}")]
     Io {
         /// What was being done.
         what: &'static str,
         /// Why.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// The request could not be put into shared memory for synth-proc.
-    #[error("cannot hand the request to synth-proc")]
-    Handoff(#[source] shm_protocol::Error),
+    #[error("cannot hand the request to synth-proc: {0}")]
+    Handoff(shm_protocol::Error),
     /// A child's control socket refused a message.
-    #[error("cannot reach {role}")]
+    #[error("cannot reach {role}: {cause}")]
     Unreachable {
         /// The child.
         role: Role,
         /// Why.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// The gpu-procs did not confirm a pause in time.
     #[error("the gpu-procs did not pause within {0:?}")]
@@ -100,13 +97,12 @@ pub enum PipelineError {
     #[error("the pipeline stopped before the job finished")]
     Stopped,
     /// A circuit spec could not be parsed.
-    #[error("bad circuit spec `{spec}`")]
+    #[error("bad circuit spec `{spec}`: {cause}")]
     BadSpec {
         /// The text.
         spec: String,
         /// Why.
-        #[source]
-        source: kernels::Error,
+        cause: kernels::Error,
     },
     /// A circuit this pipeline has no SRS for.
     #[error("{}", unserved(.0))]
@@ -140,13 +136,12 @@ pub enum PipelineError {
     #[error(transparent)]
     RequestFileRefused(crate::request_file::RequestFileError),
     /// A Filecoin request file could not be read or was refused.
-    #[error("proof request `{}`", path.display())]
+    #[error("proof request `{}`: {cause}", path.display())]
     RequestFile {
         /// The file.
         path: PathBuf,
         /// Why.
-        #[source]
-        source: Box<PipelineError>,
+        cause: Box<PipelineError>,
     },
 }
 

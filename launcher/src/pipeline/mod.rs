@@ -181,7 +181,7 @@ impl PipelineSettings {
         Ok(PipelineSettings {
             program: std::env::current_exe().map_err(|source| PipelineError::Io {
                 what: "cannot find the splitprover executable",
-                source,
+                cause: source,
             })?,
             circuits: vec![CircuitSetting {
                 spec: spec.into(),
@@ -487,7 +487,7 @@ impl Pipeline {
             let t = Instant::now();
             let circuit_error = |source| PipelineError::Circuit {
                 spec: c.spec,
-                source,
+                cause: source,
             };
             let shape = c.spec.shape().map_err(circuit_error)?;
             tracing::info!(circuit = %c.spec, constraints = shape.constraints, secs = t.elapsed().as_secs_f64(), "circuit counted");
@@ -571,7 +571,7 @@ impl Pipeline {
             Arc::new(ring.region().fd().try_clone_to_owned().map_err(|source| {
                 PipelineError::Io {
                     what: "cannot duplicate the ring's descriptor",
-                    source,
+                    cause: source,
                 }
             })?);
         let mut supervisors = Vec::new();
@@ -602,7 +602,7 @@ impl Pipeline {
                     .try_clone_to_owned()
                     .map_err(|source| PipelineError::Io {
                         what: "cannot duplicate an SRS descriptor",
-                        source,
+                        cause: source,
                     })?;
                 fds.push((Arc::new(srs_fd), fd));
                 entries.push(SrsEntry {
@@ -644,7 +644,7 @@ impl Pipeline {
                 .spawn(move || dispatch(core, events_rx))
                 .map_err(|source| PipelineError::Io {
                     what: "cannot start the dispatcher thread",
-                    source,
+                    cause: source,
                 })?
         };
         Ok(Pipeline {
@@ -690,7 +690,7 @@ impl Pipeline {
                 o.try_send_msg(msg.clone())
                     .map_err(|why| PipelineError::Unreachable {
                         role: *role,
-                        source: std::io::Error::other(match why {
+                        cause: std::io::Error::other(match why {
                             OutboxRefused::Full => "its message queue is full",
                             OutboxRefused::Closed => "its control channel is closed",
                         }),
@@ -744,7 +744,7 @@ impl Pipeline {
             .circuit_id()
             .map_err(|source| PipelineError::Circuit {
                 spec: circuit,
-                source,
+                cause: source,
             })?;
         let max_partitions = {
             let core = lock(&self.core);
@@ -817,7 +817,7 @@ impl Pipeline {
     pub fn submit(&self, circuit: &str, seed: u64, partitions: u32) -> Result<JobHandle> {
         let circuit: AnyCircuit = circuit.parse().map_err(|source| PipelineError::BadSpec {
             spec: circuit.to_owned(),
-            source,
+            cause: source,
         })?;
         if circuit.builtin().is_none() {
             return Err(PipelineError::NotSeeded(circuit));
@@ -840,7 +840,7 @@ impl Pipeline {
     ) -> Result<JobHandle> {
         let named = |source: PipelineError| PipelineError::RequestFile {
             path: path.to_owned(),
-            source: Box::new(source),
+            cause: Box::new(source),
         };
         let max = lock(&self.core).faults.max_request_bytes;
         let bytes = read_request_file(path, max).map_err(named)?;
