@@ -630,7 +630,10 @@ mod tests {
         // seed 102 (`kernels::job` tests that).
         assert_eq!(reqs[2].partition, 2);
         assert_eq!(reqs[2].request, spec(3).request);
-        assert!(t.take_pending(usize::MAX).is_empty(), "requests are handed out once");
+        assert!(
+            t.take_pending(usize::MAX).is_empty(),
+            "requests are handed out once"
+        );
         t.published(id, 1, 4, 17);
         assert!(t.result(id, 1, Ok(vec![1])).is_none());
         assert!(t.result(id, 0, Ok(vec![0])).is_none());
@@ -697,7 +700,11 @@ mod tests {
         t.published(id, 0, 0, 5);
         let in_ring: HashSet<_> = [(id, 0), (id, 1)].into_iter().collect();
         t.synth_lost(&in_ring);
-        let again: Vec<u32> = t.take_pending(usize::MAX).iter().map(|r| r.partition).collect();
+        let again: Vec<u32> = t
+            .take_pending(usize::MAX)
+            .iter()
+            .map(|r| r.partition)
+            .collect();
         assert_eq!(again, vec![2, 3]);
         assert_eq!(t.counters().syntheses_requested, 6);
     }
@@ -806,13 +813,25 @@ mod tests {
 
     #[test]
     fn default_priorities_follow_the_proof_kind_and_the_scale_is_checked() {
-        assert_eq!(default_priority("post:StackedDrgWinning2KiBV1"), PRIORITY_CRITICAL);
-        assert_eq!(default_priority("post:StackedDrgWindow2KiBV1_2"), PRIORITY_HIGH);
-        assert_eq!(default_priority("porep:StackedDrg2KiBV1_1"), PRIORITY_NORMAL);
+        assert_eq!(
+            default_priority("post:StackedDrgWinning2KiBV1"),
+            PRIORITY_CRITICAL
+        );
+        assert_eq!(
+            default_priority("post:StackedDrgWindow2KiBV1_2"),
+            PRIORITY_HIGH
+        );
+        assert_eq!(
+            default_priority("porep:StackedDrg2KiBV1_1"),
+            PRIORITY_NORMAL
+        );
         assert_eq!(default_priority("sha-chain:1"), PRIORITY_NORMAL);
         assert_eq!(effective_priority("sha-chain:1", 0), Some(PRIORITY_NORMAL));
         assert_eq!(effective_priority("sha-chain:1", 1), Some(PRIORITY_LOW));
-        assert_eq!(effective_priority("post:StackedDrgWinning2KiBV1", 0), Some(4));
+        assert_eq!(
+            effective_priority("post:StackedDrgWinning2KiBV1", 0),
+            Some(4)
+        );
         assert_eq!(effective_priority("sha-chain:1", 5), None);
         assert_eq!(effective_priority("sha-chain:1", -1), None);
     }

@@ -928,7 +928,10 @@ mod tests {
         assert_eq!(row.error.as_deref(), Some("cancelled"));
         assert_eq!(j.unfinished().unwrap(), vec![a]);
         assert!(
-            std::fs::read_dir(requests_dir(&path)).unwrap().next().is_none(),
+            std::fs::read_dir(requests_dir(&path))
+                .unwrap()
+                .next()
+                .is_none(),
             "its request file went"
         );
         drop(j);

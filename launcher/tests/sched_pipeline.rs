@@ -20,8 +20,7 @@ const LIMIT: Duration = Duration::from_secs(300);
 fn cache() -> PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let d =
-            std::env::temp_dir().join(format!("splitprover-sched-srs-{}", std::process::id()));
+        let d = std::env::temp_dir().join(format!("splitprover-sched-srs-{}", std::process::id()));
         std::fs::create_dir_all(&d).unwrap();
         d
     })
@@ -77,9 +76,7 @@ fn proved(h: JobHandle) {
         .wait_timeout(LIMIT)
         .unwrap()
         .unwrap_or_else(|| panic!("job {id} timed out"));
-    let proofs = o
-        .result
-        .unwrap_or_else(|e| panic!("job {id} failed: {e}"));
+    let proofs = o.result.unwrap_or_else(|e| panic!("job {id} failed: {e}"));
     assert!(proofs.iter().all(|p| p.len() == 192));
 }
 
@@ -159,7 +156,10 @@ fn synth_proc_never_holds_more_than_concurrency_plus_lookahead() {
         proved(h);
     }
     let c = p.status().counters;
-    assert!(held_back, "12 partitions were never held back in the job table");
+    assert!(
+        held_back,
+        "12 partitions were never held back in the job table"
+    );
     assert!(
         (1..=3).contains(&c.synth_outstanding_max),
         "most at synth-proc at once: {}",
@@ -188,7 +188,10 @@ fn cancelling_a_queued_job_drops_it_before_synthesis_and_the_next_job_is_fine() 
     let c = p.status().counters;
     assert_eq!(c.cancelled, 1);
     assert_eq!(c.failed, 0);
-    assert_eq!(c.syntheses_requested, 5, "the cancelled job was never synthesized");
+    assert_eq!(
+        c.syntheses_requested, 5,
+        "the cancelled job was never synthesized"
+    );
     p.shutdown();
 }
 
@@ -212,7 +215,10 @@ fn cancelling_a_running_job_delivers_no_proof_frees_its_slots_and_the_next_job_i
     ring_free(&p);
     let s = p.status();
     assert_eq!((s.counters.cancelled, s.counters.failed), (1, 0));
-    assert_eq!(s.counters.mismatched_results, 0, "late results are not refusals");
+    assert_eq!(
+        s.counters.mismatched_results, 0,
+        "late results are not refusals"
+    );
     assert!(s.jobs.is_empty(), "{:?}", s.jobs);
     p.shutdown();
 }
@@ -221,7 +227,10 @@ fn cancelling_a_running_job_delivers_no_proof_frees_its_slots_and_the_next_job_i
 fn cancelling_an_unknown_or_finished_job_is_an_error() {
     let _g = serial();
     let p = start(None);
-    assert!(matches!(p.cancel(9999), Err(PipelineError::UnknownJob(9999))));
+    assert!(matches!(
+        p.cancel(9999),
+        Err(PipelineError::UnknownJob(9999))
+    ));
     let h = submit(&p, 800, 1, 0);
     let id = h.id;
     proved(h);

@@ -70,7 +70,10 @@ fn cancel_over_the_socket_journals_cancelled_and_a_restart_does_not_requeue_it()
     let queued = accepted(s.ask(&submit(CIRCUIT, 40, false)));
     let (code, err) = cancel_cli(&s, queued);
     assert_eq!(code, 0, "{err}");
-    assert!(err.contains(&format!("job {queued} cancelled (it was queued)")), "{err}");
+    assert!(
+        err.contains(&format!("job {queued} cancelled (it was queued)")),
+        "{err}"
+    );
     // Once only; unknown ids too.
     let (code, err) = cancel_cli(&s, queued);
     assert_ne!(code, 0);

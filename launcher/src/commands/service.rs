@@ -155,9 +155,8 @@ impl Service {
         request: &[u8],
         priority: i64,
     ) -> Result<u64, Refusal> {
-        let priority = crate::jobs::effective_priority(&circuit.to_string(), priority).ok_or_else(
-            || PipelineError::BadPriority(priority).to_string(),
-        )?;
+        let priority = crate::jobs::effective_priority(&circuit.to_string(), priority)
+            .ok_or_else(|| PipelineError::BadPriority(priority).to_string())?;
         // The journal keeps the resolved priority: re-queued in the order it runs in.
         let id = guard(&self.journal)
             .accept(&circuit.to_string(), priority.into(), request)

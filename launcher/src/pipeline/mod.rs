@@ -588,7 +588,8 @@ impl Pipeline {
             0 => layout.synth().len().max(1),
             n => n,
         };
-        let synth_window = synth_concurrency + settings.synth_lookahead.unwrap_or(synth_concurrency);
+        let synth_window =
+            synth_concurrency + settings.synth_lookahead.unwrap_or(synth_concurrency);
 
         let core = Arc::new(Mutex::new(Core {
             ring: ring.clone(),
@@ -799,8 +800,9 @@ impl Pipeline {
         options: JobOptions,
     ) -> Result<JobHandle> {
         let t = Instant::now();
-        let priority = crate::jobs::effective_priority(&circuit.to_string(), options.priority.into())
-            .ok_or(PipelineError::BadPriority(options.priority.into()))?;
+        let priority =
+            crate::jobs::effective_priority(&circuit.to_string(), options.priority.into())
+                .ok_or(PipelineError::BadPriority(options.priority.into()))?;
         let circuit_id = circuit
             .circuit_id()
             .map_err(|source| PipelineError::Circuit {
