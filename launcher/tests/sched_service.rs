@@ -100,6 +100,16 @@ fn cancel_over_the_socket_journals_cancelled_and_a_restart_does_not_requeue_it()
     cancelled_on_fetch(&s, queued);
     let next = accepted(s.ask(&submit(CIRCUIT, 50, false)));
     fetch_ok(&s, next);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_splitprover"))
+        .args(["status", "--socket"])
+        .arg(&s.socket)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("2 cancelled") && text.contains("(at most 2)"),
+        "{text}"
+    );
     s.signal(libc::SIGKILL);
     drop(s);
 

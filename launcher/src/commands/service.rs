@@ -1159,19 +1159,25 @@ pub fn render_status(s: &PipelineStatus) -> String {
     let k = &s.counters;
     let _ = writeln!(
         o,
-        "jobs:      {} live, {} submitted, {} succeeded, {} failed; {} syntheses, {} slots re-queued after crashes",
+        "jobs:      {} live, {} submitted, {} succeeded, {} failed, {} cancelled; {} syntheses, {} slots re-queued after crashes",
         s.jobs.len(),
         k.submitted,
         k.succeeded,
         k.failed,
+        k.cancelled,
         k.syntheses_requested,
         k.slots_requeued
+    );
+    let _ = writeln!(
+        o,
+        "hand-out:  {} partitions at synth-proc (at most {}), {} waiting in priority order",
+        k.synth_outstanding, k.synth_window, k.synth_pending
     );
     for j in &s.jobs {
         let _ = writeln!(
             o,
-            "  job {:<6} {:<16} {}/{} done, {} in ring",
-            j.job_id, j.circuit, j.done, j.partitions, j.in_ring
+            "  job {:<6} {:<16} priority {} {}/{} done, {} in ring",
+            j.job_id, j.circuit, j.priority, j.done, j.partitions, j.in_ring
         );
     }
     if let Some(f) = &s.fatal {
