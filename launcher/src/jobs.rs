@@ -179,6 +179,9 @@ pub struct JobTable {
     jobs: BTreeMap<u64, Job>,
     /// Live jobs in hand-out order: priority descending, then id.
     order: BTreeSet<(Reverse<i32>, u64)>,
+    /// Partitions of ended jobs (cancelled, failed) that synth-proc still holds: they count
+    /// against the hand-out bound until synth-proc publishes or fails them, or dies.
+    abandoned: HashSet<(u64, u32)>,
     counters: JobCounters,
 }
 
@@ -224,7 +227,18 @@ impl JobTable {
     fn remove(&mut self, job_id: u64) -> Option<Job> {
         let job = self.jobs.remove(&job_id)?;
         self.order.remove(&(Reverse(job.priority), job_id));
+        for (p, state) in job.partitions.iter().enumerate() {
+            if *state == PartitionState::Synthesizing {
+                self.abandoned.insert((job_id, p as u32));
+            }
+        }
         Some(job)
+    }
+
+    /// synth-proc is done with a partition (published or failed it): one fewer at synth-proc
+    /// when its job has ended.
+    pub fn synth_ended(&mut self, job_id: u64, partition: u32) {
+        self.abandoned.remove(&(job_id, partition));
     }
 
     /// At most `limit` `Pending` partitions as requests, now marked `Synthesizing`: the highest
@@ -253,7 +267,8 @@ impl JobTable {
         out
     }
 
-    /// Partitions handed to synth-proc and not yet published or failed (`Synthesizing`).
+    /// Partitions handed to synth-proc and not yet published or failed: those `Synthesizing`
+    /// and those of ended jobs synth-proc still holds.
     pub fn outstanding(&self) -> usize {
         self.jobs
             .values()
@@ -263,7 +278,8 @@ impl JobTable {
                     .filter(|s| **s == PartitionState::Synthesizing)
                     .count()
             })
-            .sum()
+            .sum::<usize>()
+            + self.abandoned.len()
     }
 
     /// Partitions not yet handed to synth-proc (`Pending`).
@@ -306,6 +322,7 @@ impl JobTable {
     /// synth-proc died: every partition it had not published goes back to `Pending`, except those
     /// the ring still holds (`in_ring`: (job, partition) of slots READY, CLAIMED or DONE).
     pub fn synth_lost(&mut self, in_ring: &HashSet<(u64, u32)>) {
+        self.abandoned.clear();
         for (&job_id, job) in &mut self.jobs {
             for (p, state) in job.partitions.iter_mut().enumerate() {
                 if *state == PartitionState::Synthesizing {
@@ -324,6 +341,7 @@ impl JobTable {
 
     /// synth-proc published a partition in `slot` at `generation`.
     pub fn published(&mut self, job_id: u64, partition: u32, slot: u32, generation: u64) {
+        self.synth_ended(job_id, partition);
         if let Some(state) = self.partition_mut(job_id, partition) {
             if *state != PartitionState::Done {
                 *state = PartitionState::InRing { slot, generation };
@@ -850,9 +868,25 @@ mod tests {
         let (_, was_running) = t.cancel(running).unwrap();
         assert!(was_running);
         assert!(t.take_pending(usize::MAX).is_empty());
+        // synth-proc still holds its partition 0: it counts until published or failed.
+        assert_eq!(t.outstanding(), 1);
+        t.synth_ended(running, 0);
+        assert_eq!(t.outstanding(), 0);
+        let failing = t.submit(spec(2));
+        t.take_pending(usize::MAX);
+        t.published(failing, 1, 0, 1);
+        t.fail(failing, "boom".into()).unwrap();
+        assert_eq!(t.outstanding(), 1, "partition 0 is still at synth-proc");
+        t.published(failing, 0, 1, 1);
+        assert_eq!(t.outstanding(), 0);
+        let lost = t.submit(spec(1));
+        t.take_pending(usize::MAX);
+        t.cancel(lost).unwrap();
+        t.synth_lost(&HashSet::new());
+        assert_eq!(t.outstanding(), 0, "a dead synth-proc holds nothing");
         assert!(t.result(running, 0, Ok(vec![1])).is_none());
         let c = t.counters();
-        assert_eq!((c.cancelled, c.failed, c.duplicate_results), (2, 0, 1));
+        assert_eq!((c.cancelled, c.failed, c.duplicate_results), (3, 1, 1));
         assert_eq!(t.live(), 0);
     }
 }

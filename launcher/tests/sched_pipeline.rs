@@ -219,6 +219,13 @@ fn cancelling_a_running_job_delivers_no_proof_frees_its_slots_and_the_next_job_i
         s.counters.mismatched_results, 0,
         "late results are not refusals"
     );
+    // What synth-proc still held of the cancelled job counted against the bound.
+    assert!(
+        s.counters.synth_outstanding_max <= 2,
+        "{}",
+        s.counters.synth_outstanding_max
+    );
+    assert_eq!(s.counters.synth_outstanding, 0);
     assert!(s.jobs.is_empty(), "{:?}", s.jobs);
     p.shutdown();
 }

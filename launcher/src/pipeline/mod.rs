@@ -1495,6 +1495,8 @@ impl Core {
                 if let Some(outcome) = self.jobs.result(job_id, partition, Err(error)) {
                     self.deliver(outcome);
                 }
+                // After the result: a job it ended counts this partition as still held.
+                self.jobs.synth_ended(job_id, partition);
                 self.pump_synth();
             }
             FromChild::Proved { .. } => self.sweep_done(),
