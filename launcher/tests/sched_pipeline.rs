@@ -256,3 +256,43 @@ fn cancelling_an_unknown_or_finished_job_is_an_error() {
     ));
     p.shutdown();
 }
+
+/// Polls `what` until it holds, at most [`LIMIT`].
+fn until(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + LIMIT;
+    while !cond() {
+        assert!(Instant::now() < deadline, "never: {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn synth_proc_drops_the_partitions_of_a_cancelled_job_it_has_not_started() {
+    let _g = serial();
+    let p = start(None);
+    // The GPUs stop claiming: a two-partition job fills both slots, and the next job's
+    // partitions wait at synth-proc for a free slot.
+    p.pause_gpus(Duration::from_secs(60)).unwrap();
+    let first = submit(&p, 1000, 2, 0);
+    until("both slots READY", || p.ring().counts().ready == 2);
+    let blocked = submit(&p, 1100, 3, 0);
+    assert_eq!(p.status().counters.synth_outstanding, 2);
+    let c = p.cancel(blocked.id).unwrap();
+    assert!(c.was_running);
+    cancelled(blocked);
+    // synth-proc answers for both while the GPUs are still paused: nothing was synthesized.
+    until("synth-proc gave back the cancelled partitions", || {
+        p.status().counters.synth_outstanding == 0
+    });
+    p.resume_gpus().unwrap();
+    proved(first);
+    proved(submit(&p, 1200, 1, 0));
+    ring_free(&p);
+    let c = p.status().counters;
+    assert_eq!(
+        c.syntheses_started, 3,
+        "the cancelled job's partitions were never synthesized"
+    );
+    assert_eq!(c.failed, 0);
+    p.shutdown();
+}

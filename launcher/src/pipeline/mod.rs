@@ -916,9 +916,9 @@ impl Pipeline {
             .map_err(named)
     }
 
-    /// Cancels a live job: its partitions not yet handed to synth-proc are dropped, its READY
-    /// slots freed unproved, and what synth-proc or a gpu-proc is doing for it is dropped when
-    /// it arrives; its waiter gets the outcome `Err("cancelled")`. Errors with
+    /// Cancels a live job: its partitions not yet handed to synth-proc are dropped, synth-proc
+    /// drops those it has not started (`ToSynth::Cancel`), its READY slots are freed unproved,
+    /// and what synth-proc or a gpu-proc is still doing for it is dropped when it arrives; its waiter gets the outcome `Err("cancelled")`. Errors with
     /// [`PipelineError::UnknownJob`] for a job that is not live.
     pub fn cancel(&self, job_id: u64) -> Result<Cancelled> {
         let mut core = lock(&self.core);
@@ -928,6 +928,17 @@ impl Pipeline {
             .ok_or(PipelineError::UnknownJob(job_id))?;
         tracing::info!(job = job_id, was_running, "job cancelled");
         core.counters.cancelled += 1;
+        if was_running {
+            // synth-proc drops the job's partitions it has not started. Best effort: a full
+            // queue or a dead synth-proc only means they are synthesized and freed unproved.
+            if let Some(o) = core
+                .children
+                .get(&Role::Synth)
+                .and_then(|info| info.outbox.as_ref())
+            {
+                let _ = o.try_send_msg(ToSynth::Cancel { job_id });
+            }
+        }
         // Failed outcomes free the job's READY slots (`discard_orphans`).
         core.deliver(outcome);
         core.pump_synth();
