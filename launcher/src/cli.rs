@@ -34,6 +34,8 @@ pub enum Command {
     Submit(SubmitArgs),
     /// Get the result of a job the service accepted (also after the service restarted).
     Fetch(FetchArgs),
+    /// Cancel a job the service accepted that has not ended (no proof is delivered).
+    Cancel(CancelArgs),
     /// Show a running service: processes, cpusets, huge pages, slots, jobs.
     Status(StatusArgs),
     /// SRS (Groth16 parameters) tools.
@@ -69,6 +71,9 @@ pub struct PipelineArgs {
     /// Partitions synthesized at once (0: one per synth-proc core).
     #[arg(long, default_value_t = 0)]
     pub synth_concurrency: usize,
+    /// Partitions handed to synth-proc beyond its concurrency (default: its concurrency).
+    #[arg(long)]
+    pub synth_lookahead: Option<usize>,
     /// Ring slots.
     #[arg(long, default_value_t = 4)]
     pub slots: usize,
@@ -207,7 +212,8 @@ pub struct SubmitArgs {
     /// Write each proof as `<out-dir>/job-<id>.proof` (implies --wait).
     #[arg(long)]
     pub out_dir: Option<PathBuf>,
-    /// Priority: higher runs first when queued jobs are re-submitted after a restart.
+    /// Priority on cuzk's scale: 1 LOW, 2 NORMAL, 3 HIGH, 4 CRITICAL; 0: the kind's default
+    /// (WinningPoSt CRITICAL, WindowPoSt HIGH, else NORMAL). Higher is synthesized first.
     #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
     pub priority: i64,
     /// The service socket.
@@ -226,6 +232,16 @@ pub struct FetchArgs {
     /// Write the proof bytes here (else print them as hex).
     #[arg(long, short)]
     pub out: Option<PathBuf>,
+    /// The service socket.
+    #[arg(long, env = crate::env::SPLITPROVER_SOCKET)]
+    pub socket: Option<PathBuf>,
+}
+
+/// `splitprover cancel`.
+#[derive(Debug, Args)]
+pub struct CancelArgs {
+    /// The job id `submit` printed.
+    pub job: u64,
     /// The service socket.
     #[arg(long, env = crate::env::SPLITPROVER_SOCKET)]
     pub socket: Option<PathBuf>,
@@ -325,6 +341,7 @@ pub fn main() -> ExitCode {
         Command::Run(a) => commands::service::run(a),
         Command::Submit(a) => commands::service::submit(a),
         Command::Fetch(a) => commands::service::fetch(a),
+        Command::Cancel(a) => commands::service::cancel(a),
         Command::Status(a) => commands::service::status(a),
         Command::Srs(c) => commands::srs::run(c),
         #[cfg(feature = "filecoin")]

@@ -252,12 +252,17 @@ pub struct SynthesisConfig {
     /// Partitions synthesized at once; 0: one per synth-proc core.
     #[serde(default = "default_concurrency")]
     pub concurrency: usize,
+    /// Partitions handed to synth-proc beyond `concurrency` (queued there, ready to start the
+    /// moment a worker frees); absent: as many as `concurrency`.
+    #[serde(default)]
+    pub lookahead: Option<usize>,
 }
 
 impl Default for SynthesisConfig {
     fn default() -> Self {
         SynthesisConfig {
             concurrency: default_concurrency(),
+            lookahead: None,
         }
     }
 }

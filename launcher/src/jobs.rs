@@ -11,11 +11,50 @@
 //! its DONE slot did not match the table. Below the limit the partition is retried; at the limit
 //! the job fails with every reason collected, so one poison partition ends its own job and
 //! nothing else.
+//!
+//! Pending partitions are handed out in priority order ([`JobTable::take_pending`]: priority
+//! descending, then job id, then partition) and at most as many as the caller asks for, so the
+//! pipeline can keep synth-proc's queue short and let a later, more urgent job overtake.
+//! [`JobTable::cancel`] ends a job at once; results that arrive for it later are ignored like
+//! those of any ended job.
 
-use std::collections::{BTreeMap, HashSet};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::time::{Duration, Instant};
 
 use shm_protocol::control::{JobRequest, SynthRequest};
+
+/// Priorities on cuzk's scale (`cuzk.v1.Priority`): higher partitions are handed to synth-proc
+/// first. [`PRIORITY_UNSPECIFIED`] takes the kind's default ([`default_priority`]).
+pub const PRIORITY_UNSPECIFIED: i32 = 0;
+/// Low.
+pub const PRIORITY_LOW: i32 = 1;
+/// Normal: PoRep, SnapDeals and built-in circuits by default.
+pub const PRIORITY_NORMAL: i32 = 2;
+/// High: WindowPoSt by default.
+pub const PRIORITY_HIGH: i32 = 3;
+/// Critical: WinningPoSt by default.
+pub const PRIORITY_CRITICAL: i32 = 4;
+
+/// The default priority of a circuit spec (`post:StackedDrgWinning…` CRITICAL,
+/// `post:StackedDrgWindow…` HIGH, everything else NORMAL), as cuzk decides for UNSPECIFIED.
+pub fn default_priority(circuit: &str) -> i32 {
+    match circuit.strip_prefix("post:") {
+        Some(k) if k.contains("Winning") => PRIORITY_CRITICAL,
+        Some(k) if k.contains("Window") => PRIORITY_HIGH,
+        _ => PRIORITY_NORMAL,
+    }
+}
+
+/// The priority a job runs at: `asked` when it is on the scale (1..=4), the circuit's default
+/// when unspecified (0); `None` for anything else.
+pub fn effective_priority(circuit: &str, asked: i64) -> Option<i32> {
+    match asked {
+        0 => Some(default_priority(circuit)),
+        1..=4 => Some(asked as i32),
+        _ => None,
+    }
+}
 
 /// What a client asks for.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -30,6 +69,9 @@ pub struct JobSpec {
     /// the pipeline sends with every request of the job).
     pub request: JobRequest,
 }
+
+/// The error of a cancelled job's outcome.
+pub const CANCELLED: &str = "cancelled";
 
 /// The slot of a partition the ring holds but whose `Published` message was lost with synth-proc.
 pub const UNKNOWN_SLOT: u32 = u32::MAX;
@@ -74,6 +116,10 @@ struct Job {
     /// Failed attempts per partition, with their reasons (allocated on the first failure).
     attempts: BTreeMap<u32, Vec<String>>,
     submitted: Instant,
+    /// Its place in the hand-out order (already resolved: never unspecified).
+    priority: i32,
+    /// Some partition was handed to synth-proc at least once.
+    handed_out: bool,
 }
 
 /// What [`JobTable::attempt_failed`] decided.
@@ -105,6 +151,8 @@ pub struct JobCounters {
     pub duplicate_results: u64,
     /// DONE slots refused because they did not match the table (see [`JobTable::check_done`]).
     pub mismatched_results: u64,
+    /// Jobs cancelled ([`JobTable::cancel`]; not counted as failed).
+    pub cancelled: u64,
 }
 
 /// One job as `status` shows it.
@@ -120,6 +168,8 @@ pub struct JobSummary {
     pub partitions: usize,
     /// Partitions waiting in the ring.
     pub in_ring: usize,
+    /// Its priority (cuzk's scale, resolved).
+    pub priority: i32,
 }
 
 /// All live jobs.
@@ -127,6 +177,11 @@ pub struct JobSummary {
 pub struct JobTable {
     next_id: u64,
     jobs: BTreeMap<u64, Job>,
+    /// Live jobs in hand-out order: priority descending, then id.
+    order: BTreeSet<(Reverse<i32>, u64)>,
+    /// Partitions of ended jobs (cancelled, failed) that synth-proc still holds: they count
+    /// against the hand-out bound until synth-proc publishes or fails them, or dies.
+    abandoned: HashSet<(u64, u32)>,
     counters: JobCounters,
 }
 
@@ -139,8 +194,15 @@ impl JobTable {
         }
     }
 
-    /// Accepts a job; returns its id. Its partitions are `Pending` until [`JobTable::take_pending`].
+    /// Accepts a job at its circuit's default priority; returns its id. Its partitions are
+    /// `Pending` until [`JobTable::take_pending`].
     pub fn submit(&mut self, spec: JobSpec) -> u64 {
+        let priority = default_priority(&spec.circuit);
+        self.submit_at(spec, priority)
+    }
+
+    /// [`JobTable::submit`] at `priority` (higher is handed out first).
+    pub fn submit_at(&mut self, spec: JobSpec, priority: i32) -> u64 {
         let id = self.next_id;
         self.next_id += 1;
         let n = spec.partitions as usize;
@@ -152,20 +214,52 @@ impl JobTable {
                 proofs: vec![None; n],
                 attempts: BTreeMap::new(),
                 submitted: Instant::now(),
+                priority,
+                handed_out: false,
             },
         );
+        self.order.insert((Reverse(priority), id));
         self.counters.submitted += 1;
         id
     }
 
-    /// Every `Pending` partition as a request, now marked `Synthesizing`.
-    pub fn take_pending(&mut self) -> Vec<SynthRequest> {
+    /// Removes a live job from the table.
+    fn remove(&mut self, job_id: u64) -> Option<Job> {
+        let job = self.jobs.remove(&job_id)?;
+        self.order.remove(&(Reverse(job.priority), job_id));
+        for (p, state) in job.partitions.iter().enumerate() {
+            if *state == PartitionState::Synthesizing {
+                self.abandoned.insert((job_id, p as u32));
+            }
+        }
+        Some(job)
+    }
+
+    /// synth-proc is done with a partition (published or failed it): one fewer at synth-proc
+    /// when its job has ended.
+    pub fn synth_ended(&mut self, job_id: u64, partition: u32) {
+        self.abandoned.remove(&(job_id, partition));
+    }
+
+    /// At most `limit` `Pending` partitions as requests, now marked `Synthesizing`: the highest
+    /// priority first, then the oldest job, then partition order.
+    pub fn take_pending(&mut self, limit: usize) -> Vec<SynthRequest> {
         let mut out = Vec::new();
-        for (&job_id, job) in &mut self.jobs {
+        if limit == 0 {
+            return out;
+        }
+        'jobs: for &(_, job_id) in &self.order {
+            let Some(job) = self.jobs.get_mut(&job_id) else {
+                continue;
+            };
             for (p, state) in job.partitions.iter_mut().enumerate() {
                 if *state == PartitionState::Pending {
                     *state = PartitionState::Synthesizing;
+                    job.handed_out = true;
                     out.push(request(job_id, &job.spec, p as u32));
+                    if out.len() >= limit {
+                        break 'jobs;
+                    }
                 }
             }
         }
@@ -173,9 +267,62 @@ impl JobTable {
         out
     }
 
+    /// Partitions handed to synth-proc and not yet published or failed: those `Synthesizing`
+    /// and those of ended jobs synth-proc still holds.
+    pub fn outstanding(&self) -> usize {
+        self.jobs
+            .values()
+            .map(|j| {
+                j.partitions
+                    .iter()
+                    .filter(|s| **s == PartitionState::Synthesizing)
+                    .count()
+            })
+            .sum::<usize>()
+            + self.abandoned.len()
+    }
+
+    /// Partitions not yet handed to synth-proc (`Pending`).
+    pub fn pending(&self) -> usize {
+        self.jobs
+            .values()
+            .map(|j| {
+                j.partitions
+                    .iter()
+                    .filter(|s| **s == PartitionState::Pending)
+                    .count()
+            })
+            .sum()
+    }
+
+    /// Cancels a live job: it leaves the table at once (results that arrive for it later are
+    /// ignored as duplicates) and its outcome is `Err("cancelled")`. Also returns whether any of
+    /// its partitions had been handed to synth-proc. `None`: no such live job.
+    pub fn cancel(&mut self, job_id: u64) -> Option<(JobOutcome, bool)> {
+        let job = self.remove(job_id)?;
+        self.counters.cancelled += 1;
+        let was_running = job.handed_out;
+        Some((
+            JobOutcome {
+                job_id,
+                elapsed: job.submitted.elapsed(),
+                spec: job.spec,
+                result: Err(CANCELLED.into()),
+            },
+            was_running,
+        ))
+    }
+
+    /// Whether `job_id` was accepted by this table and has ended (succeeded, failed or
+    /// cancelled).
+    pub fn ended(&self, job_id: u64) -> bool {
+        job_id < self.next_id && !self.jobs.contains_key(&job_id)
+    }
+
     /// synth-proc died: every partition it had not published goes back to `Pending`, except those
     /// the ring still holds (`in_ring`: (job, partition) of slots READY, CLAIMED or DONE).
     pub fn synth_lost(&mut self, in_ring: &HashSet<(u64, u32)>) {
+        self.abandoned.clear();
         for (&job_id, job) in &mut self.jobs {
             for (p, state) in job.partitions.iter_mut().enumerate() {
                 if *state == PartitionState::Synthesizing {
@@ -194,6 +341,7 @@ impl JobTable {
 
     /// synth-proc published a partition in `slot` at `generation`.
     pub fn published(&mut self, job_id: u64, partition: u32, slot: u32, generation: u64) {
+        self.synth_ended(job_id, partition);
         if let Some(state) = self.partition_mut(job_id, partition) {
             if *state != PartitionState::Done {
                 *state = PartitionState::InRing { slot, generation };
@@ -280,7 +428,7 @@ impl JobTable {
         }
         match result {
             Err(reason) => {
-                let job = self.jobs.remove(&job_id).expect("present above");
+                let job = self.remove(job_id).expect("present above");
                 self.counters.failed += 1;
                 Some(JobOutcome {
                     job_id,
@@ -293,7 +441,7 @@ impl JobTable {
                 job.partitions[p] = PartitionState::Done;
                 job.proofs[p] = Some(proof);
                 if job.partitions.iter().all(|s| *s == PartitionState::Done) {
-                    let job = self.jobs.remove(&job_id).expect("present above");
+                    let job = self.remove(job_id).expect("present above");
                     self.counters.succeeded += 1;
                     let proofs = job
                         .proofs
@@ -350,7 +498,7 @@ impl JobTable {
             .map(|(i, r)| format!("attempt {}: {r}", i + 1))
             .collect::<Vec<_>>()
             .join("; ");
-        let job = self.jobs.remove(&job_id).expect("present above");
+        let job = self.remove(job_id).expect("present above");
         self.counters.failed += 1;
         Attempt::JobFailed(JobOutcome {
             job_id,
@@ -400,7 +548,7 @@ impl JobTable {
 
     /// Fails a whole job (for example when its circuit has no SRS).
     pub fn fail(&mut self, job_id: u64, reason: String) -> Option<JobOutcome> {
-        let job = self.jobs.remove(&job_id)?;
+        let job = self.remove(job_id)?;
         self.counters.failed += 1;
         Some(JobOutcome {
             job_id,
@@ -448,6 +596,7 @@ impl JobTable {
                     .iter()
                     .filter(|s| matches!(s, PartitionState::InRing { .. }))
                     .count(),
+                priority: job.priority,
             })
             .collect()
     }
@@ -493,13 +642,16 @@ mod tests {
     fn a_job_completes_when_every_partition_has_a_proof_in_order() {
         let mut t = JobTable::new(1);
         let id = t.submit(spec(3));
-        let reqs = t.take_pending();
+        let reqs = t.take_pending(usize::MAX);
         assert_eq!(reqs.len(), 3);
         // Every request carries the job's request; partition 2 of a seed-100 job is proved with
         // seed 102 (`kernels::job` tests that).
         assert_eq!(reqs[2].partition, 2);
         assert_eq!(reqs[2].request, spec(3).request);
-        assert!(t.take_pending().is_empty(), "requests are handed out once");
+        assert!(
+            t.take_pending(usize::MAX).is_empty(),
+            "requests are handed out once"
+        );
         t.published(id, 1, 4, 17);
         assert!(t.result(id, 1, Ok(vec![1])).is_none());
         assert!(t.result(id, 0, Ok(vec![0])).is_none());
@@ -516,7 +668,7 @@ mod tests {
         let mut t = JobTable::new(1);
         let id = t.submit(spec(2));
         let circuit = spec(2).circuit_id;
-        t.take_pending();
+        t.take_pending(usize::MAX);
         t.published(id, 0, 3, 10);
         // The slot it was published in, later: fine.
         t.check_done(id, 0, circuit, 3, 12).unwrap();
@@ -548,7 +700,7 @@ mod tests {
     fn a_failure_ends_the_job_and_later_results_are_ignored() {
         let mut t = JobTable::new(1);
         let id = t.submit(spec(2));
-        t.take_pending();
+        t.take_pending(usize::MAX);
         let out = t.result(id, 0, Err("bad slot: a offset".into())).unwrap();
         assert!(out.result.unwrap_err().contains("partition 0: bad slot"));
         assert!(t.result(id, 1, Ok(vec![1])).is_none());
@@ -560,13 +712,17 @@ mod tests {
     fn synth_crash_resends_only_partitions_the_ring_does_not_hold() {
         let mut t = JobTable::new(1);
         let id = t.submit(spec(4));
-        t.take_pending();
+        t.take_pending(usize::MAX);
         // Partition 0 is known READY; partition 1 was published but its message was lost with
         // the process.
         t.published(id, 0, 0, 5);
         let in_ring: HashSet<_> = [(id, 0), (id, 1)].into_iter().collect();
         t.synth_lost(&in_ring);
-        let again: Vec<u32> = t.take_pending().iter().map(|r| r.partition).collect();
+        let again: Vec<u32> = t
+            .take_pending(usize::MAX)
+            .iter()
+            .map(|r| r.partition)
+            .collect();
         assert_eq!(again, vec![2, 3]);
         assert_eq!(t.counters().syntheses_requested, 6);
     }
@@ -575,7 +731,7 @@ mod tests {
     fn a_partition_is_retried_until_its_attempts_run_out_then_its_job_fails_with_every_reason() {
         let mut t = JobTable::new(1);
         let id = t.submit(spec(2));
-        t.take_pending();
+        t.take_pending(usize::MAX);
         t.published(id, 1, 2, 4);
         // First failure: retried, keeping its place in the ring.
         assert!(matches!(
@@ -583,14 +739,14 @@ mod tests {
             Attempt::Retry { attempts: 1 }
         ));
         assert_eq!(t.attempts(id, 1), 1);
-        assert!(t.take_pending().is_empty(), "still in the ring");
+        assert!(t.take_pending(usize::MAX).is_empty(), "still in the ring");
         // A refused proof: re-synthesized.
         assert!(matches!(
             t.attempt_failed(id, 0, "does not verify".into(), 3, true),
             Attempt::Retry { attempts: 1 }
         ));
         assert_eq!(
-            t.take_pending()
+            t.take_pending(usize::MAX)
                 .iter()
                 .map(|r| r.partition)
                 .collect::<Vec<_>>(),
@@ -621,10 +777,10 @@ mod tests {
     fn requests_that_could_not_be_sent_are_taken_again() {
         let mut t = JobTable::new(1);
         let id = t.submit(spec(3));
-        let reqs = t.take_pending();
+        let reqs = t.take_pending(usize::MAX);
         t.unsend(&reqs[1..]);
         assert_eq!(
-            t.take_pending()
+            t.take_pending(usize::MAX)
                 .iter()
                 .map(|r| (r.job_id, r.partition))
                 .collect::<Vec<_>>(),
@@ -637,11 +793,100 @@ mod tests {
     fn duplicate_proof_for_a_done_partition_is_counted_not_used() {
         let mut t = JobTable::new(1);
         let id = t.submit(spec(2));
-        t.take_pending();
+        t.take_pending(usize::MAX);
         assert!(t.result(id, 0, Ok(vec![7])).is_none());
         assert!(t.result(id, 0, Ok(vec![8])).is_none());
         let out = t.result(id, 1, Ok(vec![9])).unwrap();
         assert_eq!(out.result.unwrap()[0], vec![7]);
         assert_eq!(t.counters().duplicate_results, 1);
+    }
+
+    fn ids(reqs: &[SynthRequest]) -> Vec<(u64, u32)> {
+        reqs.iter().map(|r| (r.job_id, r.partition)).collect()
+    }
+
+    #[test]
+    fn pending_partitions_go_out_by_priority_then_age_and_at_most_the_limit() {
+        let mut t = JobTable::new(1);
+        let a = t.submit(spec(2));
+        let b = t.submit_at(spec(1), PRIORITY_LOW);
+        let c = t.submit_at(spec(2), PRIORITY_CRITICAL);
+        let d = t.submit_at(spec(1), PRIORITY_CRITICAL);
+        assert_eq!(ids(&t.take_pending(0)), vec![]);
+        assert_eq!(ids(&t.take_pending(3)), vec![(c, 0), (c, 1), (d, 0)]);
+        assert_eq!(t.outstanding(), 3);
+        assert_eq!(t.pending(), 3);
+        // A partition sent back (synth-proc lost it) keeps its job's place.
+        t.synth_lost(&HashSet::new());
+        assert_eq!(t.outstanding(), 0);
+        assert_eq!(ids(&t.take_pending(1)), vec![(c, 0)]);
+        assert_eq!(
+            ids(&t.take_pending(usize::MAX)),
+            vec![(c, 1), (d, 0), (a, 0), (a, 1), (b, 0)]
+        );
+        assert_eq!((t.outstanding(), t.pending()), (6, 0));
+        t.published(a, 0, 1, 2);
+        assert_eq!(t.outstanding(), 5);
+    }
+
+    #[test]
+    fn default_priorities_follow_the_proof_kind_and_the_scale_is_checked() {
+        assert_eq!(
+            default_priority("post:StackedDrgWinning2KiBV1"),
+            PRIORITY_CRITICAL
+        );
+        assert_eq!(
+            default_priority("post:StackedDrgWindow2KiBV1_2"),
+            PRIORITY_HIGH
+        );
+        assert_eq!(
+            default_priority("porep:StackedDrg2KiBV1_1"),
+            PRIORITY_NORMAL
+        );
+        assert_eq!(default_priority("sha-chain:1"), PRIORITY_NORMAL);
+        assert_eq!(effective_priority("sha-chain:1", 0), Some(PRIORITY_NORMAL));
+        assert_eq!(effective_priority("sha-chain:1", 1), Some(PRIORITY_LOW));
+        assert_eq!(
+            effective_priority("post:StackedDrgWinning2KiBV1", 0),
+            Some(4)
+        );
+        assert_eq!(effective_priority("sha-chain:1", 5), None);
+        assert_eq!(effective_priority("sha-chain:1", -1), None);
+    }
+
+    #[test]
+    fn a_cancelled_job_leaves_the_table_and_its_late_results_are_ignored() {
+        let mut t = JobTable::new(1);
+        let queued = t.submit(spec(2));
+        let (out, was_running) = t.cancel(queued).unwrap();
+        assert!(!was_running);
+        assert_eq!(out.result.unwrap_err(), CANCELLED);
+        assert!(t.ended(queued) && !t.ended(queued + 1));
+        assert!(t.cancel(queued).is_none(), "only once");
+        let running = t.submit(spec(2));
+        assert_eq!(ids(&t.take_pending(1)), vec![(running, 0)]);
+        let (_, was_running) = t.cancel(running).unwrap();
+        assert!(was_running);
+        assert!(t.take_pending(usize::MAX).is_empty());
+        // synth-proc still holds its partition 0: it counts until published or failed.
+        assert_eq!(t.outstanding(), 1);
+        t.synth_ended(running, 0);
+        assert_eq!(t.outstanding(), 0);
+        let failing = t.submit(spec(2));
+        t.take_pending(usize::MAX);
+        t.published(failing, 1, 0, 1);
+        t.fail(failing, "boom".into()).unwrap();
+        assert_eq!(t.outstanding(), 1, "partition 0 is still at synth-proc");
+        t.published(failing, 0, 1, 1);
+        assert_eq!(t.outstanding(), 0);
+        let lost = t.submit(spec(1));
+        t.take_pending(usize::MAX);
+        t.cancel(lost).unwrap();
+        t.synth_lost(&HashSet::new());
+        assert_eq!(t.outstanding(), 0, "a dead synth-proc holds nothing");
+        assert!(t.result(running, 0, Ok(vec![1])).is_none());
+        let c = t.counters();
+        assert_eq!((c.cancelled, c.failed, c.duplicate_results), (3, 1, 1));
+        assert_eq!(t.live(), 0);
     }
 }

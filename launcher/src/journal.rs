@@ -45,8 +45,10 @@ use std::io::Write as _;
 use rusqlite::{params, Connection, ErrorCode, OpenFlags, OptionalExtension};
 use sha2::{Digest, Sha256};
 
-/// The schema version kept in `PRAGMA user_version`.
-pub const SCHEMA_VERSION: i64 = 1;
+/// The schema version kept in `PRAGMA user_version`. Version 2 added the `cancelled` state; a
+/// version-1 journal is migrated at open (the table rebuilt in one transaction, ids and the id
+/// sequence kept).
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// Requests up to this size are stored in their row; larger ones in a content-addressed file.
 pub const INLINE_REQUEST_MAX: usize = 64 << 10;
@@ -58,7 +60,7 @@ CREATE TABLE jobs (
     priority     INTEGER NOT NULL DEFAULT 0,
     request      BLOB,
     request_file TEXT,
-    state        TEXT    NOT NULL CHECK (state IN ('accepted', 'succeeded', 'failed')),
+    state        TEXT    NOT NULL CHECK (state IN ('accepted', 'succeeded', 'failed', 'cancelled')),
     submitted_at INTEGER NOT NULL,
     finished_at  INTEGER,
     result       BLOB,
@@ -153,6 +155,8 @@ pub enum JobState {
     Succeeded,
     /// Finished with an error.
     Failed,
+    /// Cancelled by a client ([`Journal::cancel`]): never re-queued.
+    Cancelled,
 }
 
 impl JobState {
@@ -161,6 +165,7 @@ impl JobState {
             JobState::Accepted => "accepted",
             JobState::Succeeded => "succeeded",
             JobState::Failed => "failed",
+            JobState::Cancelled => "cancelled",
         }
     }
 
@@ -169,6 +174,7 @@ impl JobState {
             "accepted" => Some(JobState::Accepted),
             "succeeded" => Some(JobState::Succeeded),
             "failed" => Some(JobState::Failed),
+            "cancelled" => Some(JobState::Cancelled),
             _ => None,
         }
     }
@@ -284,6 +290,26 @@ impl Journal {
             (0, 0) => {
                 conn.execute_batch(&format!(
                     "BEGIN; {SCHEMA} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
+                ))
+                .map_err(sql)?;
+            }
+            (1, _) => {
+                // Version 1's CHECK does not admit `cancelled`: the table is rebuilt. The id
+                // sequence is carried over, so no id is ever reused.
+                conn.execute_batch(&format!(
+                    "BEGIN;
+                     ALTER TABLE jobs RENAME TO jobs_v1;
+                     DROP INDEX jobs_by_state;
+                     {SCHEMA}
+                     INSERT INTO jobs SELECT id, circuit, priority, request, request_file, state,
+                         submitted_at, finished_at, result, error, fetched_at FROM jobs_v1;
+                     INSERT INTO sqlite_sequence (name, seq) SELECT 'jobs', 0
+                         WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'jobs');
+                     UPDATE sqlite_sequence SET seq = (SELECT max(seq) FROM sqlite_sequence
+                         WHERE name IN ('jobs', 'jobs_v1')) WHERE name = 'jobs';
+                     DROP TABLE jobs_v1;
+                     PRAGMA user_version = {SCHEMA_VERSION};
+                     COMMIT;"
                 ))
                 .map_err(sql)?;
             }
@@ -483,6 +509,24 @@ impl Journal {
             self.release_request(&f);
         }
         Ok(())
+    }
+
+    /// Marks an accepted job `cancelled` (error `cancelled`): it is never re-queued. Returns
+    /// whether it was still accepted.
+    pub fn cancel(&mut self, id: u64) -> Result<bool, JournalError> {
+        let file = self.request_file_of(id)?;
+        let n = self
+            .conn
+            .execute(
+                "UPDATE jobs SET state = 'cancelled', finished_at = ?2, error = 'cancelled' \
+                 WHERE id = ?1 AND state = 'accepted'",
+                params![id as i64, now_ms()],
+            )
+            .map_err(|e| self.sql(e))?;
+        if let Some(f) = file {
+            self.release_request(&f);
+        }
+        Ok(n == 1)
     }
 
     /// Notes that a client got the result of `id`.
@@ -867,6 +911,78 @@ mod tests {
         // The next start begins empty.
         let mut j = Journal::open(&path).unwrap();
         assert_eq!(j.accept("c", 0, b"x").unwrap(), 1);
+    }
+
+    #[test]
+    fn a_cancelled_job_is_never_re_queued_and_keeps_its_state() {
+        let (_d, path, mut j) = journal();
+        let a = j.accept("sha-chain:1", 2, b"req-a").unwrap();
+        let big = vec![7u8; INLINE_REQUEST_MAX + 1];
+        let b = j.accept("sha-chain:1", 2, &big).unwrap();
+        assert!(j.cancel(b).unwrap());
+        assert!(!j.cancel(b).unwrap(), "once");
+        // The outcome that arrives afterwards does not overwrite it.
+        j.finish(b, Err("cancelled")).unwrap();
+        let row = j.get(b).unwrap().unwrap();
+        assert_eq!(row.state, JobState::Cancelled);
+        assert_eq!(row.error.as_deref(), Some("cancelled"));
+        assert_eq!(j.unfinished().unwrap(), vec![a]);
+        assert!(
+            std::fs::read_dir(requests_dir(&path))
+                .unwrap()
+                .next()
+                .is_none(),
+            "its request file went"
+        );
+        drop(j);
+        let j = Journal::open(&path).unwrap();
+        assert_eq!(j.unfinished().unwrap(), vec![a]);
+        assert_eq!(j.get(b).unwrap().unwrap().state, JobState::Cancelled);
+    }
+
+    #[test]
+    fn a_version_1_journal_is_migrated_keeping_rows_and_the_id_sequence() {
+        const V1: &str = "
+CREATE TABLE jobs (
+    id           INTEGER PRIMARY KEY AUTOINCREMENT,
+    circuit      TEXT    NOT NULL,
+    priority     INTEGER NOT NULL DEFAULT 0,
+    request      BLOB,
+    request_file TEXT,
+    state        TEXT    NOT NULL CHECK (state IN ('accepted', 'succeeded', 'failed')),
+    submitted_at INTEGER NOT NULL,
+    finished_at  INTEGER,
+    result       BLOB,
+    error        TEXT,
+    fetched_at   INTEGER
+);
+CREATE INDEX jobs_by_state ON jobs (state);
+PRAGMA user_version = 1;";
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("jobs.sqlite");
+        {
+            let c = Connection::open(&path).unwrap();
+            c.execute_batch(V1).unwrap();
+            for _ in 0..3 {
+                c.execute(
+                    "INSERT INTO jobs (circuit, request, state, submitted_at) \
+                     VALUES ('bits:9', x'01', 'accepted', 1)",
+                    [],
+                )
+                .unwrap();
+            }
+            // The newest row went: its id must not come back.
+            c.execute("DELETE FROM jobs WHERE id = 3", []).unwrap();
+        }
+        let mut j = Journal::open(&path).unwrap();
+        assert_eq!(j.unfinished().unwrap(), vec![1, 2]);
+        assert_eq!(j.last_id().unwrap(), 3);
+        assert!(j.cancel(1).unwrap());
+        assert_eq!(j.get(1).unwrap().unwrap().state, JobState::Cancelled);
+        assert_eq!(j.accept("bits:9", 0, b"r").unwrap(), 4);
+        drop(j);
+        let j = Journal::open(&path).unwrap();
+        assert_eq!(j.unfinished().unwrap(), vec![2, 4]);
     }
 
     #[test]

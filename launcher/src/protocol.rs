@@ -8,7 +8,8 @@
 //! [`Response::Error`]), at most `max_connections` at once and `max_queued_jobs` accepted,
 //! unfinished jobs (both answered with an error starting with `busy`). A job is acknowledged
 //! ([`Response::Accepted`]) only once it is in the service's journal: it survives a restart of
-//! the service, and its id is never given to another job.
+//! the service, and its id is never given to another job. [`Request::Cancel`] ends a job that
+//! has not ended yet.
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
@@ -56,7 +57,9 @@ pub enum Request {
         partitions: u32,
         /// Keep the connection open and send [`Response::Finished`].
         wait: bool,
-        /// Higher runs first when jobs are re-queued after a restart (kept in the journal).
+        /// cuzk's scale: 1 LOW, 2 NORMAL, 3 HIGH, 4 CRITICAL; 0 (the default) takes the kind's
+        /// default (WinningPoSt CRITICAL, WindowPoSt HIGH, else NORMAL). Higher priority
+        /// partitions are synthesized first, and re-queued first after a restart.
         #[serde(default)]
         priority: i64,
     },
@@ -73,7 +76,9 @@ pub enum Request {
         family: Option<String>,
         /// Keep the connection open and send [`Response::Finished`].
         wait: bool,
-        /// Higher runs first when jobs are re-queued after a restart (kept in the journal).
+        /// cuzk's scale: 1 LOW, 2 NORMAL, 3 HIGH, 4 CRITICAL; 0 (the default) takes the kind's
+        /// default (WinningPoSt CRITICAL, WindowPoSt HIGH, else NORMAL). Higher priority
+        /// partitions are synthesized first, and re-queued first after a restart.
         #[serde(default)]
         priority: i64,
     },
@@ -89,6 +94,13 @@ pub enum Request {
     },
     /// Describe the service.
     Status,
+    /// Cancel an accepted job that has not ended: answered [`Response::Cancelled`] (its journal
+    /// state becomes `cancelled`, never re-queued; no proof is delivered) or an error for a job
+    /// that is unknown or already ended.
+    Cancel {
+        /// The id [`Response::Accepted`] gave.
+        job_id: u64,
+    },
 }
 
 /// The service's answers.
@@ -117,6 +129,13 @@ pub enum Response {
     },
     /// The status.
     Status(Box<PipelineStatus>),
+    /// The job was cancelled.
+    Cancelled {
+        /// Its id.
+        job_id: u64,
+        /// Some partition of it had been handed to synth-proc.
+        was_running: bool,
+    },
     /// The request was refused.
     Error {
         /// Why.

@@ -153,6 +153,13 @@ pub enum JobRequest {
 pub enum ToSynth {
     /// Synthesize this partition into a free slot and publish it.
     Synthesize(SynthRequest),
+    /// The job was cancelled: its partitions not yet started (queued, or waiting for a free
+    /// slot) are dropped, each answered with [`FromChild::SynthFailed`]; a synthesis in
+    /// progress finishes and publishes (the launcher frees the slot unproved).
+    Cancel {
+        /// The job.
+        job_id: u64,
+    },
     /// Finish the syntheses in progress, then exit.
     Shutdown,
 }

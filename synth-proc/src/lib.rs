@@ -109,6 +109,9 @@ pub enum SynthError {
     /// synth-proc is shutting down and did not start this synthesis.
     #[error("synth-proc is shutting down")]
     Stopped,
+    /// The job was cancelled before this synthesis started.
+    #[error("cancelled")]
+    Cancelled,
     /// Synthesis itself failed.
     #[error("synthesis of `{spec}` failed: {source}")]
     Synthesis {
@@ -183,8 +186,37 @@ pub fn synthesize_request(
     )
 }
 
+/// Jobs the launcher cancelled ([`ToSynth::Cancel`]), the last [`CancelledJobs::KEPT`] of them:
+/// their partitions not yet started are dropped.
+#[derive(Debug, Default)]
+pub struct CancelledJobs(Mutex<std::collections::VecDeque<u64>>);
+
+impl CancelledJobs {
+    /// Cancelled jobs remembered; the launcher hands out few partitions at a time, so an older
+    /// one has nothing queued here any more.
+    pub const KEPT: usize = 1024;
+
+    /// Notes that `job_id` was cancelled.
+    pub fn insert(&self, job_id: u64) {
+        let mut q = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if q.len() >= Self::KEPT {
+            q.pop_front();
+        }
+        q.push_back(job_id);
+    }
+
+    /// Whether `job_id` was cancelled.
+    pub fn contains(&self, job_id: u64) -> bool {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(&job_id)
+    }
+}
+
 /// The synthesis of one request. Waits for a free slot (re-checking `stop` every 200 ms, if
-/// given), calls `on_started(slot)` once the slot is reserved, then synthesizes and publishes.
+/// given: the error it returns ends the wait), calls `on_started(slot)` once the slot is
+/// reserved, then synthesizes and publishes.
 #[allow(clippy::too_many_arguments)]
 fn synthesize_into_slot(
     ring: &Ring,
@@ -194,7 +226,7 @@ fn synthesize_into_slot(
     jobs: &JobCache,
     req: &SynthRequest,
     request: &RequestBytes,
-    stop: Option<&AtomicBool>,
+    stop: Option<&dyn Fn() -> Option<SynthError>>,
     on_started: &dyn Fn(u32),
 ) -> Result<(Published, u64), SynthError> {
     if circuit_id != req.circuit_id {
@@ -212,11 +244,10 @@ fn synthesize_into_slot(
         Some(stop) => loop {
             match ring.acquire_free(owner, Some(Duration::from_millis(200))) {
                 Ok(w) => break w,
-                // The flag convention: stored Release, loaded Acquire.
-                Err(e) if e.is_timeout() && stop.load(Ordering::Acquire) => {
-                    return Err(SynthError::Stopped)
-                }
-                Err(e) if e.is_timeout() => continue,
+                Err(e) if e.is_timeout() => match stop() {
+                    Some(why) => return Err(why),
+                    None => continue,
+                },
                 Err(e) => return Err(e.into()),
             }
         },
@@ -293,6 +324,7 @@ pub fn serve(ring: Arc<Ring>, control: UnixStream, config: SynthConfig) -> anyho
     let shapes = Arc::new(Mutex::new(ShapeCache::default()));
     let jobs = Arc::new(JobCache::default());
     let stop = Arc::new(AtomicBool::new(false));
+    let cancelled = Arc::new(CancelledJobs::default());
     loop {
         match receiver.recv::<ToSynth>() {
             Ok(Some(ToSynth::Synthesize(req))) => {
@@ -302,14 +334,26 @@ pub fn serve(ring: Arc<Ring>, control: UnixStream, config: SynthConfig) -> anyho
                     control::JobRequest::Inline(_) => None,
                 };
                 let request = RequestBytes::for_message(&req.request, fd);
-                let (ring, sender, shapes, jobs, stop) = (
+                let (ring, sender, shapes, jobs, stop, cancelled) = (
                     ring.clone(),
                     sender.clone(),
                     shapes.clone(),
                     jobs.clone(),
                     stop.clone(),
+                    cancelled.clone(),
                 );
-                pool.spawn(move || work(&ring, &sender, &shapes, &jobs, &stop, req, request));
+                pool.spawn(move || {
+                    work(
+                        &ring, &sender, &shapes, &jobs, &stop, &cancelled, req, request,
+                    )
+                });
+            }
+            Ok(Some(ToSynth::Cancel { job_id })) => {
+                tracing::info!(
+                    job = job_id,
+                    "job cancelled: its queued partitions are dropped"
+                );
+                cancelled.insert(job_id);
             }
             Ok(Some(ToSynth::Shutdown)) | Ok(None) => {
                 // Syntheses in progress finish and publish; queued ones are dropped (the launcher
@@ -373,18 +417,20 @@ fn mislabel(meta: SlotMeta, req: &SynthRequest) -> SlotMeta {
 
 /// Runs one request on a pool worker; a panic in it fails that partition alone (its slot writer
 /// was dropped while unwinding, so the slot is FREE again) and the worker goes on serving.
+#[allow(clippy::too_many_arguments)]
 fn work(
     ring: &Ring,
     sender: &SharedSender,
     shapes: &Mutex<ShapeCache>,
     jobs: &JobCache,
     stop: &AtomicBool,
+    cancelled: &CancelledJobs,
     req: SynthRequest,
     request: RequestBytes,
 ) {
     let (job_id, partition) = (req.job_id, req.partition);
     let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        work_inner(ring, sender, shapes, jobs, stop, req, request)
+        work_inner(ring, sender, shapes, jobs, stop, cancelled, req, request)
     }));
     if let Err(panic) = run {
         let msg = panic_message(&*panic);
@@ -411,19 +457,31 @@ fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn work_inner(
     ring: &Ring,
     sender: &SharedSender,
     shapes: &Mutex<ShapeCache>,
     jobs: &JobCache,
     stop: &AtomicBool,
+    cancelled: &CancelledJobs,
     req: SynthRequest,
     request: RequestBytes,
 ) {
-    // Relaxed: a plain flag, set once by the control thread.
+    // The flag convention: stored Release, loaded Acquire.
     if stop.load(Ordering::Acquire) {
         return;
     }
+    // Checked before the synthesis starts and while it waits for a free slot.
+    let halt = || {
+        if stop.load(Ordering::Acquire) {
+            Some(SynthError::Stopped)
+        } else if cancelled.contains(req.job_id) {
+            Some(SynthError::Cancelled)
+        } else {
+            None
+        }
+    };
     // Shapes are counted once; the lock is held only for a lookup after that.
     let shape = shapes
         .lock()
@@ -443,6 +501,9 @@ fn work_inner(
         )
     };
     let result = shape.and_then(|(spec, id, shape)| {
+        if cancelled.contains(req.job_id) {
+            return Err(SynthError::Cancelled);
+        }
         synthesize_into_slot(
             ring,
             &spec,
@@ -451,7 +512,7 @@ fn work_inner(
             jobs,
             &req,
             &request,
-            Some(stop),
+            Some(&halt),
             &started,
         )
     });

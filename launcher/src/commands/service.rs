@@ -29,11 +29,11 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use kernels::circuits::AnyCircuit;
 
-use crate::cli::{FetchArgs, RunArgs, StatusArgs, SubmitArgs};
+use crate::cli::{CancelArgs, FetchArgs, RunArgs, StatusArgs, SubmitArgs};
 use crate::config::{Config, FaultsConfig, ServiceConfig};
 use crate::journal::{self, JobState, Journal, JournalJob};
 use crate::notify::Notifier;
-use crate::pipeline::{JobHandle, Pipeline, PipelineStatus};
+use crate::pipeline::{JobHandle, JobOptions, Pipeline, PipelineError, PipelineStatus};
 use crate::protocol::{hex, unhex, write_line, Client, Request, Response};
 use crate::request_file;
 
@@ -155,10 +155,16 @@ impl Service {
         request: &[u8],
         priority: i64,
     ) -> Result<u64, Refusal> {
+        let priority = crate::jobs::effective_priority(&circuit.to_string(), priority)
+            .ok_or_else(|| PipelineError::BadPriority(priority).to_string())?;
+        // The journal keeps the resolved priority: re-queued in the order it runs in.
         let id = guard(&self.journal)
-            .accept(&circuit.to_string(), priority, request)
+            .accept(&circuit.to_string(), priority.into(), request)
             .map_err(|e| format!("cannot record the job: {e}"))?;
-        match self.pipeline.submit_job(circuit, request) {
+        match self
+            .pipeline
+            .submit_job_with(circuit, request, JobOptions { priority })
+        {
             Ok(handle) => {
                 let mut live = guard(&self.live);
                 live.by_pipeline.insert(handle.id, id);
@@ -196,8 +202,10 @@ impl Service {
                 .parse::<AnyCircuit>()
                 .map_err(|e| format!("bad circuit `{}` in the journal: {e}", row.circuit))
                 .and_then(|c| {
+                    // Rows written before priorities were on cuzk's scale are brought onto it.
+                    let priority = row.priority.clamp(0, 4) as i32;
                     self.pipeline
-                        .submit_job(c, &row.request)
+                        .submit_job_with(c, &row.request, JobOptions { priority })
                         .map_err(|e| format!("{:#}", anyhow::Error::from(e)))
                 });
             match handle {
@@ -216,6 +224,41 @@ impl Service {
             }
         }
         Ok(n)
+    }
+
+    /// Cancels a live job (see [`Request::Cancel`]).
+    fn cancel(&self, id: u64) -> Response {
+        let Some(pipeline_id) = guard(&self.live).handles.get(&id).map(|h| h.id) else {
+            return Response::Error {
+                message: format!(
+                    "job {id} is not queued or running (unknown, already ended, or cancelled)"
+                ),
+            };
+        };
+        // Held across the cancel: `collect` journals the outcome only after the row is
+        // `cancelled`, and `finish` leaves a row that is no longer accepted alone.
+        let mut journal = guard(&self.journal);
+        let answer = match self.pipeline.cancel(pipeline_id) {
+            Ok(c) => {
+                if let Err(e) = journal.cancel(id) {
+                    tracing::error!(job = id, "cannot journal the cancel: {e}");
+                }
+                Response::Cancelled {
+                    job_id: id,
+                    was_running: c.was_running,
+                }
+            }
+            // Its outcome is on its way to `collect`.
+            Err(PipelineError::UnknownJob(_)) => Response::Error {
+                message: format!("job {id} has already ended"),
+            },
+            Err(e) => Response::Error {
+                message: format!("job {id}: {e}"),
+            },
+        };
+        drop(journal);
+        self.collect();
+        answer
     }
 
     /// Journals every outcome that arrived, then wakes the waiting clients.
@@ -445,6 +488,7 @@ impl Service {
                         .and_then(|(c, bytes)| self.submit(c, &bytes, priority));
                     self.answer_submit(&mut out, submitted, wait)?
                 }
+                Request::Cancel { job_id } => write_line(&mut out, &self.cancel(job_id))?,
                 Request::Fetch { job_id, wait } => {
                     if wait {
                         self.answer_wait(&mut out, job_id)?
@@ -520,6 +564,7 @@ fn request_name(r: &Request) -> &'static str {
         Request::SubmitRequest { .. } => "submit-request",
         Request::Fetch { .. } => "fetch",
         Request::Status => "status",
+        Request::Cancel { .. } => "cancel",
     }
 }
 
@@ -532,7 +577,7 @@ fn finished(row: &JournalJob) -> Response {
         job_id: row.id,
         proofs: row.proofs.iter().map(|p| hex(p)).collect(),
         error: match row.state {
-            JobState::Failed => Some(row.error.clone().unwrap_or_default()),
+            JobState::Failed | JobState::Cancelled => Some(row.error.clone().unwrap_or_default()),
             _ => None,
         },
         elapsed_ms,
@@ -1044,6 +1089,24 @@ pub fn fetch(args: FetchArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// `splitprover cancel`.
+pub fn cancel(args: CancelArgs) -> anyhow::Result<ExitCode> {
+    let mut c = Client::connect(&socket_of(args.socket))?;
+    c.send(&Request::Cancel { job_id: args.job })?;
+    match c.recv()? {
+        Response::Cancelled {
+            job_id,
+            was_running,
+        } => {
+            let what = if was_running { "running" } else { "queued" };
+            eprintln!("job {job_id} cancelled (it was {what})");
+            Ok(ExitCode::SUCCESS)
+        }
+        Response::Error { message } => anyhow::bail!("{message}"),
+        other => anyhow::bail!("unexpected answer {other:?}"),
+    }
+}
+
 /// `splitprover status`.
 pub fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
     let mut c = Client::connect(&socket_of(args.socket))?;
@@ -1096,19 +1159,25 @@ pub fn render_status(s: &PipelineStatus) -> String {
     let k = &s.counters;
     let _ = writeln!(
         o,
-        "jobs:      {} live, {} submitted, {} succeeded, {} failed; {} syntheses, {} slots re-queued after crashes",
+        "jobs:      {} live, {} submitted, {} succeeded, {} failed, {} cancelled; {} syntheses, {} slots re-queued after crashes",
         s.jobs.len(),
         k.submitted,
         k.succeeded,
         k.failed,
+        k.cancelled,
         k.syntheses_requested,
         k.slots_requeued
+    );
+    let _ = writeln!(
+        o,
+        "hand-out:  {} partitions at synth-proc (at most {}), {} waiting in priority order",
+        k.synth_outstanding, k.synth_window, k.synth_pending
     );
     for j in &s.jobs {
         let _ = writeln!(
             o,
-            "  job {:<6} {:<16} {}/{} done, {} in ring",
-            j.job_id, j.circuit, j.done, j.partitions, j.in_ring
+            "  job {:<6} {:<16} priority {} {}/{} done, {} in ring",
+            j.job_id, j.circuit, j.priority, j.done, j.partitions, j.in_ring
         );
     }
     if let Some(f) = &s.fatal {

@@ -37,6 +37,7 @@ pub fn for_circuit(
         .map_err(|e| anyhow::anyhow!("--pin: {e}"))?;
     s.gpu_cores = args.gpu_cores;
     s.synth_concurrency = args.synth_concurrency;
+    s.synth_lookahead = args.synth_lookahead;
     anyhow::ensure!(args.gpus >= 1, "--gpus must be at least 1");
     s.gpus = (0..args.gpus as u32)
         .map(|device| GpuSetting {
@@ -87,6 +88,7 @@ pub fn from_config(config: &Config) -> anyhow::Result<PipelineSettings> {
         .map(str::parse::<CpuList>)
         .transpose()?;
     s.synth_concurrency = config.synthesis.concurrency;
+    s.synth_lookahead = config.synthesis.lookahead;
     s.faults = config.faults.settings();
     s.gpus = config
         .gpu

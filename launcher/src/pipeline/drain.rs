@@ -4,10 +4,9 @@
 //!
 //! How new work is held back: `Core::pump_synth` sends nothing while `Core::holding` is set,
 //! so pending partitions stay `Pending` (a synth-proc restarted during the drain gets none
-//! either). What synth-proc had already been sent still runs: it is in flight (synth-proc has no message to
-//! cancel a queued synthesis, and the pipeline sends every pending partition as soon as it is
-//! submitted), so under a steady load the drain usually ends with the grace, having proved what
-//! the grace allowed. Partitions held back stay
+//! either). What synth-proc had already been sent still runs: at most `synth_concurrency +
+//! synth_lookahead` partitions (the bounded hand-out), so the drain waits for those and what is
+//! in the ring, not for the whole queue. Partitions held back stay
 //! `Pending` in the job table and are failed by `shutdown`; the service's journal keeps their jobs
 //! as accepted, so they run again after the next start.
 

@@ -16,6 +16,12 @@ pub enum PipelineError {
     /// The settings list no circuit.
     #[error("no circuit to serve")]
     NoCircuit,
+    /// A cancel named a job that is not live (unknown, or already ended).
+    #[error("job {0} is not queued or running (unknown, or already ended)")]
+    UnknownJob(u64),
+    /// A priority off cuzk's scale.
+    #[error("priority {0} is not on the scale (0 = the kind's default, 1 LOW … 4 CRITICAL)")]
+    BadPriority(i64),
     /// The settings list no gpu-proc.
     #[error("no gpu-proc configured")]
     NoGpu,

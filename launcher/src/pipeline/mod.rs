@@ -26,7 +26,14 @@
 //!
 //! Sends to the children never block under the core lock: each child has a bounded [`Outbox`]
 //! drained by its own writer thread; a synthesis request that does not fit stays `Pending` in the
-//! job table and is sent on a later tick. Client-controlled sizes are checked before anything
+//! job table and is sent on a later tick.
+//!
+//! Hand-out to synth-proc is bounded: at most `synth_concurrency + synth_lookahead` partitions
+//! are at synth-proc (sent, not yet published or failed) at once; the rest wait in the job table
+//! in priority order, so a CRITICAL job submitted behind a long queue is synthesized next, a
+//! drain holds back everything not yet sent, and [`Pipeline::cancel`] takes queued work back
+//! without asking synth-proc. GPU claims stay FIFO over READY slots: with the bounded hand-out
+//! few slots are READY ahead of an urgent partition. Client-controlled sizes are checked before anything
 //! proportional to them is allocated: partitions per job ([`FaultSettings::max_partitions`]) and
 //! request files ([`read_request_file`]: `O_NOFOLLOW | O_NONBLOCK`, regular files only, size
 //! checked against [`FaultSettings::max_request_bytes`] before a bounded read). The timeline keeps
@@ -56,6 +63,9 @@ use shm_protocol::request::SealedRequest;
 use shm_protocol::{HugePagePolicy, Region, Ring, RingConfig, SlotResult, SlotState, StateCounts};
 
 use crate::jobs::{Attempt, JobCounters, JobOutcome, JobSpec, JobSummary, JobTable};
+pub use crate::jobs::{
+    PRIORITY_CRITICAL, PRIORITY_HIGH, PRIORITY_LOW, PRIORITY_NORMAL, PRIORITY_UNSPECIFIED,
+};
 use crate::pinning::{CpuList, Layout, PinChoice, PinMode, Placement};
 use crate::srs::SharedSrs;
 use child::{ChildEvent, ChildSpec, Outbox, OutboxRefused, RestartPolicy, Role, Supervisor};
@@ -161,6 +171,9 @@ pub struct PipelineSettings {
     pub gpus: Vec<GpuSetting>,
     /// Partitions synthesized at once; 0: one per synth-proc core.
     pub synth_concurrency: usize,
+    /// Partitions handed to synth-proc beyond `synth_concurrency` (queued there so a worker
+    /// never waits for the launcher); `None`: as many as `synth_concurrency`.
+    pub synth_lookahead: Option<usize>,
     /// Restart rules.
     pub restart: RestartPolicy,
     /// Verify every proof before handing it out.
@@ -200,6 +213,7 @@ impl PipelineSettings {
                 cpus: None,
             }],
             synth_concurrency: 1,
+            synth_lookahead: None,
             restart: RestartPolicy::default(),
             verify: true,
             heartbeat_timeout: Duration::from_secs(60),
@@ -207,6 +221,22 @@ impl PipelineSettings {
             child_env: Vec::new(),
         })
     }
+}
+
+/// How a job is run ([`Pipeline::submit_job_with`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct JobOptions {
+    /// cuzk's scale: [`PRIORITY_LOW`] 1 … [`PRIORITY_CRITICAL`] 4; [`PRIORITY_UNSPECIFIED`] 0
+    /// takes the kind's default (WinningPoSt CRITICAL, WindowPoSt HIGH, everything else
+    /// NORMAL). Higher priority partitions are handed to synth-proc first.
+    pub priority: i32,
+}
+
+/// What [`Pipeline::cancel`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cancelled {
+    /// Some partition of the job had been handed to synth-proc.
+    pub was_running: bool,
 }
 
 /// A submitted job: its id and where its outcome arrives.
@@ -308,6 +338,8 @@ pub struct JobLine {
     pub done: usize,
     pub partitions: usize,
     pub in_ring: usize,
+    #[serde(default)]
+    pub priority: i32,
 }
 
 impl From<JobSummary> for JobLine {
@@ -318,6 +350,7 @@ impl From<JobSummary> for JobLine {
             done: j.done,
             partitions: j.partitions,
             in_ring: j.in_ring,
+            priority: j.priority,
         }
     }
 }
@@ -350,6 +383,17 @@ pub struct Counters {
     /// Times a synthesis request was kept back in the job table because synth-proc's queue was
     /// full (a request kept back over several ticks counts once per tick).
     pub sends_deferred: u64,
+    /// Jobs cancelled.
+    pub cancelled: u64,
+    /// Partitions at synth-proc now (sent, not yet published or failed): at most
+    /// `synth_window`.
+    pub synth_outstanding: u64,
+    /// Partitions waiting in the job table to be handed to synth-proc, now.
+    pub synth_pending: u64,
+    /// The hand-out bound: `synth_concurrency + synth_lookahead`.
+    pub synth_window: u64,
+    /// The most partitions ever at synth-proc at once.
+    pub synth_outstanding_max: u64,
 }
 
 struct ChildInfo {
@@ -449,6 +493,8 @@ struct Core {
     fatal: Option<String>,
     /// Set by [`Pipeline::drain`]: no more partitions are handed to synth-proc.
     holding: bool,
+    /// Partitions at synth-proc at once, at most (`synth_concurrency + synth_lookahead`).
+    synth_window: usize,
     /// DONE slots refused before the `Published` of what they held arrived: slot → (the
     /// generation it was taken at, why).
     refused_done: HashMap<u32, (u64, String)>,
@@ -542,6 +588,8 @@ impl Pipeline {
             0 => layout.synth().len().max(1),
             n => n,
         };
+        let synth_window =
+            synth_concurrency + settings.synth_lookahead.unwrap_or(synth_concurrency);
 
         let core = Arc::new(Mutex::new(Core {
             ring: ring.clone(),
@@ -560,6 +608,7 @@ impl Pipeline {
             gpu_roles: settings.gpus.iter().map(|g| Role::Gpu(g.device)).collect(),
             fatal: None,
             holding: false,
+            synth_window: synth_window.max(1),
             refused_done: HashMap::new(),
             verify: settings.verify,
             heartbeat_timeout: settings.heartbeat_timeout,
@@ -739,7 +788,21 @@ impl Pipeline {
     /// this pipeline does not serve or a pipeline that gave up; everything later arrives as the
     /// job's outcome.
     pub fn submit_job(&self, circuit: AnyCircuit, request: &[u8]) -> Result<JobHandle> {
+        self.submit_job_with(circuit, request, JobOptions::default())
+    }
+
+    /// [`Pipeline::submit_job`] with options (its priority). Errors for a priority off the
+    /// scale.
+    pub fn submit_job_with(
+        &self,
+        circuit: AnyCircuit,
+        request: &[u8],
+        options: JobOptions,
+    ) -> Result<JobHandle> {
         let t = Instant::now();
+        let priority =
+            crate::jobs::effective_priority(&circuit.to_string(), options.priority.into())
+                .ok_or(PipelineError::BadPriority(options.priority.into()))?;
         let circuit_id = circuit
             .circuit_id()
             .map_err(|source| PipelineError::Circuit {
@@ -799,12 +862,15 @@ impl Pipeline {
         if let Some(f) = &core.fatal {
             return Err(PipelineError::Fatal(f.clone()));
         }
-        let id = core.jobs.submit(JobSpec {
-            circuit: circuit.to_string(),
-            circuit_id,
-            partitions,
-            request,
-        });
+        let id = core.jobs.submit_at(
+            JobSpec {
+                circuit: circuit.to_string(),
+                circuit_id,
+                partitions,
+                request,
+            },
+            priority,
+        );
         core.live.insert(id, LiveJob { inputs, memfd });
         let (tx, rx) = mpsc::channel();
         core.waiters.insert(id, tx);
@@ -848,6 +914,35 @@ impl Pipeline {
             .map_err(|e| named(PipelineError::Request(e)))?;
         self.submit_job(AnyCircuit::Filecoin(kind), &bytes)
             .map_err(named)
+    }
+
+    /// Cancels a live job: its partitions not yet handed to synth-proc are dropped, synth-proc
+    /// drops those it has not started (`ToSynth::Cancel`), its READY slots are freed unproved,
+    /// and what synth-proc or a gpu-proc is still doing for it is dropped when it arrives; its waiter gets the outcome `Err("cancelled")`. Errors with
+    /// [`PipelineError::UnknownJob`] for a job that is not live.
+    pub fn cancel(&self, job_id: u64) -> Result<Cancelled> {
+        let mut core = lock(&self.core);
+        let (outcome, was_running) = core
+            .jobs
+            .cancel(job_id)
+            .ok_or(PipelineError::UnknownJob(job_id))?;
+        tracing::info!(job = job_id, was_running, "job cancelled");
+        core.counters.cancelled += 1;
+        if was_running {
+            // synth-proc drops the job's partitions it has not started. Best effort: a full
+            // queue or a dead synth-proc only means they are synthesized and freed unproved.
+            if let Some(o) = core
+                .children
+                .get(&Role::Synth)
+                .and_then(|info| info.outbox.as_ref())
+            {
+                let _ = o.try_send_msg(ToSynth::Cancel { job_id });
+            }
+        }
+        // Failed outcomes free the job's READY slots (`discard_orphans`).
+        core.deliver(outcome);
+        core.pump_synth();
+        Ok(Cancelled { was_running })
     }
 
     /// Pids of the running children by role (tests use this to kill them).
@@ -905,6 +1000,9 @@ impl Pipeline {
                 syntheses_requested: c.syntheses_requested,
                 duplicate_results: c.duplicate_results,
                 mismatched_results: c.mismatched_results,
+                synth_outstanding: core.jobs.outstanding() as u64,
+                synth_pending: core.jobs.pending() as u64,
+                synth_window: core.synth_window as u64,
                 ..core.counters
             },
             fatal: core.fatal.clone(),
@@ -1043,8 +1141,9 @@ fn lock(core: &Mutex<Core>) -> MutexGuard<'_, Core> {
 }
 
 impl Core {
-    /// Sends every pending partition to synth-proc, if one is running, without blocking: what
-    /// does not fit in its queue stays pending for a later tick.
+    /// Sends pending partitions to synth-proc in priority order, if one is running, while fewer
+    /// than `synth_window` are there, without blocking: what does not fit in its queue stays
+    /// pending for a later tick.
     fn pump_synth(&mut self) {
         if self.holding {
             return;
@@ -1056,7 +1155,8 @@ impl Core {
         else {
             return;
         };
-        let requests = self.jobs.take_pending();
+        let room = self.synth_window.saturating_sub(self.jobs.outstanding());
+        let requests = self.jobs.take_pending(room);
         let mut unsent = Vec::new();
         let mut refused = None;
         for req in requests {
@@ -1092,6 +1192,8 @@ impl Core {
             }
             self.jobs.unsend(&unsent);
         }
+        let outstanding = self.jobs.outstanding() as u64;
+        self.counters.synth_outstanding_max = self.counters.synth_outstanding_max.max(outstanding);
     }
 
     fn record(&mut self, e: TimelineEvent) {
@@ -1208,6 +1310,21 @@ impl Core {
             };
             let meta = done.meta();
             let (slot, generation) = (done.index() as u32, done.generation());
+            if self.jobs.ended(meta.job_id) && self.jobs.occupant(slot, generation).is_none() {
+                // The result of a job that ended (cancelled, or failed) while this slot was
+                // CLAIMED: nobody waits for it, and the table knows no other partition in it.
+                if let Err(e) = done.free() {
+                    tracing::error!("freeing a done slot: {e}");
+                }
+                tracing::debug!(
+                    slot,
+                    job = meta.job_id,
+                    partition = meta.partition,
+                    "result of an ended job dropped"
+                );
+                self.jobs.counters_mut().duplicate_results += 1;
+                continue;
+            }
             let result = match done.result() {
                 Ok(SlotResult::Proof(bytes)) => Ok(bytes.to_vec()),
                 Ok(SlotResult::Failed(msg)) => Err(msg.to_owned()),
@@ -1377,6 +1494,8 @@ impl Core {
                     // Its job ended meanwhile: nobody proves it.
                     self.discard_orphans();
                 }
+                // Room at synth-proc for the next partition.
+                self.pump_synth();
             }
             FromChild::SynthFailed {
                 job_id,
@@ -1387,6 +1506,9 @@ impl Core {
                 if let Some(outcome) = self.jobs.result(job_id, partition, Err(error)) {
                     self.deliver(outcome);
                 }
+                // After the result: a job it ended counts this partition as still held.
+                self.jobs.synth_ended(job_id, partition);
+                self.pump_synth();
             }
             FromChild::Proved { .. } => self.sweep_done(),
             FromChild::Paused => {
