@@ -348,14 +348,8 @@ fn open_cuda(_params: &std::path::Path) -> Result<Opened, Error> {
     Err(Error::NoCuda)
 }
 
-fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = p.downcast_ref::<&str>() {
-        (*s).to_owned()
-    } else if let Some(s) = p.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "unknown panic payload".to_owned()
-    }
+fn panic_message(p: &(dyn std::any::Any + Send)) -> &str {
+    kernels::panic_message(p).unwrap_or("unknown panic payload")
 }
 
 /// Entry point of the process: configuration from [`CHILD_CONFIG_ENV`], ring at [`RING_FD`],

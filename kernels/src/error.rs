@@ -141,3 +141,11 @@ pub enum ErrorKind {
     #[error("filecoin-proofs error: {0}")]
     Filecoin(String),
 }
+
+/// The message of a caught panic (`panic!` with a literal or a formatted string), if it has one.
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> Option<&str> {
+    payload
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| payload.downcast_ref::<&str>().copied())
+}

@@ -58,4 +58,4 @@ pub mod synth;
 
 pub use backend::cpu::CpuBackend;
 pub use backend::{Assignment, Backend, Density, Proof};
-pub use error::{Error, ErrorKind};
+pub use error::{panic_message, Error, ErrorKind};

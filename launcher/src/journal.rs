@@ -572,24 +572,18 @@ impl Journal {
 
     /// Number of accepted, unfinished jobs.
     pub fn count_unfinished(&self) -> Result<u64, JournalError> {
-        self.conn
-            .query_row(
-                "SELECT count(*) FROM jobs WHERE state = 'accepted'",
-                [],
-                |r| r.get::<_, i64>(0),
-            )
-            .map(|n| n as u64)
-            .map_err(|e| self.sql(e))
+        self.query_u64("SELECT count(*) FROM jobs WHERE state = 'accepted'")
     }
 
     /// The largest id ever handed out (0 for a new journal).
     pub fn last_id(&self) -> Result<u64, JournalError> {
+        self.query_u64("SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'jobs'), 0)")
+    }
+
+    /// The one non-negative integer `sql` selects.
+    fn query_u64(&self, sql: &str) -> Result<u64, JournalError> {
         self.conn
-            .query_row(
-                "SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'jobs'), 0)",
-                [],
-                |r| r.get::<_, i64>(0),
-            )
+            .query_row(sql, [], |r| r.get::<_, i64>(0))
             .map(|n| n as u64)
             .map_err(|e| self.sql(e))
     }

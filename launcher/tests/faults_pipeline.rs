@@ -5,50 +5,19 @@
 //! (`shm_protocol::fault`), which the test build of the children acts on.
 
 mod common;
-use common::serial;
+use common::{pipeline_settings, serial, srs_for};
 
 use std::path::PathBuf;
-use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use launcher::pipeline::child::{kill, Role};
 use launcher::pipeline::{JobHandle, Pipeline, PipelineSettings};
 use shm_protocol::fault::FAULT_ENV;
 
-fn cache() -> PathBuf {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let d = std::env::temp_dir().join(format!("splitprover-faults-srs-{}", std::process::id()));
-        std::fs::create_dir_all(&d).unwrap();
-        d
-    })
-    .clone()
-}
-
-fn srs_for(circuit: &str) -> PathBuf {
-    static MADE: Mutex<Vec<String>> = Mutex::new(Vec::new());
-    let spec = circuit.parse().unwrap();
-    let path = launcher::srs::cached_path(&cache(), &spec);
-    let mut made = MADE.lock().unwrap();
-    if !made.iter().any(|c| c == circuit) {
-        launcher::srs::generate(&spec, 42, &path, false).unwrap();
-        made.push(circuit.to_owned());
-    }
-    path
-}
-
 const CIRCUIT: &str = "sha-chain:1";
 
 fn settings(fault: Option<&str>) -> PipelineSettings {
-    let mut s = PipelineSettings::for_circuit(
-        CIRCUIT.parse::<kernels::circuits::CircuitSpec>().unwrap(),
-        srs_for(CIRCUIT),
-    )
-    .unwrap();
-    s.program = PathBuf::from(env!("CARGO_BIN_EXE_splitprover"));
-    s.huge_pages = shm_protocol::HugePagePolicy::Plain;
-    s.restart.initial_backoff = Duration::from_millis(20);
-    s.restart.max_backoff = Duration::from_millis(200);
+    let mut s = pipeline_settings(CIRCUIT);
     if let Some(f) = fault {
         s.child_env.push((FAULT_ENV.to_owned(), f.to_owned()));
     }

@@ -2,48 +2,15 @@
 //! random moments, bad input failing alone.
 
 mod common;
-use common::{cli, serial};
+use common::{cli, pipeline_settings, serial, srs_for};
 
-use std::path::PathBuf;
-use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use launcher::pipeline::child::{kill, Role};
 use launcher::pipeline::{Pipeline, PipelineSettings};
 
-fn cache() -> PathBuf {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let d = std::env::temp_dir().join(format!("splitprover-test-srs-{}", std::process::id()));
-        std::fs::create_dir_all(&d).unwrap();
-        d
-    })
-    .clone()
-}
-
-/// Generated once per circuit per test binary, seeded.
-fn srs_for(circuit: &str) -> PathBuf {
-    static MADE: Mutex<Vec<String>> = Mutex::new(Vec::new());
-    let spec = circuit.parse().unwrap();
-    let path = launcher::srs::cached_path(&cache(), &spec);
-    let mut made = MADE.lock().unwrap();
-    if !made.iter().any(|c| c == circuit) {
-        launcher::srs::generate(&spec, 42, &path, false).unwrap();
-        made.push(circuit.to_owned());
-    }
-    path
-}
-
 fn settings(circuit: &str) -> PipelineSettings {
-    let mut s = PipelineSettings::for_circuit(
-        circuit.parse::<kernels::circuits::CircuitSpec>().unwrap(),
-        srs_for(circuit),
-    )
-    .unwrap();
-    s.program = PathBuf::from(env!("CARGO_BIN_EXE_splitprover"));
-    s.huge_pages = shm_protocol::HugePagePolicy::Plain;
-    s.restart.initial_backoff = Duration::from_millis(20);
-    s.restart.max_backoff = Duration::from_millis(200);
+    let mut s = pipeline_settings(circuit);
     s.restart.max_quick_failures = 1000;
     // These tests kill children at random moments many times and expect every job to finish:
     // issue 10 made each death of a partition's process count as a failed attempt (2 by

@@ -3,10 +3,8 @@
 //! cancellation of queued and running jobs.
 
 mod common;
-use common::serial;
+use common::{pipeline_settings, serial};
 
-use std::path::PathBuf;
-use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use launcher::pipeline::{
@@ -17,37 +15,9 @@ use shm_protocol::control::EventKind;
 const CIRCUIT: &str = "sha-chain:1";
 const LIMIT: Duration = Duration::from_secs(300);
 
-fn cache() -> PathBuf {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let d = std::env::temp_dir().join(format!("splitprover-sched-srs-{}", std::process::id()));
-        std::fs::create_dir_all(&d).unwrap();
-        d
-    })
-    .clone()
-}
-
-fn srs_for(circuit: &str) -> PathBuf {
-    static MADE: Mutex<Vec<String>> = Mutex::new(Vec::new());
-    let spec = circuit.parse().unwrap();
-    let path = launcher::srs::cached_path(&cache(), &spec);
-    let mut made = MADE.lock().unwrap();
-    if !made.iter().any(|c| c == circuit) {
-        launcher::srs::generate(&spec, 42, &path, false).unwrap();
-        made.push(circuit.to_owned());
-    }
-    path
-}
-
 /// One synthesis at a time, a small ring.
 fn settings(lookahead: Option<usize>) -> PipelineSettings {
-    let mut s = PipelineSettings::for_circuit(
-        CIRCUIT.parse::<kernels::circuits::CircuitSpec>().unwrap(),
-        srs_for(CIRCUIT),
-    )
-    .unwrap();
-    s.program = PathBuf::from(env!("CARGO_BIN_EXE_splitprover"));
-    s.huge_pages = shm_protocol::HugePagePolicy::Plain;
+    let mut s = pipeline_settings(CIRCUIT);
     s.slots = 2;
     s.synth_concurrency = 1;
     s.synth_lookahead = lookahead;

@@ -2,6 +2,7 @@
 //! cancelled job delivers no proof, its journal state is `cancelled` and it is not re-queued
 //! after a restart; `splitprover cancel` is the client.
 
+mod common;
 mod service_common;
 use service_common::{fetch_ok, serial, submit, Setup};
 

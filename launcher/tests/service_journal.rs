@@ -1,6 +1,7 @@
 //! The service's job journal with real processes (issue 10): accepted jobs survive a launcher
 //! crash and a graceful stop, ids never repeat, a corrupt journal stops the start loudly.
 
+mod common;
 mod service_common;
 use service_common::{fetch_ok, serial, submit, Setup};
 

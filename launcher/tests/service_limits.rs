@@ -2,6 +2,7 @@
 //! lines, idle connections, request files that are not plain files, the socket's mode and group,
 //! peer credentials in the log.
 
+mod common;
 mod service_common;
 use service_common::{fetch_ok, serial, submit, Setup};
 

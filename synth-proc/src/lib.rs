@@ -447,14 +447,8 @@ fn work(
     }
 }
 
-fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = p.downcast_ref::<&str>() {
-        (*s).to_owned()
-    } else if let Some(s) = p.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "unknown panic payload".to_owned()
-    }
+fn panic_message(p: &(dyn std::any::Any + Send)) -> &str {
+    kernels::panic_message(p).unwrap_or("unknown panic payload")
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -352,15 +352,11 @@ fn raw_assignment(c: &Assignment<'_>) -> supraseal_c2::Assignment<Scalar> {
     }
 }
 
-/// The message of a caught panic.
+/// The message of a caught supraseal-c2 panic.
 fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else if let Some(s) = payload.downcast_ref::<&str>() {
-        (*s).to_owned()
-    } else {
-        "supraseal-c2 panicked".to_owned()
-    }
+    crate::panic_message(payload)
+        .unwrap_or("supraseal-c2 panicked")
+        .to_owned()
 }
 
 /// Groth16 prover on the GPU through supraseal-c2, bound to one SRS.

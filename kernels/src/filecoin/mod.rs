@@ -647,11 +647,7 @@ pub(crate) fn guarded<T>(what: &str, f: impl FnOnce() -> anyhow::Result<T>) -> R
         Ok(Ok(v)) => Ok(v),
         Ok(Err(e)) => Err(fil_error(what, e)),
         Err(panic) => {
-            let msg = panic
-                .downcast_ref::<String>()
-                .map(String::as_str)
-                .or_else(|| panic.downcast_ref::<&str>().copied())
-                .unwrap_or("panic without a message");
+            let msg = crate::panic_message(&*panic).unwrap_or("panic without a message");
             Err(fil_error(what, format_args!("panicked: {msg}")))
         }
     }

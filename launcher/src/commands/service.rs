@@ -500,7 +500,9 @@ impl Service {
         }
     }
 
-    /// The request bytes of a built-in circuit's job, checked against the partition limit.
+    /// The request bytes of a built-in circuit's job, checked against the partition limit here
+    /// too (the pipeline checks it again): an absurd count is refused before the queue cap and
+    /// before anything is journaled.
     fn builtin_request(
         &self,
         circuit: &str,

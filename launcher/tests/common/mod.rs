@@ -1,13 +1,51 @@
 //! Helpers shared by the launcher's integration tests (each test binary uses some of them).
 #![allow(dead_code)]
 
-use std::path::Path;
-use std::sync::{Mutex, MutexGuard};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::time::Duration;
+
+use launcher::pipeline::PipelineSettings;
 
 /// Pipelines in one test binary run one at a time: the machine has two cores.
 pub fn serial() -> MutexGuard<'static, ()> {
     static LOCK: Mutex<()> = Mutex::new(());
     LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The SRS of `circuit`, generated once per test binary (seed 42) into a directory of this
+/// process.
+pub fn srs_for(circuit: &str) -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    static MADE: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    let dir = DIR.get_or_init(|| {
+        let d = std::env::temp_dir().join(format!("splitprover-test-srs-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    });
+    let spec = circuit.parse().unwrap();
+    let path = launcher::srs::cached_path(dir, &spec);
+    let mut made = MADE.lock().unwrap();
+    if !made.iter().any(|c| c == circuit) {
+        launcher::srs::generate(&spec, 42, &path, false).unwrap();
+        made.push(circuit.to_owned());
+    }
+    path
+}
+
+/// A one-circuit CPU pipeline of this build's `splitprover`: its SRS from [`srs_for`], the ring
+/// in plain pages, restarts after 20 ms (at most 200 ms).
+pub fn pipeline_settings(circuit: &str) -> PipelineSettings {
+    let mut s = PipelineSettings::for_circuit(
+        circuit.parse::<kernels::circuits::CircuitSpec>().unwrap(),
+        srs_for(circuit),
+    )
+    .unwrap();
+    s.program = PathBuf::from(env!("CARGO_BIN_EXE_splitprover"));
+    s.huge_pages = shm_protocol::HugePagePolicy::Plain;
+    s.restart.initial_backoff = Duration::from_millis(20);
+    s.restart.max_backoff = Duration::from_millis(200);
+    s
 }
 
 /// Runs `splitprover ARGS` with `env` added; returns (exit code, stdout, stderr).

@@ -4,39 +4,11 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use launcher::protocol::{Client, Request, Response};
 
-/// Services in one test binary run one at a time: the machine has two cores.
-pub fn serial() -> MutexGuard<'static, ()> {
-    static LOCK: Mutex<()> = Mutex::new(());
-    LOCK.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn cache() -> PathBuf {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let d = std::env::temp_dir().join(format!("splitprover-svc-srs-{}", std::process::id()));
-        std::fs::create_dir_all(&d).unwrap();
-        d
-    })
-    .clone()
-}
-
-/// The SRS of `circuit`, generated once per test binary, seeded.
-pub fn srs_for(circuit: &str) -> PathBuf {
-    static MADE: Mutex<Vec<String>> = Mutex::new(Vec::new());
-    let spec = circuit.parse().unwrap();
-    let path = launcher::srs::cached_path(&cache(), &spec);
-    let mut made = MADE.lock().unwrap();
-    if !made.iter().any(|c| c == circuit) {
-        launcher::srs::generate(&spec, 42, &path, false).unwrap();
-        made.push(circuit.to_owned());
-    }
-    path
-}
+pub use crate::common::{serial, srs_for};
 
 /// A service's files: everything under one temporary dir, kept across restarts.
 pub struct Setup {
