@@ -106,6 +106,22 @@ pub struct JobOutcome {
     pub result: Result<Vec<Vec<u8>>, String>,
     /// Time from submission to outcome.
     pub elapsed: Duration,
+    /// Where that time went.
+    pub times: JobTimes,
+}
+
+/// Where a job's time went, summed over its partitions (what cuzk's `AwaitProofResponse` and
+/// the metrics report). Partitions run in parallel, so the sums can exceed the job's wall time.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct JobTimes {
+    /// From submission to the first synthesis start.
+    pub queue_wait: Duration,
+    /// Synthesis, every partition.
+    pub synthesis: Duration,
+    /// GPU proving, every partition (a batch's time shared by its slots).
+    pub gpu: Duration,
+    /// Checking the proofs in the launcher.
+    pub verify: Duration,
 }
 
 #[derive(Debug)]
@@ -120,6 +136,30 @@ struct Job {
     priority: i32,
     /// Some partition was handed to synth-proc at least once.
     handed_out: bool,
+    times: JobTimes,
+}
+
+impl Job {
+    fn outcome(self, job_id: u64, result: Result<Vec<Vec<u8>>, String>) -> JobOutcome {
+        JobOutcome {
+            job_id,
+            elapsed: self.submitted.elapsed(),
+            times: self.times,
+            spec: self.spec,
+            result,
+        }
+    }
+}
+
+/// A phase of a job's time ([`JobTable::add_time`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// Synthesis of one partition.
+    Synthesis,
+    /// Proving of one partition.
+    Gpu,
+    /// Checking one proof.
+    Verify,
 }
 
 /// What [`JobTable::attempt_failed`] decided.
@@ -170,6 +210,8 @@ pub struct JobSummary {
     pub in_ring: usize,
     /// Its priority (cuzk's scale, resolved).
     pub priority: i32,
+    /// Some partition was handed to synth-proc.
+    pub running: bool,
 }
 
 /// All live jobs.
@@ -216,6 +258,7 @@ impl JobTable {
                 submitted: Instant::now(),
                 priority,
                 handed_out: false,
+                times: JobTimes::default(),
             },
         );
         self.order.insert((Reverse(priority), id));
@@ -302,15 +345,7 @@ impl JobTable {
         let job = self.remove(job_id)?;
         self.counters.cancelled += 1;
         let was_running = job.handed_out;
-        Some((
-            JobOutcome {
-                job_id,
-                elapsed: job.submitted.elapsed(),
-                spec: job.spec,
-                result: Err(CANCELLED.into()),
-            },
-            was_running,
-        ))
+        Some((job.outcome(job_id, Err(CANCELLED.into())), was_running))
     }
 
     /// Whether `job_id` was accepted by this table and has ended (succeeded, failed or
@@ -430,30 +465,19 @@ impl JobTable {
             Err(reason) => {
                 let job = self.remove(job_id).expect("present above");
                 self.counters.failed += 1;
-                Some(JobOutcome {
-                    job_id,
-                    elapsed: job.submitted.elapsed(),
-                    spec: job.spec,
-                    result: Err(format!("partition {partition}: {reason}")),
-                })
+                Some(job.outcome(job_id, Err(format!("partition {partition}: {reason}"))))
             }
             Ok(proof) => {
                 job.partitions[p] = PartitionState::Done;
                 job.proofs[p] = Some(proof);
                 if job.partitions.iter().all(|s| *s == PartitionState::Done) {
-                    let job = self.remove(job_id).expect("present above");
+                    let mut job = self.remove(job_id).expect("present above");
                     self.counters.succeeded += 1;
-                    let proofs = job
-                        .proofs
+                    let proofs = std::mem::take(&mut job.proofs)
                         .into_iter()
                         .map(|p| p.unwrap_or_default())
                         .collect();
-                    Some(JobOutcome {
-                        job_id,
-                        elapsed: job.submitted.elapsed(),
-                        spec: job.spec,
-                        result: Ok(proofs),
-                    })
+                    Some(job.outcome(job_id, Ok(proofs)))
                 } else {
                     None
                 }
@@ -500,14 +524,12 @@ impl JobTable {
             .join("; ");
         let job = self.remove(job_id).expect("present above");
         self.counters.failed += 1;
-        Attempt::JobFailed(JobOutcome {
+        Attempt::JobFailed(job.outcome(
             job_id,
-            elapsed: job.submitted.elapsed(),
-            spec: job.spec,
-            result: Err(format!(
+            Err(format!(
                 "partition {partition} failed {attempts} times: {why}"
             )),
-        })
+        ))
     }
 
     /// Failed attempts of a partition so far.
@@ -550,12 +572,7 @@ impl JobTable {
     pub fn fail(&mut self, job_id: u64, reason: String) -> Option<JobOutcome> {
         let job = self.remove(job_id)?;
         self.counters.failed += 1;
-        Some(JobOutcome {
-            job_id,
-            elapsed: job.submitted.elapsed(),
-            spec: job.spec,
-            result: Err(reason),
-        })
+        Some(job.outcome(job_id, Err(reason)))
     }
 
     /// Whether the job is still live.
@@ -597,8 +614,30 @@ impl JobTable {
                     .filter(|s| matches!(s, PartitionState::InRing { .. }))
                     .count(),
                 priority: job.priority,
+                running: job.handed_out,
             })
             .collect()
+    }
+
+    /// Adds `took` to a live job's `phase`; the first synthesis start also ends its queue wait.
+    pub fn add_time(&mut self, job_id: u64, phase: Phase, took: Duration) {
+        if let Some(job) = self.jobs.get_mut(&job_id) {
+            let t = &mut job.times;
+            match phase {
+                Phase::Synthesis => t.synthesis += took,
+                Phase::Gpu => t.gpu += took,
+                Phase::Verify => t.verify += took,
+            }
+        }
+    }
+
+    /// A partition of `job_id` started its synthesis: the first one ends the job's queue wait.
+    pub fn synthesis_started(&mut self, job_id: u64) {
+        if let Some(job) = self.jobs.get_mut(&job_id) {
+            if job.times.queue_wait.is_zero() {
+                job.times.queue_wait = job.submitted.elapsed().max(Duration::from_nanos(1));
+            }
+        }
     }
 
     fn partition_mut(&mut self, job_id: u64, partition: u32) -> Option<&mut PartitionState> {

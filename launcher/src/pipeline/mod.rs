@@ -62,9 +62,9 @@ use shm_protocol::control::{
 use shm_protocol::request::SealedRequest;
 use shm_protocol::{HugePagePolicy, Region, Ring, RingConfig, SlotResult, SlotState, StateCounts};
 
-use crate::jobs::{Attempt, JobCounters, JobOutcome, JobSpec, JobSummary, JobTable};
+use crate::jobs::{Attempt, JobCounters, JobOutcome, JobSpec, JobSummary, JobTable, Phase};
 pub use crate::jobs::{
-    PRIORITY_CRITICAL, PRIORITY_HIGH, PRIORITY_LOW, PRIORITY_NORMAL, PRIORITY_UNSPECIFIED,
+    JobTimes, PRIORITY_CRITICAL, PRIORITY_HIGH, PRIORITY_LOW, PRIORITY_NORMAL, PRIORITY_UNSPECIFIED,
 };
 use crate::pinning::{CpuList, Layout, PinChoice, PinMode, Placement};
 use crate::srs::SharedSrs;
@@ -340,6 +340,9 @@ pub struct JobLine {
     pub in_ring: usize,
     #[serde(default)]
     pub priority: i32,
+    /// Some partition was handed to synth-proc.
+    #[serde(default)]
+    pub running: bool,
 }
 
 impl From<JobSummary> for JobLine {
@@ -351,6 +354,7 @@ impl From<JobSummary> for JobLine {
             partitions: j.partitions,
             in_ring: j.in_ring,
             priority: j.priority,
+            running: j.running,
         }
     }
 }
@@ -1357,7 +1361,12 @@ impl Core {
             }
             match result {
                 Ok(proof) => {
-                    match self.check_proof(meta.job_id, meta.partition, meta.circuit_id, proof) {
+                    let checking = Instant::now();
+                    let checked =
+                        self.check_proof(meta.job_id, meta.partition, meta.circuit_id, proof);
+                    self.jobs
+                        .add_time(meta.job_id, Phase::Verify, checking.elapsed());
+                    match checked {
                         Ok(proof) => {
                             if let Some(outcome) =
                                 self.jobs.result(meta.job_id, meta.partition, Ok(proof))
@@ -1434,6 +1443,11 @@ impl Core {
                 let Some(b) = self.batches.get_mut(&role) else {
                     return;
                 };
+                if let Some(start) = b.start_ns {
+                    let share = e.t_ns.saturating_sub(start) / b.size.max(1) as u64;
+                    self.jobs
+                        .add_time(e.job_id, Phase::Gpu, Duration::from_nanos(share));
+                }
                 b.slots.remove(&key);
                 if b.slots.is_empty() {
                     let b = self.batches.remove(&role).expect("present above");
@@ -1445,6 +1459,7 @@ impl Core {
                 }
             }
             EventKind::SynthStart => {
+                self.jobs.synthesis_started(e.job_id);
                 let circuit = self.jobs.circuit_id(e.job_id);
                 self.syntheses.insert(
                     key,
@@ -1457,8 +1472,9 @@ impl Core {
             }
             EventKind::SynthEnd => {
                 if let Some(s) = self.syntheses.remove(&key) {
+                    let took = Duration::from_nanos(e.t_ns.saturating_sub(s.start_ns));
+                    self.jobs.add_time(e.job_id, Phase::Synthesis, took);
                     if let Some(circuit) = s.circuit {
-                        let took = Duration::from_nanos(e.t_ns.saturating_sub(s.start_ns));
                         average(self.synth_time.entry(circuit).or_insert(took), took);
                     }
                 }
