@@ -42,13 +42,20 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use std::io::Write as _;
 
+use crate::jobs::JobTimes;
 use rusqlite::{params, Connection, ErrorCode, OpenFlags, OptionalExtension};
 use sha2::{Digest, Sha256};
 
 /// The schema version kept in `PRAGMA user_version`. Version 2 added the `cancelled` state; a
 /// version-1 journal is migrated at open (the table rebuilt in one transaction, ids and the id
-/// sequence kept).
-pub const SCHEMA_VERSION: i64 = 2;
+/// sequence kept). Version 3 added `request_id` (the client's idempotency key, or `job-<id>`)
+/// and `times` (where a finished job's time went); a version-2 journal gains the two columns.
+pub const SCHEMA_VERSION: i64 = 3;
+
+/// The request id given to a job whose client sent none.
+pub fn generated_request_id(id: u64) -> String {
+    format!("job-{id}")
+}
 
 /// Requests up to this size are stored in their row; larger ones in a content-addressed file.
 pub const INLINE_REQUEST_MAX: usize = 64 << 10;
@@ -65,9 +72,20 @@ CREATE TABLE jobs (
     finished_at  INTEGER,
     result       BLOB,
     error        TEXT,
-    fetched_at   INTEGER
+    fetched_at   INTEGER,
+    request_id   TEXT,
+    times        TEXT
 );
 CREATE INDEX jobs_by_state ON jobs (state);
+CREATE UNIQUE INDEX jobs_by_request_id ON jobs (request_id);
+";
+
+/// Version 2 → 3.
+const MIGRATE_V2: &str = "
+ALTER TABLE jobs ADD COLUMN request_id TEXT;
+ALTER TABLE jobs ADD COLUMN times TEXT;
+UPDATE jobs SET request_id = 'job-' || id;
+CREATE UNIQUE INDEX jobs_by_request_id ON jobs (request_id);
 ";
 
 /// Why the journal cannot be used. Every message names the file.
@@ -203,6 +221,10 @@ pub struct JournalJob {
     pub error: Option<String>,
     /// When a client last got its result (unix milliseconds).
     pub fetched_at: Option<i64>,
+    /// The client's idempotency key, or `job-<id>`: the job id clients use.
+    pub request_id: String,
+    /// Where a finished job's time went (rows finished before version 3 have none).
+    pub times: Option<JobTimes>,
 }
 
 /// The open journal (one connection; the service serializes access with a mutex).
@@ -302,7 +324,8 @@ impl Journal {
                      DROP INDEX jobs_by_state;
                      {SCHEMA}
                      INSERT INTO jobs SELECT id, circuit, priority, request, request_file, state,
-                         submitted_at, finished_at, result, error, fetched_at FROM jobs_v1;
+                         submitted_at, finished_at, result, error, fetched_at,
+                         'job-' || id, NULL FROM jobs_v1;
                      INSERT INTO sqlite_sequence (name, seq) SELECT 'jobs', 0
                          WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'jobs');
                      UPDATE sqlite_sequence SET seq = (SELECT max(seq) FROM sqlite_sequence
@@ -313,17 +336,24 @@ impl Journal {
                 ))
                 .map_err(sql)?;
             }
+            (2, _) => {
+                conn.execute_batch(&format!(
+                    "BEGIN; {MIGRATE_V2} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
+                ))
+                .map_err(sql)?;
+            }
             (SCHEMA_VERSION, _) => {
                 let ok: i64 = conn
                     .query_row(
                         "SELECT count(*) FROM pragma_table_info('jobs') WHERE name IN \
                          ('id','circuit','priority','request','request_file','state',\
-                          'submitted_at','finished_at','result','error','fetched_at')",
+                          'submitted_at','finished_at','result','error','fetched_at',\
+                          'request_id','times')",
                         [],
                         |r| r.get(0),
                     )
                     .map_err(sql)?;
-                if ok != 11 {
+                if ok != 13 {
                     return Err(Problem::Corrupt(
                         "the `jobs` table does not have the expected columns".into(),
                     ));
@@ -368,23 +398,50 @@ impl Journal {
         priority: i64,
         request: &[u8],
     ) -> Result<u64, JournalError> {
+        self.accept_as(circuit, priority, request, None)
+    }
+
+    /// [`Journal::accept`] under a client's idempotency key (`None`: `job-<id>`). A key already
+    /// in the journal is refused by the unique index: look it up first ([`Journal::find`]).
+    pub fn accept_as(
+        &mut self,
+        circuit: &str,
+        priority: i64,
+        request: &[u8],
+        request_id: Option<&str>,
+    ) -> Result<u64, JournalError> {
         let (inline, file) = if request.len() <= INLINE_REQUEST_MAX {
             (Some(request), None)
         } else {
             (None, Some(self.store_request(request)?))
         };
-        let inserted = self.conn.execute(
-            "INSERT INTO jobs (circuit, priority, request, request_file, state, submitted_at) \
-             VALUES (?1, ?2, ?3, ?4, 'accepted', ?5)",
-            params![circuit, priority, inline, file, now_ms()],
-        );
-        if let Err(e) = inserted {
-            if let Some(f) = &file {
-                self.release_request(f);
+        // One transaction: the row never exists without its request id.
+        let inserted = (|| -> rusqlite::Result<u64> {
+            let tx = self.conn.transaction()?;
+            tx.execute(
+                "INSERT INTO jobs (circuit, priority, request, request_file, state, submitted_at, \
+                 request_id) VALUES (?1, ?2, ?3, ?4, 'accepted', ?5, ?6)",
+                params![circuit, priority, inline, file, now_ms(), request_id],
+            )?;
+            let id = tx.last_insert_rowid() as u64;
+            if request_id.is_none() {
+                tx.execute(
+                    "UPDATE jobs SET request_id = ?2 WHERE id = ?1",
+                    params![id as i64, generated_request_id(id)],
+                )?;
             }
-            return Err(self.sql(e));
+            tx.commit()?;
+            Ok(id)
+        })();
+        match inserted {
+            Ok(id) => Ok(id),
+            Err(e) => {
+                if let Some(f) = &file {
+                    self.release_request(f);
+                }
+                Err(self.sql(e))
+            }
         }
-        Ok(self.conn.last_insert_rowid() as u64)
     }
 
     /// Writes `request` as `<requests>/<sha256>` durably (file, then directory, fsync'd); returns
@@ -486,12 +543,36 @@ impl Journal {
             .map_err(|e| self.sql(e))
     }
 
+    /// The job a request id names (a client's key, or `job-<id>`).
+    pub fn find(&self, request_id: &str) -> Result<Option<u64>, JournalError> {
+        self.conn
+            .query_row(
+                "SELECT id FROM jobs WHERE request_id = ?1",
+                params![request_id],
+                |r| r.get::<_, i64>(0),
+            )
+            .optional()
+            .map(|id| id.map(|i| i as u64))
+            .map_err(|e| self.sql(e))
+    }
+
     /// Records how an accepted job ended. A job already finished keeps its first outcome.
     pub fn finish(
         &mut self,
         id: u64,
         outcome: Result<&[Vec<u8>], &str>,
     ) -> Result<(), JournalError> {
+        self.finish_timed(id, outcome, None)
+    }
+
+    /// [`Journal::finish`] with where the job's time went.
+    pub fn finish_timed(
+        &mut self,
+        id: u64,
+        outcome: Result<&[Vec<u8>], &str>,
+        times: Option<&JobTimes>,
+    ) -> Result<(), JournalError> {
+        let times = times.and_then(|t| serde_json::to_string(t).ok());
         let (state, result, error) = match outcome {
             Ok(proofs) => (JobState::Succeeded, Some(encode_proofs(proofs)), None),
             Err(e) => (JobState::Failed, None, Some(e)),
@@ -499,9 +580,9 @@ impl Journal {
         let file = self.request_file_of(id)?;
         self.conn
             .execute(
-                "UPDATE jobs SET state = ?2, finished_at = ?3, result = ?4, error = ?5 \
-                 WHERE id = ?1 AND state = 'accepted'",
-                params![id as i64, state.as_str(), now_ms(), result, error],
+                "UPDATE jobs SET state = ?2, finished_at = ?3, result = ?4, error = ?5, \
+                 times = ?6 WHERE id = ?1 AND state = 'accepted'",
+                params![id as i64, state.as_str(), now_ms(), result, error, times],
             )
             .map_err(|e| self.sql(e))?;
         // The request is not needed any more.
@@ -546,7 +627,8 @@ impl Journal {
             .conn
             .query_row(
                 "SELECT id, circuit, priority, request, request_file, state, submitted_at, \
-                 finished_at, result, error, fetched_at FROM jobs WHERE id = ?1",
+                 finished_at, result, error, fetched_at, request_id, times FROM jobs \
+                 WHERE id = ?1",
                 params![id as i64],
                 raw_row,
             )
@@ -635,6 +717,10 @@ impl Journal {
             proofs,
             error: r.error,
             fetched_at: r.fetched_at,
+            request_id: r
+                .request_id
+                .unwrap_or_else(|| generated_request_id(r.id as u64)),
+            times: r.times.and_then(|t| serde_json::from_str(&t).ok()),
         })
     }
 }
@@ -651,6 +737,8 @@ struct RawRow {
     result: Option<Vec<u8>>,
     error: Option<String>,
     fetched_at: Option<i64>,
+    request_id: Option<String>,
+    times: Option<String>,
 }
 
 fn raw_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawRow> {
@@ -666,6 +754,8 @@ fn raw_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawRow> {
         result: r.get(8)?,
         error: r.get(9)?,
         fetched_at: r.get(10)?,
+        request_id: r.get(11)?,
+        times: r.get(12)?,
     })
 }
 
@@ -977,6 +1067,58 @@ PRAGMA user_version = 1;";
         drop(j);
         let j = Journal::open(&path).unwrap();
         assert_eq!(j.unfinished().unwrap(), vec![2, 4]);
+    }
+
+    #[test]
+    fn a_version_2_journal_gains_request_ids_and_times() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("jobs.sqlite");
+        {
+            let c = Connection::open(&path).unwrap();
+            let v2 = SCHEMA
+                .replace(",\n    request_id   TEXT,\n    times        TEXT", "")
+                .replace(
+                    "CREATE UNIQUE INDEX jobs_by_request_id ON jobs (request_id);",
+                    "",
+                );
+            assert!(!v2.contains("request_id"), "{v2}");
+            c.execute_batch(&format!("{v2} PRAGMA user_version = 2;"))
+                .unwrap();
+            c.execute(
+                "INSERT INTO jobs (circuit, request, state, submitted_at) \
+                 VALUES ('bits:9', x'01', 'accepted', 1)",
+                [],
+            )
+            .unwrap();
+        }
+        let mut j = Journal::open(&path).unwrap();
+        assert_eq!(j.find("job-1").unwrap(), Some(1));
+        assert_eq!(j.get(1).unwrap().unwrap().request_id, "job-1");
+        let times = JobTimes {
+            queue_wait: Duration::from_millis(5),
+            synthesis: Duration::from_millis(7),
+            gpu: Duration::from_millis(11),
+            verify: Duration::from_millis(2),
+        };
+        j.finish_timed(1, Ok(&[vec![1u8; 192]]), Some(&times))
+            .unwrap();
+        assert_eq!(j.get(1).unwrap().unwrap().times, Some(times));
+    }
+
+    #[test]
+    fn request_ids_name_one_job_each() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut j = Journal::open(&dir.path().join("jobs.sqlite")).unwrap();
+        let a = j
+            .accept_as("bits:9", 2, b"r", Some("porep-1000-7"))
+            .unwrap();
+        assert_eq!(j.find("porep-1000-7").unwrap(), Some(a));
+        // The same key again is refused by the unique index (the service looks it up first).
+        assert!(j.accept_as("bits:9", 2, b"r", Some("porep-1000-7")).is_err());
+        let b = j.accept("bits:9", 2, b"r").unwrap();
+        assert_eq!(j.find(&generated_request_id(b)).unwrap(), Some(b));
+        assert_eq!(j.get(b).unwrap().unwrap().request_id, format!("job-{b}"));
+        assert_eq!(j.find("nope").unwrap(), None);
     }
 
     #[test]
