@@ -191,7 +191,7 @@ pub struct SubmitArgs {
     /// Circuit spec.
     #[arg(long, required_unless_present_any = ["porep_c1", "post", "snap"])]
     pub circuit: Option<String>,
-    /// A Filecoin proof request (a file on the service's host) instead of a built-in circuit.
+    /// A Filecoin proof request (read here, sent to the service) instead of a built-in circuit.
     #[command(flatten)]
     pub request: RequestArgs,
     /// Write the proof bytes here (implies --wait).
@@ -216,43 +216,47 @@ pub struct SubmitArgs {
     /// (WinningPoSt CRITICAL, WindowPoSt HIGH, else NORMAL). Higher is synthesized first.
     #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
     pub priority: i64,
-    /// The service socket.
+    /// The job's request id (idempotency key): sent again, it names the same job, never a
+    /// second proof. Only with one job; by default the service names it `job-<n>`.
+    #[arg(long)]
+    pub request_id: Option<String>,
+    /// The service: its Unix socket (a path or `unix:///path`) or `host:port`.
     #[arg(long, env = crate::env::SPLITPROVER_SOCKET)]
-    pub socket: Option<PathBuf>,
+    pub socket: Option<String>,
 }
 
 /// `splitprover fetch`.
 #[derive(Debug, Args)]
 pub struct FetchArgs {
-    /// The job id `submit` printed.
-    pub job: u64,
+    /// The job id `submit` printed (`job-7`, or `7` for it), or the request id it was sent with.
+    pub job: String,
     /// Wait for the job if it is still queued (else exit 3).
     #[arg(long)]
     pub wait: bool,
     /// Write the proof bytes here (else print them as hex).
     #[arg(long, short)]
     pub out: Option<PathBuf>,
-    /// The service socket.
+    /// The service: its Unix socket (a path or `unix:///path`) or `host:port`.
     #[arg(long, env = crate::env::SPLITPROVER_SOCKET)]
-    pub socket: Option<PathBuf>,
+    pub socket: Option<String>,
 }
 
 /// `splitprover cancel`.
 #[derive(Debug, Args)]
 pub struct CancelArgs {
-    /// The job id `submit` printed.
-    pub job: u64,
-    /// The service socket.
+    /// The job id `submit` printed (`job-7`, or `7` for it), or the request id it was sent with.
+    pub job: String,
+    /// The service: its Unix socket (a path or `unix:///path`) or `host:port`.
     #[arg(long, env = crate::env::SPLITPROVER_SOCKET)]
-    pub socket: Option<PathBuf>,
+    pub socket: Option<String>,
 }
 
 /// `splitprover status`.
 #[derive(Debug, Args)]
 pub struct StatusArgs {
-    /// The service socket.
+    /// The service: its Unix socket (a path or `unix:///path`) or `host:port`.
     #[arg(long, env = crate::env::SPLITPROVER_SOCKET)]
-    pub socket: Option<PathBuf>,
+    pub socket: Option<String>,
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,

@@ -106,13 +106,16 @@ pub struct ServiceConfig {
     /// Accepted, unfinished jobs at most; a submission beyond gets `busy: N jobs queued`.
     #[serde(default = "default_max_queued_jobs")]
     pub max_queued_jobs: u64,
-    /// Longest request line in bytes (requests carry paths and small values, never payloads).
-    #[serde(default = "default_max_line_bytes")]
-    pub max_line_bytes: usize,
-    /// Seconds a connection may stay silent before it is closed (a client waiting for its job
-    /// is not silent).
-    #[serde(default = "default_idle_timeout_s")]
-    pub idle_timeout_s: u64,
+    /// More addresses the API is served on, beside `socket`: `unix:///path` or `host:port`
+    /// (`["127.0.0.1:9820"]`, where Curio's `[Cuzk] Address` points).
+    #[serde(default)]
+    pub listen: Vec<String>,
+    /// `host:port` of the Prometheus endpoint (`GET /metrics`); none by default.
+    #[serde(default)]
+    pub metrics_listen: Option<String>,
+    /// Largest gRPC message either way, bytes (Curio sends and accepts up to 256 MiB).
+    #[serde(default = "default_max_message_bytes")]
+    pub max_message_bytes: usize,
     /// Seconds in-flight partitions get to finish on SIGTERM (keep `TimeoutStopSec=` above it).
     #[serde(default = "default_stop_grace_s")]
     pub stop_grace_s: u64,
@@ -132,8 +135,9 @@ impl Default for ServiceConfig {
             socket_group: None,
             max_connections: default_max_connections(),
             max_queued_jobs: default_max_queued_jobs(),
-            max_line_bytes: default_max_line_bytes(),
-            idle_timeout_s: default_idle_timeout_s(),
+            listen: Vec::new(),
+            metrics_listen: None,
+            max_message_bytes: default_max_message_bytes(),
             stop_grace_s: default_stop_grace_s(),
             fetched_retention_s: default_fetched_retention_s(),
             result_retention_s: default_result_retention_s(),
@@ -343,11 +347,8 @@ fn default_max_connections() -> usize {
 fn default_max_queued_jobs() -> u64 {
     1000
 }
-fn default_max_line_bytes() -> usize {
-    64 << 10
-}
-fn default_idle_timeout_s() -> u64 {
-    30
+fn default_max_message_bytes() -> usize {
+    crate::api::DEFAULT_MAX_MESSAGE_BYTES
 }
 fn default_stop_grace_s() -> u64 {
     30
@@ -464,11 +465,26 @@ impl Config {
         self.pin_choice()?;
         self.ring.huge_page_policy()?;
         self.service.socket_mode()?;
-        if self.service.max_connections < 1 || self.service.max_line_bytes < 64 {
+        if self.service.max_connections < 1 || self.service.max_message_bytes < 4096 {
             return invalid(
-                "[service] max_connections must be at least 1 and max_line_bytes at least 64"
+                "[service] max_connections must be at least 1 and max_message_bytes at least 4096"
                     .into(),
             );
+        }
+        for l in &self.service.listen {
+            if let Err(e) = l.parse::<crate::api::Endpoint>() {
+                return invalid(format!("[service] listen: {e}"));
+            }
+        }
+        if let Some(m) = &self.service.metrics_listen {
+            match m.parse::<crate::api::Endpoint>() {
+                Ok(crate::api::Endpoint::Tcp(_)) => {}
+                _ => {
+                    return invalid(format!(
+                        "[service] metrics_listen `{m}`: expected `host:port`"
+                    ))
+                }
+            }
         }
         Ok(())
     }

@@ -178,7 +178,8 @@ pub enum JobState {
 }
 
 impl JobState {
-    fn as_str(self) -> &'static str {
+    /// The journal's word for it.
+    pub fn as_str(self) -> &'static str {
         match self {
             JobState::Accepted => "accepted",
             JobState::Succeeded => "succeeded",
@@ -540,6 +541,18 @@ impl Journal {
             )
             .optional()
             .map(Option::flatten)
+            .map_err(|e| self.sql(e))
+    }
+
+    /// The request id of job `id`.
+    pub fn get_request_id(&self, id: u64) -> Result<Option<String>, JournalError> {
+        self.conn
+            .query_row(
+                "SELECT coalesce(request_id, 'job-' || id) FROM jobs WHERE id = ?1",
+                params![id as i64],
+                |r| r.get::<_, String>(0),
+            )
+            .optional()
             .map_err(|e| self.sql(e))
     }
 

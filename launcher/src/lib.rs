@@ -25,6 +25,7 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod api;
 pub mod bench;
 pub mod cli;
 pub mod commands;
@@ -38,9 +39,10 @@ mod logging;
 pub mod notify;
 pub mod pinning;
 pub mod pipeline;
-pub mod protocol;
+pub mod metrics;
 pub mod report;
 pub mod request_file;
 pub mod ring;
+pub mod service;
 pub mod srs;
 pub mod timeline;

@@ -98,3 +98,68 @@ mod tests {
         assert!("bits:8".parse::<AnyCircuit>().is_ok());
     }
 }
+
+/// Curio's requests: in this build every one is refused (no Filecoin support).
+pub mod curio {
+    use super::{no_filecoin, ProofKind};
+    use crate::{Error, ErrorKind};
+
+    /// cuzk's `ProofKind` enum values.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum CurioKind {
+        /// `POREP_SEAL_COMMIT` (1).
+        PoRepSealCommit,
+        /// `SNAP_DEALS_UPDATE` (2).
+        SnapDealsUpdate,
+        /// `WINDOW_POST_PARTITION` (3).
+        WindowPostPartition,
+        /// `WINNING_POST` (4).
+        WinningPost,
+    }
+
+    impl CurioKind {
+        /// The kind of a wire value; 0 (`UNSPECIFIED`) and unknown values are refused.
+        pub fn from_wire(value: i32) -> Result<CurioKind, Error> {
+            let invalid = |reason: String| Error::from(ErrorKind::InvalidRequest(reason));
+            match value {
+                1 => Ok(CurioKind::PoRepSealCommit),
+                2 => Ok(CurioKind::SnapDealsUpdate),
+                3 => Ok(CurioKind::WindowPostPartition),
+                4 => Ok(CurioKind::WinningPost),
+                0 => Err(invalid("proof_kind is UNSPECIFIED".into())),
+                v => Err(invalid(format!("unknown proof_kind {v}"))),
+            }
+        }
+    }
+
+    /// The proof-carrying fields of a `SubmitProofRequest`.
+    #[derive(Clone, Copy, Debug)]
+    #[allow(missing_docs)]
+    pub struct CurioRequest<'a> {
+        pub kind: CurioKind,
+        pub sector_size: u64,
+        pub registered_proof: u64,
+        pub vanilla_proof: &'a [u8],
+        pub vanilla_proofs: &'a [Vec<u8>],
+        pub miner_id: u64,
+        pub randomness: &'a [u8],
+        pub partition_index: u32,
+        pub comm_r_old: &'a [u8],
+        pub comm_r_new: &'a [u8],
+        pub comm_d_new: &'a [u8],
+    }
+
+    /// A translated request (none exists in this build).
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct Translated {
+        /// The circuit it is proved with.
+        pub kind: ProofKind,
+        /// The request bytes.
+        pub bytes: Vec<u8>,
+    }
+
+    /// Refuses: this build has no Filecoin support.
+    pub fn translate(req: &CurioRequest<'_>) -> Result<Translated, Error> {
+        Err(no_filecoin(&format!("{:?}", req.kind)))
+    }
+}

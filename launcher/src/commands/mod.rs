@@ -38,3 +38,8 @@ pub fn request_choice(
         .transpose()?;
     Ok((kind, family))
 }
+
+/// Lower-case hex of `bytes`.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}

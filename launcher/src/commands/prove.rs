@@ -105,7 +105,7 @@ pub fn write_outputs(
         .map(|p| {
             spec.public_inputs(seed.wrapping_add(p)).map(|v| {
                 v.iter()
-                    .map(|s| crate::protocol::hex(s.to_repr().as_ref()))
+                    .map(|s| super::hex(s.to_repr().as_ref()))
                     .collect()
             })
         })

@@ -1,610 +1,43 @@
-//! `splitprover run`, `submit`, `fetch` and `status`: the long-lived service and its local
+//! `splitprover run`, `submit`, `fetch`, `cancel` and `status`: the long-lived service and its
 //! clients.
 //!
-//! The transport is a Unix stream socket with one JSON object per line (`crate::protocol`:
-//! [`Request`] in, [`Response`] out); the job core ([`Pipeline`]) knows nothing about it, so
-//! another transport (gRPC) can sit beside it.
+//! `run` starts the pipeline, opens the journal, and serves cuzk's gRPC API (`crate::api`) on
+//! the configured Unix socket, on every address of `[service] listen`, and Prometheus text on
+//! `metrics_listen`. The other commands are clients of that same API.
 //!
-//! The service keeps every accepted job in its journal (`crate::journal`) before it answers
-//! `Accepted`, and maps the journal's ids (the ones clients see) to the pipeline's handles. A
-//! collector thread records each outcome in the journal, then wakes the clients waiting for it.
-//! At start, every accepted, unfinished job of the journal is submitted again.
-//!
-//! Stopping (SIGTERM, SIGINT): the socket goes away at once, requests on open connections are
-//! refused, the pipeline drains for `stop_grace_s` (in-flight partitions are proved), outcomes
-//! are journaled, clients still waiting are told that their job stays queued for the next
-//! start, then the pipeline shuts down (children stopped, cgroups removed) and `run` returns 0.
+//! Stopping (SIGTERM, SIGINT): the listeners close at once, new submissions are refused, the
+//! pipeline drains for `stop_grace_s` (in-flight partitions are proved), outcomes are journaled,
+//! clients still waiting are told that their job stays queued for the next start, then the
+//! pipeline shuts down (children stopped, cgroups removed) and `run` returns 0.
 
-use std::collections::{BTreeMap, HashMap};
-use std::io::{BufRead, BufReader, Read};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use kernels::circuits::AnyCircuit;
+use tokio_stream::StreamExt as _;
 
+use crate::api::client::Client;
+use crate::api::server::{Counted, Engine};
+use crate::api::{pb, Endpoint};
 use crate::cli::{CancelArgs, FetchArgs, RunArgs, StatusArgs, SubmitArgs};
-use crate::config::{Config, FaultsConfig, ServiceConfig};
-use crate::journal::{self, JobState, Journal, JournalJob};
+use crate::config::Config;
+use crate::journal::{self, Journal};
+use crate::metrics::Metrics;
 use crate::notify::Notifier;
-use crate::pipeline::{JobHandle, JobOptions, Pipeline, PipelineError, PipelineStatus};
-use crate::protocol::{hex, unhex, write_line, Client, Request, Response};
-use crate::request_file;
-
-/// The service's limits and timings, from `[service]`.
-#[derive(Clone, Debug)]
-struct Limits {
-    max_connections: usize,
-    max_queued_jobs: u64,
-    max_line_bytes: usize,
-    idle_timeout: Duration,
-    max_request_bytes: u64,
-    max_partitions: u32,
-    stop_grace: Duration,
-    fetched_retention: Duration,
-    result_retention: Duration,
-}
-
-impl Limits {
-    /// From `[service]`, and the request limits from `[faults]` (the pipeline's, applied here
-    /// before anything is journaled).
-    fn new(c: &ServiceConfig, faults: &FaultsConfig) -> Self {
-        Limits {
-            max_connections: c.max_connections,
-            max_queued_jobs: c.max_queued_jobs,
-            max_line_bytes: c.max_line_bytes,
-            idle_timeout: Duration::from_secs(c.idle_timeout_s.max(1)),
-            max_request_bytes: faults.max_request_bytes.0,
-            max_partitions: faults.max_partitions.max(1),
-            stop_grace: Duration::from_secs(c.stop_grace_s),
-            fetched_retention: Duration::from_secs(c.fetched_retention_s),
-            result_retention: Duration::from_secs(c.result_retention_s),
-        }
-    }
-}
-
-/// A write to a client that does not read gives up after this long.
-const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// Jobs the pipeline holds, by journal id.
-#[derive(Default)]
-struct Live {
-    handles: BTreeMap<u64, JobHandle>,
-    /// Pipeline id → journal id (status shows journal ids).
-    by_pipeline: HashMap<u64, u64>,
-    /// Submissions between the queue check and the pipeline's answer.
-    reserved: u64,
-}
-
-/// The running service, shared by the connection threads and the collector.
-struct Service {
-    pipeline: Pipeline,
-    journal: Mutex<Journal>,
-    live: Mutex<Live>,
-    /// Signalled when a job's outcome is journaled and when the service closes.
-    changed: Condvar,
-    limits: Limits,
-    /// New requests are refused (set on SIGTERM).
-    stopping: AtomicBool,
-    /// Clients still waiting are answered and let go (set once the drain is over).
-    closing: AtomicBool,
-    connections: AtomicUsize,
-    next_conn: AtomicU64,
-    /// Open connections, to end their reads when the service stops.
-    conns: Mutex<HashMap<u64, UnixStream>>,
-}
-
-fn guard<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Who is on the other end of a connection (`SO_PEERCRED`).
-#[derive(Clone, Copy, Debug)]
-struct Peer {
-    pid: i32,
-    uid: u32,
-    gid: u32,
-}
-
-impl Peer {
-    fn of(conn: &UnixStream) -> Option<Peer> {
-        let c = rustix::net::sockopt::get_socket_peercred(conn).ok()?;
-        Some(Peer {
-            pid: rustix::process::Pid::as_raw(Some(c.pid)),
-            uid: c.uid.as_raw(),
-            gid: c.gid.as_raw(),
-        })
-    }
-}
-
-/// A refusal sent to the client as [`Response::Error`].
-type Refusal = String;
-
-impl Service {
-    /// Records an accepted job, then hands it to the pipeline; the answer is its journal id.
-    fn submit(&self, circuit: AnyCircuit, request: &[u8], priority: i64) -> Result<u64, Refusal> {
-        if self.stopping.load(Ordering::Relaxed) {
-            // Relaxed: a plain flag, nothing is published through it.
-            return Err(shutting_down());
-        }
-        {
-            let mut live = guard(&self.live);
-            let queued = live.handles.len() as u64 + live.reserved;
-            if queued >= self.limits.max_queued_jobs {
-                return Err(format!(
-                    "busy: {queued} jobs queued (at most {}); try again later",
-                    self.limits.max_queued_jobs
-                ));
-            }
-            live.reserved += 1;
-        }
-        let result = self.submit_reserved(circuit, request, priority);
-        guard(&self.live).reserved -= 1;
-        result
-    }
-
-    fn submit_reserved(
-        &self,
-        circuit: AnyCircuit,
-        request: &[u8],
-        priority: i64,
-    ) -> Result<u64, Refusal> {
-        let priority = crate::jobs::effective_priority(&circuit.to_string(), priority)
-            .ok_or_else(|| PipelineError::BadPriority(priority).to_string())?;
-        // The journal keeps the resolved priority: re-queued in the order it runs in.
-        let id = guard(&self.journal)
-            .accept(&circuit.to_string(), priority.into(), request)
-            .map_err(|e| format!("cannot record the job: {e}"))?;
-        match self
-            .pipeline
-            .submit_job_with(circuit, request, JobOptions { priority })
-        {
-            Ok(handle) => {
-                let mut live = guard(&self.live);
-                live.by_pipeline.insert(handle.id, id);
-                live.handles.insert(id, handle);
-                Ok(id)
-            }
-            Err(e) => {
-                // Never acknowledged: the row goes (its id is not reused).
-                if let Err(f) = guard(&self.journal).forget(id) {
-                    tracing::error!(job = id, "{f}");
-                }
-                Err(format!("{:#}", anyhow::Error::from(e)))
-            }
-        }
-    }
-
-    /// Submits every accepted, unfinished job of the journal again (at start).
-    fn requeue(&self) -> anyhow::Result<usize> {
-        let ids = guard(&self.journal).unfinished()?;
-        let n = ids.len();
-        for id in ids {
-            // One request in memory at a time.
-            let row = match guard(&self.journal).get(id) {
-                Ok(Some(row)) => row,
-                Ok(None) => continue,
-                Err(e) => {
-                    tracing::error!(job = id, "cannot re-queue: {e}");
-                    guard(&self.journal)
-                        .finish(id, Err(&format!("cannot re-queue after a restart: {e}")))?;
-                    continue;
-                }
-            };
-            let handle = row
-                .circuit
-                .parse::<AnyCircuit>()
-                .map_err(|e| format!("bad circuit `{}` in the journal: {e}", row.circuit))
-                .and_then(|c| {
-                    // Rows written before priorities were on cuzk's scale are brought onto it.
-                    let priority = row.priority.clamp(0, 4) as i32;
-                    self.pipeline
-                        .submit_job_with(c, &row.request, JobOptions { priority })
-                        .map_err(|e| format!("{:#}", anyhow::Error::from(e)))
-                });
-            match handle {
-                Ok(h) => {
-                    let mut live = guard(&self.live);
-                    live.by_pipeline.insert(h.id, row.id);
-                    live.handles.insert(row.id, h);
-                }
-                Err(e) => {
-                    tracing::warn!(job = row.id, "cannot re-queue: {e}");
-                    guard(&self.journal).finish(
-                        row.id,
-                        Err(&format!("cannot re-queue after a restart: {e}")),
-                    )?;
-                }
-            }
-        }
-        Ok(n)
-    }
-
-    /// Cancels a live job (see [`Request::Cancel`]).
-    fn cancel(&self, id: u64) -> Response {
-        let Some(pipeline_id) = guard(&self.live).handles.get(&id).map(|h| h.id) else {
-            return Response::Error {
-                message: format!(
-                    "job {id} is not queued or running (unknown, already ended, or cancelled)"
-                ),
-            };
-        };
-        // Held across the cancel: `collect` journals the outcome only after the row is
-        // `cancelled`, and `finish` leaves a row that is no longer accepted alone.
-        let mut journal = guard(&self.journal);
-        let answer = match self.pipeline.cancel(pipeline_id) {
-            Ok(c) => {
-                if let Err(e) = journal.cancel(id) {
-                    tracing::error!(job = id, "cannot journal the cancel: {e}");
-                }
-                Response::Cancelled {
-                    job_id: id,
-                    was_running: c.was_running,
-                }
-            }
-            // Its outcome is on its way to `collect`.
-            Err(PipelineError::UnknownJob(_)) => Response::Error {
-                message: format!("job {id} has already ended"),
-            },
-            Err(e) => Response::Error {
-                message: format!("job {id}: {e}"),
-            },
-        };
-        drop(journal);
-        self.collect();
-        answer
-    }
-
-    /// Journals every outcome that arrived, then wakes the waiting clients.
-    fn collect(&self) {
-        let mut ended = Vec::new();
-        {
-            let live = guard(&self.live);
-            for (&id, h) in &live.handles {
-                match h.wait_timeout(Duration::ZERO) {
-                    Ok(Some(o)) => ended.push((id, o.result)),
-                    Ok(None) => {}
-                    // The pipeline stopped: the job stays accepted, for the next start.
-                    Err(_) => {}
-                }
-            }
-        }
-        if ended.is_empty() {
-            return;
-        }
-        {
-            let mut journal = guard(&self.journal);
-            for (id, result) in &ended {
-                let outcome = match result {
-                    Ok(proofs) => Ok(&proofs[..]),
-                    Err(e) => Err(e.as_str()),
-                };
-                if let Err(e) = journal.finish(*id, outcome) {
-                    // Left live: recorded at the next start, when it runs again.
-                    tracing::error!(job = id, "cannot journal the outcome: {e}");
-                }
-            }
-        }
-        let mut live = guard(&self.live);
-        for (id, _) in ended {
-            if let Some(h) = live.handles.remove(&id) {
-                live.by_pipeline.remove(&h.id);
-            }
-        }
-        self.changed.notify_all();
-    }
-
-    /// Waits until job `id` is no longer live; `None` when the service closes first.
-    fn wait_ended(&self, id: u64) -> Option<()> {
-        let mut live = guard(&self.live);
-        while live.handles.contains_key(&id) {
-            if self.closing.load(Ordering::Relaxed) {
-                // Relaxed: a plain flag; the condvar's mutex orders the rest.
-                return None;
-            }
-            live = self
-                .changed
-                .wait_timeout(live, Duration::from_millis(500))
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-        }
-        Some(())
-    }
-
-    /// The answer for a journaled job: `Finished` (then marked fetched) or `Queued`.
-    fn answer_for(&self, id: u64) -> Response {
-        let row = match guard(&self.journal).get(id) {
-            Ok(Some(r)) => r,
-            Ok(None) => {
-                return Response::Error {
-                    message: format!(
-                        "unknown job {id}: never accepted here, or its result expired"
-                    ),
-                }
-            }
-            Err(e) => {
-                return Response::Error {
-                    message: e.to_string(),
-                }
-            }
-        };
-        if row.state == JobState::Accepted {
-            return Response::Queued { job_id: id };
-        }
-        if let Err(e) = guard(&self.journal).mark_fetched(id) {
-            tracing::warn!(job = id, "{e}");
-        }
-        finished(&row)
-    }
-
-    /// Answers one submission: accepted (then, with `wait`, the outcome) or the refusal.
-    fn answer_submit(
-        &self,
-        out: &mut UnixStream,
-        submitted: Result<u64, Refusal>,
-        wait: bool,
-    ) -> anyhow::Result<()> {
-        let id = match submitted {
-            Ok(id) => id,
-            Err(message) => return Ok(write_line(out, &Response::Error { message })?),
-        };
-        write_line(out, &Response::Accepted { job_id: id })?;
-        if wait {
-            self.answer_wait(out, id)?;
-        }
-        Ok(())
-    }
-
-    fn answer_wait(&self, out: &mut UnixStream, id: u64) -> anyhow::Result<()> {
-        let answer = match self.wait_ended(id) {
-            Some(()) => self.answer_for(id),
-            None => Response::Error {
-                message: format!(
-                    "the service is shutting down: job {id} stays queued and runs after the \
-                     next start\nhint: fetch it then with `splitprover fetch {id} --wait`"
-                ),
-            },
-        };
-        write_line(out, &answer)?;
-        Ok(())
-    }
-
-    /// `status`, with the pipeline's job ids replaced by the journal's.
-    fn status(&self) -> PipelineStatus {
-        let mut s = self.pipeline.status();
-        let live = guard(&self.live);
-        for j in &mut s.jobs {
-            if let Some(&id) = live.by_pipeline.get(&j.job_id) {
-                j.job_id = id;
-            }
-        }
-        s
-    }
-
-    /// Reads and answers one client's requests until it closes, stays silent too long, sends a
-    /// line over the limit, or the service stops.
-    fn serve(&self, conn: UnixStream, peer: Option<Peer>) -> anyhow::Result<()> {
-        conn.set_nonblocking(false)?;
-        conn.set_read_timeout(Some(self.limits.idle_timeout))?;
-        conn.set_write_timeout(Some(WRITE_TIMEOUT))?;
-        let mut out = conn.try_clone()?;
-        let mut reader = BufReader::new(conn);
-        let max = self.limits.max_line_bytes;
-        loop {
-            let mut line = Vec::new();
-            match (&mut reader)
-                .take(max as u64 + 1)
-                .read_until(b'\n', &mut line)
-            {
-                Ok(0) => return Ok(()),
-                Ok(_) => {}
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                    ) =>
-                {
-                    let message = format!(
-                        "idle for {} s: closing the connection",
-                        self.limits.idle_timeout.as_secs()
-                    );
-                    let _ = write_line(&mut out, &Response::Error { message });
-                    return Ok(());
-                }
-                Err(e) => return Err(e.into()),
-            }
-            // A complete line holds at most `max` bytes before its newline.
-            if line.len() > max && line.last() != Some(&b'\n') {
-                let message =
-                    format!("request line longer than {max} bytes: closing the connection");
-                let _ = write_line(&mut out, &Response::Error { message });
-                return Ok(());
-            }
-            let text = String::from_utf8_lossy(&line);
-            if text.trim().is_empty() {
-                continue;
-            }
-            if self.stopping.load(Ordering::Relaxed) {
-                // Relaxed: a plain flag.
-                write_line(
-                    &mut out,
-                    &Response::Error {
-                        message: shutting_down(),
-                    },
-                )?;
-                return Ok(());
-            }
-            let request: Request = match serde_json::from_str(&text) {
-                Ok(r) => r,
-                Err(e) => {
-                    write_line(
-                        &mut out,
-                        &Response::Error {
-                            message: format!("bad request: {e}"),
-                        },
-                    )?;
-                    continue;
-                }
-            };
-            let (pid, uid, gid) = peer.map_or((-1, u32::MAX, u32::MAX), |p| (p.pid, p.uid, p.gid));
-            tracing::info!(
-                peer_pid = pid,
-                peer_uid = uid,
-                peer_gid = gid,
-                request = request_name(&request),
-                "client request"
-            );
-            match request {
-                Request::Status => {
-                    write_line(&mut out, &Response::Status(Box::new(self.status())))?
-                }
-                Request::Submit {
-                    circuit,
-                    seed,
-                    partitions,
-                    wait,
-                    priority,
-                } => {
-                    let submitted = self
-                        .builtin_request(&circuit, seed, partitions)
-                        .and_then(|(c, bytes)| self.submit(c, &bytes, priority));
-                    self.answer_submit(&mut out, submitted, wait)?
-                }
-                Request::SubmitRequest {
-                    path,
-                    kind,
-                    family,
-                    wait,
-                    priority,
-                } => {
-                    let submitted = self
-                        .file_request(&path, kind.as_deref(), family.as_deref(), peer)
-                        .and_then(|(c, bytes)| self.submit(c, &bytes, priority));
-                    self.answer_submit(&mut out, submitted, wait)?
-                }
-                Request::Cancel { job_id } => write_line(&mut out, &self.cancel(job_id))?,
-                Request::Fetch { job_id, wait } => {
-                    if wait {
-                        self.answer_wait(&mut out, job_id)?
-                    } else {
-                        write_line(&mut out, &self.answer_for(job_id))?
-                    }
-                }
-            }
-        }
-    }
-
-    /// The request bytes of a built-in circuit's job, checked against the partition limit here
-    /// too (the pipeline checks it again): an absurd count is refused before the queue cap and
-    /// before anything is journaled.
-    fn builtin_request(
-        &self,
-        circuit: &str,
-        seed: u64,
-        partitions: u32,
-    ) -> Result<(AnyCircuit, Vec<u8>), Refusal> {
-        let spec: AnyCircuit = circuit
-            .parse()
-            .map_err(|e| format!("bad circuit spec `{circuit}`: {e}"))?;
-        if spec.builtin().is_none() {
-            return Err(format!(
-                "`{circuit}` needs a request file\nhint: send it with --porep-c1, --post or --snap"
-            ));
-        }
-        if partitions > self.limits.max_partitions {
-            return Err(format!(
-                "too many partitions: {partitions} (at most {} per job, `max_partitions` in \
-                 [faults])",
-                self.limits.max_partitions
-            ));
-        }
-        let request = kernels::job::BuiltinRequest { seed, partitions };
-        Ok((spec, request.to_bytes()))
-    }
-
-    /// A Filecoin request file named by a client, read once (see [`request_file::read`]).
-    fn file_request(
-        &self,
-        path: &Path,
-        kind: Option<&str>,
-        family: Option<&str>,
-        peer: Option<Peer>,
-    ) -> Result<(AnyCircuit, Vec<u8>), Refusal> {
-        let (kind, family) = super::request_choice(kind, family).map_err(|e| format!("{e:#}"))?;
-        let Some(peer) = peer else {
-            return Err(format!(
-                "proof request `{}`: cannot be checked: the client's credentials are unknown",
-                path.display()
-            ));
-        };
-        let reader = request_file::Reader::Client {
-            uid: peer.uid,
-            gid: peer.gid,
-        };
-        let bytes = request_file::read(path, self.limits.max_request_bytes, reader)
-            .map_err(|e| format!("proof request `{}`: {e}", path.display()))?;
-        let kind = kernels::job::filecoin_request_kind(&bytes, kind, family)
-            .map_err(|e| format!("proof request `{}`: {e}", path.display()))?;
-        Ok((AnyCircuit::Filecoin(kind), bytes))
-    }
-}
-
-fn shutting_down() -> String {
-    "the service is shutting down: request refused\nhint: send it again once the service is back"
-        .into()
-}
-
-fn request_name(r: &Request) -> &'static str {
-    match r {
-        Request::Submit { .. } => "submit",
-        Request::SubmitRequest { .. } => "submit-request",
-        Request::Fetch { .. } => "fetch",
-        Request::Status => "status",
-        Request::Cancel { .. } => "cancel",
-    }
-}
-
-/// `Finished` for a finished row.
-fn finished(row: &JournalJob) -> Response {
-    let elapsed_ms = row
-        .finished_at
-        .map_or(0, |f| f.saturating_sub(row.submitted_at).max(0) as u64);
-    Response::Finished {
-        job_id: row.id,
-        proofs: row.proofs.iter().map(|p| hex(p)).collect(),
-        error: match row.state {
-            JobState::Failed | JobState::Cancelled => Some(row.error.clone().unwrap_or_default()),
-            _ => None,
-        },
-        elapsed_ms,
-    }
-}
-
-/// Counts a connection while its thread runs, and lets the service end its reads at stop.
-struct ConnGuard {
-    service: Arc<Service>,
-    id: u64,
-}
-
-impl Drop for ConnGuard {
-    fn drop(&mut self) {
-        guard(&self.service.conns).remove(&self.id);
-        // Relaxed: a counter; nothing else is published through it.
-        self.service.connections.fetch_sub(1, Ordering::Relaxed);
-    }
-}
+use crate::pipeline::{Pipeline, PipelineStatus};
+use crate::service::{Limits, Service};
 
 /// `splitprover run`.
 pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let config = Config::load(&args.config)?;
     let limits = Limits::new(&config.service, &config.faults);
-    // Socket settings are checked before minutes of SRS loading.
+    // Listen settings are checked before minutes of SRS loading.
     let mode = config.service.socket_mode()?;
     let gid = config
         .service
@@ -613,6 +46,16 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         .map(|g| group_id(g).map(|id| (g, id)))
         .transpose()?;
     let socket = config.socket.clone();
+    let mut endpoints = vec![Endpoint::Unix(socket.clone())];
+    for l in &config.service.listen {
+        let e: Endpoint = l.parse()?;
+        if !endpoints.contains(&e) {
+            endpoints.push(e);
+        }
+    }
+    let metrics_listen = config.service.metrics_listen.clone();
+    let max_message = config.service.max_message_bytes;
+    let max_connections = config.service.max_connections.max(1);
     let journal_path = config
         .service
         .journal
@@ -629,31 +72,85 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let settings = super::settings::from_config(&config)?;
     let pipeline = Pipeline::start(settings)?;
     pipeline.wait_ready(Duration::from_secs(600))?;
-    let service = Arc::new(Service {
-        pipeline,
-        journal: Mutex::new(journal),
-        live: Mutex::new(Live::default()),
-        changed: Condvar::new(),
-        limits: limits.clone(),
-        stopping: AtomicBool::new(false),
-        closing: AtomicBool::new(false),
-        connections: AtomicUsize::new(0),
-        next_conn: AtomicU64::new(0),
-        conns: Mutex::new(HashMap::new()),
-    });
+    let service = Arc::new(Service::new(pipeline, journal, limits, Metrics::new()));
     let requeued = service.requeue()?;
-    let last_id = guard(&service.journal).last_id()?;
+    let last_id = service.last_id()?;
     tracing::info!(journal = %journal_path.display(), requeued, last_id, "job journal open");
-    let listener = bind(&socket, mode, gid)?;
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("api")
+        .enable_all()
+        .build()
+        .context("cannot start the API runtime")?;
+    let (stop_servers, servers_stop) = tokio::sync::watch::channel(false);
+    let open = Arc::new(AtomicUsize::new(0));
+    let mut servers = Vec::new();
+    let mut unix_paths = Vec::new();
+    for endpoint in &endpoints {
+        let engine = Engine::new(service.clone()).into_server(max_message);
+        let router = tonic::transport::Server::builder()
+            .http2_keepalive_interval(Some(Duration::from_secs(30)))
+            .http2_keepalive_timeout(Some(Duration::from_secs(20)))
+            .add_service(engine);
+        let mut stop = servers_stop.clone();
+        let shutdown = async move {
+            let _ = stop.wait_for(|s| *s).await;
+        };
+        let open = open.clone();
+        let server = match endpoint {
+            Endpoint::Unix(path) => {
+                let listener = bind(path, mode, gid)?;
+                unix_paths.push(path.clone());
+                let listener = {
+                    let _entered = rt.enter();
+                    tokio::net::UnixListener::from_std(listener)?
+                };
+                let incoming = tokio_stream::wrappers::UnixListenerStream::new(listener)
+                    .filter_map(move |c| {
+                        accepted(c).and_then(|s| admit(s, &open, max_connections))
+                    });
+                rt.spawn(router.serve_with_incoming_shutdown(incoming, shutdown))
+            }
+            Endpoint::Tcp(addr) => {
+                let listener = rt
+                    .block_on(tokio::net::TcpListener::bind(addr.as_str()))
+                    .with_context(|| format!("cannot listen on `{addr}`"))?;
+                let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener)
+                    .filter_map(move |c| {
+                        accepted(c).and_then(|s: tokio::net::TcpStream| {
+                            let _ = s.set_nodelay(true);
+                            admit(s, &open, max_connections)
+                        })
+                    });
+                rt.spawn(router.serve_with_incoming_shutdown(incoming, shutdown))
+            }
+        };
+        tracing::info!(%endpoint, "serving the cuzk API");
+        servers.push(server);
+    }
+    if let Some(addr) = &metrics_listen {
+        let listener = rt
+            .block_on(tokio::net::TcpListener::bind(addr.as_str()))
+            .with_context(|| format!("cannot listen on `{addr}` (metrics_listen)"))?;
+        let weak = Arc::downgrade(&service);
+        let render = Arc::new(move || match weak.upgrade() {
+            Some(s) => s.metrics().render(&s.status(), s.uptime()),
+            None => String::new(),
+        });
+        rt.spawn(crate::metrics::serve_http(listener, render, servers_stop.clone()));
+        tracing::info!(%addr, "serving Prometheus metrics at /metrics");
+    }
     let notifier = Notifier::from_env().unwrap_or_else(|e| {
         tracing::warn!("systemd notify unavailable: {e}");
         Notifier::disabled()
     });
-    let status = service.pipeline.status();
+    let status = service.pipeline().status();
     let _ = notifier.ready();
+    let listening: Vec<String> = endpoints.iter().map(|e| e.to_string()).collect();
     let _ = notifier.status(&format!(
         "serving on {}; pinning {}; ring {}; {requeued} jobs re-queued",
-        socket.display(),
+        listening.join(", "),
         status.pin_mode,
         status.ring_pages
     ));
@@ -681,51 +178,47 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             .spawn(move || collector_loop(&service, &stop))
             .context("cannot start the collector thread")?
     };
-    accept_loop(&service, &listener, &stop);
+    // Acquire pairs with signal-hook's store of the flag (a plain flag).
+    while !stop.load(Ordering::Acquire) {
+        thread::sleep(Duration::from_millis(50));
+    }
 
     // Graceful stop.
-    let grace = limits.stop_grace;
+    let grace = Duration::from_secs(config.service.stop_grace_s);
     tracing::info!(
         grace_s = grace.as_secs(),
         "stopping: no new requests; in-flight partitions finish"
     );
     let _ = notifier.stopping();
-    drop(listener);
-    let _ = std::fs::remove_file(&socket);
-    // Relaxed: plain flags (the condvar and mutexes order what follows).
-    service.stopping.store(true, Ordering::Relaxed);
-    for c in guard(&service.conns).values() {
-        // Idle connections end their read at once; waiting ones are answered below.
-        let _ = c.shutdown(std::net::Shutdown::Read);
+    service.stop_accepting();
+    // No new connections; calls in progress go on (waiters are answered below).
+    let _ = stop_servers.send(true);
+    for p in &unix_paths {
+        let _ = std::fs::remove_file(p);
     }
-    let report = service.pipeline.drain(grace);
+    let report = service.pipeline().drain(grace);
     // The last outcomes are journaled before the waiting clients are answered.
     collector_stop.store(true, Ordering::Relaxed);
     let _ = collector.join();
-    service.closing.store(true, Ordering::Relaxed);
-    service.changed.notify_all();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while service.connections.load(Ordering::Relaxed) > 0 && Instant::now() < deadline {
-        thread::sleep(Duration::from_millis(20));
-    }
+    service.close();
+    rt.block_on(async {
+        let all = futures_join(servers);
+        let _ = tokio::time::timeout(Duration::from_secs(5), all).await;
+    });
+    rt.shutdown_timeout(Duration::from_secs(1));
     if let Some(w) = watchdog {
         let _ = w.join();
     }
-    let queued = guard(&service.journal).count_unfinished().unwrap_or(0);
+    let queued = service.unfinished();
     match Arc::try_unwrap(service) {
         Ok(s) => {
-            let Service { pipeline, live, .. } = s;
-            // Outcomes of the shutdown (jobs cut short) must not reach the journal: drop the
-            // handles first, the jobs stay accepted.
-            drop(live);
-            pipeline.shutdown();
+            s.shutdown();
             tracing::info!("pipeline shut down: children stopped, cgroups removed");
         }
         Err(service) => {
-            // A client that does not read its answer holds a thread (for at most the write
-            // timeout): stop the children without waiting for it.
-            tracing::warn!("a client thread is still running; stopping the children anyway");
-            service.pipeline.stop_children();
+            // A call still holds the service: stop the children without waiting for it.
+            tracing::warn!("a client call is still running; stopping the children anyway");
+            service.pipeline().stop_children();
         }
     }
     tracing::info!(
@@ -734,6 +227,40 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         "stopped; accepted jobs not finished run after the next start"
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// Waits for every server task.
+async fn futures_join(servers: Vec<tokio::task::JoinHandle<Result<(), tonic::transport::Error>>>) {
+    for s in servers {
+        match s.await {
+            Ok(Err(e)) => tracing::warn!("API server: {e}"),
+            Err(e) => tracing::warn!("API server task: {e}"),
+            Ok(Ok(())) => {}
+        }
+    }
+}
+
+/// A connection the listener accepted; accept errors (EMFILE, a connection aborted before it
+/// was taken) are logged, never the end of the service.
+fn accepted<T>(c: std::io::Result<T>) -> Option<T> {
+    match c {
+        Ok(c) => Some(c),
+        Err(e) => {
+            tracing::warn!("accepting a client: {e}; retrying");
+            None
+        }
+    }
+}
+
+/// `io` counted against `max` open connections, or dropped (closed) when that many are open.
+fn admit<T>(io: T, open: &Arc<AtomicUsize>, max: usize) -> Option<std::io::Result<Counted<T>>> {
+    match Counted::admit(io, open, max) {
+        Ok(c) => Some(Ok(c)),
+        Err(_) => {
+            tracing::warn!(max_connections = max, "connection refused: too many open");
+            None
+        }
+    }
 }
 
 fn watchdog_loop(
@@ -749,7 +276,7 @@ fn watchdog_loop(
     while !stop.load(Ordering::Acquire) {
         if last.is_none_or(|t| t.elapsed() >= interval / 2) {
             let Some(s) = service.upgrade() else { return };
-            if s.pipeline.status().fatal.is_none() {
+            if s.pipeline().status().fatal.is_none() {
                 let _ = notifier.watchdog();
             }
             last = Some(Instant::now());
@@ -771,91 +298,14 @@ fn collector_loop(service: &Service, stop: &AtomicBool) {
         }
         if expired.elapsed() >= EXPIRE_EVERY {
             expired = Instant::now();
-            let l = &service.limits;
-            match guard(&service.journal).expire(
-                journal::now_ms(),
-                l.fetched_retention,
-                l.result_retention,
-            ) {
-                Ok(0) => {}
-                Ok(n) => tracing::info!(removed = n, "expired results removed from the journal"),
-                Err(e) => tracing::warn!("{e}"),
-            }
+            service.expire();
         }
         if trimmed.elapsed() >= TIMELINE_EVERY {
             // The service never reads the timeline: keep it from growing without bound.
             trimmed = Instant::now();
-            drop(service.pipeline.take_timeline());
+            drop(service.pipeline().take_timeline());
         }
         thread::sleep(TICK);
-    }
-}
-
-fn accept_loop(service: &Arc<Service>, listener: &UnixListener, stop: &AtomicBool) {
-    let mut last_warning = None::<Instant>;
-    // Acquire pairs with signal-hook's store of the flag (a plain flag).
-    while !stop.load(Ordering::Acquire) {
-        let conn = match listener.accept() {
-            Ok((conn, _)) => conn,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                thread::sleep(Duration::from_millis(10));
-                continue;
-            }
-            Err(e) => {
-                // EMFILE, ENFILE, ENOBUFS, ENOMEM or a connection aborted before it was taken:
-                // never the end of the service.
-                let resource = matches!(
-                    e.raw_os_error(),
-                    Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)
-                );
-                if last_warning.is_none_or(|t: Instant| t.elapsed() >= Duration::from_secs(10)) {
-                    tracing::warn!("accepting a client: {e}; retrying");
-                    last_warning = Some(Instant::now());
-                }
-                thread::sleep(if resource {
-                    Duration::from_millis(200)
-                } else {
-                    Duration::from_millis(10)
-                });
-                continue;
-            }
-        };
-        let peer = Peer::of(&conn);
-        // Relaxed: a counter, only this thread increments it.
-        if service.connections.load(Ordering::Relaxed) >= service.limits.max_connections {
-            let mut conn = conn;
-            let _ = conn.set_write_timeout(Some(Duration::from_millis(100)));
-            let _ = write_line(
-                &mut conn,
-                &Response::Error {
-                    message: format!(
-                        "busy: {} connections open (at most {}); try again later",
-                        service.limits.max_connections, service.limits.max_connections
-                    ),
-                },
-            );
-            continue;
-        }
-        let id = service.next_conn.fetch_add(1, Ordering::Relaxed); // Relaxed: a unique number
-        if let Ok(c) = conn.try_clone() {
-            guard(&service.conns).insert(id, c);
-        }
-        service.connections.fetch_add(1, Ordering::Relaxed); // Relaxed: a counter
-        let conn_guard = ConnGuard {
-            service: service.clone(),
-            id,
-        };
-        let spawned = thread::Builder::new().name("client".into()).spawn(move || {
-            let g = conn_guard;
-            if let Err(e) = g.service.serve(conn, peer) {
-                tracing::debug!("client: {e:#}");
-            }
-        });
-        if let Err(e) = spawned {
-            // The guard went with the closure and was dropped: the count is right.
-            tracing::warn!("cannot start a client thread: {e}");
-            thread::sleep(Duration::from_millis(50));
-        }
     }
 }
 
@@ -930,54 +380,95 @@ fn group_id(name: &str) -> anyhow::Result<u32> {
     Ok(group.gr_gid)
 }
 
-fn socket_of(explicit: Option<PathBuf>) -> PathBuf {
-    explicit.unwrap_or_else(crate::env::socket_path)
+/// The endpoint a client command talks to: `--socket` / `SPLITPROVER_SOCKET`, else the default
+/// socket.
+fn endpoint_of(explicit: Option<&str>) -> anyhow::Result<Endpoint> {
+    match explicit {
+        Some(e) => Ok(e.parse()?),
+        None => Ok(Endpoint::Unix(crate::env::socket_path())),
+    }
+}
+
+/// The job id a user typed: `7` is short for `job-7`.
+fn job_id_of(typed: &str) -> String {
+    match typed.parse::<u64>() {
+        Ok(n) => journal::generated_request_id(n),
+        Err(_) => typed.to_owned(),
+    }
 }
 
 /// `splitprover submit`.
 pub fn submit(args: SubmitArgs) -> anyhow::Result<ExitCode> {
-    let socket = socket_of(args.socket.clone());
+    let endpoint = endpoint_of(args.socket.as_deref())?;
     let wait = args.wait || args.out_dir.is_some() || args.out.is_some();
     if let Some(d) = &args.out_dir {
         std::fs::create_dir_all(d).with_context(|| format!("cannot create `{}`", d.display()))?;
     }
     let request_file = args.request.request_file();
-    // One connection per job so they run concurrently.
-    let mut clients = Vec::new();
+    let mut c = Client::connect(&endpoint)?;
+    // (job id, seed) per job.
+    let mut jobs = Vec::new();
+    let mut send = |c: &mut Client, r: pb::SubmitProofRequest, seed: u64| {
+        let a = c.submit(r).map_err(|e| anyhow::anyhow!("refused: {e}"))?;
+        let again = if a.existing {
+            " (the request id's job, accepted before)"
+        } else {
+            ""
+        };
+        eprintln!("job {} accepted{again}", a.job_id);
+        jobs.push((a.job_id, seed));
+        anyhow::Ok(())
+    };
     match &request_file {
         Some(file) => {
             anyhow::ensure!(
                 args.jobs == 1,
                 "--jobs applies to built-in circuits; send one request file per job"
             );
-            let path = std::fs::canonicalize(file)
+            let bytes = crate::request_file::read(
+                file,
+                crate::config::FaultsConfig::default().max_request_bytes.0,
+                crate::request_file::Reader::Launcher,
+            )
+            .with_context(|| format!("proof request `{}`", file.display()))?;
+            let (kind, family) = super::request_choice(
+                args.request.proof_type.as_deref(),
+                args.request.family(),
+            )?;
+            let kind = kernels::job::filecoin_request_kind(&bytes, kind, family)
                 .with_context(|| format!("proof request `{}`", file.display()))?;
-            let mut c = Client::connect(&socket)?;
-            c.send(&Request::SubmitRequest {
-                path,
-                kind: args.request.proof_type.clone(),
-                family: args.request.family().map(str::to_owned),
-                wait,
-                priority: args.priority,
-            })?;
-            clients.push(accepted(c, 0)?);
+            let r = pb::SubmitProofRequest {
+                request_id: args.request_id.clone().unwrap_or_default(),
+                priority: args.priority as i32,
+                circuit: kernels::circuits::AnyCircuit::Filecoin(kind).to_string(),
+                request: bytes,
+                ..Default::default()
+            };
+            send(&mut c, r, 0)?;
         }
         None => {
             let circuit = args
                 .circuit
                 .clone()
                 .context("nothing to prove\nhint: give --circuit SPEC, or a request file with --porep-c1/--post/--snap")?;
+            anyhow::ensure!(
+                args.request_id.is_none() || args.jobs == 1,
+                "--request-id names one job; drop it or --jobs"
+            );
             for i in 0..args.jobs {
                 let seed = args.seed + 1000 * i as u64;
-                let mut c = Client::connect(&socket)?;
-                c.send(&Request::Submit {
-                    circuit: circuit.clone(),
+                let request = kernels::job::BuiltinRequest {
                     seed,
                     partitions: args.partitions,
-                    wait,
-                    priority: args.priority,
-                })?;
-                clients.push(accepted(c, seed)?);
+                };
+                let r = pb::SubmitProofRequest {
+                    request_id: args.request_id.clone().unwrap_or_default(),
+                    priority: args.priority.clamp(i32::MIN.into(), i32::MAX.into()) as i32,
+                    circuit: circuit.clone(),
+                    request: request.to_bytes(),
+                    ..Default::default()
+                };
+                send(&mut c, r, seed)?;
             }
         }
     }
@@ -985,50 +476,33 @@ pub fn submit(args: SubmitArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let mut failed = 0;
-    for (mut c, seed, id) in clients {
-        match c.recv()? {
-            Response::Finished {
-                job_id,
-                proofs,
-                error: None,
-                elapsed_ms,
-            } => {
-                let bytes: Vec<Vec<u8>> =
-                    proofs.iter().map(|p| unhex(p)).collect::<Result<_, _>>()?;
-                let path = match (&args.out, &args.out_dir) {
-                    (Some(out), _) => Some(out.clone()),
-                    (None, Some(dir)) => Some(dir.join(format!("job-{job_id}.proof"))),
-                    (None, None) => None,
-                };
-                if let Some(path) = path {
-                    match (&request_file, &args.circuit) {
-                        (Some(_), _) => super::prove::write_proof(&path, &bytes)?,
-                        (None, Some(circuit)) => super::prove::write_outputs(
-                            &path,
-                            &super::parse_spec(circuit)?,
-                            seed,
-                            &bytes,
-                        )?,
-                        (None, None) => unreachable!("checked before sending"),
-                    }
-                    println!("{}", path.display());
-                }
-                eprintln!("job {job_id} done in {:.2}s", elapsed_ms as f64 / 1000.0);
-            }
-            Response::Finished {
-                job_id,
-                error: Some(e),
-                ..
-            } => {
-                failed += 1;
-                eprintln!("job {job_id} failed: {e}");
-            }
-            Response::Error { message } => {
-                failed += 1;
-                eprintln!("job {id}: {message}");
-            }
-            other => anyhow::bail!("unexpected answer {other:?}"),
+    for (job_id, seed) in jobs {
+        let a = c.await_proof(&job_id, 0)?;
+        if a.status != pb::await_proof_response::Status::Completed as i32 {
+            failed += 1;
+            eprintln!("job {job_id} {}: {}", status_word(a.status), a.error_message);
+            continue;
         }
+        let bytes = split_proofs(&a.proof);
+        let path = match (&args.out, &args.out_dir) {
+            (Some(out), _) => Some(out.clone()),
+            (None, Some(dir)) => Some(dir.join(format!("{job_id}.proof"))),
+            (None, None) => None,
+        };
+        if let Some(path) = path {
+            match (&request_file, &args.circuit) {
+                (Some(_), _) => super::prove::write_proof(&path, &bytes)?,
+                (None, Some(circuit)) => super::prove::write_outputs(
+                    &path,
+                    &super::parse_spec(circuit)?,
+                    seed,
+                    &bytes,
+                )?,
+                (None, None) => unreachable!("checked before sending"),
+            }
+            println!("{}", path.display());
+        }
+        eprintln!("job {job_id} done in {:.2}s", a.total_ms as f64 / 1000.0);
     }
     Ok(if failed == 0 {
         ExitCode::SUCCESS
@@ -1037,92 +511,102 @@ pub fn submit(args: SubmitArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// Reads the service's first answer to a submission.
-fn accepted(mut c: Client, seed: u64) -> anyhow::Result<(Client, u64, u64)> {
-    match c.recv()? {
-        Response::Accepted { job_id } => {
-            eprintln!("job {job_id} accepted");
-            Ok((c, seed, job_id))
-        }
-        Response::Error { message } => anyhow::bail!("refused: {message}"),
-        other => anyhow::bail!("unexpected answer {other:?}"),
+/// Bytes of one Groth16 proof on BLS12-381 (compressed A, B, C).
+const PROOF_BYTES: usize = 192;
+
+/// Proof bytes per partition (192 each) from an `AwaitProofResponse`'s concatenation.
+fn split_proofs(proof: &[u8]) -> Vec<Vec<u8>> {
+    proof
+        .chunks(PROOF_BYTES)
+        .map(<[u8]>::to_vec)
+        .collect()
+}
+
+fn status_word(status: i32) -> &'static str {
+    use pb::await_proof_response::Status as S;
+    match S::try_from(status) {
+        Ok(S::Completed) => "done",
+        Ok(S::Failed) => "failed",
+        Ok(S::Cancelled) => "was cancelled",
+        Ok(S::Timeout) => "is still running",
+        _ => "is in an unknown state",
     }
 }
 
 /// `splitprover fetch`.
 pub fn fetch(args: FetchArgs) -> anyhow::Result<ExitCode> {
-    let mut c = Client::connect(&socket_of(args.socket))?;
-    c.send(&Request::Fetch {
-        job_id: args.job,
-        wait: args.wait,
-    })?;
-    match c.recv()? {
-        Response::Finished {
-            job_id,
-            proofs,
-            error: None,
-            elapsed_ms,
-        } => {
-            let bytes: Vec<Vec<u8>> = proofs.iter().map(|p| unhex(p)).collect::<Result<_, _>>()?;
+    let mut c = Client::connect(&endpoint_of(args.socket.as_deref())?)?;
+    let job_id = job_id_of(&args.job);
+    // Without --wait: answer at once (1 ms is the shortest wait the API has).
+    let a = c.await_proof(&job_id, if args.wait { 0 } else { 1 })?;
+    use pb::await_proof_response::Status as S;
+    match S::try_from(a.status) {
+        Ok(S::Completed) => {
+            let bytes = split_proofs(&a.proof);
             match &args.out {
                 Some(out) => {
                     super::prove::write_proof(out, &bytes)?;
                     println!("{}", out.display());
                 }
-                None => println!("{}", hex(&bytes.concat())),
+                None => println!("{}", super::hex(&a.proof)),
             }
-            eprintln!("job {job_id} done in {:.2}s", elapsed_ms as f64 / 1000.0);
+            eprintln!("job {job_id} done in {:.2}s", a.total_ms as f64 / 1000.0);
             Ok(ExitCode::SUCCESS)
         }
-        Response::Finished {
-            job_id,
-            error: Some(e),
-            ..
-        } => {
-            eprintln!("job {job_id} failed: {e}");
-            Ok(ExitCode::from(1))
-        }
-        Response::Queued { job_id } => {
+        Ok(S::Timeout) => {
             eprintln!("job {job_id} is queued\nhint: add --wait to wait for it");
             Ok(ExitCode::from(3))
         }
-        Response::Error { message } => anyhow::bail!("{message}"),
-        other => anyhow::bail!("unexpected answer {other:?}"),
+        _ => {
+            eprintln!("job {job_id} {}: {}", status_word(a.status), a.error_message);
+            Ok(ExitCode::from(1))
+        }
     }
 }
 
 /// `splitprover cancel`.
 pub fn cancel(args: CancelArgs) -> anyhow::Result<ExitCode> {
-    let mut c = Client::connect(&socket_of(args.socket))?;
-    c.send(&Request::Cancel { job_id: args.job })?;
-    match c.recv()? {
-        Response::Cancelled {
-            job_id,
-            was_running,
-        } => {
-            let what = if was_running { "running" } else { "queued" };
-            eprintln!("job {job_id} cancelled (it was {what})");
-            Ok(ExitCode::SUCCESS)
-        }
-        Response::Error { message } => anyhow::bail!("{message}"),
-        other => anyhow::bail!("unexpected answer {other:?}"),
-    }
+    let mut c = Client::connect(&endpoint_of(args.socket.as_deref())?)?;
+    let job_id = job_id_of(&args.job);
+    let was_running = c.cancel(&job_id)?;
+    let what = if was_running { "running" } else { "queued" };
+    eprintln!("job {job_id} cancelled (it was {what})");
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `splitprover status`.
 pub fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
-    let mut c = Client::connect(&socket_of(args.socket))?;
-    c.send(&Request::Status)?;
-    let s = match c.recv()? {
-        Response::Status(s) => s,
-        other => anyhow::bail!("unexpected answer {other:?}"),
-    };
+    let mut c = Client::connect(&endpoint_of(args.socket.as_deref())?)?;
+    let answer = c.status()?;
+    let s: PipelineStatus = serde_json::from_str(&answer.pipeline_json)
+        .context("the service's status has no pipeline part")?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&s)?);
         return Ok(ExitCode::SUCCESS);
     }
     print!("{}", render_status(&s));
+    let _ = writeln_gpus(&answer);
     Ok(ExitCode::SUCCESS)
+}
+
+/// The API's GPU, SRS and queue lines, under the pipeline's status.
+fn writeln_gpus(a: &pb::GetStatusResponse) -> std::fmt::Result {
+    use std::fmt::Write as _;
+    let mut o = String::new();
+    for q in &a.queues {
+        writeln!(
+            o,
+            "queue:     {:<13} {} pending, {} in progress",
+            q.proof_kind, q.pending, q.in_progress
+        )?;
+    }
+    writeln!(
+        o,
+        "totals:    {} proofs completed, {} failed; up {} s",
+        a.total_proofs_completed, a.total_proofs_failed, a.uptime_seconds
+    )?;
+    print!("{o}");
+    Ok(())
 }
 
 /// The text form of a status.

@@ -1,0 +1,397 @@
+//! `cuzk.v1.ProvingEngine` served from the [`Service`]: every RPC real.
+//!
+//! Error mapping, as cuzk's (and a step further): a request that cannot be proved (bad kind,
+//! bad payload, bad circuit, a reused `job-N` id) → `INVALID_ARGUMENT` naming the reason; an
+//! unknown job → `NOT_FOUND`; the queue at its limit or too many connections →
+//! `RESOURCE_EXHAUSTED`; a circuit this service has no SRS for, or a cancel of an ended job →
+//! `FAILED_PRECONDITION`; stopping → `UNAVAILABLE`. A proof that failed is not an RPC error:
+//! `OK` with status `FAILED` and `error_message`.
+//!
+//! Blocking work (the journal's fsync'd commits, opening a C1 output of tens of MB) runs on
+//! tokio's blocking pool; waiting for a job is a `watch` channel the service bumps after each
+//! journaled batch of outcomes, so a waiting client holds no thread, and a client that goes
+//! away (its call cancelled) leaves nothing behind.
+
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tonic::transport::server::Connected;
+use tonic::{Request, Response, Status};
+
+use super::pb::{self, proving_engine_server::ProvingEngine};
+use crate::service::{Ended, Service, ServiceError};
+
+/// The gRPC face of the service.
+#[derive(Clone)]
+pub struct Engine {
+    service: Arc<Service>,
+}
+
+impl Engine {
+    /// Serves `service`.
+    pub fn new(service: Arc<Service>) -> Self {
+        Engine { service }
+    }
+
+    /// The tonic service, with message limits of `max_message_bytes` both ways.
+    pub fn into_server(
+        self,
+        max_message_bytes: usize,
+    ) -> pb::proving_engine_server::ProvingEngineServer<Engine> {
+        pb::proving_engine_server::ProvingEngineServer::new(self)
+            .max_decoding_message_size(max_message_bytes)
+            .max_encoding_message_size(max_message_bytes)
+    }
+
+    async fn blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Service) -> Result<T, ServiceError> + Send + 'static,
+    ) -> Result<T, Status> {
+        let service = self.service.clone();
+        tokio::task::spawn_blocking(move || f(&service))
+            .await
+            .map_err(|e| Status::internal(format!("worker failed: {e}")))?
+            .map_err(status)
+    }
+
+    async fn submit(&self, r: pb::SubmitProofRequest) -> Result<crate::service::Accepted, Status> {
+        let kind = r.proof_kind;
+        let rid = r.request_id.clone();
+        let accepted = self
+            .blocking(move |s| s.submit(super::submission(r)?))
+            .await;
+        match &accepted {
+            Ok(a) => tracing::info!(
+                job = %a.job_id,
+                proof_kind = kind,
+                existing = a.existing,
+                queue_position = a.queue_position,
+                "submit"
+            ),
+            Err(e) => tracing::info!(request_id = %rid, proof_kind = kind, "submit refused: {}", e.message()),
+        }
+        accepted
+    }
+
+    /// Waits for journal job `id` to end, at most `timeout` (`None`: no limit).
+    async fn wait(
+        &self,
+        id: u64,
+        job_id: String,
+        timeout: Option<Duration>,
+    ) -> Result<pb::AwaitProofResponse, Status> {
+        let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
+        let mut changed = self.service.watch_ended();
+        loop {
+            changed.borrow_and_update();
+            if let Some(ended) = self.blocking(move |s| s.ended(id)).await? {
+                return Ok(answer(job_id, &ended));
+            }
+            if self.service.is_closing() {
+                return Err(Status::unavailable(format!(
+                    "the service is shutting down: job `{job_id}` stays queued and runs after \
+                     the next start\nhint: ask for it again then (AwaitProof `{job_id}`)"
+                )));
+            }
+            let woke = match deadline {
+                Some(d) => match tokio::time::timeout_at(d, changed.changed()).await {
+                    Ok(r) => r,
+                    Err(_) => {
+                        return Ok(pb::AwaitProofResponse {
+                            job_id,
+                            status: pb::await_proof_response::Status::Timeout as i32,
+                            ..Default::default()
+                        })
+                    }
+                },
+                None => changed.changed().await,
+            };
+            if woke.is_err() {
+                return Err(Status::unavailable("the service stopped"));
+            }
+        }
+    }
+}
+
+/// The response for an ended job.
+fn answer(job_id: String, e: &Ended) -> pb::AwaitProofResponse {
+    use crate::journal::JobState;
+    use pb::await_proof_response::Status as S;
+    let times = e.times();
+    let ms = |d: Duration| d.as_millis() as u64;
+    pb::AwaitProofResponse {
+        job_id,
+        status: match e.row.state {
+            JobState::Succeeded => S::Completed,
+            JobState::Failed => S::Failed,
+            JobState::Cancelled => S::Cancelled,
+            JobState::Accepted => S::Unknown,
+        } as i32,
+        proof: e.row.proofs.concat(),
+        error_message: e.row.error.clone().unwrap_or_default(),
+        queue_wait_ms: ms(times.queue_wait),
+        // The SRS is resident in shared memory before a job is accepted.
+        srs_load_ms: 0,
+        synthesis_ms: ms(times.synthesis),
+        gpu_compute_ms: ms(times.gpu),
+        total_ms: e.total_ms(),
+        verify_ms: ms(times.verify),
+        partitions: e.row.proofs.len() as u32,
+    }
+}
+
+/// The gRPC status of a service error.
+pub fn status(e: ServiceError) -> Status {
+    let m = e.to_string();
+    match e {
+        ServiceError::InvalidArgument(_) => Status::invalid_argument(m),
+        ServiceError::NotFound(_) => Status::not_found(m),
+        ServiceError::Busy(_) => Status::resource_exhausted(m),
+        ServiceError::FailedPrecondition(_) => Status::failed_precondition(m),
+        ServiceError::ShuttingDown => Status::unavailable(m),
+        ServiceError::Internal(_) => Status::internal(m),
+    }
+}
+
+fn timeout_of(ms: u64) -> Option<Duration> {
+    (ms > 0).then(|| Duration::from_millis(ms))
+}
+
+#[tonic::async_trait]
+impl ProvingEngine for Engine {
+    async fn submit_proof(
+        &self,
+        request: Request<pb::SubmitProofRequest>,
+    ) -> Result<Response<pb::SubmitProofResponse>, Status> {
+        let a = self.submit(request.into_inner()).await?;
+        Ok(Response::new(pb::SubmitProofResponse {
+            job_id: a.job_id,
+            queue_position: a.queue_position,
+            assigned_gpu: String::new(),
+            existing: a.existing,
+        }))
+    }
+
+    async fn await_proof(
+        &self,
+        request: Request<pb::AwaitProofRequest>,
+    ) -> Result<Response<pb::AwaitProofResponse>, Status> {
+        let r = request.into_inner();
+        let job_id = r.job_id.clone();
+        let id = self.blocking(move |s| s.resolve(&r.job_id)).await?;
+        Ok(Response::new(
+            self.wait(id, job_id, timeout_of(r.timeout_ms)).await?,
+        ))
+    }
+
+    async fn prove(
+        &self,
+        request: Request<pb::ProveRequest>,
+    ) -> Result<Response<pb::ProveResponse>, Status> {
+        let submit = request
+            .into_inner()
+            .submit
+            .ok_or_else(|| Status::invalid_argument("ProveRequest without `submit`"))?;
+        let a = self.submit(submit).await?;
+        // A retried Prove (after the client's own timeout) attaches here to the running job.
+        let result = self.wait(a.id, a.job_id, None).await?;
+        Ok(Response::new(pb::ProveResponse {
+            result: Some(result),
+        }))
+    }
+
+    async fn cancel_proof(
+        &self,
+        request: Request<pb::CancelProofRequest>,
+    ) -> Result<Response<pb::CancelProofResponse>, Status> {
+        let job_id = request.into_inner().job_id;
+        let was_running = self
+            .blocking(move |s| {
+                let id = s.resolve(&job_id)?;
+                s.cancel(id)
+            })
+            .await?;
+        Ok(Response::new(pb::CancelProofResponse { was_running }))
+    }
+
+    async fn get_status(
+        &self,
+        _: Request<pb::GetStatusRequest>,
+    ) -> Result<Response<pb::GetStatusResponse>, Status> {
+        Ok(Response::new(self.blocking(|s| Ok(status_of(s))).await?))
+    }
+
+    async fn get_metrics(
+        &self,
+        _: Request<pb::GetMetricsRequest>,
+    ) -> Result<Response<pb::GetMetricsResponse>, Status> {
+        let prometheus_text = self
+            .blocking(|s| Ok(s.metrics().render(&s.status(), s.uptime())))
+            .await?;
+        Ok(Response::new(pb::GetMetricsResponse { prometheus_text }))
+    }
+
+    async fn preload_srs(
+        &self,
+        request: Request<pb::PreloadSrsRequest>,
+    ) -> Result<Response<pb::PreloadSrsResponse>, Status> {
+        let circuit_id = request.into_inner().circuit_id;
+        let loaded = self.blocking(move |s| s.preload_srs(&circuit_id)).await?;
+        Ok(Response::new(pb::PreloadSrsResponse {
+            already_loaded: loaded.already_loaded,
+            load_time_ms: loaded.load_ms,
+            size_bytes: loaded.bytes,
+        }))
+    }
+
+    async fn evict_srs(
+        &self,
+        request: Request<pb::EvictSrsRequest>,
+    ) -> Result<Response<pb::EvictSrsResponse>, Status> {
+        let circuit_id = request.into_inner().circuit_id;
+        let evicted = self.blocking(move |s| s.evict_srs(&circuit_id)).await?;
+        Ok(Response::new(pb::EvictSrsResponse {
+            was_loaded: evicted.was_loaded,
+            freed_bytes: evicted.freed_bytes,
+        }))
+    }
+}
+
+/// cuzk's status message, with the whole pipeline status as JSON beside it.
+fn status_of(s: &Service) -> pb::GetStatusResponse {
+    use crate::metrics::proof_kind_label;
+    let status = s.status();
+    let mut queues: std::collections::BTreeMap<&'static str, pb::QueueStatus> = Default::default();
+    for j in &status.jobs {
+        let label = proof_kind_label(&j.circuit);
+        let q = queues.entry(label).or_insert_with(|| pb::QueueStatus {
+            proof_kind: label.into(),
+            ..Default::default()
+        });
+        if j.running {
+            q.in_progress += 1;
+        } else {
+            q.pending += 1;
+        }
+    }
+    let (completed, failed) = s.metrics().totals();
+    let gpus = gpu_lines(s, &status);
+    let loaded_srs = srs_lines(&status);
+    let srs_bytes: u64 = loaded_srs.iter().map(|l| l.size_bytes).sum();
+    pb::GetStatusResponse {
+        gpus,
+        loaded_srs,
+        queues: queues.into_values().collect(),
+        total_proofs_completed: completed,
+        total_proofs_failed: failed,
+        uptime_seconds: s.uptime().as_secs(),
+        pinned_memory_bytes: status.ring_slots as u64 * status.slot_bytes + srs_bytes,
+        pinned_memory_limit_bytes: huge_page_pool_bytes(),
+        pipeline_json: serde_json::to_string(&status).unwrap_or_default(),
+    }
+}
+
+/// The huge-page pool of the host (`HugePages_Total` × `Hugepagesize`), 0 when unknown.
+fn huge_page_pool_bytes() -> u64 {
+    let Ok(info) = std::fs::read_to_string("/proc/meminfo") else {
+        return 0;
+    };
+    let field = |name: &str| {
+        info.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse::<u64>().ok())
+    };
+    match (field("HugePages_Total:"), field("Hugepagesize:")) {
+        (Some(n), Some(kib)) => n * kib * 1024,
+        _ => 0,
+    }
+}
+
+/// A connection counted against `max_connections` while it is open.
+pub struct Counted<T> {
+    inner: T,
+    open: Arc<AtomicUsize>,
+}
+
+impl<T> Counted<T> {
+    /// Counts `inner` in `open`, or gives it back when `open` is at `max`.
+    pub fn admit(inner: T, open: &Arc<AtomicUsize>, max: usize) -> Result<Counted<T>, T> {
+        // AcqRel: the count is the only shared state; no other memory is published through it.
+        let prev = open.fetch_add(1, Ordering::AcqRel);
+        if prev >= max {
+            open.fetch_sub(1, Ordering::AcqRel);
+            return Err(inner);
+        }
+        Ok(Counted {
+            inner,
+            open: open.clone(),
+        })
+    }
+}
+
+impl<T> Drop for Counted<T> {
+    fn drop(&mut self) {
+        self.open.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for Counted<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for Counted<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+impl<T: Connected> Connected for Counted<T> {
+    type ConnectInfo = T::ConnectInfo;
+
+    fn connect_info(&self) -> Self::ConnectInfo {
+        self.inner.connect_info()
+    }
+}
+
+/// cuzk's GPU lines.
+fn gpu_lines(_s: &Service, status: &crate::pipeline::PipelineStatus) -> Vec<pb::GpuStatus> {
+    status
+        .children
+        .iter()
+        .filter(|c| c.role.starts_with("gpu-proc"))
+        .enumerate()
+        .map(|(i, c)| pb::GpuStatus {
+            ordinal: i as u32,
+            name: c.detail.clone(),
+            ..Default::default()
+        })
+        .collect()
+}
+
+/// cuzk's SRS lines.
+fn srs_lines(_status: &crate::pipeline::PipelineStatus) -> Vec<pb::SrsStatus> {
+    Vec::new()
+}
