@@ -32,8 +32,11 @@
 //! are at synth-proc (sent, not yet published or failed) at once; the rest wait in the job table
 //! in priority order, so a CRITICAL job submitted behind a long queue is synthesized next, a
 //! drain holds back everything not yet sent, and [`Pipeline::cancel`] takes queued work back
-//! without asking synth-proc. GPU claims stay FIFO over READY slots: with the bounded hand-out
-//! few slots are READY ahead of an urgent partition. Client-controlled sizes are checked before anything
+//! without asking synth-proc. GPU claims follow the same priorities: each
+//! [`SynthRequest`](shm_protocol::control::SynthRequest) carries its job's priority, synth-proc
+//! publishes the slot at it, and gpu-procs claim READY slots highest priority first, then oldest
+//! (`SlotWriter::set_claim_priority`), so an urgent partition overtakes READY NORMAL work at the
+//! next claim (a running GPU call is not preempted). Client-controlled sizes are checked before anything
 //! proportional to them is allocated: partitions per job ([`FaultSettings::max_partitions`]) and
 //! request files ([`read_request_file`]: `O_NOFOLLOW | O_NONBLOCK`, regular files only, size
 //! checked against [`FaultSettings::max_request_bytes`] before a bounded read). The timeline keeps
