@@ -532,6 +532,11 @@ impl JobTable {
         self.jobs.get(&job_id).map(|j| j.spec.circuit_id)
     }
 
+    /// The circuit spec of a live job.
+    pub fn circuit(&self, job_id: u64) -> Option<&str> {
+        self.jobs.get(&job_id).map(|j| j.spec.circuit.as_str())
+    }
+
     /// Puts requests taken by [`JobTable::take_pending`] but not delivered to synth-proc (its
     /// queue was full) back to `Pending`, to be taken again later.
     pub fn unsend(&mut self, requests: &[SynthRequest]) {

@@ -225,6 +225,19 @@ pub enum FromChild {
     },
     /// A gpu-proc has stopped claiming slots (answer to [`ToGpu::Pause`]).
     Paused,
+    /// A gpu-proc's device: sent once its backends are open, and again after each batch with the
+    /// free memory read fresh. What `status` (cuzk's `GetStatus`) lists per GPU.
+    Device {
+        /// The gpu-proc's index ([`GpuConfig::device`]).
+        ordinal: u32,
+        /// The device's name (`NVIDIA H200`; `CPU backend (<model>, N threads)` for the CPU
+        /// backend).
+        name: String,
+        /// Device memory in bytes (0 for the CPU backend).
+        vram_total_bytes: u64,
+        /// Device memory free when sent, in bytes (0 for the CPU backend).
+        vram_free_bytes: u64,
+    },
     /// Still alive.
     Heartbeat,
     /// One timeline event.
@@ -647,6 +660,18 @@ mod tests {
             ToSynth::Synthesize(req) => assert_eq!((req.job_id, req.priority), (3, 0)),
             other => panic!("unexpected {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_device_report_round_trips() {
+        let msg = FromChild::Device {
+            ordinal: 1,
+            name: "NVIDIA H200".into(),
+            vram_total_bytes: 150_000_000_000,
+            vram_free_bytes: 149_000_000_000,
+        };
+        let json = serde_json::to_string(&msg).unwrap();
+        assert_eq!(serde_json::from_str::<FromChild>(&json).unwrap(), msg);
     }
 
     #[test]

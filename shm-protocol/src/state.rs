@@ -261,6 +261,7 @@ pub(crate) fn claim_ticket(priority: u8, seq: u64) -> u64 {
 }
 
 /// The claim priority a ticket was made with.
+#[cfg(test)]
 pub(crate) fn ticket_priority(ticket: u64) -> u8 {
     // The shift leaves the top byte only, so the value fits a u8.
     u8::MAX - (ticket >> SEQ_BITS) as u8
@@ -470,7 +471,10 @@ mod tests {
         assert_eq!(claimed, high);
         // its prover dies: CLAIMED → READY with the old ticket, still ahead of the rest
         assert_eq!(reclaim_owner(&t, 5, |_, _| ()).len(), 1);
-        assert_eq!(ticket_priority(t.ctl(high).ticket.load(Ordering::Relaxed)), 3);
+        assert_eq!(
+            ticket_priority(t.ctl(high).ticket.load(Ordering::Relaxed)),
+            3
+        );
         let order: Vec<usize> = (0..3).map(|_| try_take_ready(&t, 6).unwrap().0).collect();
         assert_eq!(order, vec![high, high2, low]);
     }
