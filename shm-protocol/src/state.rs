@@ -461,7 +461,7 @@ mod tests {
     #[test]
     fn a_requeued_slot_keeps_its_priority_and_place() {
         let t = table(3);
-        let mut publish_at = |p: u8| {
+        let publish_at = |p: u8| {
             let (index, word) = try_take_free(&t, 9, 0).unwrap();
             publish(&t, index, word, p).unwrap();
             index
