@@ -9,7 +9,8 @@
 //!    (a slot whose previous prover died holding it, `SlotMeta::attempt` > 0, is proved alone);
 //! 2. validate each slot ([`Ring`]'s view checks every offset and length; a bad slot fails alone);
 //! 3. prove the batch from the slots' memory, with fresh randomness `r`, `s` per proof;
-//! 4. write each proof (or failure) into its slot's result area: DONE, and tell the launcher.
+//! 4. write each proof (or failure) into its slot's result area: DONE, and tell the launcher;
+//!    then report the device with its free memory ([`DeviceProbe`]).
 //!
 //! A panic inside a backend (supraseal-c2 panics on CUDA errors) is caught at the call: the
 //! batch's slots are completed as failed with the message, and the process keeps serving.
@@ -26,6 +27,10 @@
 //! [`Prover::prove_claimed`] is the whole proving step over claimed slots; see the integration
 //! tests for a complete ring round trip.
 #![deny(missing_docs)]
+
+mod device;
+
+pub use device::DeviceProbe;
 
 use std::collections::HashMap;
 use std::os::fd::{FromRawFd, OwnedFd};
@@ -420,6 +425,8 @@ pub fn serve(
         pid,
         detail: format!("gpu-proc[{}]: {} backend", config.device, config.backend),
     })?;
+    let device = DeviceProbe::new(config.device, config.backend);
+    sender.send(&device.report())?;
     let owner = shm_protocol::current_owner();
     let batch = config.batch.max(1);
     let mut acked_pause = false;
@@ -504,6 +511,7 @@ pub fn serve(
                 generation: o.generation,
             })?;
         }
+        sender.send(&device.report())?;
     }
     tracing::info!("gpu-proc exiting");
     Ok(())

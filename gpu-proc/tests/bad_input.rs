@@ -41,6 +41,7 @@ fn ring_with_ready_slots(spec: &CircuitSpec, slots: u32) -> Ring {
                 }
                 .to_bytes(),
             ),
+            priority: 2,
         };
         synth_proc::synthesize_request(&ring, &mut shapes, &req, None).unwrap();
     }

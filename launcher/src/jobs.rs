@@ -299,7 +299,7 @@ impl JobTable {
                 if *state == PartitionState::Pending {
                     *state = PartitionState::Synthesizing;
                     job.handed_out = true;
-                    out.push(request(job_id, &job.spec, p as u32));
+                    out.push(request(job_id, &job.spec, p as u32, job.priority));
                     if out.len() >= limit {
                         break 'jobs;
                     }
@@ -554,6 +554,11 @@ impl JobTable {
         self.jobs.get(&job_id).map(|j| j.spec.circuit_id)
     }
 
+    /// The circuit spec of a live job.
+    pub fn circuit(&self, job_id: u64) -> Option<&str> {
+        self.jobs.get(&job_id).map(|j| j.spec.circuit.as_str())
+    }
+
     /// Puts requests taken by [`JobTable::take_pending`] but not delivered to synth-proc (its
     /// queue was full) back to `Pending`, to be taken again later.
     pub fn unsend(&mut self, requests: &[SynthRequest]) {
@@ -648,13 +653,14 @@ impl JobTable {
     }
 }
 
-fn request(job_id: u64, spec: &JobSpec, partition: u32) -> SynthRequest {
+fn request(job_id: u64, spec: &JobSpec, partition: u32, priority: i32) -> SynthRequest {
     SynthRequest {
         job_id,
         partition,
         circuit: spec.circuit.clone(),
         circuit_id: spec.circuit_id,
         request: spec.request.clone(),
+        priority,
     }
 }
 
@@ -852,7 +858,12 @@ mod tests {
         let c = t.submit_at(spec(2), PRIORITY_CRITICAL);
         let d = t.submit_at(spec(1), PRIORITY_CRITICAL);
         assert_eq!(ids(&t.take_pending(0)), vec![]);
-        assert_eq!(ids(&t.take_pending(3)), vec![(c, 0), (c, 1), (d, 0)]);
+        let first = t.take_pending(3);
+        assert_eq!(ids(&first), vec![(c, 0), (c, 1), (d, 0)]);
+        assert!(
+            first.iter().all(|r| r.priority == PRIORITY_CRITICAL),
+            "requests carry their job's priority to the GPU claim"
+        );
         assert_eq!(t.outstanding(), 3);
         assert_eq!(t.pending(), 3);
         // A partition sent back (synth-proc lost it) keeps its job's place.

@@ -126,6 +126,12 @@ pub struct SynthRequest {
     /// The job's request bytes (what `kernels::job::open` reads with the circuit), or where they
     /// are.
     pub request: JobRequest,
+    /// The job's priority (cuzk's scale: 1 LOW … 4 CRITICAL, already resolved by the launcher).
+    /// synth-proc publishes the slot at it (`SlotWriter::set_claim_priority`, clamped to
+    /// 0..=255), so gpu-procs claim it before READY slots of lower priority. Missing in a
+    /// message from an older launcher: 0, claimed after every prioritized slot.
+    #[serde(default)]
+    pub priority: i32,
 }
 
 /// Where the request bytes of a job are.
@@ -219,6 +225,19 @@ pub enum FromChild {
     },
     /// A gpu-proc has stopped claiming slots (answer to [`ToGpu::Pause`]).
     Paused,
+    /// A gpu-proc's device: sent once its backends are open, and again after each batch with the
+    /// free memory read fresh. What `status` (cuzk's `GetStatus`) lists per GPU.
+    Device {
+        /// The gpu-proc's index ([`GpuConfig::device`]).
+        ordinal: u32,
+        /// The device's name (`NVIDIA H200`; `CPU backend (<model>, N threads)` for the CPU
+        /// backend).
+        name: String,
+        /// Device memory in bytes (0 for the CPU backend).
+        vram_total_bytes: u64,
+        /// Device memory free when sent, in bytes (0 for the CPU backend).
+        vram_free_bytes: u64,
+    },
     /// Still alive.
     Heartbeat,
     /// One timeline event.
@@ -522,6 +541,7 @@ mod tests {
             circuit: "sha-chain:1".into(),
             circuit_id: 99,
             request: JobRequest::Inline(vec![5, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0]),
+            priority: 4,
         });
         tx.send(&req).unwrap();
         tx.send(&FromChild::Event(TimelineEvent::now(
@@ -599,6 +619,7 @@ mod tests {
                 circuit: "x".repeat(200_000),
                 circuit_id: 1,
                 request: JobRequest::Memfd { len },
+                priority: 2,
             })
         };
         let sender = std::thread::spawn(move || {
@@ -630,6 +651,27 @@ mod tests {
         sender.join().unwrap();
         assert_eq!(rx.recv::<ToSynth>().unwrap(), None);
         assert!(rx.take_fd().is_none());
+    }
+
+    #[test]
+    fn a_synth_request_without_priority_still_decodes() {
+        let old = r#"{"Synthesize":{"job_id":3,"partition":1,"circuit":"bits:4","circuit_id":5,"request":{"Inline":[1,2]}}}"#;
+        match serde_json::from_str::<ToSynth>(old).unwrap() {
+            ToSynth::Synthesize(req) => assert_eq!((req.job_id, req.priority), (3, 0)),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_device_report_round_trips() {
+        let msg = FromChild::Device {
+            ordinal: 1,
+            name: "NVIDIA H200".into(),
+            vram_total_bytes: 150_000_000_000,
+            vram_free_bytes: 149_000_000_000,
+        };
+        let json = serde_json::to_string(&msg).unwrap();
+        assert_eq!(serde_json::from_str::<FromChild>(&json).unwrap(), msg);
     }
 
     #[test]

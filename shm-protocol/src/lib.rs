@@ -42,7 +42,7 @@
 //!             256   DONE event
 //! offset 4096   slot header i at 4096 + i × 8192
 //!               0   state word    u64  state:3 | meta:1 | owner pid:23 | generation:37
-//!               8   ticket        u64  publish order
+//!               8   ticket        u64  claim order: (255 - priority) << 56 | publish sequence
 //!              16   job id u64 · 24 circuit id u64 · 32 partition u32 · 36 attempt u32
 //!              64   offsets[8]     u64  bytes from the slot's data start:
 //!                                       a, b, c, input, aux, dens A-aux, B-input, B-aux

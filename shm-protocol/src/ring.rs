@@ -32,8 +32,9 @@
 //! - `begin` (WRITING → WRITING with M set): meta and array layout are written and stable, so a
 //!   status display or a reclaim can name the job.
 //! - `publish` (WRITING → READY): the payload is complete and valid (the producer runs the same
-//!   validator the consumer will); it gets a ticket, and READY slots are claimed oldest ticket
-//!   first.
+//!   validator the consumer will); it gets a ticket, and READY slots are claimed lowest ticket
+//!   first: highest claim priority ([`SlotWriter::set_claim_priority`]), then oldest publish
+//!   (the ticket's layout is in `state`).
 //! - `claim_ready` (READY → CLAIMED), `complete` (CLAIMED → DONE), `release` (CLAIMED → READY).
 //! - `take_done` (DONE → DONE owned), `free` (DONE → FREE), `retry` (DONE → READY).
 //!
@@ -461,6 +462,7 @@ impl Ring {
                 index,
                 word,
                 plan: None,
+                priority: 0,
             }),
         )
     }
@@ -474,7 +476,8 @@ impl Ring {
 
     // ----- consumer side -----
 
-    /// Claims the oldest READY slot without blocking (use it to gather a batch).
+    /// Claims the READY slot of highest claim priority, the oldest of those, without blocking
+    /// (use it to gather a batch).
     pub fn try_claim_ready(&self, owner: u32) -> Result<Option<ClaimedSlot<'_>>> {
         let owner = check_owner(owner)?;
         Ok(
@@ -486,7 +489,8 @@ impl Ring {
         )
     }
 
-    /// Claims the oldest READY slot, sleeping until one is ready or `timeout` passes.
+    /// Claims the READY slot of highest claim priority (the oldest of those), sleeping until one
+    /// is ready or `timeout` passes.
     pub fn claim_ready(&self, owner: u32, timeout: Option<Duration>) -> Result<ClaimedSlot<'_>> {
         check_owner(owner)?;
         self.wait_for(Event::Ready, timeout, || self.try_claim_ready(owner))
@@ -921,6 +925,8 @@ pub struct SlotWriter<'r> {
     index: usize,
     word: Word,
     plan: Option<SlotLayout>,
+    /// Claim priority the slot is published at (see [`SlotWriter::set_claim_priority`]).
+    priority: u8,
 }
 
 /// Mutable views of all arrays of a slot being written, disjoint from one another.
@@ -1107,6 +1113,14 @@ impl<'r> SlotWriter<'r> {
         Ok(count)
     }
 
+    /// Sets the claim priority the slot will be published at: consumers claim READY slots with
+    /// the highest priority first, then the oldest publish first (FIFO within a priority). 0,
+    /// the default, is claimed after every other priority. The launcher passes its job priority
+    /// (cuzk's scale, 1 LOW … 4 CRITICAL).
+    pub fn set_claim_priority(&mut self, priority: u8) {
+        self.priority = priority;
+    }
+
     /// Records the final lengths, validates the slot exactly as a consumer will, and makes it
     /// READY (waking consumers). On any error the slot goes back to FREE.
     pub fn publish(self, lengths: SlotLengths) -> Result<Published> {
@@ -1145,7 +1159,7 @@ impl<'r> SlotWriter<'r> {
             h.popcounts[k].store(v, Ordering::Relaxed); // Relaxed: published by the Release CAS in `state::publish`
         }
         self.ring.validate_slot(self.index)?;
-        let word = state::publish(self.ring, self.index, self.word)
+        let word = state::publish(self.ring, self.index, self.word, self.priority)
             .map_err(|found| stale(self.index, self.word, found))?;
         self.ring.notify(Event::Ready);
         Ok(Published {
@@ -1818,6 +1832,7 @@ mod tests {
             index,
             word: w.word,
             plan: w.plan,
+            priority: 0,
         };
         w.leak();
         let report = ring.reclaim_owner(ME);

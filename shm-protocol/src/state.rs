@@ -23,6 +23,25 @@
 //!   (until 2^37 transitions of one slot) and a handle that remembers the word it installed can
 //!   tell whether it still owns the slot: every transition is a compare-and-swap from exactly that
 //!   word (crossbeam's array queue packs its lap into a stamp the same way).
+//!
+//! # The ticket (the second `u64` of a slot's control words): claim order
+//!
+//! ```text
+//!  63            56 55                                                        0
+//! +----------------+-----------------------------------------------------------+
+//! | 255 - priority |            publish sequence number (56 bits)              |
+//! +----------------+-----------------------------------------------------------+
+//! ```
+//!
+//! Consumers claim the READY slot with the lowest ticket: the highest claim priority first, then
+//! the oldest publish (FIFO within a priority). Why the priority lives in the ticket rather than
+//! in a field of its own: the claim order is decided from what a consumer reads after the
+//! Acquire load of a READY word, and the ticket is already written before the Release CAS of
+//! `publish` and read there, so the order needs no new atomic, no new ordering argument and no
+//! change of the ring layout; one comparison of one number decides it, so the scan stays as it
+//! was; and every way back to READY (`release`, `reclaim_owner`, `retry`) leaves the ticket as it
+//! is, so a requeued slot keeps both its priority and its place in line. 56 bits of sequence
+//! wrap after 7·10^16 publishes (two thousand years at a million a second).
 
 use std::fmt;
 
@@ -231,8 +250,26 @@ pub(crate) fn try_take_free<T: SlotTable + ?Sized>(
     None
 }
 
-/// The oldest READY slot (lowest ticket) → CLAIMED(owner). `O(slots)` per attempt; retried only
-/// when another party won the race for the chosen slot, i.e. made progress.
+/// Bits of a ticket that hold the publish sequence number; the byte above holds the claim rank.
+const SEQ_BITS: u32 = 56;
+const SEQ_MASK: u64 = (1 << SEQ_BITS) - 1;
+
+/// The ticket of a slot published with claim `priority` (higher is claimed first) as the `seq`-th
+/// publish: lower tickets are claimed first (see the module docs).
+pub(crate) fn claim_ticket(priority: u8, seq: u64) -> u64 {
+    (u64::from(u8::MAX - priority) << SEQ_BITS) | (seq & SEQ_MASK)
+}
+
+/// The claim priority a ticket was made with.
+#[cfg(test)]
+pub(crate) fn ticket_priority(ticket: u64) -> u8 {
+    // The shift leaves the top byte only, so the value fits a u8.
+    u8::MAX - (ticket >> SEQ_BITS) as u8
+}
+
+/// The READY slot with the lowest ticket (highest priority, then oldest) → CLAIMED(owner).
+/// `O(slots)` per attempt; retried only when another party won the race for the chosen slot,
+/// i.e. made progress.
 pub(crate) fn try_take_ready<T: SlotTable + ?Sized>(
     table: &T,
     owner: u32,
@@ -277,16 +314,18 @@ pub(crate) fn try_take_done<T: SlotTable + ?Sized>(table: &T, owner: u32) -> Opt
     None
 }
 
-/// WRITING(expected) → READY with a fresh ticket.
+/// WRITING(expected) → READY with a fresh ticket at claim `priority` (higher is claimed first).
 pub(crate) fn publish<T: SlotTable + ?Sized>(
     table: &T,
     index: usize,
     expected: Word,
+    priority: u8,
 ) -> Result<Word, Word> {
     let ctl = table.ctl(index);
+    let ticket = claim_ticket(priority, table.next_ticket());
     // Relaxed: the ticket is published by the Release half of the CAS below; if the CAS fails
     // the slot is not ours and the ticket is overwritten by whoever publishes it next.
-    ctl.ticket.store(table.next_ticket(), Ordering::Relaxed);
+    ctl.ticket.store(ticket, Ordering::Relaxed);
     ctl.transition(expected, expected.successor(SlotState::Ready, true, 0))
 }
 
@@ -392,11 +431,64 @@ mod tests {
         // publish in the order 2, 0, 1
         for &i in &[2usize, 0, 1] {
             let (index, word) = writers[i];
-            writers[i].1 = publish(&t, index, word).unwrap();
+            writers[i].1 = publish(&t, index, word, 0).unwrap();
         }
         let order: Vec<usize> = (0..3).map(|_| try_take_ready(&t, 5).unwrap().0).collect();
         assert_eq!(order, vec![writers[2].0, writers[0].0, writers[1].0]);
         assert!(try_take_ready(&t, 5).is_none());
+    }
+
+    #[test]
+    fn higher_priority_is_claimed_first_and_equal_priority_stays_fifo() {
+        let t = table(5);
+        // published in this order, with these claim priorities
+        let prios = [2u8, 2, 4, 2, 4];
+        let mut slots = Vec::new();
+        for &p in &prios {
+            let (index, word) = try_take_free(&t, 9, 0).unwrap();
+            publish(&t, index, word, p).unwrap();
+            slots.push(index);
+        }
+        let order: Vec<usize> = (0..5).map(|_| try_take_ready(&t, 5).unwrap().0).collect();
+        // the later priority-4 slots overtake the older priority-2 ones; each priority is FIFO
+        assert_eq!(
+            order,
+            vec![slots[2], slots[4], slots[0], slots[1], slots[3]]
+        );
+        assert!(try_take_ready(&t, 5).is_none());
+    }
+
+    #[test]
+    fn a_requeued_slot_keeps_its_priority_and_place() {
+        let t = table(3);
+        let publish_at = |p: u8| {
+            let (index, word) = try_take_free(&t, 9, 0).unwrap();
+            publish(&t, index, word, p).unwrap();
+            index
+        };
+        let (low, high, high2) = (publish_at(1), publish_at(3), publish_at(3));
+        let (claimed, _) = try_take_ready(&t, 5).unwrap();
+        assert_eq!(claimed, high);
+        // its prover dies: CLAIMED → READY with the old ticket, still ahead of the rest
+        assert_eq!(reclaim_owner(&t, 5, |_, _| ()).len(), 1);
+        assert_eq!(
+            ticket_priority(t.ctl(high).ticket.load(Ordering::Relaxed)),
+            3
+        );
+        let order: Vec<usize> = (0..3).map(|_| try_take_ready(&t, 6).unwrap().0).collect();
+        assert_eq!(order, vec![high, high2, low]);
+    }
+
+    #[test]
+    fn tickets_order_by_priority_then_sequence() {
+        assert!(claim_ticket(4, 1_000) < claim_ticket(3, 0));
+        assert!(claim_ticket(2, 7) < claim_ticket(2, 8));
+        assert!(claim_ticket(u8::MAX, SEQ_MASK) < claim_ticket(0, 0));
+        for p in [0u8, 1, 2, 4, u8::MAX] {
+            assert_eq!(ticket_priority(claim_ticket(p, 12345)), p);
+        }
+        // the sequence stays in its 56 bits: a wrap cannot change the priority
+        assert_eq!(ticket_priority(claim_ticket(2, u64::MAX)), 2);
     }
 
     #[test]
@@ -407,7 +499,7 @@ mod tests {
         assert_eq!(moved.len(), 1);
         assert!(moved[0].to.is(SlotState::Free));
         assert!(
-            publish(&t, i, w).is_err(),
+            publish(&t, i, w, 0).is_err(),
             "the dead owner's handle is stale"
         );
         assert!(
@@ -423,7 +515,7 @@ mod tests {
     fn claimed_reclaims_to_ready_and_done_to_unowned() {
         let t = table(2);
         let (i, w) = try_take_free(&t, 1, 0).unwrap();
-        publish(&t, i, w).unwrap();
+        publish(&t, i, w, 0).unwrap();
         let (ci, cw) = try_take_ready(&t, 2).unwrap();
         assert_eq!(reclaim_owner(&t, 2, |_, _| ()).len(), 1);
         assert!(t.ctl(ci).load().is(SlotState::Ready));
@@ -499,6 +591,11 @@ mod loom_tests {
 
     /// A producer: acquire (spinning with yields; the futex wait is not modelled), write, publish.
     fn produce(t: &Table, owner: u32, value: u64) {
+        produce_at(t, owner, value, 0)
+    }
+
+    /// [`produce`] at claim `priority`.
+    fn produce_at(t: &Table, owner: u32, value: u64, priority: u8) {
         let (i, w) = loop {
             if let Some(got) = try_take_free(t, owner, 0) {
                 break got;
@@ -507,7 +604,7 @@ mod loom_tests {
         };
         // SAFETY (model): WRITING(owner) makes this thread the only one touching the payload.
         t.payload[i].with_mut(|p| unsafe { *p = value });
-        publish(t, i, w).expect("a live producer's publish cannot fail");
+        publish(t, i, w, priority).expect("a live producer's publish cannot fail");
     }
 
     /// A consumer: claim, read, complete with the value read. Gives up after `tries` empty
@@ -567,6 +664,44 @@ mod loom_tests {
     }
 
     #[test]
+    fn loom_claims_follow_priority_then_publish_order() {
+        model(|| {
+            let t = table(3);
+            // Two producers race (so either publishes first) at different priorities while a
+            // consumer may already claim whatever is READY; a third, low-priority item was
+            // published before all of them.
+            produce_at(&t, 10, 1, 1);
+            let p: Vec<_> = [(11, 2u64, 3u8), (12, 3, 3)]
+                .into_iter()
+                .map(|(o, v, prio)| {
+                    let t = t.clone();
+                    thread::spawn(move || produce_at(&t, o, v, prio))
+                })
+                .collect();
+            let c = {
+                let t = t.clone();
+                thread::spawn(move || consume(&t, 21, 1))
+            };
+            let early = c.join().unwrap();
+            for h in p {
+                h.join().unwrap();
+            }
+            let mut rest = Vec::new();
+            while let Some(v) = consume(&t, 22, 1) {
+                rest.push(v);
+            }
+            // Once every producer is done, the claims go priority 3 (in either publish order)
+            // before priority 1: the low item is always last, whatever the early claim took.
+            if let Some(pos) = rest.iter().position(|&v| v == 1) {
+                assert_eq!(pos, rest.len() - 1, "the low-priority item is claimed last");
+            }
+            let mut all: Vec<u64> = early.into_iter().chain(rest.iter().copied()).collect();
+            all.sort();
+            assert_eq!(all, [1, 2, 3], "each item consumed exactly once");
+        });
+    }
+
+    #[test]
     fn loom_producer_dies_mid_write_and_is_reclaimed() {
         model(|| {
             let t = table(2);
@@ -594,7 +729,7 @@ mod loom_tests {
             assert_eq!(moved.len(), 1, "the dead producer's slot is reclaimed");
             assert_eq!((moved[0].index, moved[0].from), (dead_index, dead_word));
             // the dead owner's handle is stale: its publish fails even if replayed now
-            assert!(publish(&*t, dead_index, dead_word).is_err());
+            assert!(publish(&*t, dead_index, dead_word, 0).is_err());
             let mut got: Vec<u64> = consumer.join().unwrap().into_iter().collect();
             healthy.join().unwrap();
             while let Some(v) = consume(&t, 22, 1) {

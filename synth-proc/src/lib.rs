@@ -37,7 +37,8 @@
 //! let ring = Ring::create(region, config)?;
 //! let req = SynthRequest { job_id: 1, partition: 0, circuit: spec.to_string(),
 //!                          circuit_id: spec.circuit_id(),
-//!                          request: JobRequest::Inline(BuiltinRequest { seed: 7, partitions: 1 }.to_bytes()) };
+//!                          request: JobRequest::Inline(BuiltinRequest { seed: 7, partitions: 1 }.to_bytes()),
+//!                          priority: 2 };
 //! let mut shapes = synth_proc::ShapeCache::default();
 //! let (published, _t_ns) = synth_proc::synthesize_request(&ring, &mut shapes, &req, None)?;
 //! assert_eq!(published.index, 0);
@@ -261,6 +262,9 @@ fn synthesize_into_slot(
     #[cfg(feature = "fault-injection")]
     let meta = mislabel(meta, req);
     writer.begin(meta, capacity_for(shape))?;
+    // Claimed by the gpu-procs before READY slots of lower priority (the job table's priority,
+    // cuzk's scale 1..=4; the clamp only guards the cast).
+    writer.set_claim_priority(req.priority.clamp(0, i32::from(u8::MAX)) as u8);
     on_started(writer.index() as u32);
     #[cfg(feature = "fault-injection")]
     inject_faults(req);

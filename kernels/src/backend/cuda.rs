@@ -10,6 +10,7 @@
 //!   pageable staging (≈55 GB/s against 6–7 GB/s measured on an H200).
 //! - [`gpu_count`] says how many CUDA devices there are; `Ok(0)` where there is no GPU or no
 //!   driver, so callers can skip or fail with a clear message.
+//! - [`device_info`] reads the current device's name and memory (total, free now) for status.
 //!
 //! # What is checked before calling into C++
 //!
@@ -82,6 +83,11 @@ mod ffi {
         pub fn cudaHostRegister(ptr: *mut c_void, size: usize, flags: c_uint) -> c_int;
         pub fn cudaHostUnregister(ptr: *mut c_void) -> c_int;
         pub fn cudaGetErrorString(error: c_int) -> *const c_char;
+        pub fn cudaGetDevice(device: *mut c_int) -> c_int;
+        /// Fills a `cudaDeviceProp`, whose first member is `char name[256]`; the struct's size
+        /// changes between CUDA versions, so callers pass a buffer larger than any of them.
+        pub fn cudaGetDeviceProperties(prop: *mut c_void, device: c_int) -> c_int;
+        pub fn cudaMemGetInfo(free: *mut usize, total: *mut usize) -> c_int;
     }
 
     extern "C" {
@@ -138,6 +144,59 @@ pub fn gpu_count() -> Result<usize, Error> {
         ffi::NO_DEVICE | ffi::INSUFFICIENT_DRIVER => Ok(0),
         other => Err(cuda_error(other, "`cudaGetDeviceCount` failed")),
     }
+}
+
+/// The CUDA device this process uses (the current device; a gpu-proc sees only its own through
+/// `CUDA_VISIBLE_DEVICES`), as a status display shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceInfo {
+    /// `cudaDeviceProp::name` (e.g. `NVIDIA H200`).
+    pub name: String,
+    /// Device memory in bytes (`cudaMemGetInfo`).
+    pub total_bytes: u64,
+    /// Device memory free now in bytes (`cudaMemGetInfo`).
+    pub free_bytes: u64,
+}
+
+/// Bytes given to `cudaGetDeviceProperties`: `cudaDeviceProp` is about 1 KiB in CUDA 12 and 13.
+const DEVICE_PROP_BYTES: usize = 16 * 1024;
+/// Bytes of `cudaDeviceProp::name`, its first member.
+const DEVICE_NAME_BYTES: usize = 256;
+
+/// Name and memory of the current CUDA device: [`ErrorKind::NoGpu`] without a device or driver.
+/// The free memory is read fresh on every call (one `cudaMemGetInfo`).
+pub fn device_info() -> Result<DeviceInfo, Error> {
+    let mut device: c_int = 0;
+    // SAFETY: `device` is a valid, writable c_int for the duration of the call.
+    let code = unsafe { ffi::cudaGetDevice(&mut device) };
+    if code != ffi::SUCCESS {
+        return Err(cuda_error(code, "`cudaGetDevice` failed"));
+    }
+    // u64 words: aligned for every member of `cudaDeviceProp`.
+    let mut prop = vec![0u64; DEVICE_PROP_BYTES / 8];
+    // SAFETY: `prop` is a writable, 8-aligned buffer of DEVICE_PROP_BYTES, larger than the
+    // `cudaDeviceProp` of any CUDA version this links (≈1 KiB), and lives across the call.
+    let code = unsafe { ffi::cudaGetDeviceProperties(prop.as_mut_ptr().cast(), device) };
+    if code != ffi::SUCCESS {
+        return Err(cuda_error(code, "`cudaGetDeviceProperties` failed"));
+    }
+    let raw: Vec<u8> = prop[..DEVICE_NAME_BYTES / 8]
+        .iter()
+        .flat_map(|w| w.to_ne_bytes())
+        .collect();
+    // NUL-terminated within its 256 bytes; a name that fills them all is taken whole.
+    let name = raw.split(|&b| b == 0).next().unwrap_or(&raw);
+    let (mut free, mut total) = (0usize, 0usize);
+    // SAFETY: both are valid, writable usizes (`size_t`) for the duration of the call.
+    let code = unsafe { ffi::cudaMemGetInfo(&mut free, &mut total) };
+    if code != ffi::SUCCESS {
+        return Err(cuda_error(code, "`cudaMemGetInfo` failed"));
+    }
+    Ok(DeviceInfo {
+        name: String::from_utf8_lossy(name).into_owned(),
+        total_bytes: total as u64,
+        free_bytes: free as u64,
+    })
 }
 
 /// A host memory range registered with CUDA (page-locked); unregistered on drop.

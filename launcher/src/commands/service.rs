@@ -642,6 +642,36 @@ pub fn render_status(s: &PipelineStatus) -> String {
                 .unwrap_or_default()
         );
     }
+    for g in &s.gpus {
+        let vram = if g.vram_total_bytes == 0 {
+            "no VRAM".to_owned()
+        } else {
+            format!(
+                "VRAM {} of {} MiB free",
+                g.vram_free_bytes >> 20,
+                g.vram_total_bytes >> 20
+            )
+        };
+        let now = match (g.current_job, &g.current_circuit) {
+            (Some(j), Some(c)) => format!("proving job {j} ({c})"),
+            (Some(j), None) => format!("proving job {j}"),
+            _ => "idle".to_owned(),
+        };
+        let name = if g.name.is_empty() {
+            "(not reported yet)"
+        } else {
+            &g.name
+        };
+        let _ = writeln!(
+            o,
+            "gpu {:<9} {}: {}; {}, busy {:.1} s",
+            g.ordinal,
+            name,
+            vram,
+            now,
+            g.busy_ns as f64 / 1e9
+        );
+    }
     let k = &s.counters;
     let _ = writeln!(
         o,

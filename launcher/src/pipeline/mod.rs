@@ -32,8 +32,11 @@
 //! are at synth-proc (sent, not yet published or failed) at once; the rest wait in the job table
 //! in priority order, so a CRITICAL job submitted behind a long queue is synthesized next, a
 //! drain holds back everything not yet sent, and [`Pipeline::cancel`] takes queued work back
-//! without asking synth-proc. GPU claims stay FIFO over READY slots: with the bounded hand-out
-//! few slots are READY ahead of an urgent partition. Client-controlled sizes are checked before anything
+//! without asking synth-proc. GPU claims follow the same priorities: each
+//! [`SynthRequest`](shm_protocol::control::SynthRequest) carries its job's priority, synth-proc
+//! publishes the slot at it, and gpu-procs claim READY slots highest priority first, then oldest
+//! (`SlotWriter::set_claim_priority`), so an urgent partition overtakes READY NORMAL work at the
+//! next claim (a running GPU call is not preempted). Client-controlled sizes are checked before anything
 //! proportional to them is allocated: partitions per job ([`FaultSettings::max_partitions`]) and
 //! request files ([`read_request_file`]: `O_NOFOLLOW | O_NONBLOCK`, regular files only, size
 //! checked against [`FaultSettings::max_request_bytes`] before a bounded read). The timeline keeps
@@ -304,6 +307,36 @@ pub struct PipelineStatus {
     pub counters: Counters,
     /// Why the pipeline cannot go on, if it cannot.
     pub fatal: Option<String>,
+    /// One line per gpu-proc, by ordinal: its device and what it proves now (cuzk's
+    /// `GetStatus` GPU list).
+    #[serde(default)]
+    pub gpus: Vec<GpuLine>,
+}
+
+/// A gpu-proc's device and work, as `status` shows it. The device comes from the gpu-proc's
+/// [`FromChild::Device`] reports (empty name and zero memory until the first one); the current
+/// job from its timeline: set at its batch's first GPU_CLAIM, cleared at the batch's last
+/// GPU_END or when it dies.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct GpuLine {
+    /// The gpu-proc's device index.
+    pub ordinal: u32,
+    /// Its role (`gpu-proc[0]`).
+    pub role: String,
+    /// Device name (`NVIDIA H200`, `CPU backend (<model>, N threads)`).
+    pub name: String,
+    /// Device memory in bytes (0 for the CPU backend).
+    pub vram_total_bytes: u64,
+    /// Device memory free at its last report (after its last batch), in bytes.
+    pub vram_free_bytes: u64,
+    /// The job of the batch it is proving now (the first claimed, when a batch mixes jobs).
+    pub current_job: Option<u64>,
+    /// That job's circuit spec.
+    pub current_circuit: Option<String>,
+    /// GPU-busy time of its finished batches (GPU_START to GPU_END), ns, since the pipeline
+    /// started: busy ratio = Δbusy_ns / Δwall time.
+    pub busy_ns: u64,
 }
 
 /// Slots by state (serializable copy of [`StateCounts`]).
@@ -440,6 +473,9 @@ impl ChildInfo {
 /// A gpu-proc's batch in progress, from its GPU_CLAIM events to its GPU_END events.
 struct Batch {
     since: Instant,
+    /// The job and circuit spec of its first claim (what `status` shows as current).
+    job: u64,
+    circuit_name: Option<String>,
     circuit: Option<u64>,
     slots: HashSet<(u64, u32)>,
     /// Slots proved together (fixed at GPU_START).
@@ -507,6 +543,17 @@ struct Core {
     stopping: bool,
     /// gpu-procs that confirmed a pause.
     paused: HashSet<Role>,
+    /// What each gpu-proc reported of its device, and its busy time.
+    gpu_devices: HashMap<Role, GpuDevice>,
+}
+
+/// A gpu-proc's last [`FromChild::Device`] report and its busy time so far.
+#[derive(Default)]
+struct GpuDevice {
+    name: String,
+    vram_total_bytes: u64,
+    vram_free_bytes: u64,
+    busy_ns: u64,
 }
 
 /// The running split pipeline.
@@ -618,6 +665,7 @@ impl Pipeline {
             heartbeat_timeout: settings.heartbeat_timeout,
             stopping: false,
             paused: HashSet::new(),
+            gpu_devices: HashMap::new(),
         }));
         let (events_tx, events_rx) = mpsc::channel();
         let ring_fd: Arc<OwnedFd> =
@@ -1010,6 +1058,7 @@ impl Pipeline {
                 ..core.counters
             },
             fatal: core.fatal.clone(),
+            gpus: core.gpu_lines(),
         }
     }
 
@@ -1422,8 +1471,11 @@ impl Core {
         match e.kind {
             EventKind::GpuClaim => {
                 let circuit = self.jobs.circuit_id(e.job_id);
+                let circuit_name = self.jobs.circuit(e.job_id).map(str::to_owned);
                 let batch = self.batches.entry(role).or_insert_with(|| Batch {
                     since: Instant::now(),
+                    job: e.job_id,
+                    circuit_name,
                     circuit,
                     slots: HashSet::new(),
                     size: 0,
@@ -1451,6 +1503,10 @@ impl Core {
                 b.slots.remove(&key);
                 if b.slots.is_empty() {
                     let b = self.batches.remove(&role).expect("present above");
+                    if let Some(start) = b.start_ns {
+                        self.gpu_devices.entry(role).or_default().busy_ns +=
+                            e.t_ns.saturating_sub(start);
+                    }
                     if let (Some(circuit), Some(start)) = (b.circuit, b.start_ns) {
                         let per_slot =
                             Duration::from_nanos(e.t_ns.saturating_sub(start) / b.size as u64);
@@ -1481,6 +1537,34 @@ impl Core {
             }
             _ => {}
         }
+    }
+
+    /// One [`GpuLine`] per configured gpu-proc, by ordinal.
+    fn gpu_lines(&self) -> Vec<GpuLine> {
+        let mut lines: Vec<GpuLine> = self
+            .gpu_roles
+            .iter()
+            .map(|&role| {
+                let ordinal = match role {
+                    Role::Gpu(i) => i,
+                    Role::Synth => u32::MAX,
+                };
+                let device = self.gpu_devices.get(&role);
+                let batch = self.batches.get(&role);
+                GpuLine {
+                    ordinal,
+                    role: role.to_string(),
+                    name: device.map(|d| d.name.clone()).unwrap_or_default(),
+                    vram_total_bytes: device.map_or(0, |d| d.vram_total_bytes),
+                    vram_free_bytes: device.map_or(0, |d| d.vram_free_bytes),
+                    current_job: batch.map(|b| b.job),
+                    current_circuit: batch.and_then(|b| b.circuit_name.clone()),
+                    busy_ns: device.map_or(0, |d| d.busy_ns),
+                }
+            })
+            .collect();
+        lines.sort_by_key(|l| l.ordinal);
+        lines
     }
 
     fn on_message(&mut self, role: Role, msg: FromChild) {
@@ -1529,6 +1613,17 @@ impl Core {
             FromChild::Proved { .. } => self.sweep_done(),
             FromChild::Paused => {
                 self.paused.insert(role);
+            }
+            FromChild::Device {
+                ordinal: _,
+                name,
+                vram_total_bytes,
+                vram_free_bytes,
+            } => {
+                let d = self.gpu_devices.entry(role).or_default();
+                d.name = name;
+                d.vram_total_bytes = vram_total_bytes;
+                d.vram_free_bytes = vram_free_bytes;
             }
             FromChild::Heartbeat => {}
             FromChild::Event(e) => {
