@@ -673,8 +673,8 @@ mod tests {
             crate::Region::create_write_once("splitprover-srs", 4096, crate::HugePagePolicy::Plain)
                 .unwrap();
         // SAFETY: just created, its fd not passed to anyone yet.
-        unsafe { region.as_mut_slice() }
-        [..3].copy_from_slice(b"srs");
+        let bytes = unsafe { region.as_mut_slice() };
+        bytes[..3].copy_from_slice(b"srs");
         region.seal_writes().unwrap();
         let load = ToGpu::LoadSrs {
             circuit_id: 7,
