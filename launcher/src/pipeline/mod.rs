@@ -38,6 +38,10 @@
 //! request files ([`read_request_file`]: `O_NOFOLLOW | O_NONBLOCK`, regular files only, size
 //! checked against [`FaultSettings::max_request_bytes`] before a bounded read). The timeline keeps
 //! at most [`FaultSettings::timeline_events`] events when a bound is set.
+//!
+//! A configured circuit's SRS can be dropped and loaded again while serving
+//! ([`Pipeline::evict_srs`], [`Pipeline::preload_srs`], `srs_set`): an evict is refused while
+//! jobs of the circuit are live, and a job whose SRS was evicted loads it first.
 
 pub mod child;
 mod drain;
@@ -900,7 +904,7 @@ impl Pipeline {
         let _srs_ops = lock_ops(&self.srs_ops);
         if srs_set::lock(&self.srs).get(circuit_id).is_none() {
             tracing::info!(%circuit, "SRS evicted: loading it for a job");
-            self.load_srs(circuit_id, SRS_CONFIRM_TIMEOUT)?;
+            self.load_srs(circuit, circuit_id, SRS_CONFIRM_TIMEOUT)?;
         }
         let mut core = lock(&self.core);
         if let Some(f) = &core.fatal {
@@ -1100,7 +1104,7 @@ impl Pipeline {
             cause: source,
         })?;
         let _srs_ops = lock_ops(&self.srs_ops);
-        self.load_srs(id, SRS_CONFIRM_TIMEOUT)
+        self.load_srs(spec, id, SRS_CONFIRM_TIMEOUT)
     }
 
     /// Drops the SRS of the configured circuit `circuit` (as [`Pipeline::preload_srs`]): every
@@ -1149,17 +1153,17 @@ impl Pipeline {
         })
     }
 
-    /// Loads circuit `id`'s SRS if it is not in shared memory, sends it to every gpu-proc that
+    /// Loads circuit `spec`'s (of id `id`) SRS if it is not in shared memory, sends it to every gpu-proc that
     /// lacks it and waits for their answers. The caller holds `srs_ops`.
-    fn load_srs(&self, id: u64, timeout: Duration) -> Result<SrsLoaded> {
+    fn load_srs(&self, spec: AnyCircuit, id: u64, timeout: Duration) -> Result<SrsLoaded> {
         let t = Instant::now();
-        let (spec, shape, params) = {
+        let (shape, params) = {
             let core = lock(&self.core);
             let entry = core
                 .circuits
                 .get(&id)
-                .ok_or_else(|| PipelineError::Fatal(format!("no circuit with id {id:#x}")))?;
-            (entry.spec, entry.shape, entry.params.clone())
+                .ok_or(PipelineError::Unserved(spec))?;
+            (entry.shape, entry.params.clone())
         };
         let existing = srs_set::lock(&self.srs).get(id).map(|s| s.bytes);
         let (already_loaded, bytes) = match existing {
@@ -2169,6 +2173,8 @@ fn dispatch(core: Arc<Mutex<Core>>, events: mpsc::Receiver<ChildEvent>) {
             core.check_heartbeats();
             core.check_deadlines();
             core.pump_synth();
+            // An SRS load or evict that did not fit a gpu-proc's queue is sent now.
+            core.reconcile_srs();
         }
     }
     lock(&core).sweep_done();

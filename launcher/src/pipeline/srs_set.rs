@@ -97,10 +97,8 @@ impl SrsSet {
         self.loaded.get(&circuit_id)
     }
 
-    pub(super) fn insert(&mut self, srs: SharedSrs) -> Arc<SharedSrs> {
-        let srs = Arc::new(srs);
-        self.loaded.insert(srs.circuit_id, srs.clone());
-        srs
+    pub(super) fn insert(&mut self, srs: SharedSrs) {
+        self.loaded.insert(srs.circuit_id, Arc::new(srs));
     }
 
     pub(super) fn remove(&mut self, circuit_id: u64) -> Option<Arc<SharedSrs>> {
