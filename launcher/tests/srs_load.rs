@@ -217,3 +217,41 @@ fn a_gpu_proc_restarted_after_a_preload_or_an_evict_starts_with_the_srs_set_of_t
     prove_one(&p, 21);
     p.shutdown();
 }
+
+#[test]
+fn a_preload_answers_only_once_every_serving_gpu_proc_mapped_it_and_is_warm_until_then() {
+    let _g = serial();
+    let p = start();
+    p.evict_srs(CIRCUIT).unwrap();
+    let gpu = gpu_pid(&p);
+    // A stopped gpu-proc cannot answer (its heartbeat timeout is a minute away).
+    kill(gpu.parse().unwrap(), libc::SIGSTOP);
+    std::thread::scope(|scope| {
+        let preload = scope.spawn(|| p.preload_srs(CIRCUIT));
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while tier(&p) != SrsTier::Warm {
+            assert!(Instant::now() < deadline, "{:?}", p.srs_status());
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        // In the launcher's memory, not yet mapped by the gpu-proc: the preload waits.
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(
+            !preload.is_finished(),
+            "answered before the gpu-proc mapped it"
+        );
+        assert_eq!(tier(&p), SrsTier::Warm);
+        assert_eq!(srs_refs(&gpu).0, 0);
+        kill(gpu.parse().unwrap(), libc::SIGCONT);
+        let loaded = preload.join().unwrap().unwrap();
+        assert!(!loaded.already_loaded);
+    });
+    assert_eq!(tier(&p), SrsTier::Hot);
+    assert_eq!(
+        gpu_pid(&p),
+        gpu,
+        "the same process, which mapped it when it went on"
+    );
+    assert_eq!(srs_refs(&gpu).0, 1);
+    prove_one(&p, 31);
+    p.shutdown();
+}
