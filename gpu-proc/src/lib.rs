@@ -17,6 +17,10 @@
 //!
 //! The SRS images are mapped read-only: the launcher seals their memfds against writes before
 //! starting any gpu-proc (`F_SEAL_FUTURE_WRITE`), so a writable mapping would be refused anyway.
+//! Besides those inherited at start, the launcher can add one while serving
+//! ([`ToGpu::LoadSrs`], its memfd passed with the message) and drop one ([`ToGpu::EvictSrs`]:
+//! the backend, what it derived from the SRS and the mapping go); the control thread does
+//! both ([`Prover::load`], [`Prover::evict`]) and answers once it is done.
 //!
 //! With the `fault-injection` feature (tests only) the loop acts on `SPLITPROVER_FAULT`
 //! (`shm_protocol::fault`): `gpu-hang` blocks forever before proving a matching slot (the
@@ -37,7 +41,7 @@ use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use blstrs::Scalar;
@@ -106,7 +110,18 @@ impl SrsMapping {
     /// own that descriptor.
     pub unsafe fn from_fd(fd: i32) -> Result<SrsMapping, Error> {
         // SAFETY: forwarded to the caller.
-        let region = unsafe { Region::from_inherited_fd_read_only(OwnedFd::from_raw_fd(fd)) }
+        unsafe { SrsMapping::from_owned_fd(OwnedFd::from_raw_fd(fd)) }
+    }
+
+    /// Maps the SRS memfd `fd` (one received with [`ToGpu::LoadSrs`]).
+    ///
+    /// # Safety
+    ///
+    /// `fd` must be an SRS memfd that the launcher finished writing and sealed before sending
+    /// it, and never writes again (the launcher's contract).
+    pub unsafe fn from_owned_fd(fd: OwnedFd) -> Result<SrsMapping, Error> {
+        // SAFETY: forwarded to the caller.
+        let region = unsafe { Region::from_inherited_fd_read_only(fd) }
             .map_err(Error::ring("mapping an SRS image"))?;
         Ok(SrsMapping(region))
     }
@@ -120,10 +135,13 @@ impl AsRef<[u8]> for SrsMapping {
     }
 }
 
-/// The backends of one gpu-proc, by circuit id.
+/// The backends of one gpu-proc, by circuit id. The serving loop reads them while proving; the
+/// control thread adds ([`Prover::load`]) and drops ([`Prover::evict`]) one between batches.
 pub struct Prover {
-    backends: HashMap<u64, (String, Box<dyn Backend>)>,
+    backends: RwLock<Backends>,
 }
+
+type Backends = HashMap<u64, (String, Box<dyn Backend>)>;
 
 /// What happened to one slot of a batch.
 #[derive(Debug)]
@@ -147,18 +165,80 @@ impl Prover {
     ///
     /// Every `fd` in `config.srs` must satisfy [`SrsMapping::from_fd`]'s contract.
     pub unsafe fn from_config(config: &GpuConfig) -> Result<Prover, Error> {
-        let mut backends: HashMap<u64, (String, Box<dyn Backend>)> = HashMap::new();
+        let mut backends: Backends = HashMap::new();
         for entry in &config.srs {
             // SAFETY: forwarded to the caller.
             let backend = unsafe { open_backend(config.backend, entry) }?;
             backends.insert(entry.circuit_id, (entry.circuit.clone(), backend));
         }
-        Ok(Prover { backends })
+        Ok(Prover::from_backends(backends))
     }
 
     /// A prover from ready backends (tests, benches).
     pub fn from_backends(backends: HashMap<u64, (String, Box<dyn Backend>)>) -> Prover {
-        Prover { backends }
+        Prover {
+            backends: RwLock::new(backends),
+        }
+    }
+
+    /// The circuit ids it can prove.
+    pub fn circuit_ids(&self) -> Vec<u64> {
+        let mut ids: Vec<u64> = self.read().keys().copied().collect();
+        ids.sort_unstable();
+        ids
+    }
+
+    /// Opens the `kind` backend for one more SRS, whose memfd `fd` the launcher sent. Returns
+    /// `Ok(false)` (and drops `fd`) when `circuit_id` is already loaded.
+    ///
+    /// # Safety
+    ///
+    /// As [`SrsMapping::from_owned_fd`] for `fd`.
+    pub unsafe fn load(
+        &self,
+        kind: BackendKind,
+        circuit_id: u64,
+        circuit: &str,
+        params_path: &std::path::Path,
+        fd: OwnedFd,
+    ) -> Result<bool, Error> {
+        if self.read().contains_key(&circuit_id) {
+            return Ok(false);
+        }
+        // Opened outside the lock: proving goes on meanwhile.
+        // SAFETY: forwarded to the caller.
+        let backend = unsafe { open_backend_fd(kind, fd, circuit, params_path) }?;
+        let mut backends = self.write();
+        if backends.contains_key(&circuit_id) {
+            backend.release();
+            return Ok(false);
+        }
+        backends.insert(circuit_id, (circuit.to_owned(), backend));
+        Ok(true)
+    }
+
+    /// Drops the backend of `circuit_id` and everything it holds (its SRS mapping, the CUDA
+    /// backend's cached copy); waits for a batch in progress. Returns whether it was loaded.
+    pub fn evict(&self, circuit_id: u64) -> bool {
+        let removed = self.write().remove(&circuit_id);
+        match removed {
+            Some((_, backend)) => {
+                backend.release();
+                drop(backend);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Backends> {
+        // A panic while holding the lock happens only inside a backend call, which catches it;
+        // the map itself is never left half-changed.
+        self.backends.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Backends> {
+        self.backends.write().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Proves claimed slots of one circuit, completing each slot with its proof or failure.
@@ -200,7 +280,8 @@ impl Prover {
             return results;
         };
         let circuit_id = first.meta().circuit_id;
-        let proved: Vec<Result<Vec<u8>, String>> = match self.backends.get(&circuit_id) {
+        let backends = self.read();
+        let proved: Vec<Result<Vec<u8>, String>> = match backends.get(&circuit_id) {
             None => vec![
                 Err(format!(
                     "no SRS for circuit id {circuit_id:#x} in this gpu-proc"
@@ -244,6 +325,7 @@ impl Prover {
                 }
             }
         };
+        drop(backends);
         for ((i, _), r) in good.iter().zip(proved) {
             results[*i] = r;
         }
@@ -304,16 +386,37 @@ pub fn assignment_of<'a>(v: &SlotView<'a>) -> Assignment<'a> {
 ///
 /// As [`SrsMapping::from_fd`] for `entry.fd` (only read for [`BackendKind::Cpu`]).
 pub unsafe fn open_backend(kind: BackendKind, entry: &SrsEntry) -> Result<Box<dyn Backend>, Error> {
+    // SAFETY: forwarded to the caller; the launcher passes `entry.fd` to this process alone.
+    let fd = unsafe { OwnedFd::from_raw_fd(entry.fd) };
+    // SAFETY: forwarded to the caller.
+    unsafe { open_backend_fd(kind, fd, &entry.circuit, &entry.params_path) }
+}
+
+/// [`open_backend`] over an owned SRS memfd. The CUDA backend loads from `params_path` and
+/// closes `fd` at once, so an evicted SRS's memory is not kept alive by this process.
+///
+/// # Safety
+///
+/// As [`SrsMapping::from_owned_fd`] for `fd` (only read for [`BackendKind::Cpu`]).
+unsafe fn open_backend_fd(
+    kind: BackendKind,
+    fd: OwnedFd,
+    circuit: &str,
+    params_path: &std::path::Path,
+) -> Result<Box<dyn Backend>, Error> {
     let opened = match kind {
         BackendKind::Cpu => {
             // SAFETY: forwarded to the caller.
-            let mapping = unsafe { SrsMapping::from_fd(entry.fd) }?;
+            let mapping = unsafe { SrsMapping::from_owned_fd(fd) }?;
             CpuBackend::new(mapping).map(|b| Box::new(b) as Box<dyn Backend>)
         }
-        BackendKind::Cuda => open_cuda(&entry.params_path)?,
+        BackendKind::Cuda => {
+            drop(fd);
+            open_cuda(params_path)?
+        }
     };
     opened.map_err(|source| Error::Backend {
-        circuit: entry.circuit.clone(),
+        circuit: circuit.to_owned(),
         source,
     })
 }
@@ -388,7 +491,7 @@ pub fn run_from_env() -> Result<(), Error> {
     let _heartbeat = sender.spawn_heartbeat(HEARTBEAT);
     // SAFETY: the SRS fds come from the launcher, which sealed them before starting us.
     let prover = unsafe { Prover::from_config(&config) }?;
-    serve(Arc::new(ring), sender, receiver, &config, &prover)
+    serve(Arc::new(ring), sender, receiver, &config, Arc::new(prover))
 }
 
 /// How often a gpu-proc tells the launcher it is alive (from its own thread, so a long batch does
@@ -401,7 +504,7 @@ pub fn serve(
     sender: SharedSender,
     mut receiver: control::Receiver,
     config: &GpuConfig,
-    prover: &Prover,
+    prover: Arc<Prover>,
 ) -> Result<(), Error> {
     let pid = std::process::id();
     let _lock = page_lock_ring(&ring, config.backend);
@@ -409,11 +512,46 @@ pub fn serve(
     let paused = Arc::new(AtomicBool::new(false));
     {
         let (stop, paused) = (stop.clone(), paused.clone());
+        let (prover, sender, kind) = (prover.clone(), sender.clone(), config.backend);
         std::thread::spawn(move || {
             loop {
                 match receiver.recv::<ToGpu>() {
                     Ok(Some(ToGpu::Pause)) => paused.store(true, SET),
                     Ok(Some(ToGpu::Resume)) => paused.store(false, SET),
+                    Ok(Some(ToGpu::LoadSrs {
+                        circuit_id,
+                        circuit,
+                        params_path,
+                    })) => {
+                        let loaded = receiver.take_fd().map(|fd| {
+                            // SAFETY: the launcher sends a memfd it sealed against writes
+                            // before sending, and this process owns the received descriptor.
+                            unsafe { prover.load(kind, circuit_id, &circuit, &params_path, fd) }
+                        });
+                        let error = match loaded {
+                            Some(Ok(new)) => {
+                                tracing::info!(%circuit, new, "SRS loaded");
+                                None
+                            }
+                            Some(Err(e)) => Some(e.to_string()),
+                            None => Some(format!(
+                                "the SRS memfd of `{circuit}` did not come with its message"
+                            )),
+                        };
+                        if sender
+                            .send(&FromChild::SrsLoaded { circuit_id, error })
+                            .is_err()
+                        {
+                            break;
+                        }
+                    }
+                    Ok(Some(ToGpu::EvictSrs { circuit_id })) => {
+                        let was = prover.evict(circuit_id);
+                        tracing::info!(circuit_id, was_loaded = was, "SRS evicted");
+                        if sender.send(&FromChild::SrsEvicted { circuit_id }).is_err() {
+                            break;
+                        }
+                    }
                     Ok(Some(ToGpu::Shutdown)) | Ok(None) | Err(_) => break,
                 }
             }
@@ -573,4 +711,66 @@ fn page_lock_ring(ring: &Ring, backend: BackendKind) -> Option<kernels::backend:
 #[cfg(not(feature = "cuda"))]
 fn page_lock_ring(_ring: &Ring, _backend: BackendKind) -> Option<()> {
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+
+    /// A backend that counts its releases and drops.
+    struct Counted(Arc<AtomicUsize>, Arc<AtomicUsize>);
+
+    impl Backend for Counted {
+        fn name(&self) -> &'static str {
+            "counted"
+        }
+
+        fn prove_batch(
+            &self,
+            _batch: &[Assignment<'_>],
+            _r: &[Scalar],
+            _s: &[Scalar],
+        ) -> Result<Vec<kernels::Proof>, kernels::Error> {
+            Ok(Vec::new())
+        }
+
+        fn release(&self) {
+            self.0.fetch_add(1, Ordering::SeqCst); // a test counter: any ordering would do
+        }
+    }
+
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            self.1.fetch_add(1, Ordering::SeqCst); // a test counter: any ordering would do
+        }
+    }
+
+    #[test]
+    fn evict_releases_and_drops_the_backend_once() {
+        let (released, dropped) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let mut backends: Backends = HashMap::new();
+        backends.insert(
+            5,
+            (
+                "sha-chain:1".into(),
+                Box::new(Counted(released.clone(), dropped.clone())) as Box<dyn Backend>,
+            ),
+        );
+        backends.insert(
+            6,
+            (
+                "bits:8".into(),
+                Box::new(Counted(Arc::default(), Arc::default())) as Box<dyn Backend>,
+            ),
+        );
+        let prover = Prover::from_backends(backends);
+        assert_eq!(prover.circuit_ids(), vec![5, 6]);
+        assert!(prover.evict(5));
+        assert_eq!(released.load(Ordering::SeqCst), 1);
+        assert_eq!(dropped.load(Ordering::SeqCst), 1);
+        assert_eq!(prover.circuit_ids(), vec![6]);
+        assert!(!prover.evict(5), "not loaded any more");
+        assert_eq!(released.load(Ordering::SeqCst), 1);
+    }
 }

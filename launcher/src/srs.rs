@@ -239,6 +239,8 @@ pub struct SharedSrs {
     pub params_path: PathBuf,
     /// The memfd region holding the image.
     pub region: Arc<Region>,
+    /// Size of the image (the region may be rounded up to its page size).
+    pub bytes: u64,
 }
 
 impl SharedSrs {
@@ -297,6 +299,7 @@ impl SharedSrs {
             circuit_id,
             params_path: params_path.to_owned(),
             region: Arc::new(region),
+            bytes: bytes as u64,
         })
     }
 
@@ -304,5 +307,129 @@ impl SharedSrs {
     pub fn view(&self) -> Result<SrsView<'_>, SrsError> {
         // SAFETY: the image is read-only after `load` (see there).
         SrsView::new(unsafe { self.region.as_slice() }).map_err(SrsError::Image)
+    }
+}
+
+/// The name cuzk's API gives the circuit of `spec` (`PreloadSRS`, `EvictSRS`, `GetStatus`):
+/// `porep-32g`, `wpost-32g` (WindowPoSt), `winning-32g`, `snap-64g`, … — the family, then the
+/// sector size in `k`/`m`/`g` (KiB, MiB, GiB). A built-in circuit is named by its spec
+/// (`sha-chain:1`). Worked out from the spec's text, so it is the same with and without the
+/// `filecoin` feature.
+pub fn cuzk_circuit_id(spec: &AnyCircuit) -> String {
+    let text = spec.to_string();
+    let AnyCircuit::Filecoin(_) = spec else {
+        return text;
+    };
+    let (prefix, name) = text.split_once(':').unwrap_or(("", &text));
+    let family = match prefix {
+        "post" if name.contains("Winning") => "winning",
+        "post" => "wpost",
+        other => other,
+    };
+    match sector_size_label(name) {
+        Some(size) => format!("{family}-{size}"),
+        None => text,
+    }
+}
+
+/// `32g` from `StackedDrgWindow32GiBV1_2`: the first number followed by `KiB`, `MiB` or `GiB`.
+fn sector_size_label(name: &str) -> Option<String> {
+    let bytes = name.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i].is_ascii_digit() {
+            let start = i;
+            while i < bytes.len() && bytes[i].is_ascii_digit() {
+                i += 1;
+            }
+            let unit = match name.get(i..i + 3) {
+                Some("KiB") => 'k',
+                Some("MiB") => 'm',
+                Some("GiB") => 'g',
+                _ => continue,
+            };
+            return Some(format!("{}{unit}", &name[start..i]));
+        }
+        i += 1;
+    }
+    None
+}
+
+/// The circuit among `configured` that `id` names: its spec (`sha-chain:1`,
+/// `porep:StackedDrg32GiBV1_1`) or its cuzk name ([`cuzk_circuit_id`], case-insensitive).
+/// Where several configured circuits share a cuzk name (two PoRep API versions of one sector
+/// size), the first is meant.
+pub fn circuit_for_id<'a>(
+    id: &str,
+    configured: impl IntoIterator<Item = &'a AnyCircuit> + Clone,
+) -> Option<AnyCircuit> {
+    let id = id.trim();
+    configured
+        .clone()
+        .into_iter()
+        .find(|c| c.to_string() == id)
+        .or_else(|| {
+            configured
+                .into_iter()
+                .find(|c| cuzk_circuit_id(c).eq_ignore_ascii_case(id))
+        })
+        .copied()
+}
+
+#[cfg(test)]
+mod cuzk_id_tests {
+    use super::*;
+
+    #[test]
+    fn built_in_circuits_are_named_by_their_spec() {
+        let sha: AnyCircuit = "sha-chain:1".parse().unwrap();
+        let bits: AnyCircuit = "bits:8".parse().unwrap();
+        assert_eq!(cuzk_circuit_id(&sha), "sha-chain:1");
+        let configured = [sha, bits];
+        assert_eq!(circuit_for_id("bits:8", &configured), Some(bits));
+        assert_eq!(circuit_for_id(" sha-chain:1 ", &configured), Some(sha));
+        assert_eq!(circuit_for_id("sha-chain:2", &configured), None);
+        assert_eq!(circuit_for_id("porep-32g", &configured), None);
+    }
+
+    #[test]
+    fn size_labels_follow_cuzk() {
+        assert_eq!(
+            sector_size_label("StackedDrg32GiBV1_1").as_deref(),
+            Some("32g")
+        );
+        assert_eq!(
+            sector_size_label("StackedDrgWindow2KiBV1_2").as_deref(),
+            Some("2k")
+        );
+        assert_eq!(
+            sector_size_label("StackedDrg512MiBV1").as_deref(),
+            Some("512m")
+        );
+        assert_eq!(sector_size_label("StackedDrgV1"), None);
+    }
+
+    #[cfg(feature = "filecoin")]
+    #[test]
+    fn filecoin_circuits_have_cuzk_names() {
+        let cases = [
+            ("porep:StackedDrg32GiBV1_1", "porep-32g"),
+            ("porep:StackedDrg64GiBV1_1", "porep-64g"),
+            ("post:StackedDrgWindow32GiBV1_2", "wpost-32g"),
+            ("post:StackedDrgWinning32GiBV1", "winning-32g"),
+            ("snap:StackedDrg32GiBV1", "snap-32g"),
+            ("porep:StackedDrg2KiBV1_1", "porep-2k"),
+        ];
+        let configured: Vec<AnyCircuit> = cases.iter().map(|(s, _)| s.parse().unwrap()).collect();
+        for ((spec, name), c) in cases.iter().zip(&configured) {
+            assert_eq!(cuzk_circuit_id(c), *name, "{spec}");
+            assert_eq!(circuit_for_id(name, &configured), Some(*c), "{name}");
+            assert_eq!(circuit_for_id(spec, &configured), Some(*c), "{spec}");
+        }
+        assert_eq!(
+            circuit_for_id("WPOST-32G", &configured),
+            Some(configured[2])
+        );
+        assert_eq!(circuit_for_id("snap-64g", &configured), None);
     }
 }

@@ -180,6 +180,25 @@ pub enum ToGpu {
     Pause,
     /// Claim slots again.
     Resume,
+    /// Map one more SRS image: its memfd travels with this message as `SCM_RIGHTS`
+    /// ([`Sender::send_with_fd`], [`Receiver::take_fd`]), sealed against writes like those
+    /// inherited at start. Answered with [`FromChild::SrsLoaded`]; an SRS already loaded is
+    /// answered at once (the new descriptor is dropped).
+    LoadSrs {
+        /// Circuit id the slots carry.
+        circuit_id: u64,
+        /// Circuit spec, for messages.
+        circuit: String,
+        /// The `.params` file it came from (the CUDA backend loads its own copy from it).
+        params_path: std::path::PathBuf,
+    },
+    /// Drop one SRS: its backend (and what the backend derived from it, the CUDA backend's
+    /// pinned copy included) and its mapping. Answered with [`FromChild::SrsEvicted`], also
+    /// when it was not loaded. The launcher sends it only while no slot of that circuit exists.
+    EvictSrs {
+        /// Circuit id.
+        circuit_id: u64,
+    },
 }
 
 /// What a child reports to the launcher.
@@ -237,6 +256,18 @@ pub enum FromChild {
         vram_total_bytes: u64,
         /// Device memory free when sent, in bytes (0 for the CPU backend).
         vram_free_bytes: u64,
+    },
+    /// Answer to [`ToGpu::LoadSrs`]: the SRS is mapped and its backend open, or why not.
+    SrsLoaded {
+        /// Circuit id.
+        circuit_id: u64,
+        /// Why it could not be loaded (`None`: loaded).
+        error: Option<String>,
+    },
+    /// Answer to [`ToGpu::EvictSrs`]: nothing of that SRS is held any more.
+    SrsEvicted {
+        /// Circuit id.
+        circuit_id: u64,
     },
     /// Still alive.
     Heartbeat,
@@ -659,6 +690,52 @@ mod tests {
         match serde_json::from_str::<ToSynth>(old).unwrap() {
             ToSynth::Synthesize(req) => assert_eq!((req.job_id, req.priority), (3, 0)),
             other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[test]
+    #[cfg(not(loom))] // `Region` (memfds) is not built for the loom model check
+    fn an_srs_memfd_travels_with_its_load_message_still_sealed() {
+        let (a, b) = UnixStream::pair().unwrap();
+        let (mut tx, _) = channel(a).unwrap();
+        let (_, mut rx) = channel(b).unwrap();
+        let mut region =
+            crate::Region::create_write_once("splitprover-srs", 4096, crate::HugePagePolicy::Plain)
+                .unwrap();
+        // SAFETY: just created, its fd not passed to anyone yet.
+        let bytes = unsafe { region.as_mut_slice() };
+        bytes[..3].copy_from_slice(b"srs");
+        region.seal_writes().unwrap();
+        let load = ToGpu::LoadSrs {
+            circuit_id: 7,
+            circuit: "sha-chain:1".into(),
+            params_path: "/tmp/x.params".into(),
+        };
+        tx.send(&ToGpu::Pause).unwrap();
+        tx.send_with_fd(&load, region.fd()).unwrap();
+        tx.send(&ToGpu::EvictSrs { circuit_id: 7 }).unwrap();
+        assert_eq!(rx.recv::<ToGpu>().unwrap(), Some(ToGpu::Pause));
+        assert_eq!(rx.recv::<ToGpu>().unwrap(), Some(load));
+        let fd = rx.take_fd().expect("the memfd came with its message");
+        // SAFETY: a sealed memfd nobody writes; this test owns the received descriptor.
+        let mapped = unsafe { crate::Region::from_inherited_fd_read_only(fd) }.unwrap();
+        assert!(mapped.is_write_sealed());
+        // SAFETY: sealed against writes above.
+        assert_eq!(&unsafe { mapped.as_slice() }[..3], b"srs");
+        assert_eq!(
+            rx.recv::<ToGpu>().unwrap(),
+            Some(ToGpu::EvictSrs { circuit_id: 7 })
+        );
+        // The answers are plain messages.
+        for msg in [
+            FromChild::SrsLoaded {
+                circuit_id: 7,
+                error: Some("no".into()),
+            },
+            FromChild::SrsEvicted { circuit_id: 7 },
+        ] {
+            let json = serde_json::to_string(&msg).unwrap();
+            assert_eq!(serde_json::from_str::<FromChild>(&json).unwrap(), msg);
         }
     }
 

@@ -525,6 +525,12 @@ impl Backend for CudaBackend {
         "cuda"
     }
 
+    fn release(&self) {
+        // The cache holds one reference of its own; ours is dropped with the backend, so the
+        // pinned points are freed once no other backend of this process uses the same path.
+        self.srs.evict();
+    }
+
     fn prove_batch(
         &self,
         batch: &[Assignment<'_>],

@@ -158,4 +158,10 @@ pub trait Backend: Send + Sync {
         r: &[Scalar],
         s: &[Scalar],
     ) -> Result<Vec<Proof>, crate::Error>;
+
+    /// Drops what this backend shares beyond its own value, before it is dropped for good (an
+    /// evicted SRS): the CUDA backend's SRS sits in supraseal's process-wide cache, which would
+    /// keep its pinned memory after the backend is gone. Nothing for backends that own all
+    /// they hold.
+    fn release(&self) {}
 }

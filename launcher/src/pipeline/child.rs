@@ -156,7 +156,14 @@ pub struct ChildSpec {
     pub placement: Option<Placement>,
     /// Restart rules.
     pub restart: RestartPolicy,
+    /// Called before each start (restarts included) with a copy of `config`: amends it and
+    /// returns more descriptors to inherit. A gpu-proc gets the SRS images loaded at that moment
+    /// this way, so one loaded or evicted while serving is what its next start maps.
+    pub prepare: Option<SpawnHook>,
 }
+
+/// See [`ChildSpec::prepare`].
+pub type SpawnHook = Arc<dyn Fn(&mut ChildConfig) -> Vec<(Arc<OwnedFd>, RawFd)> + Send + Sync>;
 
 /// A running supervisor.
 pub struct Supervisor {
@@ -493,7 +500,14 @@ fn spawn(spec: &ChildSpec) -> Result<RunningChild, SpawnError> {
     let (ours, theirs) = UnixStream::pair().map_err(io("socketpair for the control channel"))?;
     let theirs = OwnedFd::from(theirs);
     let mut cmd = Command::new(&spec.program);
-    let config = serde_json::to_string(&spec.config)
+    let mut config = spec.config.clone();
+    // Held until the child is spawned: the hook's descriptors are dropped with this.
+    let extra_fds = spec
+        .prepare
+        .as_ref()
+        .map(|prepare| prepare(&mut config))
+        .unwrap_or_default();
+    let config = serde_json::to_string(&config)
         .map_err(|e| io("serializing the child configuration")(e.into()))?;
     cmd.args(&spec.args)
         .env(CHILD_CONFIG_ENV, config)
@@ -505,6 +519,7 @@ fn spawn(spec: &ChildSpec) -> Result<RunningChild, SpawnError> {
     let mut map: Vec<(RawFd, RawFd)> = spec
         .fds
         .iter()
+        .chain(extra_fds.iter())
         .map(|(fd, to)| (fd.as_raw_fd(), *to))
         .collect();
     map.push((theirs.as_raw_fd(), CONTROL_FD));

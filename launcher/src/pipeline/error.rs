@@ -149,6 +149,50 @@ pub enum PipelineError {
         /// Why.
         cause: Box<PipelineError>,
     },
+    /// A preload or evict named no circuit this pipeline was configured with.
+    #[error(
+        "no configured circuit is named `{id}`\n\
+         hint: use one of: {configured} (an SRS is loaded only for a configured circuit)"
+    )]
+    UnknownSrs {
+        /// The name asked for.
+        id: String,
+        /// The names of the configured circuits.
+        configured: String,
+    },
+    /// An evict while jobs of the circuit are live.
+    #[error(
+        "cannot evict the SRS of `{circuit}`: {jobs} live job(s) use it\n\
+         hint: wait until they finish, or cancel them"
+    )]
+    SrsInUse {
+        /// The circuit.
+        circuit: AnyCircuit,
+        /// Its live jobs.
+        jobs: u32,
+    },
+    /// A gpu-proc could not map an SRS it was sent.
+    #[error("{role} cannot load the SRS of `{circuit}`: {cause}")]
+    SrsRefused {
+        /// The gpu-proc.
+        role: Role,
+        /// The circuit.
+        circuit: AnyCircuit,
+        /// What it answered.
+        cause: String,
+    },
+    /// The gpu-procs did not confirm an SRS load or evict in time.
+    #[error(
+        "the gpu-procs did not confirm the {action} of the SRS of `{circuit}` within {timeout:?}"
+    )]
+    SrsTimeout {
+        /// `load` or `evict`.
+        action: &'static str,
+        /// The circuit.
+        circuit: AnyCircuit,
+        /// How long it waited.
+        timeout: Duration,
+    },
 }
 
 fn unserved(circuit: &AnyCircuit) -> String {

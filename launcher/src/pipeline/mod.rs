@@ -41,12 +41,17 @@
 //! request files ([`read_request_file`]: `O_NOFOLLOW | O_NONBLOCK`, regular files only, size
 //! checked against [`FaultSettings::max_request_bytes`] before a bounded read). The timeline keeps
 //! at most [`FaultSettings::timeline_events`] events when a bound is set.
+//!
+//! A configured circuit's SRS can be dropped and loaded again while serving
+//! ([`Pipeline::evict_srs`], [`Pipeline::preload_srs`], `srs_set`): an evict is refused while
+//! jobs of the circuit are live, and a job whose SRS was evicted loads it first.
 
 pub mod child;
 mod drain;
 mod error;
+mod srs_set;
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::mpsc;
@@ -58,9 +63,10 @@ use bellperson::groth16::{prepare_verifying_key, verify_proof, PreparedVerifying
 use blstrs::Bls12;
 use blstrs::Scalar;
 use kernels::circuits::AnyCircuit;
+use kernels::synth::CircuitShape;
 use shm_protocol::control::{
-    self, BackendKind, ChildConfig, EventKind, FromChild, GpuConfig, JobRequest, SrsEntry,
-    SynthConfig, TimelineEvent, ToGpu, ToSynth, FIRST_SRS_FD, RING_FD,
+    self, BackendKind, ChildConfig, EventKind, FromChild, GpuConfig, JobRequest, SynthConfig,
+    TimelineEvent, ToGpu, ToSynth, RING_FD,
 };
 use shm_protocol::request::SealedRequest;
 use shm_protocol::{HugePagePolicy, Region, Ring, RingConfig, SlotResult, SlotState, StateCounts};
@@ -73,6 +79,12 @@ use crate::pinning::{CpuList, Layout, PinChoice, PinMode, Placement};
 use crate::srs::SharedSrs;
 use child::{ChildEvent, ChildSpec, Outbox, OutboxRefused, RestartPolicy, Role, Supervisor};
 pub use error::PipelineError;
+use srs_set::SrsSet;
+pub use srs_set::{SrsEvicted, SrsLine, SrsLoaded, SrsTier};
+
+/// How long [`Pipeline::preload_srs`] and [`Pipeline::evict_srs`] wait for every gpu-proc to
+/// confirm (the CUDA backend opens its SRS in the background, so a load is confirmed quickly).
+pub const SRS_CONFIRM_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// Result of the pipeline's API.
 pub type Result<T, E = PipelineError> = std::result::Result<T, E>;
@@ -307,6 +319,9 @@ pub struct PipelineStatus {
     pub counters: Counters,
     /// Why the pipeline cannot go on, if it cannot.
     pub fatal: Option<String>,
+    /// Every configured circuit's SRS: tier, size, live jobs.
+    #[serde(default)]
+    pub srs: Vec<SrsLine>,
     /// One line per gpu-proc, by ordinal: its device and what it proves now (cuzk's
     /// `GetStatus` GPU list).
     #[serde(default)]
@@ -450,6 +465,21 @@ struct ChildInfo {
     /// When synth-proc was killed for syntheses past their deadline: those partitions. The
     /// others it was synthesizing are sent again without counting an attempt.
     kill_targets: Option<HashSet<(u64, u32)>>,
+    /// A gpu-proc's SRS images, from its hello until it exits (`None`: not serving).
+    srs: Option<GpuSrs>,
+}
+
+/// The SRS images of one serving gpu-proc, as its answers tell.
+#[derive(Default)]
+struct GpuSrs {
+    /// Mapped (given at start, or confirmed loaded).
+    mapped: BTreeSet<u64>,
+    /// Sent `LoadSrs`, not answered yet.
+    loading: BTreeSet<u64>,
+    /// Sent `EvictSrs`, not answered yet.
+    evicting: BTreeSet<u64>,
+    /// Loads it refused, with its answer (not sent again until the next preload).
+    refused: HashMap<u64, String>,
 }
 
 impl ChildInfo {
@@ -466,6 +496,7 @@ impl ChildInfo {
             gave_up: None,
             kill_reason: None,
             kill_targets: None,
+            srs: None,
         }
     }
 }
@@ -492,6 +523,10 @@ struct Synthesis {
 
 struct CircuitEntry {
     pvk: PreparedVerifyingKey<Bls12>,
+    /// What loading its SRS again needs.
+    spec: AnyCircuit,
+    shape: CircuitShape,
+    params: PathBuf,
 }
 
 /// A live job as the pipeline keeps it (the opened job itself is dropped at submit: a Filecoin
@@ -543,6 +578,10 @@ struct Core {
     stopping: bool,
     /// gpu-procs that confirmed a pause.
     paused: HashSet<Role>,
+    /// The SRS images in shared memory (shared with the gpu-procs' spawn hooks).
+    srs: Arc<Mutex<SrsSet>>,
+    /// Configured circuit ids, in the settings' order.
+    circuit_order: Vec<u64>,
     /// What each gpu-proc reported of its device, and its busy time.
     gpu_devices: HashMap<Role, GpuDevice>,
 }
@@ -563,7 +602,11 @@ pub struct Pipeline {
     dispatcher: Option<thread::JoinHandle<()>>,
     ring: Arc<Ring>,
     pin_mode: PinMode,
-    _srs: Vec<SharedSrs>,
+    /// The SRS images in shared memory.
+    srs: Arc<Mutex<SrsSet>>,
+    /// Held by a preload, an evict, and a submit from its SRS check until its job is in the
+    /// table: a job never finds its SRS evicted under it.
+    srs_ops: Mutex<()>,
 }
 
 impl Pipeline {
@@ -578,6 +621,7 @@ impl Pipeline {
         // SRS images in shared memory, checked against their circuits.
         let mut srs = Vec::new();
         let mut circuits = HashMap::new();
+        let mut circuit_order = Vec::new();
         let mut slot_bytes = 0u64;
         for c in &settings.circuits {
             // Counted once: the SRS check and the slot size both need it.
@@ -595,9 +639,21 @@ impl Pipeline {
                 .slot_bytes()
                 .ok_or(PipelineError::SlotOverflow(c.spec))?;
             slot_bytes = slot_bytes.max(need);
-            circuits.insert(id, CircuitEntry { pvk });
+            circuits.insert(
+                id,
+                CircuitEntry {
+                    pvk,
+                    spec: c.spec,
+                    shape,
+                    params: c.params.clone(),
+                },
+            );
+            if !circuit_order.contains(&id) {
+                circuit_order.push(id);
+            }
             srs.push(shared);
         }
+        let srs = Arc::new(Mutex::new(SrsSet::new(srs)));
         if let Some(explicit) = settings.slot_bytes {
             if explicit < slot_bytes {
                 return Err(PipelineError::SlotTooSmall {
@@ -666,6 +722,8 @@ impl Pipeline {
             stopping: false,
             paused: HashSet::new(),
             gpu_devices: HashMap::new(),
+            srs: srs.clone(),
+            circuit_order,
         }));
         let (events_tx, events_rx) = mpsc::channel();
         let ring_fd: Arc<OwnedFd> =
@@ -688,31 +746,11 @@ impl Pipeline {
                 fds: vec![(ring_fd.clone(), RING_FD)],
                 placement: Some(Placement::prepare(&pin_mode, "synth", layout.synth())?),
                 restart: settings.restart,
+                prepare: None,
             },
             events_tx.clone(),
         ));
         for (i, g) in settings.gpus.iter().enumerate() {
-            let mut fds = vec![(ring_fd.clone(), RING_FD)];
-            let mut entries = Vec::new();
-            for (k, s) in srs.iter().enumerate() {
-                let fd = FIRST_SRS_FD + k as i32;
-                let srs_fd = s
-                    .region
-                    .fd()
-                    .as_fd()
-                    .try_clone_to_owned()
-                    .map_err(|source| PipelineError::Io {
-                        what: "cannot duplicate an SRS descriptor",
-                        cause: source,
-                    })?;
-                fds.push((Arc::new(srs_fd), fd));
-                entries.push(SrsEntry {
-                    circuit_id: s.circuit_id,
-                    circuit: s.spec.to_string(),
-                    fd,
-                    params_path: s.params_path.clone(),
-                });
-            }
             let spec = ChildSpec {
                 role: Role::Gpu(g.device),
                 program: settings.program.clone(),
@@ -725,15 +763,17 @@ impl Pipeline {
                     device: g.device,
                     backend: g.backend,
                     batch: g.batch.max(1),
-                    srs: entries,
+                    // The SRS images loaded at each start, with their descriptors.
+                    srs: Vec::new(),
                 }),
-                fds,
+                fds: vec![(ring_fd.clone(), RING_FD)],
                 placement: Some(Placement::prepare(
                     &pin_mode,
                     &format!("gpu{i}"),
                     &layout.gpus()[i],
                 )?),
                 restart: settings.restart,
+                prepare: Some(srs_set::spawn_hook(srs.clone(), Role::Gpu(g.device))),
             };
             supervisors.push(Supervisor::start(spec, events_tx.clone()));
         }
@@ -754,7 +794,8 @@ impl Pipeline {
             dispatcher: Some(dispatcher),
             ring,
             pin_mode,
-            _srs: srs,
+            srs,
+            srs_ops: Mutex::new(()),
         })
     }
 
@@ -910,6 +951,13 @@ impl Pipeline {
             (JobRequest::Memfd { len: memfd.len() }, Some(memfd))
         };
         tracing::debug!(%circuit, partitions, bytes, secs = t.elapsed().as_secs_f64(), "job accepted");
+        // An evicted SRS is loaded again first; held until the job is in the table, so no evict
+        // runs between the check and the job.
+        let _srs_ops = lock_ops(&self.srs_ops);
+        if srs_set::lock(&self.srs).get(circuit_id).is_none() {
+            tracing::info!(%circuit, "SRS evicted: loading it for a job");
+            self.load_srs(circuit, circuit_id, SRS_CONFIRM_TIMEOUT)?;
+        }
         let mut core = lock(&self.core);
         if let Some(f) = &core.fatal {
             return Err(PipelineError::Fatal(f.clone()));
@@ -1059,6 +1107,194 @@ impl Pipeline {
             },
             fatal: core.fatal.clone(),
             gpus: core.gpu_lines(),
+            srs: core.srs_lines(),
+        }
+    }
+
+    /// Every configured circuit's SRS: tier (HOT: mapped by every gpu-proc that is up; WARM: in
+    /// shared memory, not mapped by every one of them, or none is up; COLD: not loaded), image
+    /// size and live jobs.
+    pub fn srs_status(&self) -> Vec<SrsLine> {
+        lock(&self.core).srs_lines()
+    }
+
+    /// The configured circuit `id` names: its spec or its cuzk name (`porep-32g`,
+    /// [`crate::srs::circuit_for_id`]).
+    pub fn circuit_named(&self, id: &str) -> Result<AnyCircuit> {
+        let core = lock(&self.core);
+        let configured: Vec<AnyCircuit> = core
+            .circuit_order
+            .iter()
+            .filter_map(|c| core.circuits.get(c).map(|e| e.spec))
+            .collect();
+        crate::srs::circuit_for_id(id, &configured).ok_or_else(|| PipelineError::UnknownSrs {
+            id: id.to_owned(),
+            configured: configured
+                .iter()
+                .map(|c| {
+                    let cuzk = crate::srs::cuzk_circuit_id(c);
+                    if cuzk == c.to_string() {
+                        format!("`{c}`")
+                    } else {
+                        format!("`{cuzk}` (`{c}`)")
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join(", "),
+        })
+    }
+
+    /// Loads the SRS of the configured circuit `circuit` (its spec or cuzk name, see
+    /// [`Pipeline::circuit_named`]) into shared memory, checked as at start, and waits until
+    /// every gpu-proc that is up has mapped it (a gpu-proc down now maps it at its next start).
+    /// An SRS already loaded is not read again (`already_loaded`); gpu-procs that lack it still
+    /// get it. Errors when a gpu-proc refuses it or does not answer within
+    /// [`SRS_CONFIRM_TIMEOUT`].
+    pub fn preload_srs(&self, circuit: &str) -> Result<SrsLoaded> {
+        let spec = self.circuit_named(circuit)?;
+        let id = spec.circuit_id().map_err(|source| PipelineError::Circuit {
+            spec,
+            cause: source,
+        })?;
+        let _srs_ops = lock_ops(&self.srs_ops);
+        self.load_srs(spec, id, SRS_CONFIRM_TIMEOUT)
+    }
+
+    /// Drops the SRS of the configured circuit `circuit` (as [`Pipeline::preload_srs`]): every
+    /// gpu-proc drops its backend and mapping (and what the backend derived from it) and
+    /// confirms, then the launcher drops its memfd and mapping. Refused with
+    /// [`PipelineError::SrsInUse`] while jobs of the circuit are live. A job submitted later
+    /// loads it again first.
+    pub fn evict_srs(&self, circuit: &str) -> Result<SrsEvicted> {
+        let spec = self.circuit_named(circuit)?;
+        let id = spec.circuit_id().map_err(|source| PipelineError::Circuit {
+            spec,
+            cause: source,
+        })?;
+        let _srs_ops = lock_ops(&self.srs_ops);
+        let removed = {
+            let mut core = lock(&self.core);
+            let jobs = core.ref_count(id);
+            if jobs > 0 {
+                return Err(PipelineError::SrsInUse {
+                    circuit: spec,
+                    jobs,
+                });
+            }
+            let removed = srs_set::lock(&self.srs).remove(id);
+            core.reconcile_srs();
+            removed
+        };
+        let timeout = SRS_CONFIRM_TIMEOUT;
+        self.wait_srs(spec, "evict", timeout, |gpu| {
+            !gpu.mapped.contains(&id) && !gpu.loading.contains(&id) && !gpu.evicting.contains(&id)
+        })?;
+        let Some(removed) = removed else {
+            return Ok(SrsEvicted {
+                was_loaded: false,
+                freed_bytes: 0,
+            });
+        };
+        let freed_bytes = removed.bytes;
+        // The last reference: its mapping and memfd go now (messages that carried a duplicate of
+        // the descriptor were sent, their copies closed, before the gpu-procs answered).
+        drop(removed);
+        tracing::info!(circuit = %spec, freed_bytes, "SRS evicted");
+        Ok(SrsEvicted {
+            was_loaded: true,
+            freed_bytes,
+        })
+    }
+
+    /// Loads circuit `spec`'s (of id `id`) SRS if it is not in shared memory, sends it to every gpu-proc that
+    /// lacks it and waits for their answers. The caller holds `srs_ops`.
+    fn load_srs(&self, spec: AnyCircuit, id: u64, timeout: Duration) -> Result<SrsLoaded> {
+        let t = Instant::now();
+        let (shape, params) = {
+            let core = lock(&self.core);
+            let entry = core
+                .circuits
+                .get(&id)
+                .ok_or(PipelineError::Unserved(spec))?;
+            (entry.shape, entry.params.clone())
+        };
+        let existing = srs_set::lock(&self.srs).get(id).map(|s| s.bytes);
+        let (already_loaded, bytes) = match existing {
+            Some(bytes) => (true, bytes),
+            None => {
+                // Read and checked with no lock held: jobs of other circuits go on meanwhile.
+                let shared = SharedSrs::load(&spec, id, &shape, &params, HugePagePolicy::Auto)?;
+                let bytes = shared.bytes;
+                srs_set::lock(&self.srs).insert(shared);
+                (false, bytes)
+            }
+        };
+        {
+            let mut core = lock(&self.core);
+            for info in core.children.values_mut() {
+                if let Some(gpu) = info.srs.as_mut() {
+                    // Asked again: a gpu-proc that refused it before is sent it again.
+                    gpu.refused.remove(&id);
+                }
+            }
+            core.reconcile_srs();
+        }
+        self.wait_srs(spec, "load", timeout, |gpu| gpu.mapped.contains(&id))?;
+        let load_ms = t.elapsed().as_millis() as u64;
+        tracing::info!(circuit = %spec, already_loaded, bytes, load_ms, "SRS loaded and mapped by every gpu-proc");
+        Ok(SrsLoaded {
+            already_loaded,
+            load_ms,
+            bytes,
+        })
+    }
+
+    /// Waits until `done` holds for every gpu-proc that is serving (one that exits meanwhile is
+    /// not waited for), a gpu-proc refused a load of `spec`, or `timeout`.
+    fn wait_srs(
+        &self,
+        spec: AnyCircuit,
+        action: &'static str,
+        timeout: Duration,
+        done: impl Fn(&GpuSrs) -> bool,
+    ) -> Result<()> {
+        let id = spec.circuit_id().map_err(|source| PipelineError::Circuit {
+            spec,
+            cause: source,
+        })?;
+        let deadline = Instant::now() + timeout;
+        loop {
+            {
+                let core = lock(&self.core);
+                if let Some(f) = &core.fatal {
+                    return Err(PipelineError::Fatal(f.clone()));
+                }
+                let mut all = true;
+                for (role, info) in &core.children {
+                    let Some(gpu) = info.srs.as_ref() else {
+                        continue;
+                    };
+                    if let Some(cause) = gpu.refused.get(&id) {
+                        return Err(PipelineError::SrsRefused {
+                            role: *role,
+                            circuit: spec,
+                            cause: cause.clone(),
+                        });
+                    }
+                    all &= done(gpu);
+                }
+                if all {
+                    return Ok(());
+                }
+            }
+            if Instant::now() >= deadline {
+                return Err(PipelineError::SrsTimeout {
+                    action,
+                    circuit: spec,
+                    timeout,
+                });
+            }
+            thread::sleep(Duration::from_millis(5));
         }
     }
 
@@ -1193,7 +1429,113 @@ fn lock(core: &Mutex<Core>) -> MutexGuard<'_, Core> {
     core.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+fn lock_ops(ops: &Mutex<()>) -> MutexGuard<'_, ()> {
+    ops.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 impl Core {
+    /// Live jobs of circuit `id`.
+    fn ref_count(&self, id: u64) -> u32 {
+        self.live
+            .keys()
+            .filter(|job| self.jobs.circuit_id(**job) == Some(id))
+            .count() as u32
+    }
+
+    fn srs_lines(&self) -> Vec<SrsLine> {
+        let set = srs_set::lock(&self.srs);
+        let serving: Vec<&GpuSrs> = self
+            .children
+            .values()
+            .filter_map(|info| info.srs.as_ref())
+            .collect();
+        self.circuit_order
+            .iter()
+            .filter_map(|id| self.circuits.get(id).map(|entry| (*id, entry.spec)))
+            .map(|(id, spec)| {
+                let (tier, size_bytes) = match set.get(id) {
+                    None => (SrsTier::Cold, 0),
+                    Some(srs) => {
+                        let hot = !serving.is_empty()
+                            && serving.iter().all(|gpu| gpu.mapped.contains(&id));
+                        (if hot { SrsTier::Hot } else { SrsTier::Warm }, srs.bytes)
+                    }
+                };
+                SrsLine {
+                    circuit: spec.to_string(),
+                    circuit_id: crate::srs::cuzk_circuit_id(&spec),
+                    tier,
+                    size_bytes,
+                    ref_count: self.ref_count(id),
+                }
+            })
+            .collect()
+    }
+
+    /// Brings every serving gpu-proc's SRS images to the loaded set: `LoadSrs` (with the memfd)
+    /// for what it lacks, `EvictSrs` for what it holds beyond it; nothing is sent twice before
+    /// its answer, and a load it refused is not sent again until the next preload.
+    fn reconcile_srs(&mut self) {
+        let set = srs_set::lock(&self.srs);
+        let want = set.ids();
+        for (role, info) in self.children.iter_mut() {
+            let (Some(gpu), Some(outbox)) = (info.srs.as_mut(), info.outbox.as_ref()) else {
+                continue;
+            };
+            for id in want.iter().copied() {
+                if gpu.mapped.contains(&id)
+                    || gpu.loading.contains(&id)
+                    || gpu.refused.contains_key(&id)
+                {
+                    continue;
+                }
+                let Some(srs) = set.get(id) else { continue };
+                let fd = match srs.region.fd().try_clone_to_owned() {
+                    Ok(fd) => fd,
+                    Err(e) => {
+                        gpu.refused
+                            .insert(id, format!("cannot duplicate the SRS descriptor: {e}"));
+                        continue;
+                    }
+                };
+                let msg = ToGpu::LoadSrs {
+                    circuit_id: id,
+                    circuit: srs.spec.to_string(),
+                    params_path: srs.params_path.clone(),
+                };
+                let sent = outbox.try_send(Box::new(move |s: &mut control::Sender| {
+                    s.send_with_fd(&msg, fd.as_fd())
+                }));
+                match sent {
+                    Ok(()) => {
+                        gpu.loading.insert(id);
+                    }
+                    // Sent again on its next answer or the next reconcile.
+                    Err(why) => tracing::warn!(%role, ?why, "cannot send an SRS load now"),
+                }
+            }
+            let extra: Vec<u64> = gpu
+                .mapped
+                .iter()
+                .chain(gpu.loading.iter())
+                .copied()
+                .filter(|id| !want.contains(id) && !gpu.evicting.contains(id))
+                .collect();
+            for id in extra {
+                if gpu.loading.contains(&id) {
+                    // Evicted once its load is answered.
+                    continue;
+                }
+                match outbox.try_send_msg(ToGpu::EvictSrs { circuit_id: id }) {
+                    Ok(()) => {
+                        gpu.evicting.insert(id);
+                    }
+                    Err(why) => tracing::warn!(%role, ?why, "cannot send an SRS evict now"),
+                }
+            }
+        }
+    }
+
     /// Sends pending partitions to synth-proc in priority order, if one is running, while fewer
     /// than `synth_window` are there, without blocking: what does not fit in its queue stays
     /// pending for a later tick.
@@ -1573,7 +1915,40 @@ impl Core {
                 if let Some(info) = self.children.get_mut(&role) {
                     info.detail = detail;
                     info.down = None;
+                    if let Role::Gpu(_) = role {
+                        // It mapped what its start was given; a load or an evict since then
+                        // is sent now.
+                        info.srs = Some(GpuSrs {
+                            mapped: srs_set::lock(&self.srs).spawned_with(role),
+                            ..GpuSrs::default()
+                        });
+                    }
                 }
+                self.reconcile_srs();
+            }
+            FromChild::SrsLoaded { circuit_id, error } => {
+                if let Some(gpu) = self.children.get_mut(&role).and_then(|i| i.srs.as_mut()) {
+                    gpu.loading.remove(&circuit_id);
+                    match error {
+                        None => {
+                            gpu.mapped.insert(circuit_id);
+                        }
+                        Some(e) => {
+                            tracing::error!(%role, circuit_id, "SRS load refused: {e}");
+                            gpu.refused.insert(circuit_id, e);
+                        }
+                    }
+                }
+                // Evicted meanwhile: dropped again.
+                self.reconcile_srs();
+            }
+            FromChild::SrsEvicted { circuit_id } => {
+                if let Some(gpu) = self.children.get_mut(&role).and_then(|i| i.srs.as_mut()) {
+                    gpu.evicting.remove(&circuit_id);
+                    gpu.mapped.remove(&circuit_id);
+                }
+                // Loaded again meanwhile: sent again.
+                self.reconcile_srs();
             }
             FromChild::Published {
                 job_id,
@@ -1740,6 +2115,7 @@ impl Core {
                 info.starts += 1;
                 info.kill_reason = None;
                 info.kill_targets = None;
+                info.srs = None;
                 if self.stopping {
                     if let Some(o) = info.outbox.as_ref() {
                         let _ = match role {
@@ -1770,6 +2146,7 @@ impl Core {
                 if let Some(info) = self.children.get_mut(&role) {
                     info.pid = None;
                     info.outbox = None;
+                    info.srs = None;
                     info.last_exit = Some(status.clone());
                     killed = info.kill_reason.take();
                     targets = info.kill_targets.take();
@@ -1907,6 +2284,8 @@ fn dispatch(core: Arc<Mutex<Core>>, events: mpsc::Receiver<ChildEvent>) {
             core.check_heartbeats();
             core.check_deadlines();
             core.pump_synth();
+            // An SRS load or evict that did not fit a gpu-proc's queue is sent now.
+            core.reconcile_srs();
         }
     }
     lock(&core).sweep_done();
