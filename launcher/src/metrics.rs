@@ -263,6 +263,21 @@ impl Metrics {
         }
         head(
             &mut o,
+            "splitprover_gpu_busy_ratio",
+            "gauge",
+            "Share of the service's uptime each gpu-proc spent proving.",
+        );
+        for g in &status.gpus {
+            let ratio = g.busy_ns as f64 / uptime.as_nanos().max(1) as f64;
+            let _ = writeln!(
+                o,
+                "splitprover_gpu_busy_ratio{{gpu=\"{}\"}} {:.6}",
+                g.ordinal,
+                ratio.min(1.0)
+            );
+        }
+        head(
+            &mut o,
             "splitprover_huge_pages",
             "gauge",
             "Page kind backing the ring (1 for the kind in use).",

@@ -23,7 +23,9 @@ use tokio::sync::watch;
 use crate::config::{FaultsConfig, ServiceConfig};
 use crate::journal::{self, JobState, Journal, JournalJob};
 use crate::metrics::Metrics;
-use crate::pipeline::{JobHandle, JobOptions, JobTimes, Pipeline, PipelineError, PipelineStatus};
+use crate::pipeline::{
+    JobHandle, JobOptions, JobTimes, Pipeline, PipelineError, PipelineStatus, SrsEvicted, SrsLoaded,
+};
 
 /// Why the service refused or could not answer; each maps to one gRPC status code.
 #[derive(Debug, thiserror::Error)]
@@ -486,6 +488,9 @@ impl Service {
                 j.job_id = id;
             }
         }
+        for g in &mut s.gpus {
+            g.current_job = g.current_job.and_then(|j| live.by_pipeline.get(&j).copied());
+        }
         s
     }
 
@@ -535,34 +540,24 @@ fn internal(e: impl std::fmt::Display) -> ServiceError {
     ServiceError::Internal(e.to_string())
 }
 
-/// What [`Service::preload_srs`] did.
-#[derive(Clone, Copy, Debug)]
-pub struct SrsLoaded {
-    /// It was loaded before.
-    pub already_loaded: bool,
-    /// Milliseconds the load took.
-    pub load_ms: u64,
-    /// Bytes of the SRS image.
-    pub bytes: u64,
-}
-
-/// What [`Service::evict_srs`] did.
-#[derive(Clone, Copy, Debug)]
-pub struct SrsEvicted {
-    /// It was loaded.
-    pub was_loaded: bool,
-    /// Bytes freed.
-    pub freed_bytes: u64,
-}
-
 impl Service {
-    /// Loads a circuit's SRS.
+    /// Loads a configured circuit's SRS (its spec or cuzk name: `porep-32g`) so the next proof
+    /// does not wait for it.
     pub fn preload_srs(&self, circuit_id: &str) -> Result<SrsLoaded, ServiceError> {
-        Err(ServiceError::FailedPrecondition(format!("preload `{circuit_id}`: pending")))
+        self.pipeline.preload_srs(circuit_id).map_err(srs_error)
     }
 
-    /// Unloads a circuit's SRS.
+    /// Unloads a configured circuit's SRS; refused while jobs of it are live.
     pub fn evict_srs(&self, circuit_id: &str) -> Result<SrsEvicted, ServiceError> {
-        Err(ServiceError::FailedPrecondition(format!("evict `{circuit_id}`: pending")))
+        self.pipeline.evict_srs(circuit_id).map_err(srs_error)
+    }
+}
+
+fn srs_error(e: PipelineError) -> ServiceError {
+    match e {
+        e @ PipelineError::UnknownSrs { .. } => ServiceError::NotFound(e.to_string()),
+        e @ PipelineError::SrsInUse { .. } => ServiceError::FailedPrecondition(e.to_string()),
+        PipelineError::Stopped => ServiceError::ShuttingDown,
+        e => ServiceError::Internal(e.to_string()),
     }
 }

@@ -1,4 +1,4 @@
-//! Cancellation and priorities through the service (issue 11 at the JSON-lines protocol): a
+//! Cancellation and priorities through the service (issue 11, over the gRPC API): a
 //! cancelled job delivers no proof, its journal state is `cancelled` and it is not re-queued
 //! after a restart; `splitprover cancel` is the client.
 
@@ -7,7 +7,7 @@ mod service_common;
 use service_common::{fetch_ok, serial, submit, Setup};
 
 use launcher::journal::{JobState, Journal};
-use launcher::protocol::{Request, Response};
+use service_common::{Request, Response};
 
 const CIRCUIT: &str = "sha-chain:1";
 
@@ -72,15 +72,15 @@ fn cancel_over_the_socket_journals_cancelled_and_a_restart_does_not_requeue_it()
     let (code, err) = cancel_cli(&s, queued);
     assert_eq!(code, 0, "{err}");
     assert!(
-        err.contains(&format!("job {queued} cancelled (it was queued)")),
+        err.contains(&format!("job job-{queued} cancelled (it was queued)")),
         "{err}"
     );
     // Once only; unknown ids too.
     let (code, err) = cancel_cli(&s, queued);
     assert_ne!(code, 0);
-    assert!(err.contains("not queued or running"), "{err}");
+    assert!(err.contains("has already ended (cancelled)"), "{err}");
     match s.ask(&Request::Cancel { job_id: 9999 }) {
-        Response::Error { message } => assert!(message.contains("job 9999"), "{message}"),
+        Response::Error { message } => assert!(message.contains("job-9999"), "{message}"),
         other => panic!("{other:?}"),
     }
     // A priority off the scale is refused.

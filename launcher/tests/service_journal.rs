@@ -9,7 +9,7 @@ use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use launcher::journal::Journal;
-use launcher::protocol::Response;
+use service_common::{Request, Response};
 
 const CIRCUIT: &str = "sha-chain:1";
 
@@ -50,7 +50,7 @@ fn issue10_launcher_sigkill_with_20_accepted_jobs_loses_none_and_ids_never_repea
     fetch_ok(&s, next);
     // A fetched result can be fetched again for a while; an unknown id is an error.
     fetch_ok(&s, ids[0]);
-    match s.ask(&launcher::protocol::Request::Fetch {
+    match s.ask(&Request::Fetch {
         job_id: next + 1000,
         wait: false,
     }) {
@@ -68,15 +68,27 @@ fn issue10_sigterm_drains_tells_waiting_clients_and_keeps_their_jobs() {
     // The systemd watchdog thread runs too: it once held the pipeline so that it never shut down.
     setup.env = vec![("WATCHDOG_USEC".into(), "60000000".into())];
     let mut s = setup.start();
-    // Twenty waiting clients: more than the pipeline proves in the grace.
-    let mut clients = Vec::new();
+    // Twenty waiting clients (AwaitProof in progress): more than the pipeline proves in the
+    // grace.
     let mut ids = Vec::new();
     for i in 0..20 {
-        let mut c = s.client();
-        c.send(&submit(CIRCUIT, 500 + i, true)).unwrap();
-        ids.push(accepted(c.recv().unwrap()));
-        clients.push(c);
+        ids.push(accepted(s.ask(&submit(CIRCUIT, 500 + i, false))));
     }
+    let waiters: Vec<_> = ids
+        .iter()
+        .map(|&id| {
+            let mut c = s.client();
+            std::thread::spawn(move || {
+                c.send(&Request::Fetch {
+                    job_id: id,
+                    wait: true,
+                })
+                .unwrap();
+                c.recv().unwrap()
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
     let t = Instant::now();
     s.signal(libc::SIGTERM);
     let status = s
@@ -86,12 +98,12 @@ fn issue10_sigterm_drains_tells_waiting_clients_and_keeps_their_jobs() {
     assert!(t.elapsed() < Duration::from_secs(16));
     assert!(!setup.socket.exists());
     let mut told = 0;
-    for (c, id) in clients.iter_mut().zip(&ids) {
-        match c.recv().unwrap() {
+    for (w, id) in waiters.into_iter().zip(&ids) {
+        match w.join().unwrap() {
             Response::Finished { error: None, .. } => {}
             Response::Error { message } => {
                 assert!(message.contains("shutting down"), "{message}");
-                assert!(message.contains(&format!("job {id}")), "{message}");
+                assert!(message.contains(&format!("job-{id}")), "{message}");
                 told += 1;
             }
             other => panic!("job {id}: {other:?}"),

@@ -58,7 +58,11 @@ impl Engine {
             .map_err(status)
     }
 
-    async fn submit(&self, r: pb::SubmitProofRequest) -> Result<crate::service::Accepted, Status> {
+    async fn submit(
+        &self,
+        r: pb::SubmitProofRequest,
+        peer: String,
+    ) -> Result<crate::service::Accepted, Status> {
         let kind = r.proof_kind;
         let rid = r.request_id.clone();
         let accepted = self
@@ -66,13 +70,20 @@ impl Engine {
             .await;
         match &accepted {
             Ok(a) => tracing::info!(
+                %peer,
                 job = %a.job_id,
                 proof_kind = kind,
                 existing = a.existing,
                 queue_position = a.queue_position,
                 "submit"
             ),
-            Err(e) => tracing::info!(request_id = %rid, proof_kind = kind, "submit refused: {}", e.message()),
+            Err(e) => tracing::info!(
+                %peer,
+                request_id = %rid,
+                proof_kind = kind,
+                "submit refused: {}",
+                e.message()
+            ),
         }
         accepted
     }
@@ -157,6 +168,24 @@ pub fn status(e: ServiceError) -> Status {
     }
 }
 
+/// Who called: a Unix socket's peer credentials (`SO_PEERCRED`), else the TCP address.
+fn peer<T>(r: &Request<T>) -> String {
+    let uds = r
+        .extensions()
+        .get::<tonic::transport::server::UdsConnectInfo>()
+        .and_then(|i| i.peer_cred);
+    match (uds, r.remote_addr()) {
+        (Some(c), _) => format!(
+            "peer_pid={} peer_uid={} peer_gid={}",
+            c.pid().unwrap_or(-1),
+            c.uid(),
+            c.gid()
+        ),
+        (None, Some(a)) => format!("peer_addr={a}"),
+        (None, None) => "unknown".into(),
+    }
+}
+
 fn timeout_of(ms: u64) -> Option<Duration> {
     (ms > 0).then(|| Duration::from_millis(ms))
 }
@@ -167,7 +196,8 @@ impl ProvingEngine for Engine {
         &self,
         request: Request<pb::SubmitProofRequest>,
     ) -> Result<Response<pb::SubmitProofResponse>, Status> {
-        let a = self.submit(request.into_inner()).await?;
+        let peer = peer(&request);
+        let a = self.submit(request.into_inner(), peer).await?;
         Ok(Response::new(pb::SubmitProofResponse {
             job_id: a.job_id,
             queue_position: a.queue_position,
@@ -192,11 +222,12 @@ impl ProvingEngine for Engine {
         &self,
         request: Request<pb::ProveRequest>,
     ) -> Result<Response<pb::ProveResponse>, Status> {
+        let peer = peer(&request);
         let submit = request
             .into_inner()
             .submit
             .ok_or_else(|| Status::invalid_argument("ProveRequest without `submit`"))?;
-        let a = self.submit(submit).await?;
+        let a = self.submit(submit, peer).await?;
         // A retried Prove (after the client's own timeout) attaches here to the running job.
         let result = self.wait(a.id, a.job_id, None).await?;
         Ok(Response::new(pb::ProveResponse {
@@ -376,22 +407,42 @@ impl<T: Connected> Connected for Counted<T> {
     }
 }
 
-/// cuzk's GPU lines.
-fn gpu_lines(_s: &Service, status: &crate::pipeline::PipelineStatus) -> Vec<pb::GpuStatus> {
+/// cuzk's GPU lines: each gpu-proc's device and the job it proves now.
+fn gpu_lines(s: &Service, status: &crate::pipeline::PipelineStatus) -> Vec<pb::GpuStatus> {
     status
-        .children
+        .gpus
         .iter()
-        .filter(|c| c.role.starts_with("gpu-proc"))
-        .enumerate()
-        .map(|(i, c)| pb::GpuStatus {
-            ordinal: i as u32,
-            name: c.detail.clone(),
-            ..Default::default()
+        .map(|g| pb::GpuStatus {
+            ordinal: g.ordinal,
+            name: g.name.clone(),
+            vram_total_bytes: g.vram_total_bytes,
+            vram_free_bytes: g.vram_free_bytes,
+            current_job_id: g.current_job.map(|id| s.request_id(id)).unwrap_or_default(),
+            current_proof_kind: g
+                .current_circuit
+                .as_deref()
+                .map(|c| crate::metrics::proof_kind_label(c).to_owned())
+                .unwrap_or_default(),
         })
         .collect()
 }
 
-/// cuzk's SRS lines.
-fn srs_lines(_status: &crate::pipeline::PipelineStatus) -> Vec<pb::SrsStatus> {
-    Vec::new()
+/// cuzk's SRS lines: every configured circuit, loaded or not.
+fn srs_lines(status: &crate::pipeline::PipelineStatus) -> Vec<pb::SrsStatus> {
+    use crate::pipeline::SrsTier;
+    use pb::srs_status::Tier;
+    status
+        .srs
+        .iter()
+        .map(|l| pb::SrsStatus {
+            circuit_id: l.circuit_id.clone(),
+            tier: match l.tier {
+                SrsTier::Hot => Tier::Hot,
+                SrsTier::Warm => Tier::Warm,
+                SrsTier::Cold => Tier::Cold,
+            } as i32,
+            size_bytes: l.size_bytes,
+            ref_count: l.ref_count,
+        })
+        .collect()
 }

@@ -1,12 +1,182 @@
-//! Helpers of the service tests (`service_*.rs`): a real `splitprover run` process with its own
-//! config, socket, journal and log file, and a line client.
+//! Helpers of the service tests (`service_*.rs`, `sched_service.rs`): a real `splitprover run`
+//! process with its own config, socket, journal and log file, and a small request/response
+//! client over the gRPC API (`launcher::api::client`), which numbers jobs as the service's
+//! generated ids do (`job-7` is 7).
 #![allow(dead_code)]
 
+use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use launcher::protocol::{Client, Request, Response};
+use launcher::api::client::{Client as ApiClient, ClientError};
+use launcher::api::{pb, Endpoint};
+use launcher::pipeline::PipelineStatus;
+
+/// What the tests ask.
+#[derive(Clone, Debug)]
+pub enum Request {
+    /// A built-in job (then, with `wait`, its outcome on the next `recv`).
+    Submit {
+        circuit: String,
+        seed: u64,
+        partitions: u32,
+        wait: bool,
+        priority: i64,
+    },
+    /// A job's outcome (`wait`: until it ends).
+    Fetch { job_id: u64, wait: bool },
+    /// The pipeline status.
+    Status,
+    /// Cancel a job.
+    Cancel { job_id: u64 },
+}
+
+/// What they get.
+#[derive(Clone, Debug)]
+pub enum Response {
+    Accepted {
+        job_id: u64,
+    },
+    Finished {
+        job_id: u64,
+        /// Proof bytes per partition.
+        proofs: Vec<Vec<u8>>,
+        error: Option<String>,
+        elapsed_ms: u64,
+    },
+    Queued {
+        job_id: u64,
+    },
+    Status(Box<PipelineStatus>),
+    Cancelled {
+        job_id: u64,
+        was_running: bool,
+    },
+    Error {
+        message: String,
+    },
+}
+
+/// The number of a generated job id.
+pub fn number(job_id: &str) -> u64 {
+    job_id
+        .strip_prefix("job-")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("not a generated job id: `{job_id}`"))
+}
+
+enum Next {
+    Ready(Response),
+    Await(u64),
+}
+
+/// A connection with `send`/`recv` (a waiting submission answers twice: accepted, finished).
+pub struct Client {
+    api: ApiClient,
+    next: VecDeque<Next>,
+}
+
+fn error(e: ClientError) -> Response {
+    Response::Error {
+        message: e.to_string(),
+    }
+}
+
+impl Client {
+    pub fn connect(socket: &Path) -> Result<Client, String> {
+        let api = ApiClient::connect(&Endpoint::Unix(socket.to_owned())).map_err(|e| e.to_string())?;
+        Ok(Client {
+            api,
+            next: VecDeque::new(),
+        })
+    }
+
+    pub fn send(&mut self, r: &Request) -> Result<(), String> {
+        let next = match r {
+            Request::Submit {
+                circuit,
+                seed,
+                partitions,
+                wait,
+                priority,
+            } => {
+                let request = kernels::job::BuiltinRequest {
+                    seed: *seed,
+                    partitions: *partitions,
+                };
+                match self.api.submit(pb::SubmitProofRequest {
+                    circuit: circuit.clone(),
+                    request: request.to_bytes(),
+                    priority: *priority as i32,
+                    ..Default::default()
+                }) {
+                    Ok(a) => {
+                        let id = number(&a.job_id);
+                        self.next.push_back(Next::Ready(Response::Accepted { job_id: id }));
+                        if *wait {
+                            self.next.push_back(Next::Await(id));
+                        }
+                        return Ok(());
+                    }
+                    Err(e) => error(e),
+                }
+            }
+            Request::Fetch { job_id, wait } => {
+                if *wait {
+                    self.next.push_back(Next::Await(*job_id));
+                    return Ok(());
+                }
+                self.outcome(*job_id, 1)
+            }
+            Request::Status => match self.api.status() {
+                Ok(s) => Response::Status(Box::new(
+                    serde_json::from_str(&s.pipeline_json).map_err(|e| e.to_string())?,
+                )),
+                Err(e) => error(e),
+            },
+            Request::Cancel { job_id } => match self.api.cancel(&format!("job-{job_id}")) {
+                Ok(was_running) => Response::Cancelled {
+                    job_id: *job_id,
+                    was_running,
+                },
+                Err(e) => error(e),
+            },
+        };
+        self.next.push_back(Next::Ready(next));
+        Ok(())
+    }
+
+    fn outcome(&mut self, job_id: u64, timeout_ms: u64) -> Response {
+        use pb::await_proof_response::Status as S;
+        match self.api.await_proof(&format!("job-{job_id}"), timeout_ms) {
+            Ok(a) => match S::try_from(a.status) {
+                Ok(S::Timeout) => Response::Queued { job_id },
+                Ok(S::Completed) => Response::Finished {
+                    job_id,
+                    proofs: a.proof.chunks(192).map(<[u8]>::to_vec).collect(),
+                    error: None,
+                    elapsed_ms: a.total_ms,
+                },
+                _ => Response::Finished {
+                    job_id,
+                    proofs: Vec::new(),
+                    error: Some(a.error_message),
+                    elapsed_ms: a.total_ms,
+                },
+            },
+            Err(e) => error(e),
+        }
+    }
+
+    pub fn recv(&mut self) -> Result<Response, String> {
+        match self.next.pop_front() {
+            Some(Next::Ready(r)) => Ok(r),
+            Some(Next::Await(id)) => Ok(self.outcome(id, 0)),
+            None => Err("nothing was asked".into()),
+        }
+    }
+}
 
 pub use crate::common::{serial, srs_for};
 
@@ -205,7 +375,7 @@ pub fn fetch_ok(s: &Service, id: u64) {
         } => {
             assert_eq!(job_id, id);
             assert_eq!(proofs.len(), 1, "job {id}");
-            assert_eq!(proofs[0].len(), 2 * 192, "job {id}: a Groth16 proof");
+            assert_eq!(proofs[0].len(), 192, "job {id}: a Groth16 proof");
         }
         other => panic!("job {id}: {other:?}\n{}", s.log_text()),
     }
