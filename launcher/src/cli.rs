@@ -286,6 +286,22 @@ pub enum SrsCommand {
         #[arg(long)]
         circuit: Option<String>,
     },
+    /// Load a configured circuit's SRS into the running service (`PreloadSRS`).
+    Preload {
+        /// The circuit: its spec or cuzk's name (`porep-32g`).
+        circuit: String,
+        /// The service: its Unix socket (a path or `unix:///path`) or `host:port`.
+        #[arg(long, env = crate::env::SPLITPROVER_SOCKET)]
+        socket: Option<String>,
+    },
+    /// Unload a configured circuit's SRS from the running service (`EvictSRS`).
+    Evict {
+        /// The circuit: its spec or cuzk's name (`porep-32g`).
+        circuit: String,
+        /// The service: its Unix socket (a path or `unix:///path`) or `host:port`.
+        #[arg(long, env = crate::env::SPLITPROVER_SOCKET)]
+        socket: Option<String>,
+    },
 }
 
 /// `splitprover params ...`.
@@ -403,7 +419,7 @@ pub struct BenchArgs {
     #[arg(long)]
     pub filecoin: Option<String>,
     /// Modes of the Filecoin bench: stock (filecoin-proofs `seal_commit_phase2`), monolithic
-    /// (ours in process), split.
+    /// (ours in process), split; api: the gRPC API against the local path.
     #[cfg(feature = "filecoin")]
     #[arg(long, default_value = "stock,monolithic,split")]
     pub filecoin_modes: String,

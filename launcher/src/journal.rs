@@ -1127,7 +1127,9 @@ PRAGMA user_version = 1;";
             .unwrap();
         assert_eq!(j.find("porep-1000-7").unwrap(), Some(a));
         // The same key again is refused by the unique index (the service looks it up first).
-        assert!(j.accept_as("bits:9", 2, b"r", Some("porep-1000-7")).is_err());
+        assert!(j
+            .accept_as("bits:9", 2, b"r", Some("porep-1000-7"))
+            .is_err());
         let b = j.accept("bits:9", 2, b"r").unwrap();
         assert_eq!(j.find(&generated_request_id(b)).unwrap(), Some(b));
         assert_eq!(j.get(b).unwrap().unwrap().request_id, format!("job-{b}"));

@@ -54,7 +54,10 @@ impl Histogram {
 
     fn write(&self, o: &mut String, name: &str, kind: &str) {
         for (n, bound) in self.buckets.iter().zip(BUCKETS) {
-            let _ = writeln!(o, "{name}_bucket{{proof_kind=\"{kind}\",le=\"{bound}\"}} {n}");
+            let _ = writeln!(
+                o,
+                "{name}_bucket{{proof_kind=\"{kind}\",le=\"{bound}\"}} {n}"
+            );
         }
         let _ = writeln!(
             o,
@@ -133,11 +136,7 @@ impl Metrics {
     /// The text exposition: the counters and histograms kept here, and gauges read from
     /// `status` (the pipeline's, with `uptime`).
     pub fn render(&self, status: &PipelineStatus, uptime: Duration) -> String {
-        let kinds = self
-            .kinds
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
+        let kinds = self.kinds.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let mut o = String::new();
         let (completed, failed) = kinds
             .values()
@@ -146,16 +145,41 @@ impl Metrics {
             let _ = writeln!(o, "# HELP {name} {help}");
             let _ = writeln!(o, "# TYPE {name} {kind}");
         };
-        head(&mut o, "cuzk_proofs_completed_total", "counter", "Proofs completed, every kind.");
+        head(
+            &mut o,
+            "cuzk_proofs_completed_total",
+            "counter",
+            "Proofs completed, every kind.",
+        );
         let _ = writeln!(o, "cuzk_proofs_completed_total {completed}");
-        head(&mut o, "cuzk_proofs_failed_total", "counter", "Proofs failed, every kind.");
+        head(
+            &mut o,
+            "cuzk_proofs_failed_total",
+            "counter",
+            "Proofs failed, every kind.",
+        );
         let _ = writeln!(o, "cuzk_proofs_failed_total {failed}");
-        head(&mut o, "cuzk_uptime_seconds", "gauge", "Seconds since the service started.");
+        head(
+            &mut o,
+            "cuzk_uptime_seconds",
+            "gauge",
+            "Seconds since the service started.",
+        );
         let _ = writeln!(o, "cuzk_uptime_seconds {}", uptime.as_secs());
         let running = status.jobs.iter().filter(|j| j.running).count();
-        head(&mut o, "cuzk_queue_depth", "gauge", "Jobs accepted and not yet started.");
+        head(
+            &mut o,
+            "cuzk_queue_depth",
+            "gauge",
+            "Jobs accepted and not yet started.",
+        );
         let _ = writeln!(o, "cuzk_queue_depth {}", status.jobs.len() - running);
-        head(&mut o, "cuzk_running_jobs", "gauge", "Jobs with a partition started.");
+        head(
+            &mut o,
+            "cuzk_running_jobs",
+            "gauge",
+            "Jobs with a partition started.",
+        );
         let _ = writeln!(o, "cuzk_running_jobs {running}");
         let gpus = status
             .children
@@ -165,8 +189,15 @@ impl Metrics {
         head(&mut o, "cuzk_gpu_workers", "gauge", "gpu-proc processes.");
         let _ = writeln!(o, "cuzk_gpu_workers {gpus}");
         let per_kind: [(&str, &str, &str, fn(&KindStats) -> u64); 4] = [
-            ("cuzk_proofs_completed", "counter", "Proofs completed.", |k| k.completed),
-            ("cuzk_proofs_failed", "counter", "Proofs failed.", |k| k.failed),
+            (
+                "cuzk_proofs_completed",
+                "counter",
+                "Proofs completed.",
+                |k| k.completed,
+            ),
+            ("cuzk_proofs_failed", "counter", "Proofs failed.", |k| {
+                k.failed
+            }),
             (
                 "splitprover_proofs_cancelled",
                 "counter",
@@ -377,10 +408,22 @@ mod tests {
         h.observe(Duration::from_secs(2));
         let mut o = String::new();
         h.write(&mut o, "x", "k");
-        assert!(o.contains("x_bucket{proof_kind=\"k\",le=\"0.025\"} 0\n"), "{o}");
-        assert!(o.contains("x_bucket{proof_kind=\"k\",le=\"0.05\"} 1\n"), "{o}");
-        assert!(o.contains("x_bucket{proof_kind=\"k\",le=\"2.5\"} 2\n"), "{o}");
-        assert!(o.contains("x_bucket{proof_kind=\"k\",le=\"+Inf\"} 2\n"), "{o}");
+        assert!(
+            o.contains("x_bucket{proof_kind=\"k\",le=\"0.025\"} 0\n"),
+            "{o}"
+        );
+        assert!(
+            o.contains("x_bucket{proof_kind=\"k\",le=\"0.05\"} 1\n"),
+            "{o}"
+        );
+        assert!(
+            o.contains("x_bucket{proof_kind=\"k\",le=\"2.5\"} 2\n"),
+            "{o}"
+        );
+        assert!(
+            o.contains("x_bucket{proof_kind=\"k\",le=\"+Inf\"} 2\n"),
+            "{o}"
+        );
         assert!(o.contains("x_count{proof_kind=\"k\"} 2\n"), "{o}");
     }
 }

@@ -216,6 +216,26 @@ impl Service {
                 )));
             }
         }
+        // Checked before anything is journaled (the pipeline checks it again).
+        if s.request.len() as u64 > self.limits.max_request_bytes {
+            return Err(ServiceError::InvalidArgument(format!(
+                "request of {} bytes: more than the {} accepted (`max_request_bytes` in [faults])",
+                s.request.len(),
+                self.limits.max_request_bytes
+            )));
+        }
+        // An absurd partition count is refused before the queue cap and the journal too.
+        if s.circuit.builtin().is_some() {
+            if let Ok(r) = kernels::job::BuiltinRequest::from_bytes(&s.request) {
+                if r.partitions > self.limits.max_partitions {
+                    return Err(ServiceError::InvalidArgument(format!(
+                        "too many partitions: {} (at most {} per job, `max_partitions` in \
+                         [faults])",
+                        r.partitions, self.limits.max_partitions
+                    )));
+                }
+            }
+        }
         let queued = guard(&self.live).handles.len() as u64;
         if queued >= self.limits.max_queued_jobs {
             return Err(ServiceError::Busy(format!(
@@ -266,7 +286,9 @@ impl Service {
                     | PipelineError::RequestFile { .. }) => {
                         ServiceError::InvalidArgument(e.to_string())
                     }
-                    e @ PipelineError::Unserved(_) => ServiceError::FailedPrecondition(e.to_string()),
+                    e @ PipelineError::Unserved(_) => {
+                        ServiceError::FailedPrecondition(e.to_string())
+                    }
                     e => ServiceError::Internal(e.to_string()),
                 })
             }
@@ -489,7 +511,9 @@ impl Service {
             }
         }
         for g in &mut s.gpus {
-            g.current_job = g.current_job.and_then(|j| live.by_pipeline.get(&j).copied());
+            g.current_job = g
+                .current_job
+                .and_then(|j| live.by_pipeline.get(&j).copied());
         }
         s
     }

@@ -20,10 +20,7 @@ const CIRCUIT: &str = "pubinputs:2";
 #[test]
 fn issue10_500_concurrent_clients_get_answers_and_every_accepted_job_finishes() {
     let _g = serial();
-    let mut setup = Setup::new(
-        CIRCUIT,
-        "max_connections = 64\nmax_queued_jobs = 150",
-    );
+    let mut setup = Setup::new(CIRCUIT, "max_connections = 64\nmax_queued_jobs = 150");
     let s = setup.start();
     let socket = s.socket.clone();
     let threads: Vec<_> = (0..500u64)
@@ -44,7 +41,9 @@ fn issue10_500_concurrent_clients_get_answers_and_every_accepted_job_finishes() 
             Ok(Response::Error { message }) if message.starts_with("busy") => busy += 1,
             // Over `max_connections`: the connection was closed before a request went through.
             Ok(Response::Error { message }) | Err(message)
-                if message.contains("connect") || message.contains("transport") =>
+                if ["connect", "transport", "canceled", "reset", "closed"]
+                    .iter()
+                    .any(|w| message.contains(w)) =>
             {
                 closed += 1
             }
@@ -52,7 +51,10 @@ fn issue10_500_concurrent_clients_get_answers_and_every_accepted_job_finishes() 
             Err(e) => panic!("{e}"),
         }
     }
-    eprintln!("accepted {}, busy {busy}, connections closed {closed}", ids.len());
+    eprintln!(
+        "accepted {}, busy {busy}, connections closed {closed}",
+        ids.len()
+    );
     assert!(!ids.is_empty());
     assert_eq!(ids.len() + busy + closed, 500);
     assert!(s.log_text().contains("connection refused: too many open") || closed == 0);
@@ -73,10 +75,7 @@ fn issue10_500_concurrent_clients_get_answers_and_every_accepted_job_finishes() 
 #[test]
 fn issue11_a_message_over_the_limit_is_refused_and_the_service_goes_on() {
     let _g = serial();
-    let mut setup = Setup::new(
-        CIRCUIT,
-        "max_message_bytes = 65536\nmax_queued_jobs = 2",
-    );
+    let mut setup = Setup::new(CIRCUIT, "max_message_bytes = 65536\nmax_queued_jobs = 2");
     let s = setup.start();
     // A client whose own limit is larger: the service's limit is what refuses it.
     let mut c = ApiClient::connect_with_limit(&Endpoint::Unix(s.socket.clone()), 1 << 20).unwrap();
@@ -225,12 +224,10 @@ fn issue10_running_out_of_file_descriptors_in_accept_does_not_end_the_service() 
     // The service goes on: once the clients are gone it answers again and proves.
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let answered = Client::connect(&s.socket)
-            .ok()
-            .and_then(|mut c| {
-                c.send(&Request::Status).ok()?;
-                c.recv().ok()
-            });
+        let answered = Client::connect(&s.socket).ok().and_then(|mut c| {
+            c.send(&Request::Status).ok()?;
+            c.recv().ok()
+        });
         if matches!(answered, Some(Response::Status(_))) {
             break;
         }

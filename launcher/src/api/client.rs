@@ -104,7 +104,10 @@ impl Client {
     }
 
     /// `SubmitProof`.
-    pub fn submit(&mut self, r: pb::SubmitProofRequest) -> Result<pb::SubmitProofResponse, ClientError> {
+    pub fn submit(
+        &mut self,
+        r: pb::SubmitProofRequest,
+    ) -> Result<pb::SubmitProofResponse, ClientError> {
         Ok(self.rt.block_on(self.inner.submit_proof(r))?.into_inner())
     }
 
@@ -122,7 +125,10 @@ impl Client {
     }
 
     /// `Prove`.
-    pub fn prove(&mut self, submit: pb::SubmitProofRequest) -> Result<pb::AwaitProofResponse, ClientError> {
+    pub fn prove(
+        &mut self,
+        submit: pb::SubmitProofRequest,
+    ) -> Result<pb::AwaitProofResponse, ClientError> {
         let r = pb::ProveRequest {
             submit: Some(submit),
         };
@@ -137,7 +143,11 @@ impl Client {
         let r = pb::CancelProofRequest {
             job_id: job_id.to_owned(),
         };
-        Ok(self.rt.block_on(self.inner.cancel_proof(r))?.into_inner().was_running)
+        Ok(self
+            .rt
+            .block_on(self.inner.cancel_proof(r))?
+            .into_inner()
+            .was_running)
     }
 
     /// `GetStatus`.

@@ -45,7 +45,10 @@ impl FromStr for Endpoint {
             text: s.to_owned(),
             reason,
         };
-        if let Some(path) = s.strip_prefix("unix://").or_else(|| s.strip_prefix("unix:")) {
+        if let Some(path) = s
+            .strip_prefix("unix://")
+            .or_else(|| s.strip_prefix("unix:"))
+        {
             if path.is_empty() {
                 return Err(bad("no socket path"));
             }
@@ -138,7 +141,9 @@ mod tests {
     #[test]
     fn endpoints_parse_as_curio_writes_them() {
         assert_eq!(
-            "unix:///run/splitprover/cuzk.sock".parse::<Endpoint>().unwrap(),
+            "unix:///run/splitprover/cuzk.sock"
+                .parse::<Endpoint>()
+                .unwrap(),
             Endpoint::Unix("/run/splitprover/cuzk.sock".into())
         );
         assert_eq!(

@@ -103,11 +103,8 @@ pub fn write_outputs(
     std::fs::write(out, &bytes).with_context(|| format!("cannot write `{}`", out.display()))?;
     let inputs: Vec<Vec<String>> = (0..proofs.len() as u64)
         .map(|p| {
-            spec.public_inputs(seed.wrapping_add(p)).map(|v| {
-                v.iter()
-                    .map(|s| super::hex(s.to_repr().as_ref()))
-                    .collect()
-            })
+            spec.public_inputs(seed.wrapping_add(p))
+                .map(|v| v.iter().map(|s| super::hex(s.to_repr().as_ref())).collect())
         })
         .collect::<Result<_, _>>()?;
     let json =

@@ -116,8 +116,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                 let listener = rt
                     .block_on(tokio::net::TcpListener::bind(addr.as_str()))
                     .with_context(|| format!("cannot listen on `{addr}`"))?;
-                let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener)
-                    .filter_map(move |c| {
+                let incoming =
+                    tokio_stream::wrappers::TcpListenerStream::new(listener).filter_map(move |c| {
                         accepted(c).and_then(|s: tokio::net::TcpStream| {
                             let _ = s.set_nodelay(true);
                             admit(s, &open, max_connections)
@@ -138,7 +138,11 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             Some(s) => s.metrics().render(&s.status(), s.uptime()),
             None => String::new(),
         });
-        rt.spawn(crate::metrics::serve_http(listener, render, servers_stop.clone()));
+        rt.spawn(crate::metrics::serve_http(
+            listener,
+            render,
+            servers_stop.clone(),
+        ));
         tracing::info!(%addr, "serving Prometheus metrics at /metrics");
     }
     let notifier = Notifier::from_env().unwrap_or_else(|e| {
@@ -389,6 +393,11 @@ fn endpoint_of(explicit: Option<&str>) -> anyhow::Result<Endpoint> {
     }
 }
 
+/// A client of the service `--socket` names.
+pub fn client(socket: Option<&str>) -> anyhow::Result<Client> {
+    Ok(Client::connect(&endpoint_of(socket)?)?)
+}
+
 /// The job id a user typed: `7` is short for `job-7`.
 fn job_id_of(typed: &str) -> String {
     match typed.parse::<u64>() {
@@ -431,10 +440,8 @@ pub fn submit(args: SubmitArgs) -> anyhow::Result<ExitCode> {
                 crate::request_file::Reader::Launcher,
             )
             .with_context(|| format!("proof request `{}`", file.display()))?;
-            let (kind, family) = super::request_choice(
-                args.request.proof_type.as_deref(),
-                args.request.family(),
-            )?;
+            let (kind, family) =
+                super::request_choice(args.request.proof_type.as_deref(), args.request.family())?;
             let kind = kernels::job::filecoin_request_kind(&bytes, kind, family)
                 .with_context(|| format!("proof request `{}`", file.display()))?;
             let r = pb::SubmitProofRequest {
@@ -480,7 +487,11 @@ pub fn submit(args: SubmitArgs) -> anyhow::Result<ExitCode> {
         let a = c.await_proof(&job_id, 0)?;
         if a.status != pb::await_proof_response::Status::Completed as i32 {
             failed += 1;
-            eprintln!("job {job_id} {}: {}", status_word(a.status), a.error_message);
+            eprintln!(
+                "job {job_id} {}: {}",
+                status_word(a.status),
+                a.error_message
+            );
             continue;
         }
         let bytes = split_proofs(&a.proof);
@@ -492,12 +503,9 @@ pub fn submit(args: SubmitArgs) -> anyhow::Result<ExitCode> {
         if let Some(path) = path {
             match (&request_file, &args.circuit) {
                 (Some(_), _) => super::prove::write_proof(&path, &bytes)?,
-                (None, Some(circuit)) => super::prove::write_outputs(
-                    &path,
-                    &super::parse_spec(circuit)?,
-                    seed,
-                    &bytes,
-                )?,
+                (None, Some(circuit)) => {
+                    super::prove::write_outputs(&path, &super::parse_spec(circuit)?, seed, &bytes)?
+                }
                 (None, None) => unreachable!("checked before sending"),
             }
             println!("{}", path.display());
@@ -516,10 +524,7 @@ const PROOF_BYTES: usize = 192;
 
 /// Proof bytes per partition (192 each) from an `AwaitProofResponse`'s concatenation.
 fn split_proofs(proof: &[u8]) -> Vec<Vec<u8>> {
-    proof
-        .chunks(PROOF_BYTES)
-        .map(<[u8]>::to_vec)
-        .collect()
+    proof.chunks(PROOF_BYTES).map(<[u8]>::to_vec).collect()
 }
 
 fn status_word(status: i32) -> &'static str {
@@ -535,7 +540,7 @@ fn status_word(status: i32) -> &'static str {
 
 /// `splitprover fetch`.
 pub fn fetch(args: FetchArgs) -> anyhow::Result<ExitCode> {
-    let mut c = Client::connect(&endpoint_of(args.socket.as_deref())?)?;
+    let mut c = client(args.socket.as_deref())?;
     let job_id = job_id_of(&args.job);
     // Without --wait: answer at once (1 ms is the shortest wait the API has).
     let a = c.await_proof(&job_id, if args.wait { 0 } else { 1 })?;
@@ -558,7 +563,11 @@ pub fn fetch(args: FetchArgs) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::from(3))
         }
         _ => {
-            eprintln!("job {job_id} {}: {}", status_word(a.status), a.error_message);
+            eprintln!(
+                "job {job_id} {}: {}",
+                status_word(a.status),
+                a.error_message
+            );
             Ok(ExitCode::from(1))
         }
     }
@@ -566,7 +575,7 @@ pub fn fetch(args: FetchArgs) -> anyhow::Result<ExitCode> {
 
 /// `splitprover cancel`.
 pub fn cancel(args: CancelArgs) -> anyhow::Result<ExitCode> {
-    let mut c = Client::connect(&endpoint_of(args.socket.as_deref())?)?;
+    let mut c = client(args.socket.as_deref())?;
     let job_id = job_id_of(&args.job);
     let was_running = c.cancel(&job_id)?;
     let what = if was_running { "running" } else { "queued" };
@@ -576,7 +585,7 @@ pub fn cancel(args: CancelArgs) -> anyhow::Result<ExitCode> {
 
 /// `splitprover status`.
 pub fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
-    let mut c = Client::connect(&endpoint_of(args.socket.as_deref())?)?;
+    let mut c = client(args.socket.as_deref())?;
     let answer = c.status()?;
     let s: PipelineStatus = serde_json::from_str(&answer.pipeline_json)
         .context("the service's status has no pipeline part")?;
@@ -585,14 +594,27 @@ pub fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     print!("{}", render_status(&s));
-    let _ = writeln_gpus(&answer);
+    let _ = api_lines(&answer);
     Ok(ExitCode::SUCCESS)
 }
 
-/// The API's GPU, SRS and queue lines, under the pipeline's status.
-fn writeln_gpus(a: &pb::GetStatusResponse) -> std::fmt::Result {
+/// The API's SRS and queue lines and totals, under the pipeline's status.
+fn api_lines(a: &pb::GetStatusResponse) -> std::fmt::Result {
     use std::fmt::Write as _;
     let mut o = String::new();
+    for l in &a.loaded_srs {
+        let tier = pb::srs_status::Tier::try_from(l.tier)
+            .map(|t| t.as_str_name())
+            .unwrap_or("?");
+        writeln!(
+            o,
+            "srs:       {:<24} {:<4} {:>8} MiB, {} live jobs",
+            l.circuit_id,
+            tier,
+            l.size_bytes >> 20,
+            l.ref_count
+        )?;
+    }
     for q in &a.queues {
         writeln!(
             o,

@@ -1,4 +1,4 @@
-//! `splitprover srs generate|check`.
+//! `splitprover srs generate|check|preload|evict`.
 
 use std::process::ExitCode;
 
@@ -31,6 +31,29 @@ pub fn run(cmd: SrsCommand) -> anyhow::Result<ExitCode> {
                     format!("`{}` does not fit circuit `{spec}`", file.display())
                 })?;
                 println!("fits `{spec}` ({shape:?})");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        SrsCommand::Preload { circuit, socket } => {
+            let mut c = super::service::client(socket.as_deref())?;
+            let r = c.preload_srs(&circuit)?;
+            if r.already_loaded {
+                eprintln!("`{circuit}`: already loaded ({} bytes)", r.size_bytes);
+            } else {
+                eprintln!(
+                    "`{circuit}`: loaded {} bytes in {} ms",
+                    r.size_bytes, r.load_time_ms
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        SrsCommand::Evict { circuit, socket } => {
+            let mut c = super::service::client(socket.as_deref())?;
+            let r = c.evict_srs(&circuit)?;
+            if r.was_loaded {
+                eprintln!("`{circuit}`: unloaded, {} bytes freed", r.freed_bytes);
+            } else {
+                eprintln!("`{circuit}`: was not loaded");
             }
             Ok(ExitCode::SUCCESS)
         }

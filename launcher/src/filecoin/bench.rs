@@ -4,7 +4,9 @@
 //! - `monolithic`: our synthesis then our backend (`--backend`), in process, one partition at a
 //!   time (`kernels::filecoin::prove_job`);
 //! - `split`: the split pipeline (synth-proc and gpu-proc as pinned processes), `-n` jobs with
-//!   `-j` in flight.
+//!   `-j` in flight;
+//! - `api`: the cuzk gRPC API against the pipeline's own submit path, and WinningPoSt behind
+//!   PoRep ([`super::api_bench`]).
 //!
 //! The sector is sealed first (PC1, PC2, C1 through filecoin-proofs-api, timed), its parameters
 //! generated into the parameter cache with the fast generator if missing (timed). Every proof of
@@ -18,6 +20,7 @@ use anyhow::Context;
 use kernels::circuits::AnyCircuit;
 use kernels::filecoin::{self, fixture, ParamFiles, ProofKind};
 
+use super::api_bench::ApiFigures;
 use crate::cli::BenchArgs;
 use crate::pipeline::PipelineSettings;
 use crate::report::{self, BenchRow};
@@ -39,6 +42,8 @@ pub struct FilecoinBench {
     pub param_cache: PathBuf,
     /// Where the sector is sealed (kept between runs: a sealed sector is reused).
     pub work_dir: PathBuf,
+    /// Rounds each way of the `api` mode.
+    pub api_rounds: usize,
 }
 
 /// One measured mode.
@@ -53,7 +58,7 @@ pub struct FilecoinRow {
 pub fn run(
     bench: &FilecoinBench,
     settings: PipelineSettings,
-) -> anyhow::Result<(Vec<FilecoinRow>, Option<Timeline>)> {
+) -> anyhow::Result<(Vec<FilecoinRow>, Option<Timeline>, Option<ApiFigures>)> {
     let ProofKind::PoRep(proof) = bench.kind else {
         anyhow::bail!(
             "the Filecoin bench measures PoRep C2 (`porep:…`), not `{}`",
@@ -135,6 +140,20 @@ pub fn run(
         let cfg = format!("ours in process, {} backend", backend.name());
         rows.push(plain_row(&cfg, "monolithic", started.elapsed(), lat));
     }
+    let mut api = None;
+    if has("api") {
+        api = Some(super::api_bench::run(
+            settings.clone(),
+            kind,
+            &files.params,
+            &sector,
+            &bench.param_cache,
+            &bench.work_dir,
+            bench.proofs.max(1),
+            bench.clients,
+            bench.api_rounds,
+        )?);
+    }
     let mut timeline = None;
     if has("split") {
         let mut s = settings;
@@ -203,7 +222,7 @@ pub fn run(
         });
         timeline = Some(tl);
     }
-    Ok((rows, timeline))
+    Ok((rows, timeline, api))
 }
 
 fn plain_row(config: &str, mode: &str, wall: Duration, latencies: Vec<f64>) -> FilecoinRow {
@@ -253,8 +272,8 @@ pub fn run_command(args: &BenchArgs, kind: &str) -> anyhow::Result<ExitCode> {
         .collect();
     for m in &modes {
         anyhow::ensure!(
-            matches!(m.as_str(), "stock" | "monolithic" | "split"),
-            "unknown mode `{m}`: use stock, monolithic, split"
+            matches!(m.as_str(), "stock" | "monolithic" | "split" | "api"),
+            "unknown mode `{m}`: use stock, monolithic, split, api"
         );
     }
     std::fs::create_dir_all(&args.out_dir)
@@ -270,12 +289,13 @@ pub fn run_command(args: &BenchArgs, kind: &str) -> anyhow::Result<ExitCode> {
             .clone()
             .unwrap_or_else(crate::env::param_cache_dir),
         work_dir: args.out_dir.join("filecoin-work"),
+        api_rounds: 5,
     };
     eprintln!("parameters: {}", describe_cache(kind, &bench.param_cache));
     // The pipeline's settings; its circuit is set by the bench once the parameters exist.
     let placeholder = kernels::circuits::AnyCircuit::Filecoin(kind);
     let settings = crate::commands::settings_for(&args.pipeline, placeholder, PathBuf::new())?;
-    let (rows, timeline) = run(&bench, settings)?;
+    let (rows, timeline, api) = run(&bench, settings)?;
     let table: Vec<BenchRow> = rows.iter().map(|r| r.row.clone()).collect();
     println!("{kind}");
     println!("{}", report::render_table(&table));
@@ -307,6 +327,11 @@ pub fn run_command(args: &BenchArgs, kind: &str) -> anyhow::Result<ExitCode> {
         tl.write_log(&mut log)?;
         std::fs::write(base.with_extension("timeline"), log)?;
         std::fs::write(base.with_extension("svg"), tl.waterfall_svg())?;
+    }
+    if let Some(api) = &api {
+        println!("gRPC API against the local path (one pipeline, alternating rounds)");
+        print!("{}", api.render());
+        std::fs::write(args.out_dir.join("bench-filecoin-api.txt"), api.render())?;
     }
     let path = args.out_dir.join("bench-filecoin.json");
     std::fs::write(

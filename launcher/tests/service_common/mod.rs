@@ -85,7 +85,8 @@ fn error(e: ClientError) -> Response {
 
 impl Client {
     pub fn connect(socket: &Path) -> Result<Client, String> {
-        let api = ApiClient::connect(&Endpoint::Unix(socket.to_owned())).map_err(|e| e.to_string())?;
+        let api =
+            ApiClient::connect(&Endpoint::Unix(socket.to_owned())).map_err(|e| e.to_string())?;
         Ok(Client {
             api,
             next: VecDeque::new(),
@@ -113,7 +114,8 @@ impl Client {
                 }) {
                     Ok(a) => {
                         let id = number(&a.job_id);
-                        self.next.push_back(Next::Ready(Response::Accepted { job_id: id }));
+                        self.next
+                            .push_back(Next::Ready(Response::Accepted { job_id: id }));
                         if *wait {
                             self.next.push_back(Next::Await(id));
                         }
