@@ -6,6 +6,7 @@
 
 mod common;
 mod service_common;
+use common::free_port;
 use service_common::{serial, Setup};
 
 use std::collections::HashSet;
@@ -19,14 +20,6 @@ use pb::await_proof_response::Status as S;
 use tonic::Code;
 
 const CIRCUIT: &str = "sha-chain:1";
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 fn builtin(seed: u64, partitions: u32) -> pb::SubmitProofRequest {
     pb::SubmitProofRequest {

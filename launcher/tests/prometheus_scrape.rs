@@ -5,6 +5,7 @@
 
 mod common;
 mod service_common;
+use common::free_port;
 use service_common::{serial, Setup};
 
 use std::io::{Read, Write};
@@ -13,14 +14,6 @@ use std::time::{Duration, Instant};
 
 use launcher::api::client::Client;
 use launcher::api::{pb, Endpoint};
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// The body of `GET path` on `addr`.
 fn get(addr: &str, path: &str) -> Option<String> {

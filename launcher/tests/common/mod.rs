@@ -62,3 +62,12 @@ pub fn cli(args: &[&str], env: &[(&str, &Path)]) -> (i32, String, String) {
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
+
+/// A TCP port free on 127.0.0.1 when asked (bound then released).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
