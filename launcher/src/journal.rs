@@ -556,6 +556,32 @@ impl Journal {
             .map_err(|e| self.sql(e))
     }
 
+    /// The state of job `id`.
+    pub fn state_of(&self, id: u64) -> Result<Option<JobState>, JournalError> {
+        let state = self
+            .conn
+            .query_row(
+                "SELECT state FROM jobs WHERE id = ?1",
+                params![id as i64],
+                |r| r.get::<_, String>(0),
+            )
+            .optional()
+            .map_err(|e| self.sql(e))?;
+        Ok(state.as_deref().and_then(JobState::parse))
+    }
+
+    /// Gives a finished job its generated id back, freeing its client's request id for a new
+    /// job (a retry of a request that failed or was cancelled runs again).
+    pub fn release_request_id(&mut self, id: u64) -> Result<(), JournalError> {
+        self.conn
+            .execute(
+                "UPDATE jobs SET request_id = 'job-' || id WHERE id = ?1 AND state <> 'accepted'",
+                params![id as i64],
+            )
+            .map_err(|e| self.sql(e))?;
+        Ok(())
+    }
+
     /// The job a request id names (a client's key, or `job-<id>`).
     pub fn find(&self, request_id: &str) -> Result<Option<u64>, JournalError> {
         self.conn

@@ -7,8 +7,10 @@
 //! - A job is acknowledged only once its row, request bytes included, is in the journal
 //!   (`crate::journal`): it survives a restart of the service and runs after it.
 //! - A request id names one job: a submission whose request id is already in the journal
-//!   attaches to that job (running, queued, or finished and not yet expired) and never queues a
-//!   second proof. Submissions are serialized, so two concurrent retries cannot both queue.
+//!   attaches to that job (queued, running, or succeeded and not yet expired) and never queues a
+//!   second proof; only a job that ended without a proof (failed, cancelled) gives its request
+//!   id to a new attempt, as Curio's retries expect. Submissions are serialized, so two
+//!   concurrent retries cannot both queue.
 //! - Every outcome is journaled (with where its time went) before any waiter is woken, so an
 //!   answer a client got can be asked for again after a restart until it expires.
 
@@ -201,13 +203,25 @@ impl Service {
         let _one = guard(&self.submitting);
         let request_id = s.request_id.filter(|r| !r.is_empty());
         if let Some(rid) = &request_id {
-            if let Some(id) = guard(&self.journal).find(rid).map_err(internal)? {
-                return Ok(Accepted {
-                    id,
-                    job_id: rid.clone(),
-                    existing: true,
-                    queue_position: self.queue_position(id),
-                });
+            let mut journal = guard(&self.journal);
+            if let Some(id) = journal.find(rid).map_err(internal)? {
+                match journal.state_of(id).map_err(internal)? {
+                    // No proof came of it: Curio retries a failed proof with the same request
+                    // id, and must get a new attempt, not the old failure.
+                    Some(JobState::Failed | JobState::Cancelled) => {
+                        journal.release_request_id(id).map_err(internal)?;
+                        tracing::info!(request_id = %rid, old = id, "request id retried after its job ended without a proof");
+                    }
+                    _ => {
+                        drop(journal);
+                        return Ok(Accepted {
+                            id,
+                            job_id: rid.clone(),
+                            existing: true,
+                            queue_position: self.queue_position(id),
+                        });
+                    }
+                }
             }
             if rid.starts_with("job-") {
                 return Err(ServiceError::InvalidArgument(format!(

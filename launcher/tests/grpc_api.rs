@@ -231,6 +231,35 @@ fn a_request_id_names_one_job_and_one_gpu_proof() {
 }
 
 #[test]
+fn a_failed_proof_is_ok_with_status_failed_and_its_request_id_runs_again() {
+    let _g = serial();
+    let mut setup = Setup::new(CIRCUIT, "");
+    // The first job's synthesis panics (every attempt): it fails, the service goes on.
+    setup.env = vec![("SPLITPROVER_FAULT".into(), "synth-panic@job=1".into())];
+    let s = setup.start();
+    let mut c = Client::connect(&Endpoint::Unix(s.socket.clone())).unwrap();
+    let mut req = builtin(3, 1);
+    req.request_id = "porep-1000-9".into();
+    let failed = c.prove(req.clone()).unwrap();
+    assert_eq!(failed.status, S::Failed as i32, "{failed:?}");
+    assert!(failed.proof.is_empty());
+    assert!(!failed.error_message.is_empty(), "{failed:?}");
+    // Curio retries with the same request id: a new attempt, not the old failure.
+    let again = c.prove(req).unwrap();
+    completed(&again, 1);
+    assert_eq!(again.job_id, "porep-1000-9");
+    let p = idle(&mut c);
+    assert_eq!(
+        (p.counters.submitted, p.counters.failed),
+        (2, 1),
+        "{:?}",
+        p.counters
+    );
+    let m = c.metrics().unwrap();
+    assert!(m.contains("cuzk_proofs_failed_total 1\n"), "{m}");
+}
+
+#[test]
 fn cancel_drops_a_queued_and_a_running_job_frees_their_slots_and_the_next_job_is_fine() {
     let _g = serial();
     let mut setup = Setup::new(CIRCUIT, "");
