@@ -8,7 +8,8 @@
 //! reason while the service goes on proving; a proof that fails (a synthesis panic injected
 //! for the first job: every payload that parses but is wrong is already refused at submit,
 //! where the vanilla proofs are verified) is `OK` with status `FAILED`; `GetStatus` names the
-//! SRS as cuzk does and shows queues per proof kind; `GetMetrics` counts per kind.
+//! SRS as cuzk does and shows queues per proof kind; `GetMetrics` counts per kind;
+//! `EvictSRS`/`PreloadSRS` take cuzk's circuit names.
 //!
 //! Sectors are sealed in the test (`fixture::seal_sector`, as `filecoin_post_snap.rs` does);
 //! parameters come from the shared test parameter cache (`target/filecoin-test-params`).
@@ -633,6 +634,44 @@ fn curio_payloads_over_grpc_prove_what_filecoin_proofs_verifies() {
         "{st:?}"
     );
     assert!(st.queues.is_empty(), "{st:?}");
+
+    // EvictSRS and PreloadSRS by cuzk's names (as Curio's `porep-32g`): a real unload and load.
+    let srs_line = |c: &mut Client, id: &str| {
+        c.status()
+            .unwrap()
+            .loaded_srs
+            .into_iter()
+            .find(|l| l.circuit_id == id)
+            .unwrap_or_else(|| panic!("no SRS line `{id}`"))
+    };
+    let size = srs_line(&mut unix, "snap-2k").size_bytes;
+    let evicted = unix.evict_srs("snap-2k").unwrap();
+    assert!(evicted.was_loaded);
+    assert_eq!(evicted.freed_bytes, size);
+    let line = srs_line(&mut unix, "snap-2k");
+    assert_eq!(
+        (line.tier, line.size_bytes),
+        (pb::srs_status::Tier::Cold as i32, 0),
+        "{line:?}"
+    );
+    let loaded = tcp.preload_srs("snap-2k").unwrap();
+    assert!(!loaded.already_loaded);
+    assert_eq!(loaded.size_bytes, size);
+    let line = srs_line(&mut tcp, "snap-2k");
+    assert_eq!(
+        (line.tier, line.size_bytes),
+        (pb::srs_status::Tier::Hot as i32, size),
+        "{line:?}"
+    );
+    assert!(unix.preload_srs("porep-2k").unwrap().already_loaded);
+    // A circuit this service was not configured with, an unknown job: NOT_FOUND.
+    let e = unix.preload_srs("porep-32g").unwrap_err();
+    assert_eq!(e.code(), Some(tonic::Code::NotFound), "{e:?}");
+    assert!(e.to_string().contains("porep-2k"), "{e}");
+    let e = unix
+        .await_proof(&format!("porep-{PROVER_MINER_ID}-424242"), 0)
+        .unwrap_err();
+    assert_eq!(e.code(), Some(tonic::Code::NotFound), "{e:?}");
 
     drop((unix, tcp));
     launcher::pipeline::child::kill(service.child.id(), libc::SIGTERM);
