@@ -63,7 +63,10 @@ impl Client {
         endpoint: &Endpoint,
         max_message_bytes: usize,
     ) -> Result<Client, ClientError> {
-        let rt = tokio::runtime::Builder::new_current_thread()
+        // One worker of its own: the connection's task must run between calls too, or the
+        // server's HTTP/2 keepalive pings go unanswered and it closes an idle connection.
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
             .enable_all()
             .build()
             .map_err(ClientError::Runtime)?;
