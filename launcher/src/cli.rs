@@ -423,6 +423,14 @@ pub struct BenchArgs {
     #[cfg(feature = "filecoin")]
     #[arg(long, default_value = "stock,monolithic,split")]
     pub filecoin_modes: String,
+    /// Rounds each way (local, API) of the Filecoin bench's `api` mode, `-n` proofs each.
+    #[cfg(feature = "filecoin")]
+    #[arg(long, default_value_t = 5)]
+    pub api_rounds: usize,
+    /// PoRep C2 jobs queued ahead of the WinningPoSt in the `api` mode.
+    #[cfg(feature = "filecoin")]
+    #[arg(long, default_value_t = 20)]
+    pub api_queued: usize,
     /// Runs of the stock prover in the Filecoin bench.
     #[cfg(feature = "filecoin")]
     #[arg(long, default_value_t = 2)]

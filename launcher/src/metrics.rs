@@ -69,6 +69,11 @@ impl Histogram {
     }
 }
 
+/// Reads one counter of a kind.
+type Count = fn(&KindStats) -> u64;
+/// Reads one histogram of a kind.
+type Hist = fn(&KindStats) -> &Histogram;
+
 /// What is kept per proof kind.
 #[derive(Clone, Debug, Default)]
 struct KindStats {
@@ -188,7 +193,7 @@ impl Metrics {
             .count();
         head(&mut o, "cuzk_gpu_workers", "gauge", "gpu-proc processes.");
         let _ = writeln!(o, "cuzk_gpu_workers {gpus}");
-        let per_kind: [(&str, &str, &str, fn(&KindStats) -> u64); 4] = [
+        let per_kind: [(&str, &str, &str, Count); 4] = [
             (
                 "cuzk_proofs_completed",
                 "counter",
@@ -235,7 +240,7 @@ impl Metrics {
                 k.total.count
             );
         }
-        let hists: [(&str, &str, fn(&KindStats) -> &Histogram); 4] = [
+        let hists: [(&str, &str, Hist); 4] = [
             (
                 "splitprover_queue_wait_seconds",
                 "From acceptance to the first synthesis start.",

@@ -110,6 +110,25 @@ pub fn submission(
         (circuit, r.request)
     } else {
         let kind = curio::CurioKind::from_wire(r.proof_kind).map_err(|e| invalid(e.to_string()))?;
+        if kind == curio::CurioKind::PoRepSealCommit && r.sector_number != 0 {
+            // Curio sends the sector number twice: as a field and in the envelope.
+            #[derive(serde::Deserialize)]
+            struct Envelope {
+                #[serde(rename = "SectorNum")]
+                sector_num: Option<u64>,
+            }
+            if let Ok(Envelope {
+                sector_num: Some(n),
+            }) = serde_json::from_slice::<Envelope>(&r.vanilla_proof)
+            {
+                if n != r.sector_number {
+                    return Err(invalid(format!(
+                        "sector_number {} does not match the envelope's SectorNum {n}",
+                        r.sector_number
+                    )));
+                }
+            }
+        }
         let t = curio::translate(&curio::CurioRequest {
             kind,
             sector_size: r.sector_size,
@@ -174,5 +193,21 @@ mod tests {
         })
         .unwrap_err();
         assert!(e.to_string().contains("proof_kind 9"), "{e}");
+    }
+
+    #[test]
+    fn a_porep_whose_sector_number_is_not_its_envelopes_is_refused() {
+        let e = submission(pb::SubmitProofRequest {
+            proof_kind: pb::ProofKind::PorepSealCommit as i32,
+            sector_number: 7,
+            vanilla_proof: br#"{"SectorNum": 8, "Phase1Out": "", "SectorSize": 2048}"#.to_vec(),
+            ..Default::default()
+        })
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("sector_number 7 does not match the envelope's SectorNum 8"),
+            "{e}"
+        );
     }
 }

@@ -5,7 +5,8 @@
 //!   request as Curio sends it: the `Commit2In` envelope, Go ABI proof number, miner id), so
 //!   machine noise hits both alike; s/proof per round, medians compared;
 //! - **priority**: a WinningPoSt `Prove` (priority UNSPECIFIED: CRITICAL, as Curio sends it) on the
-//!   idle service, then right behind 20 PoRep C2 jobs just submitted; its latencies compared.
+//!   idle service, then right behind `--api-queued` (20) PoRep C2 jobs just submitted; its
+//!   latencies compared.
 //!
 //! Every proof is checked: PoRep with `verify_seal`, WinningPoSt with the fil verifier.
 
@@ -34,8 +35,10 @@ pub struct ApiFigures {
     pub api_rounds: Vec<f64>,
     /// WinningPoSt latencies on the idle service, s.
     pub winning_idle: Vec<f64>,
-    /// WinningPoSt latencies behind 20 PoRep C2, s.
+    /// WinningPoSt latencies behind the queued PoRep C2 jobs, s.
     pub winning_loaded: Vec<f64>,
+    /// PoRep C2 jobs queued ahead of it.
+    pub queued: usize,
 }
 
 fn median(v: &[f64]) -> f64 {
@@ -53,6 +56,7 @@ impl ApiFigures {
     pub fn render(&self) -> String {
         let (l, a) = (median(&self.local_rounds), median(&self.api_rounds));
         let (i, q) = (median(&self.winning_idle), median(&self.winning_loaded));
+        let n = self.queued;
         let fmt = |v: &[f64]| {
             v.iter()
                 .map(|x| format!("{x:.4}"))
@@ -64,8 +68,8 @@ impl ApiFigures {
              PoRep C2 s/proof, API rounds:   {}\n\
              median local {l:.4} s/proof, API {a:.4} s/proof: API overhead {:+.2} %\n\
              WinningPoSt latency idle (s):          {}\n\
-             WinningPoSt latency behind 20 PoRep:   {}\n\
-             median idle {i:.3} s, behind 20 PoRep {q:.3} s: ratio {:.2}x\n",
+             WinningPoSt latency behind {n} PoRep:   {}\n\
+             median idle {i:.3} s, behind {n} PoRep {q:.3} s: ratio {:.2}x\n",
             fmt(&self.local_rounds),
             fmt(&self.api_rounds),
             100.0 * (a / l - 1.0),
@@ -103,6 +107,7 @@ pub fn run(
     proofs: usize,
     clients: usize,
     rounds: usize,
+    queued: usize,
 ) -> anyhow::Result<ApiFigures> {
     let (winning, winning_number) = winning_of(kind.sector_size())?;
     let winning_kind = ProofKind::PoSt(winning);
@@ -292,6 +297,7 @@ pub fn run(
         api_rounds: Vec::new(),
         winning_idle: Vec::new(),
         winning_loaded: Vec::new(),
+        queued,
     };
     for r in 0..rounds.max(1) {
         // Alternate which path goes first.
@@ -314,7 +320,7 @@ pub fn run(
         check_winning(&proof)?;
     }
     for _ in 0..3 {
-        let queued: Vec<String> = (0..20)
+        let ahead: Vec<String> = (0..queued)
             .map(|_| {
                 let id = rid("porep");
                 c.submit(with_id(&porep_request, id.clone())).map(|_| id)
@@ -324,7 +330,7 @@ pub fn run(
         let proof = prove(&mut c, with_id(&winning_request, rid("winning")))?;
         figures.winning_loaded.push(t.elapsed().as_secs_f64());
         check_winning(&proof)?;
-        for id in queued {
+        for id in ahead {
             let a = c.await_proof(&id, 0)?;
             check_porep("api (queued)", &a.proof)?;
         }

@@ -44,6 +44,8 @@ pub struct FilecoinBench {
     pub work_dir: PathBuf,
     /// Rounds each way of the `api` mode.
     pub api_rounds: usize,
+    /// PoRep jobs queued ahead of the WinningPoSt in the `api` mode.
+    pub api_queued: usize,
 }
 
 /// One measured mode.
@@ -152,6 +154,7 @@ pub fn run(
             bench.proofs.max(1),
             bench.clients,
             bench.api_rounds,
+            bench.api_queued,
         )?);
     }
     let mut timeline = None;
@@ -289,7 +292,8 @@ pub fn run_command(args: &BenchArgs, kind: &str) -> anyhow::Result<ExitCode> {
             .clone()
             .unwrap_or_else(crate::env::param_cache_dir),
         work_dir: args.out_dir.join("filecoin-work"),
-        api_rounds: 5,
+        api_rounds: args.api_rounds,
+        api_queued: args.api_queued,
     };
     eprintln!("parameters: {}", describe_cache(kind, &bench.param_cache));
     // The pipeline's settings; its circuit is set by the bench once the parameters exist.
