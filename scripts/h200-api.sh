@@ -36,6 +36,8 @@ cache_dir = "$out/cache"
 socket = "$out/sp.sock"
 [ring]
 slots = 8
+[cpus]
+gpu_cores = ${GPU_CORES:-6}
 [[gpu]]
 backend = "cuda"
 [[circuit]]

@@ -42,6 +42,7 @@ fn ring_with_ready_slots(spec: &CircuitSpec, slots: u32) -> Ring {
                 .to_bytes(),
             ),
             priority: 2,
+            express: false,
         };
         synth_proc::synthesize_request(&ring, &mut shapes, &req, None).unwrap();
     }

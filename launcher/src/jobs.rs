@@ -224,6 +224,8 @@ pub struct JobTable {
     /// Partitions of ended jobs (cancelled, failed) that synth-proc still holds: they count
     /// against the hand-out bound until synth-proc publishes or fails them, or dies.
     abandoned: HashSet<(u64, u32)>,
+    /// Partitions handed to synth-proc's express worker ([`JobTable::take_express`]).
+    express: HashSet<(u64, u32)>,
     counters: JobCounters,
 }
 
@@ -301,6 +303,51 @@ impl JobTable {
                     job.handed_out = true;
                     out.push(request(job_id, &job.spec, p as u32, job.priority));
                     if out.len() >= limit {
+                        break 'jobs;
+                    }
+                }
+            }
+        }
+        self.counters.syntheses_requested += out.len() as u64;
+        out
+    }
+
+    /// At most `lane` partitions in synth-proc's express lane: `Pending` partitions of HIGH or
+    /// CRITICAL jobs (highest first, then oldest), now `Synthesizing`, their requests marked
+    /// `express`. They start at once on synth-proc's express worker instead of waiting behind
+    /// the partitions queued there: the lane is what lets a WinningPoSt overtake PoRep work that
+    /// synth-proc already holds.
+    pub fn take_express(&mut self, lane: usize) -> Vec<SynthRequest> {
+        // Still in the lane: partitions synthesizing for a live job, or abandoned at synth-proc.
+        let jobs = &self.jobs;
+        let abandoned = &self.abandoned;
+        self.express.retain(|&(job, p)| {
+            abandoned.contains(&(job, p))
+                || jobs.get(&job).is_some_and(|j| {
+                    j.partitions.get(p as usize) == Some(&PartitionState::Synthesizing)
+                })
+        });
+        let mut out = Vec::new();
+        let room = lane.saturating_sub(self.express.len());
+        if room == 0 {
+            return out;
+        }
+        'jobs: for &(Reverse(priority), job_id) in &self.order {
+            if priority < PRIORITY_HIGH {
+                break;
+            }
+            let Some(job) = self.jobs.get_mut(&job_id) else {
+                continue;
+            };
+            for (p, state) in job.partitions.iter_mut().enumerate() {
+                if *state == PartitionState::Pending {
+                    *state = PartitionState::Synthesizing;
+                    job.handed_out = true;
+                    let mut req = request(job_id, &job.spec, p as u32, job.priority);
+                    req.express = true;
+                    self.express.insert((job_id, p as u32));
+                    out.push(req);
+                    if out.len() >= room {
                         break 'jobs;
                     }
                 }
@@ -661,6 +708,7 @@ fn request(job_id: u64, spec: &JobSpec, partition: u32, priority: i32) -> SynthR
         circuit_id: spec.circuit_id,
         request: spec.request.clone(),
         priority,
+        express: false,
     }
 }
 
@@ -938,5 +986,37 @@ mod tests {
         let c = t.counters();
         assert_eq!((c.cancelled, c.failed, c.duplicate_results), (3, 1, 1));
         assert_eq!(t.live(), 0);
+    }
+
+    #[test]
+    fn the_express_lane_takes_only_high_and_critical_partitions_a_few_at_a_time() {
+        let mut t = JobTable::new(1);
+        let normal = t.submit_at(spec(3), PRIORITY_NORMAL);
+        let window = t.submit_at(spec(3), PRIORITY_HIGH);
+        let winning = t.submit_at(spec(1), PRIORITY_CRITICAL);
+        let lane = t.take_express(2);
+        let got: Vec<(u64, u32, bool)> = lane
+            .iter()
+            .map(|r| (r.job_id, r.partition, r.express))
+            .collect();
+        assert_eq!(got, vec![(winning, 0, true), (window, 0, true)]);
+        // Full: nothing more until one leaves the lane.
+        assert!(t.take_express(2).is_empty());
+        t.published(winning, 0, 0, 1);
+        let next: Vec<(u64, u32)> = t
+            .take_express(2)
+            .iter()
+            .map(|r| (r.job_id, r.partition))
+            .collect();
+        assert_eq!(next, vec![(window, 1)]);
+        // The window hands out the rest, NORMAL included, never marked express.
+        let rest = t.take_pending(10);
+        assert!(rest.iter().all(|r| !r.express));
+        assert_eq!(
+            rest.iter()
+                .map(|r| (r.job_id, r.partition))
+                .collect::<Vec<_>>(),
+            vec![(window, 2), (normal, 0), (normal, 1), (normal, 2)]
+        );
     }
 }

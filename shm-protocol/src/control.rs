@@ -132,6 +132,11 @@ pub struct SynthRequest {
     /// message from an older launcher: 0, claimed after every prioritized slot.
     #[serde(default)]
     pub priority: i32,
+    /// Run on synth-proc's express worker, beside its pool, not behind the partitions queued
+    /// there: the launcher sets it for a few HIGH/CRITICAL partitions at a time (WinningPoSt must
+    /// not wait for a queue of PoRep syntheses). Missing: false.
+    #[serde(default)]
+    pub express: bool,
 }
 
 /// Where the request bytes of a job are.
@@ -573,6 +578,7 @@ mod tests {
             circuit_id: 99,
             request: JobRequest::Inline(vec![5, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0]),
             priority: 4,
+            express: false,
         });
         tx.send(&req).unwrap();
         tx.send(&FromChild::Event(TimelineEvent::now(
@@ -651,6 +657,7 @@ mod tests {
                 circuit_id: 1,
                 request: JobRequest::Memfd { len },
                 priority: 2,
+                express: false,
             })
         };
         let sender = std::thread::spawn(move || {

@@ -38,7 +38,7 @@
 //! let req = SynthRequest { job_id: 1, partition: 0, circuit: spec.to_string(),
 //!                          circuit_id: spec.circuit_id(),
 //!                          request: JobRequest::Inline(BuiltinRequest { seed: 7, partitions: 1 }.to_bytes()),
-//!                          priority: 2 };
+//!                          priority: 2, express: false };
 //! let mut shapes = synth_proc::ShapeCache::default();
 //! let (published, _t_ns) = synth_proc::synthesize_request(&ring, &mut shapes, &req, None)?;
 //! assert_eq!(published.index, 0);
@@ -316,6 +316,14 @@ pub fn serve(ring: Arc<Ring>, control: UnixStream, config: SynthConfig) -> anyho
         .thread_name(|i| format!("synth-{i}"))
         .build()
         .context("cannot build the synthesis thread pool")?;
+    // The express worker: HIGH/CRITICAL partitions the launcher marks `express` start at once
+    // instead of behind the pool's queue (one more thread on the same cores, busy only while
+    // such a partition runs: a WinningPoSt is one partition a few times an hour).
+    let express = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .thread_name(|_| "synth-express".into())
+        .build()
+        .context("cannot build the express synthesis thread")?;
     let pid = std::process::id();
     tracing::info!(pid, threads, pages = %ring.page_kind(), slots = ring.slot_count(), "synth-proc serving");
     send(
@@ -346,7 +354,8 @@ pub fn serve(ring: Arc<Ring>, control: UnixStream, config: SynthConfig) -> anyho
                     stop.clone(),
                     cancelled.clone(),
                 );
-                pool.spawn(move || {
+                let lane = if req.express { &express } else { &pool };
+                lane.spawn(move || {
                     work(
                         &ring, &sender, &shapes, &jobs, &stop, &cancelled, req, request,
                     )
@@ -373,6 +382,7 @@ pub fn serve(ring: Arc<Ring>, control: UnixStream, config: SynthConfig) -> anyho
     }
     // Let running syntheses finish and publish before exiting.
     drop(pool);
+    drop(express);
     tracing::info!("synth-proc exiting");
     Ok(())
 }

@@ -50,6 +50,7 @@ fn proofs_from_slots_are_bellpersons_for_every_builtin_circuit() {
                 .to_bytes(),
             ),
             priority: 2,
+            express: false,
         };
         synth_proc::synthesize_request(&ring, &mut synth_proc::ShapeCache::default(), &req, None)
             .unwrap();

@@ -86,6 +86,10 @@ pub use srs_set::{SrsEvicted, SrsLine, SrsLoaded, SrsTier};
 /// confirm (the CUDA backend opens its SRS in the background, so a load is confirmed quickly).
 pub const SRS_CONFIRM_TIMEOUT: Duration = Duration::from_secs(600);
 
+/// HIGH/CRITICAL partitions at once in synth-proc's express lane (its one express worker runs
+/// one, the next waits there, so the worker never idles between two).
+pub const EXPRESS_LANE: usize = 2;
+
 /// Result of the pipeline's API.
 pub type Result<T, E = PipelineError> = std::result::Result<T, E>;
 
@@ -1550,8 +1554,10 @@ impl Core {
         else {
             return;
         };
+        // The express lane first (HIGH/CRITICAL, beside synth-proc's queue), then the window.
+        let mut requests = self.jobs.take_express(EXPRESS_LANE);
         let room = self.synth_window.saturating_sub(self.jobs.outstanding());
-        let requests = self.jobs.take_pending(room);
+        requests.extend(self.jobs.take_pending(room));
         let mut unsent = Vec::new();
         let mut refused = None;
         for req in requests {
