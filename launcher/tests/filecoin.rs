@@ -345,7 +345,8 @@ fn cli_prove_and_service_submit_write_proofs_filecoin_proofs_accepts() {
         "{err}"
     );
 
-    // The service: `submit --porep-c1`, a bad request refused, the next one served.
+    // The service: `submit --porep-c1`, a bad request refused, the next one served (the API's
+    // refusals of bad payloads: grpc_filecoin.rs).
     let socket = dir.path().join("sp.sock");
     let config = dir.path().join("config.toml");
     std::fs::write(
@@ -379,8 +380,12 @@ fn cli_prove_and_service_submit_write_proofs_filecoin_proofs_accepts() {
         &["submit", "--porep-c1", bad.to_str().unwrap(), "--wait"],
         &env,
     );
+    // Refused by the client, which reads and checks the request before sending it.
     assert_eq!(code, 2);
-    assert!(err.contains("refused") && err.contains("bad.json"), "{err}");
+    assert!(
+        err.contains("bad.json") && err.contains("truncated JSON"),
+        "{err}"
+    );
     let out = dir.path().join("served.proof");
     let (code, _, err) = cli(
         &[
