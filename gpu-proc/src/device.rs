@@ -21,7 +21,7 @@ impl DeviceProbe {
     pub fn new(ordinal: u32, backend: BackendKind) -> DeviceProbe {
         let (name, total) = match backend {
             BackendKind::Cpu => (cpu_backend_name(), 0),
-            BackendKind::Cuda => match cuda_info() {
+            BackendKind::Cuda | BackendKind::Gpu => match cuda_info() {
                 Ok(i) => (i.0, i.1),
                 Err(e) => {
                     tracing::warn!("cannot read the CUDA device: {e}");
@@ -41,7 +41,7 @@ impl DeviceProbe {
     pub fn report(&self) -> FromChild {
         let free = match self.backend {
             BackendKind::Cpu => 0,
-            BackendKind::Cuda => cuda_info().map(|i| i.2).unwrap_or(0),
+            BackendKind::Cuda | BackendKind::Gpu => cuda_info().map(|i| i.2).unwrap_or(0),
         };
         FromChild::Device {
             ordinal: self.ordinal,

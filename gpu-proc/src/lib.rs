@@ -76,7 +76,7 @@ pub enum Error {
         /// The kernels' error.
         source: kernels::Error,
     },
-    /// The `cuda` backend was asked of a binary built without it.
+    /// A CUDA backend (`gpu`, `cuda`) was asked of a binary built without the `cuda` feature.
     #[error("this binary was built without the `cuda` feature\nhint: build with `--features cuda` (see scripts/cuda-env.sh)")]
     NoCuda,
     /// The control channel to the launcher failed.
@@ -380,11 +380,13 @@ pub fn assignment_of<'a>(v: &SlotView<'a>) -> Assignment<'a> {
 }
 
 /// Opens the `kind` backend for one SRS the launcher passed: the CPU backend over the inherited
-/// SRS image, the CUDA backend from the `.params` file it came from.
+/// SRS image, the `gpu` backend uploading that image to the device, the supraseal-c2 (`cuda`)
+/// backend from the `.params` file it came from.
 ///
 /// # Safety
 ///
-/// As [`SrsMapping::from_fd`] for `entry.fd` (only read for [`BackendKind::Cpu`]).
+/// As [`SrsMapping::from_fd`] for `entry.fd` (read for [`BackendKind::Cpu`] and
+/// [`BackendKind::Gpu`]).
 pub unsafe fn open_backend(kind: BackendKind, entry: &SrsEntry) -> Result<Box<dyn Backend>, Error> {
     // SAFETY: forwarded to the caller; the launcher passes `entry.fd` to this process alone.
     let fd = unsafe { OwnedFd::from_raw_fd(entry.fd) };
@@ -392,12 +394,14 @@ pub unsafe fn open_backend(kind: BackendKind, entry: &SrsEntry) -> Result<Box<dy
     unsafe { open_backend_fd(kind, fd, &entry.circuit, &entry.params_path) }
 }
 
-/// [`open_backend`] over an owned SRS memfd. The CUDA backend loads from `params_path` and
-/// closes `fd` at once, so an evicted SRS's memory is not kept alive by this process.
+/// [`open_backend`] over an owned SRS memfd. The supraseal-c2 backend loads from `params_path`
+/// and closes `fd` at once, and the `gpu` backend unmaps it once the points are on the device, so
+/// an evicted SRS's memory is not kept alive by this process.
 ///
 /// # Safety
 ///
-/// As [`SrsMapping::from_owned_fd`] for `fd` (only read for [`BackendKind::Cpu`]).
+/// As [`SrsMapping::from_owned_fd`] for `fd` (read for [`BackendKind::Cpu`] and
+/// [`BackendKind::Gpu`]).
 unsafe fn open_backend_fd(
     kind: BackendKind,
     fd: OwnedFd,
@@ -413,6 +417,11 @@ unsafe fn open_backend_fd(
         BackendKind::Cuda => {
             drop(fd);
             open_cuda(params_path)?
+        }
+        BackendKind::Gpu => {
+            // SAFETY: forwarded to the caller.
+            let mapping = unsafe { SrsMapping::from_owned_fd(fd) }?;
+            open_gpu(mapping.as_ref())?
         }
     };
     opened.map_err(|source| Error::Backend {
@@ -435,6 +444,12 @@ pub fn open_backend_from_file(
             .and_then(CpuBackend::new)
             .map(|b| Box::new(b) as Box<dyn Backend>),
         BackendKind::Cuda => open_cuda(params)?,
+        BackendKind::Gpu => {
+            match kernels::srs::SrsImage::from_params_file(params, circuit_id, false) {
+                Ok(image) => open_gpu(image.as_ref())?,
+                Err(e) => Err(e),
+            }
+        }
     };
     opened.map_err(|source| Error::Backend {
         circuit: circuit.to_owned(),
@@ -453,6 +468,19 @@ fn open_cuda(params: &std::path::Path) -> Result<Opened, Error> {
 
 #[cfg(not(feature = "cuda"))]
 fn open_cuda(_params: &std::path::Path) -> Result<Opened, Error> {
+    Err(Error::NoCuda)
+}
+
+/// Our own GPU backend over an SRS image: the points go to the device, the image is not kept.
+#[cfg(feature = "cuda")]
+fn open_gpu(image: &[u8]) -> Result<Opened, Error> {
+    Ok(kernels::srs::SrsView::new(image)
+        .and_then(|view| kernels::backend::gpu::GpuBackend::new(&view))
+        .map(|b| Box::new(b) as Box<dyn Backend>))
+}
+
+#[cfg(not(feature = "cuda"))]
+fn open_gpu(_image: &[u8]) -> Result<Opened, Error> {
     Err(Error::NoCuda)
 }
 
@@ -682,10 +710,10 @@ fn inject_faults(faults: &shm_protocol::fault::Faults, claims: &[ClaimedSlot<'_>
     }
 }
 
-/// Page-locks the whole ring mapping once for DMA-speed host-to-device copies (CUDA only).
+/// Page-locks the whole ring mapping once for DMA-speed host-to-device copies (CUDA backends).
 #[cfg(feature = "cuda")]
 fn page_lock_ring(ring: &Ring, backend: BackendKind) -> Option<kernels::backend::cuda::PageLock> {
-    if backend != BackendKind::Cuda {
+    if !backend.uses_cuda() {
         return None;
     }
     let (ptr, len) = ring.mapping();

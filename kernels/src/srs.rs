@@ -441,6 +441,11 @@ impl<'a> SrsView<'a> {
         self.layout.total
     }
 
+    /// The image's bytes (header and every array).
+    pub fn as_bytes(&self) -> &'a [u8] {
+        &self.bytes[..self.layout.total]
+    }
+
     /// alpha in G1.
     pub fn alpha_g1(&self) -> G1Affine {
         self.vk_g1()[0]

@@ -56,7 +56,8 @@ pub enum Command {
 /// Options every pipeline-starting command shares.
 #[derive(Debug, Args, Clone)]
 pub struct PipelineArgs {
-    /// Prover backend of the gpu-proc: `cpu` or `cuda`.
+    /// Prover backend of the gpu-proc: `cpu`, `gpu` (our CUDA prover, SRS resident on the
+    /// device) or `cuda` (supraseal-c2).
     #[arg(long, default_value = "cpu")]
     pub backend: shm_protocol::control::BackendKind,
     /// Number of gpu-procs (one per GPU).

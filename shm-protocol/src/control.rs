@@ -52,8 +52,8 @@ pub struct GpuConfig {
 }
 
 /// The prover backend of a gpu-proc: one type for the configuration file, the command line,
-/// the child configuration and the backend factory (`gpu_proc::open_backend`). Written `cpu` or
-/// `cuda` everywhere.
+/// the child configuration and the backend factory (`gpu_proc::open_backend`). Written `cpu`,
+/// `gpu` or `cuda` everywhere.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum BackendKind {
@@ -62,18 +62,27 @@ pub enum BackendKind {
     Cpu,
     /// `kernels::backend::cuda::CudaBackend` (supraseal-c2); needs a build with `--features cuda`.
     Cuda,
+    /// `kernels::backend::gpu::GpuBackend`, our own CUDA prover: the SRS uploaded once from the
+    /// shared image and kept resident; needs a build with `--features cuda`.
+    Gpu,
 }
 
 impl BackendKind {
     /// Every kind, in the order help texts list them.
-    pub const ALL: [BackendKind; 2] = [BackendKind::Cpu, BackendKind::Cuda];
+    pub const ALL: [BackendKind; 3] = [BackendKind::Cpu, BackendKind::Gpu, BackendKind::Cuda];
 
-    /// Its name: `cpu` or `cuda`.
+    /// Its name: `cpu`, `gpu` or `cuda`.
     pub fn as_str(self) -> &'static str {
         match self {
             BackendKind::Cpu => "cpu",
             BackendKind::Cuda => "cuda",
+            BackendKind::Gpu => "gpu",
         }
+    }
+
+    /// Whether it proves on a CUDA device (`cuda` and `gpu`).
+    pub fn uses_cuda(self) -> bool {
+        matches!(self, BackendKind::Cuda | BackendKind::Gpu)
     }
 }
 
@@ -83,9 +92,9 @@ impl std::fmt::Display for BackendKind {
     }
 }
 
-/// A backend name that is neither `cpu` nor `cuda`.
+/// A backend name that is none of `cpu`, `gpu`, `cuda`.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("unknown backend `{0}`: use `cpu` or `cuda`")]
+#[error("unknown backend `{0}`: use `cpu`, `gpu` or `cuda`")]
 pub struct UnknownBackend(pub String);
 
 impl std::str::FromStr for BackendKind {
@@ -608,10 +617,10 @@ mod tests {
             assert_eq!(json, format!("\"{kind}\""));
             assert_eq!(serde_json::from_str::<BackendKind>(&json).unwrap(), kind);
         }
-        let err = "gpu".parse::<BackendKind>().unwrap_err();
+        let err = "opencl".parse::<BackendKind>().unwrap_err();
         assert_eq!(
             err.to_string(),
-            "unknown backend `gpu`: use `cpu` or `cuda`"
+            "unknown backend `opencl`: use `cpu`, `gpu` or `cuda`"
         );
         assert!(serde_json::from_str::<BackendKind>("\"CUDA\"").is_err());
     }

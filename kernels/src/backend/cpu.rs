@@ -25,10 +25,9 @@ use std::time::Instant;
 
 use bellperson::groth16::{prepare_verifying_key, verify_proof, PreparedVerifyingKey};
 use blstrs::{Bls12, G1Projective, G2Projective, Scalar};
-use group::Curve;
 use rayon::prelude::*;
 
-use super::{Assignment, Backend, Proof};
+use super::{Assignment, Backend, BlindingKey, Proof};
 use crate::msm::{all_bytes, msm_g1, msm_g2, ScalarBytes};
 use crate::ntt::compute_h;
 use crate::srs::{AlignedBytes, SrsView};
@@ -114,29 +113,8 @@ impl<S: AsRef<[u8]> + Send + Sync> CpuBackend<S> {
         r: Scalar,
         s: Scalar,
     ) -> Result<Proof, Error> {
-        let Components {
-            h: h_acc,
-            l: l_acc,
-            a: a_acc,
-            b_g1: b1_acc,
-            b_g2: b2_acc,
-        } = self.components_in(srs, asg)?;
-        let (alpha_g1, beta_g1, delta_g1) = (srs.alpha_g1(), srs.beta_g1(), srs.delta_g1());
-        let (beta_g2, delta_g2) = (srs.beta_g2(), srs.delta_g2());
-        let g_a = G1Projective::from(delta_g1) * r + alpha_g1 + a_acc;
-        let g_b = G2Projective::from(delta_g2) * s + beta_g2 + b2_acc;
-        let g_c = a_acc * s
-            + b1_acc * r
-            + G1Projective::from(delta_g1) * (r * s)
-            + G1Projective::from(alpha_g1) * s
-            + G1Projective::from(beta_g1) * r
-            + h_acc
-            + l_acc;
-        Ok(Proof {
-            a: g_a.to_affine(),
-            b: g_b.to_affine(),
-            c: g_c.to_affine(),
-        })
+        let components = self.components_in(srs, asg)?;
+        Ok(BlindingKey::of(srs).proof(&components, r, s))
     }
 }
 

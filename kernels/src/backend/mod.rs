@@ -6,9 +6,15 @@
 pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;
+#[cfg(feature = "cuda")]
+pub mod gpu;
 
-use blstrs::{Bls12, Scalar};
+use blstrs::{Bls12, G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
+use group::Curve;
 
+pub use cpu::Components;
+
+use crate::srs::SrsView;
 use crate::synth::CircuitShape;
 use crate::Error;
 
@@ -48,6 +54,51 @@ pub struct Assignment<'a> {
     pub b_input_density: Density<'a>,
     /// Density of B over aux variables.
     pub b_aux_density: Density<'a>,
+}
+
+/// The verifying-key points that blind a proof: what turns the five unblinded sums
+/// ([`Components`]) into a proof for given `r` and `s`, in bellperson's order of terms (the affine
+/// result is unique, so every backend that gets the sums right gives the same bytes).
+#[derive(Clone, Copy, Debug)]
+pub struct BlindingKey {
+    alpha_g1: G1Affine,
+    beta_g1: G1Affine,
+    delta_g1: G1Affine,
+    beta_g2: G2Affine,
+    delta_g2: G2Affine,
+}
+
+impl BlindingKey {
+    /// The points of `srs`'s verifying key.
+    pub fn of(srs: &SrsView<'_>) -> Self {
+        BlindingKey {
+            alpha_g1: srs.alpha_g1(),
+            beta_g1: srs.beta_g1(),
+            delta_g1: srs.delta_g1(),
+            beta_g2: srs.beta_g2(),
+            delta_g2: srs.delta_g2(),
+        }
+    }
+
+    /// `A = alpha + a + r delta`, `B = beta + b_g2 + s delta`,
+    /// `C = s a + r b_g1 + r s delta + s alpha + r beta + h + l`.
+    pub fn proof(&self, c: &Components, r: Scalar, s: Scalar) -> Proof {
+        let delta_g1 = G1Projective::from(self.delta_g1);
+        let g_a = delta_g1 * r + self.alpha_g1 + c.a;
+        let g_b = G2Projective::from(self.delta_g2) * s + self.beta_g2 + c.b_g2;
+        let g_c = c.a * s
+            + c.b_g1 * r
+            + delta_g1 * (r * s)
+            + G1Projective::from(self.alpha_g1) * s
+            + G1Projective::from(self.beta_g1) * r
+            + c.h
+            + c.l;
+        Proof {
+            a: g_a.to_affine(),
+            b: g_b.to_affine(),
+            c: g_c.to_affine(),
+        }
+    }
 }
 
 /// Checks that a batch has one `r` and one `s` per circuit (every backend's first check).

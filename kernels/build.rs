@@ -1,0 +1,28 @@
+//! Builds our own CUDA prover (`cuda/gpu_prover.cu`) with the `cuda` feature: nvcc through
+//! sppark's build helper (its include paths, blst's, and its portable set of targets), plus
+//! native code for Hopper (sm_90), where the H200s run.
+
+fn main() {
+    println!("cargo:rerun-if-changed=build.rs");
+    #[cfg(feature = "cuda")]
+    cuda::build();
+}
+
+#[cfg(feature = "cuda")]
+mod cuda {
+    pub fn build() {
+        println!("cargo:rerun-if-changed=cuda");
+        println!("cargo:rerun-if-env-changed=CXXFLAGS");
+        let mut nvcc = sppark::build::ccmd();
+        nvcc.define("FEATURE_BLS12_381", None);
+        nvcc.flag("-gencode").flag("arch=compute_90,code=sm_90");
+        // blst's assembly needs ADX where the host has it (as supraseal-c2 and blst decide it).
+        #[cfg(target_arch = "x86_64")]
+        if std::env::var("CARGO_CFG_TARGET_ARCH").as_deref() == Ok("x86_64")
+            && std::is_x86_feature_detected!("adx")
+        {
+            nvcc.define("__ADX__", None);
+        }
+        nvcc.file("cuda/gpu_prover.cu").compile("splitprover_gpu");
+    }
+}
