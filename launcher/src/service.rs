@@ -311,23 +311,12 @@ impl Service {
 
     /// Live jobs that run before journal job `id`.
     fn queue_position(&self, id: u64) -> u32 {
-        let status = self.pipeline.status();
-        let live = guard(&self.live);
-        let Some(pipeline_id) = live.handles.get(&id).map(|h| h.id) else {
+        let Some(pipeline_id) = guard(&self.live).handles.get(&id).map(|h| h.id) else {
             return 0;
         };
-        let Some(me) = status.jobs.iter().find(|j| j.job_id == pipeline_id) else {
-            return 0;
-        };
-        status
-            .jobs
-            .iter()
-            .filter(|j| {
-                j.job_id != pipeline_id
-                    && (j.priority > me.priority
-                        || (j.priority == me.priority && j.job_id < pipeline_id))
-            })
-            .count() as u32
+        self.pipeline
+            .jobs_ahead(pipeline_id)
+            .map_or(0, |n| u32::try_from(n).unwrap_or(u32::MAX))
     }
 
     /// The journal id of the job `job_id` names: a request id, or a bare number for

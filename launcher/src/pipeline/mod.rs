@@ -1057,6 +1057,12 @@ impl Pipeline {
             .collect()
     }
 
+    /// Live jobs that run before live job `job_id` (a higher priority, or the same and older);
+    /// `None` when it is not live. A count under the core lock: nothing else is built.
+    pub fn jobs_ahead(&self, job_id: u64) -> Option<usize> {
+        lock(&self.core).jobs.ahead_of(job_id)
+    }
+
     /// A snapshot for `status`.
     pub fn status(&self) -> PipelineStatus {
         let core = lock(&self.core);
