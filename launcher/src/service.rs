@@ -340,7 +340,15 @@ impl Service {
     }
 
     /// The job's end if it has ended (then marked fetched), `None` while it runs.
+    ///
+    /// A job the pipeline still holds has not ended for its waiters: `collect` journals an
+    /// outcome before it lets go of the handle, and wakes the waiters after. So a live job
+    /// costs no journal read (every batch of outcomes wakes every waiter); the row, proofs
+    /// included, is read once the job has left `live`.
     pub fn ended(&self, id: u64) -> Result<Option<Ended>, ServiceError> {
+        if guard(&self.live).handles.contains_key(&id) {
+            return Ok(None);
+        }
         let row = guard(&self.journal).get(id).map_err(internal)?;
         let Some(row) = row else {
             return Err(ServiceError::NotFound(format!(
