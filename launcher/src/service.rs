@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use kernels::circuits::AnyCircuit;
 use tokio::sync::watch;
 
-use crate::config::{FaultsConfig, ServiceConfig};
+use crate::config::ServiceConfig;
 use crate::journal::{self, JobState, Journal, JournalJob};
 use crate::metrics::Metrics;
 use crate::pipeline::{
@@ -99,15 +99,12 @@ impl Ended {
     }
 }
 
-/// The service's limits and timings, from `[service]` and `[faults]`.
+/// The service's limits and timings, from `[service]` (the request's size and partition count
+/// are the pipeline's: [`Pipeline::admit`]).
 #[derive(Clone, Debug)]
 pub struct Limits {
     /// Accepted, unfinished jobs at most.
     pub max_queued_jobs: u64,
-    /// Largest request.
-    pub max_request_bytes: u64,
-    /// Most partitions of a job.
-    pub max_partitions: u32,
     /// A fetched result is kept this long.
     pub fetched_retention: Duration,
     /// An unfetched result is kept this long.
@@ -116,11 +113,9 @@ pub struct Limits {
 
 impl Limits {
     /// From the configuration.
-    pub fn new(c: &ServiceConfig, faults: &FaultsConfig) -> Self {
+    pub fn new(c: &ServiceConfig) -> Self {
         Limits {
             max_queued_jobs: c.max_queued_jobs,
-            max_request_bytes: faults.max_request_bytes.0,
-            max_partitions: faults.max_partitions.max(1),
             fetched_retention: Duration::from_secs(c.fetched_retention_s),
             result_retention: Duration::from_secs(c.result_retention_s),
         }
@@ -230,26 +225,11 @@ impl Service {
                 )));
             }
         }
-        // Checked before anything is journaled (the pipeline checks it again).
-        if s.request.len() as u64 > self.limits.max_request_bytes {
-            return Err(ServiceError::InvalidArgument(format!(
-                "request of {} bytes: more than the {} accepted (`max_request_bytes` in [faults])",
-                s.request.len(),
-                self.limits.max_request_bytes
-            )));
-        }
-        // An absurd partition count is refused before the queue cap and the journal too.
-        if s.circuit.builtin().is_some() {
-            if let Ok(r) = kernels::job::BuiltinRequest::from_bytes(&s.request) {
-                if r.partitions > self.limits.max_partitions {
-                    return Err(ServiceError::InvalidArgument(format!(
-                        "too many partitions: {} (at most {} per job, `max_partitions` in \
-                         [faults])",
-                        r.partitions, self.limits.max_partitions
-                    )));
-                }
-            }
-        }
+        // The request's size and partition count, before the queue cap and the journal (the
+        // pipeline's submit checks them again).
+        self.pipeline
+            .admit(&s.circuit, &s.request)
+            .map_err(refused)?;
         let queued = guard(&self.live).handles.len() as u64;
         if queued >= self.limits.max_queued_jobs {
             return Err(ServiceError::Busy(format!(
@@ -288,23 +268,7 @@ impl Service {
                 if let Err(f) = guard(&self.journal).forget(id) {
                     tracing::error!(job = id, "{f}");
                 }
-                Err(match e {
-                    PipelineError::Stopped => ServiceError::ShuttingDown,
-                    e @ (PipelineError::BadSpec { .. }
-                    | PipelineError::NotSeeded(_)
-                    | PipelineError::Request(_)
-                    | PipelineError::BadPriority(_)
-                    | PipelineError::TooManyPartitions(_)
-                    | PipelineError::PartitionLimit { .. }
-                    | PipelineError::RequestFileRefused(_)
-                    | PipelineError::RequestFile { .. }) => {
-                        ServiceError::InvalidArgument(e.to_string())
-                    }
-                    e @ PipelineError::Unserved(_) => {
-                        ServiceError::FailedPrecondition(e.to_string())
-                    }
-                    e => ServiceError::Internal(e.to_string()),
-                })
+                Err(refused(e))
             }
         }
     }
@@ -568,6 +532,24 @@ impl Service {
         let Service { pipeline, live, .. } = self;
         drop(live);
         pipeline.shutdown();
+    }
+}
+
+/// The service error of a submission the pipeline refused.
+fn refused(e: PipelineError) -> ServiceError {
+    match e {
+        PipelineError::Stopped => ServiceError::ShuttingDown,
+        e @ (PipelineError::BadSpec { .. }
+        | PipelineError::NotSeeded(_)
+        | PipelineError::Request(_)
+        | PipelineError::BadPriority(_)
+        | PipelineError::TooManyPartitions(_)
+        | PipelineError::PartitionLimit { .. }
+        | PipelineError::RequestTooLarge { .. }
+        | PipelineError::RequestFileRefused(_)
+        | PipelineError::RequestFile { .. }) => ServiceError::InvalidArgument(e.to_string()),
+        e @ PipelineError::Unserved(_) => ServiceError::FailedPrecondition(e.to_string()),
+        e => ServiceError::Internal(e.to_string()),
     }
 }
 

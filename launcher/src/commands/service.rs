@@ -36,7 +36,7 @@ use crate::service::{Limits, Service};
 /// `splitprover run`.
 pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let config = Config::load(&args.config)?;
-    let limits = Limits::new(&config.service, &config.faults);
+    let limits = Limits::new(&config.service);
     // Listen settings are checked before minutes of SRS loading.
     let mode = config.service.socket_mode()?;
     let gid = config

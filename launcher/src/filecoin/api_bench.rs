@@ -134,10 +134,7 @@ pub fn run(
     for stale in ["", "-wal", "-shm"] {
         let _ = std::fs::remove_file(format!("{}{stale}", journal_path.display()));
     }
-    let limits = Limits::new(
-        &crate::config::ServiceConfig::default(),
-        &crate::config::FaultsConfig::default(),
-    );
+    let limits = Limits::new(&crate::config::ServiceConfig::default());
     let service = Arc::new(Service::new(
         pipeline,
         Journal::open(&journal_path)?,
