@@ -20,6 +20,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use shm_protocol::layout::PROOF_BYTES;
 
 use crate::api::client::Client;
 use crate::api::server::{serve_tcp, serve_unix, ServerTask, Serving};
@@ -476,10 +477,8 @@ pub fn submit(args: SubmitArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// Bytes of one Groth16 proof on BLS12-381 (compressed A, B, C).
-const PROOF_BYTES: usize = 192;
-
-/// Proof bytes per partition (192 each) from an `AwaitProofResponse`'s concatenation.
+/// Proof bytes per partition ([`PROOF_BYTES`] each) from an `AwaitProofResponse`'s
+/// concatenation.
 fn split_proofs(proof: &[u8]) -> Vec<Vec<u8>> {
     proof.chunks(PROOF_BYTES).map(<[u8]>::to_vec).collect()
 }
