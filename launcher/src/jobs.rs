@@ -647,6 +647,13 @@ impl JobTable {
         self.counters
     }
 
+    /// Live jobs handed out before live job `job_id` (a higher priority, or the same and
+    /// older); `None` when it is not live. Counted in the hand-out order, nothing built.
+    pub fn ahead_of(&self, job_id: u64) -> Option<usize> {
+        let priority = self.jobs.get(&job_id)?.priority;
+        Some(self.order.range(..(Reverse(priority), job_id)).count())
+    }
+
     /// One line per live job.
     pub fn summaries(&self) -> Vec<JobSummary> {
         self.jobs
@@ -892,6 +899,24 @@ mod tests {
         let out = t.result(id, 1, Ok(vec![9])).unwrap();
         assert_eq!(out.result.unwrap()[0], vec![7]);
         assert_eq!(t.counters().duplicate_results, 1);
+    }
+
+    #[test]
+    fn jobs_ahead_are_those_of_higher_priority_then_older_ones() {
+        let mut t = JobTable::new(1);
+        let a = t.submit(spec(1));
+        let b = t.submit_at(spec(1), PRIORITY_LOW);
+        let c = t.submit_at(spec(1), PRIORITY_CRITICAL);
+        let d = t.submit(spec(1));
+        assert_eq!(t.ahead_of(c), Some(0));
+        assert_eq!(t.ahead_of(a), Some(1));
+        assert_eq!(t.ahead_of(d), Some(2));
+        assert_eq!(t.ahead_of(b), Some(3));
+        t.cancel(a).unwrap();
+        assert_eq!(t.ahead_of(a), None, "an ended job is not live");
+        assert_eq!(t.ahead_of(d), Some(1));
+        assert_eq!(t.ahead_of(b), Some(2));
+        assert_eq!(t.ahead_of(99), None);
     }
 
     fn ids(reqs: &[SynthRequest]) -> Vec<(u64, u32)> {

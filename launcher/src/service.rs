@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use kernels::circuits::AnyCircuit;
 use tokio::sync::watch;
 
-use crate::config::{FaultsConfig, ServiceConfig};
+use crate::config::ServiceConfig;
 use crate::journal::{self, JobState, Journal, JournalJob};
 use crate::metrics::Metrics;
 use crate::pipeline::{
@@ -99,15 +99,12 @@ impl Ended {
     }
 }
 
-/// The service's limits and timings, from `[service]` and `[faults]`.
+/// The service's limits and timings, from `[service]` (the request's size and partition count
+/// are the pipeline's: [`Pipeline::admit`]).
 #[derive(Clone, Debug)]
 pub struct Limits {
     /// Accepted, unfinished jobs at most.
     pub max_queued_jobs: u64,
-    /// Largest request.
-    pub max_request_bytes: u64,
-    /// Most partitions of a job.
-    pub max_partitions: u32,
     /// A fetched result is kept this long.
     pub fetched_retention: Duration,
     /// An unfetched result is kept this long.
@@ -116,11 +113,9 @@ pub struct Limits {
 
 impl Limits {
     /// From the configuration.
-    pub fn new(c: &ServiceConfig, faults: &FaultsConfig) -> Self {
+    pub fn new(c: &ServiceConfig) -> Self {
         Limits {
             max_queued_jobs: c.max_queued_jobs,
-            max_request_bytes: faults.max_request_bytes.0,
-            max_partitions: faults.max_partitions.max(1),
             fetched_retention: Duration::from_secs(c.fetched_retention_s),
             result_retention: Duration::from_secs(c.result_retention_s),
         }
@@ -230,26 +225,11 @@ impl Service {
                 )));
             }
         }
-        // Checked before anything is journaled (the pipeline checks it again).
-        if s.request.len() as u64 > self.limits.max_request_bytes {
-            return Err(ServiceError::InvalidArgument(format!(
-                "request of {} bytes: more than the {} accepted (`max_request_bytes` in [faults])",
-                s.request.len(),
-                self.limits.max_request_bytes
-            )));
-        }
-        // An absurd partition count is refused before the queue cap and the journal too.
-        if s.circuit.builtin().is_some() {
-            if let Ok(r) = kernels::job::BuiltinRequest::from_bytes(&s.request) {
-                if r.partitions > self.limits.max_partitions {
-                    return Err(ServiceError::InvalidArgument(format!(
-                        "too many partitions: {} (at most {} per job, `max_partitions` in \
-                         [faults])",
-                        r.partitions, self.limits.max_partitions
-                    )));
-                }
-            }
-        }
+        // The request's size and partition count, before the queue cap and the journal (the
+        // pipeline's submit checks them again).
+        self.pipeline
+            .admit(&s.circuit, &s.request)
+            .map_err(refused)?;
         let queued = guard(&self.live).handles.len() as u64;
         if queued >= self.limits.max_queued_jobs {
             return Err(ServiceError::Busy(format!(
@@ -288,46 +268,19 @@ impl Service {
                 if let Err(f) = guard(&self.journal).forget(id) {
                     tracing::error!(job = id, "{f}");
                 }
-                Err(match e {
-                    PipelineError::Stopped => ServiceError::ShuttingDown,
-                    e @ (PipelineError::BadSpec { .. }
-                    | PipelineError::NotSeeded(_)
-                    | PipelineError::Request(_)
-                    | PipelineError::BadPriority(_)
-                    | PipelineError::TooManyPartitions(_)
-                    | PipelineError::PartitionLimit { .. }
-                    | PipelineError::RequestFileRefused(_)
-                    | PipelineError::RequestFile { .. }) => {
-                        ServiceError::InvalidArgument(e.to_string())
-                    }
-                    e @ PipelineError::Unserved(_) => {
-                        ServiceError::FailedPrecondition(e.to_string())
-                    }
-                    e => ServiceError::Internal(e.to_string()),
-                })
+                Err(refused(e))
             }
         }
     }
 
     /// Live jobs that run before journal job `id`.
     fn queue_position(&self, id: u64) -> u32 {
-        let status = self.pipeline.status();
-        let live = guard(&self.live);
-        let Some(pipeline_id) = live.handles.get(&id).map(|h| h.id) else {
+        let Some(pipeline_id) = guard(&self.live).handles.get(&id).map(|h| h.id) else {
             return 0;
         };
-        let Some(me) = status.jobs.iter().find(|j| j.job_id == pipeline_id) else {
-            return 0;
-        };
-        status
-            .jobs
-            .iter()
-            .filter(|j| {
-                j.job_id != pipeline_id
-                    && (j.priority > me.priority
-                        || (j.priority == me.priority && j.job_id < pipeline_id))
-            })
-            .count() as u32
+        self.pipeline
+            .jobs_ahead(pipeline_id)
+            .map_or(0, |n| u32::try_from(n).unwrap_or(u32::MAX))
     }
 
     /// The journal id of the job `job_id` names: a request id, or a bare number for
@@ -351,7 +304,15 @@ impl Service {
     }
 
     /// The job's end if it has ended (then marked fetched), `None` while it runs.
+    ///
+    /// A job the pipeline still holds has not ended for its waiters: `collect` journals an
+    /// outcome before it lets go of the handle, and wakes the waiters after. So a live job
+    /// costs no journal read (every batch of outcomes wakes every waiter); the row, proofs
+    /// included, is read once the job has left `live`.
     pub fn ended(&self, id: u64) -> Result<Option<Ended>, ServiceError> {
+        if guard(&self.live).handles.contains_key(&id) {
+            return Ok(None);
+        }
         let row = guard(&self.journal).get(id).map_err(internal)?;
         let Some(row) = row else {
             return Err(ServiceError::NotFound(format!(
@@ -571,6 +532,24 @@ impl Service {
         let Service { pipeline, live, .. } = self;
         drop(live);
         pipeline.shutdown();
+    }
+}
+
+/// The service error of a submission the pipeline refused.
+fn refused(e: PipelineError) -> ServiceError {
+    match e {
+        PipelineError::Stopped => ServiceError::ShuttingDown,
+        e @ (PipelineError::BadSpec { .. }
+        | PipelineError::NotSeeded(_)
+        | PipelineError::Request(_)
+        | PipelineError::BadPriority(_)
+        | PipelineError::TooManyPartitions(_)
+        | PipelineError::PartitionLimit { .. }
+        | PipelineError::RequestTooLarge { .. }
+        | PipelineError::RequestFileRefused(_)
+        | PipelineError::RequestFile { .. }) => ServiceError::InvalidArgument(e.to_string()),
+        e @ PipelineError::Unserved(_) => ServiceError::FailedPrecondition(e.to_string()),
+        e => ServiceError::Internal(e.to_string()),
     }
 }
 

@@ -22,8 +22,12 @@ pub const RING_HEADER_BYTES: usize = 4096;
 pub const SLOT_HEADER_BYTES: usize = 8192;
 /// Offset of the result bytes inside a slot header.
 pub const RESULT_OFFSET: usize = 4096;
-/// Bytes of the result area of a slot (a proof is 192 bytes; the rest is room for a message).
+/// Bytes of the result area of a slot (a proof is [`PROOF_BYTES`]; the rest is room for a
+/// message).
 pub const RESULT_CAPACITY: usize = SLOT_HEADER_BYTES - RESULT_OFFSET;
+/// Bytes of one Groth16 proof over BLS12-381 (compressed A, B, C): a partition's result, and
+/// each partition's share of a job's proof bytes.
+pub const PROOF_BYTES: usize = 192;
 /// Alignment of every array inside a slot's data span (a cache line).
 pub const ARRAY_ALIGN: u64 = 64;
 /// Alignment of the data area and of each slot's data span (a small page).
@@ -167,6 +171,7 @@ const _: () = {
     assert!(offset_of!(SlotHeader, result_status) == 512);
     assert!(offset_of!(SlotHeader, result_len) == 516);
     assert!(offset_of!(SlotHeader, result) == RESULT_OFFSET);
+    assert!(PROOF_BYTES <= RESULT_CAPACITY);
     assert!(RING_HEADER_BYTES as u64 % SLOT_ALIGN == 0);
     assert!(SLOT_HEADER_BYTES as u64 % SLOT_ALIGN == 0);
     assert!(SLOT_ALIGN % ARRAY_ALIGN == 0);

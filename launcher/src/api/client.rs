@@ -13,13 +13,15 @@ use super::{Endpoint, DEFAULT_MAX_MESSAGE_BYTES};
 /// Why a call failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
-    /// The service cannot be reached.
-    #[error("cannot connect to the service at `{endpoint}`: {reason}\nhint: is `splitprover run` running?")]
+    /// The service cannot be reached. Why is the source (printed by anyhow's `{:#}` at the
+    /// CLI's edge: `transport error: …: No such file or directory`).
+    #[error("cannot connect to the service at `{endpoint}` (is `splitprover run` running?)")]
     Connect {
         /// Where.
         endpoint: String,
         /// Why.
-        reason: String,
+        #[source]
+        cause: tonic::transport::Error,
     },
     /// The service answered with an error.
     #[error("{}", .0.message())]
@@ -70,9 +72,9 @@ impl Client {
             .enable_all()
             .build()
             .map_err(ClientError::Runtime)?;
-        let connect_err = |reason: String| ClientError::Connect {
+        let connect_err = |cause| ClientError::Connect {
             endpoint: endpoint.to_string(),
-            reason,
+            cause,
         };
         let channel = rt.block_on(async {
             match endpoint {
@@ -92,13 +94,13 @@ impl Client {
                 }
                 Endpoint::Tcp(addr) => {
                     TonicEndpoint::from_shared(format!("http://{addr}"))
-                        .map_err(|e| connect_err(e.to_string()))?
+                        .map_err(connect_err)?
                         .connect_timeout(Duration::from_secs(10))
                         .connect()
                         .await
                 }
             }
-            .map_err(|e| connect_err(source_chain(&e)))
+            .map_err(connect_err)
         })?;
         let inner = ProvingEngineClient::new(channel)
             .max_decoding_message_size(max_message_bytes)
@@ -187,14 +189,26 @@ impl Client {
     }
 }
 
-/// An error and its causes on one line.
-fn source_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_service_that_is_not_there_is_named_with_the_reason_at_the_cli_edge() {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("absent.sock");
+        let endpoint = Endpoint::Unix(socket);
+        let e = match Client::connect(&endpoint) {
+            Err(e) => e,
+            Ok(_) => panic!("nothing listens on `{endpoint}`"),
+        };
+        assert!(matches!(e, ClientError::Connect { .. }), "{e:?}");
+        // What `main` prints: the message, then its causes down to the OS's reason.
+        let printed = format!("{:#}", anyhow::Error::from(e));
+        assert!(
+            printed.starts_with(&format!("cannot connect to the service at `{endpoint}`")),
+            "{printed}"
+        );
+        assert!(printed.contains("No such file or directory"), "{printed}");
     }
-    s
 }

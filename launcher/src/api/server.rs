@@ -19,7 +19,9 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tonic::transport::server::Connected;
+use tokio::sync::watch;
+use tokio_stream::StreamExt as _;
+use tonic::transport::server::{Connected, Router};
 use tonic::{Request, Response, Status};
 
 use super::pb::{self, proving_engine_server::ProvingEngine};
@@ -340,6 +342,96 @@ fn huge_page_pool_bytes() -> u64 {
     match (field("HugePages_Total:"), field("Hugepagesize:")) {
         (Some(n), Some(kib)) => n * kib * 1024,
         _ => 0,
+    }
+}
+
+/// How a listener serves the API: the message limit and the connections it lets in.
+#[derive(Clone, Debug)]
+pub struct Serving {
+    /// Message limit both ways.
+    pub max_message_bytes: usize,
+    /// Open connections at most, over every listener that shares `open`; one more is closed at
+    /// once.
+    pub max_connections: usize,
+    /// Connections open now.
+    pub open: Arc<AtomicUsize>,
+}
+
+/// A running server: it ends once its stop watch turns `true` and its calls are answered.
+pub type ServerTask = tokio::task::JoinHandle<Result<(), tonic::transport::Error>>;
+
+/// The API of `service` behind a tonic server (HTTP/2 keepalive: a dead peer's connection is
+/// closed).
+fn router(service: Arc<Service>, max_message_bytes: usize) -> Router {
+    tonic::transport::Server::builder()
+        .http2_keepalive_interval(Some(Duration::from_secs(30)))
+        .http2_keepalive_timeout(Some(Duration::from_secs(20)))
+        .add_service(Engine::new(service).into_server(max_message_bytes))
+}
+
+/// Serves `service` on the bound Unix socket `listener`, on runtime `rt`, until `stop` turns
+/// `true` (the listener closes then; calls in progress go on). Errors when the listener cannot
+/// be registered with the runtime.
+pub fn serve_unix(
+    rt: &tokio::runtime::Handle,
+    listener: std::os::unix::net::UnixListener,
+    service: Arc<Service>,
+    serving: &Serving,
+    stop: watch::Receiver<bool>,
+) -> std::io::Result<ServerTask> {
+    listener.set_nonblocking(true)?;
+    let _entered = rt.enter();
+    let listener = tokio::net::UnixListener::from_std(listener)?;
+    let (open, max) = (serving.open.clone(), serving.max_connections);
+    let incoming = tokio_stream::wrappers::UnixListenerStream::new(listener)
+        .filter_map(move |c| accepted(c).and_then(|s| admit(s, &open, max)));
+    let router = router(service, serving.max_message_bytes);
+    Ok(rt.spawn(router.serve_with_incoming_shutdown(incoming, stopped(stop))))
+}
+
+/// [`serve_unix`] on a TCP `listener` (no Nagle delay: answers are small).
+pub fn serve_tcp(
+    rt: &tokio::runtime::Handle,
+    listener: tokio::net::TcpListener,
+    service: Arc<Service>,
+    serving: &Serving,
+    stop: watch::Receiver<bool>,
+) -> ServerTask {
+    let (open, max) = (serving.open.clone(), serving.max_connections);
+    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener).filter_map(move |c| {
+        accepted(c).and_then(|s: tokio::net::TcpStream| {
+            let _ = s.set_nodelay(true);
+            admit(s, &open, max)
+        })
+    });
+    let router = router(service, serving.max_message_bytes);
+    rt.spawn(router.serve_with_incoming_shutdown(incoming, stopped(stop)))
+}
+
+async fn stopped(mut stop: watch::Receiver<bool>) {
+    let _ = stop.wait_for(|s| *s).await;
+}
+
+/// A connection the listener accepted; accept errors (EMFILE, a connection aborted before it
+/// was taken) are logged, never the end of the service.
+fn accepted<T>(c: std::io::Result<T>) -> Option<T> {
+    match c {
+        Ok(c) => Some(c),
+        Err(e) => {
+            tracing::warn!("accepting a client: {e}; retrying");
+            None
+        }
+    }
+}
+
+/// `io` counted against `max` open connections, or dropped (closed) when that many are open.
+fn admit<T>(io: T, open: &Arc<AtomicUsize>, max: usize) -> Option<std::io::Result<Counted<T>>> {
+    match Counted::admit(io, open, max) {
+        Ok(c) => Some(Ok(c)),
+        Err(_) => {
+            tracing::warn!(max_connections = max, "connection refused: too many open");
+            None
+        }
     }
 }
 

@@ -20,10 +20,10 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use tokio_stream::StreamExt as _;
+use shm_protocol::layout::PROOF_BYTES;
 
 use crate::api::client::Client;
-use crate::api::server::{Counted, Engine};
+use crate::api::server::{serve_tcp, serve_unix, ServerTask, Serving};
 use crate::api::{pb, Endpoint};
 use crate::cli::{CancelArgs, FetchArgs, RunArgs, StatusArgs, SubmitArgs};
 use crate::config::Config;
@@ -36,7 +36,7 @@ use crate::service::{Limits, Service};
 /// `splitprover run`.
 pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let config = Config::load(&args.config)?;
-    let limits = Limits::new(&config.service, &config.faults);
+    let limits = Limits::new(&config.service);
     // Listen settings are checked before minutes of SRS loading.
     let mode = config.service.socket_mode()?;
     let gid = config
@@ -84,46 +84,27 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         .build()
         .context("cannot start the API runtime")?;
     let (stop_servers, servers_stop) = tokio::sync::watch::channel(false);
-    let open = Arc::new(AtomicUsize::new(0));
+    let serving = Serving {
+        max_message_bytes: max_message,
+        max_connections,
+        open: Arc::new(AtomicUsize::new(0)),
+    };
     let mut servers = Vec::new();
     let mut unix_paths = Vec::new();
     for endpoint in &endpoints {
-        let engine = Engine::new(service.clone()).into_server(max_message);
-        let router = tonic::transport::Server::builder()
-            .http2_keepalive_interval(Some(Duration::from_secs(30)))
-            .http2_keepalive_timeout(Some(Duration::from_secs(20)))
-            .add_service(engine);
-        let mut stop = servers_stop.clone();
-        let shutdown = async move {
-            let _ = stop.wait_for(|s| *s).await;
-        };
-        let open = open.clone();
+        let (service, stop) = (service.clone(), servers_stop.clone());
         let server = match endpoint {
             Endpoint::Unix(path) => {
                 let listener = bind(path, mode, gid)?;
                 unix_paths.push(path.clone());
-                let listener = {
-                    let _entered = rt.enter();
-                    tokio::net::UnixListener::from_std(listener)?
-                };
-                let incoming = tokio_stream::wrappers::UnixListenerStream::new(listener)
-                    .filter_map(move |c| {
-                        accepted(c).and_then(|s| admit(s, &open, max_connections))
-                    });
-                rt.spawn(router.serve_with_incoming_shutdown(incoming, shutdown))
+                serve_unix(rt.handle(), listener, service, &serving, stop)
+                    .with_context(|| format!("cannot serve on `{}`", path.display()))?
             }
             Endpoint::Tcp(addr) => {
                 let listener = rt
                     .block_on(tokio::net::TcpListener::bind(addr.as_str()))
                     .with_context(|| format!("cannot listen on `{addr}`"))?;
-                let incoming =
-                    tokio_stream::wrappers::TcpListenerStream::new(listener).filter_map(move |c| {
-                        accepted(c).and_then(|s: tokio::net::TcpStream| {
-                            let _ = s.set_nodelay(true);
-                            admit(s, &open, max_connections)
-                        })
-                    });
-                rt.spawn(router.serve_with_incoming_shutdown(incoming, shutdown))
+                serve_tcp(rt.handle(), listener, service, &serving, stop)
             }
         };
         tracing::info!(%endpoint, "serving the cuzk API");
@@ -234,35 +215,12 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// Waits for every server task.
-async fn futures_join(servers: Vec<tokio::task::JoinHandle<Result<(), tonic::transport::Error>>>) {
+async fn futures_join(servers: Vec<ServerTask>) {
     for s in servers {
         match s.await {
             Ok(Err(e)) => tracing::warn!("API server: {e}"),
             Err(e) => tracing::warn!("API server task: {e}"),
             Ok(Ok(())) => {}
-        }
-    }
-}
-
-/// A connection the listener accepted; accept errors (EMFILE, a connection aborted before it
-/// was taken) are logged, never the end of the service.
-fn accepted<T>(c: std::io::Result<T>) -> Option<T> {
-    match c {
-        Ok(c) => Some(c),
-        Err(e) => {
-            tracing::warn!("accepting a client: {e}; retrying");
-            None
-        }
-    }
-}
-
-/// `io` counted against `max` open connections, or dropped (closed) when that many are open.
-fn admit<T>(io: T, open: &Arc<AtomicUsize>, max: usize) -> Option<std::io::Result<Counted<T>>> {
-    match Counted::admit(io, open, max) {
-        Ok(c) => Some(Ok(c)),
-        Err(_) => {
-            tracing::warn!(max_connections = max, "connection refused: too many open");
-            None
         }
     }
 }
@@ -519,10 +477,8 @@ pub fn submit(args: SubmitArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// Bytes of one Groth16 proof on BLS12-381 (compressed A, B, C).
-const PROOF_BYTES: usize = 192;
-
-/// Proof bytes per partition (192 each) from an `AwaitProofResponse`'s concatenation.
+/// Proof bytes per partition ([`PROOF_BYTES`] each) from an `AwaitProofResponse`'s
+/// concatenation.
 fn split_proofs(proof: &[u8]) -> Vec<Vec<u8>> {
     proof.chunks(PROOF_BYTES).map(<[u8]>::to_vec).collect()
 }

@@ -20,6 +20,7 @@ use kernels::circuits::AnyCircuit;
 use kernels::filecoin::{self, curio, fixture, ProofKind, RegisteredPoStProof};
 
 use crate::api::client::Client;
+use crate::api::server::{serve_unix, Serving};
 use crate::api::{pb, Endpoint, DEFAULT_MAX_MESSAGE_BYTES};
 use crate::journal::Journal;
 use crate::metrics::Metrics;
@@ -134,10 +135,7 @@ pub fn run(
     for stale in ["", "-wal", "-shm"] {
         let _ = std::fs::remove_file(format!("{}{stale}", journal_path.display()));
     }
-    let limits = Limits::new(
-        &crate::config::ServiceConfig::default(),
-        &crate::config::FaultsConfig::default(),
-    );
+    let limits = Limits::new(&crate::config::ServiceConfig::default());
     let service = Arc::new(Service::new(
         pipeline,
         Journal::open(&journal_path)?,
@@ -161,22 +159,23 @@ pub fn run(
         .worker_threads(2)
         .enable_all()
         .build()?;
-    let (stop_server, mut server_stop) = tokio::sync::watch::channel(false);
-    let server = {
-        let _entered = rt.enter();
-        let listener = tokio::net::UnixListener::bind(&socket)
-            .with_context(|| format!("cannot listen on `{}`", socket.display()))?;
-        let incoming = tokio_stream::wrappers::UnixListenerStream::new(listener);
-        let engine =
-            crate::api::server::Engine::new(service.clone()).into_server(DEFAULT_MAX_MESSAGE_BYTES);
-        rt.spawn(
-            tonic::transport::Server::builder()
-                .add_service(engine)
-                .serve_with_incoming_shutdown(incoming, async move {
-                    let _ = server_stop.wait_for(|s| *s).await;
-                }),
-        )
+    let (stop_server, server_stop) = tokio::sync::watch::channel(false);
+    let listener = std::os::unix::net::UnixListener::bind(&socket)
+        .with_context(|| format!("cannot listen on `{}`", socket.display()))?;
+    let serving = Serving {
+        max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+        // The bench's own clients only.
+        max_connections: usize::MAX,
+        open: Default::default(),
     };
+    let server = serve_unix(
+        rt.handle(),
+        listener,
+        service.clone(),
+        &serving,
+        server_stop,
+    )
+    .with_context(|| format!("cannot serve on `{}`", socket.display()))?;
     let endpoint = Endpoint::Unix(socket.clone());
 
     let c1 = sector.commit2in_json();

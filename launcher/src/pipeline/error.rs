@@ -127,7 +127,8 @@ pub enum PipelineError {
     TooManyPartitions(usize),
     /// A job asks for more partitions than its circuit family allows here.
     #[error(
-        "job of `{circuit}` asks for {asked} partitions; at most {max} are accepted\n\
+        "too many partitions: a job of `{circuit}` asks for {asked} partitions; at most {max} \
+         are accepted\n\
          hint: split it into several jobs (config: [faults] max_partitions)"
     )]
     PartitionLimit {
@@ -137,6 +138,16 @@ pub enum PipelineError {
         asked: usize,
         /// The limit.
         max: u32,
+    },
+    /// A job's request is larger than [`FaultSettings::max_request_bytes`](super::FaultSettings).
+    #[error(
+        "request of {bytes} bytes: more than the {max} accepted (`max_request_bytes` in [faults])"
+    )]
+    RequestTooLarge {
+        /// Its size.
+        bytes: usize,
+        /// The limit.
+        max: u64,
     },
     /// A request file was refused (not a regular file, too large, changed while read).
     #[error(transparent)]

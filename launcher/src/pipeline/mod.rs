@@ -130,7 +130,7 @@ pub struct FaultSettings {
     pub first_synthesis_deadline: Duration,
     /// Partitions one job may have (checked before anything per partition is allocated).
     pub max_partitions: u32,
-    /// Largest request file accepted, in bytes.
+    /// Largest request accepted (given to a submit or read from a file), in bytes.
     pub max_request_bytes: u64,
     /// Timeline events kept (the oldest dropped first); `None`: all of them.
     pub timeline_events: Option<usize>,
@@ -888,6 +888,20 @@ impl Pipeline {
         self.submit_job_with(circuit, request, JobOptions::default())
     }
 
+    /// The checks of [`Pipeline::submit_job`] that need no job: the request's size, and a
+    /// built-in job's partition count (it names it: refused before the job, or anything per
+    /// partition, exists). A caller that records a job before submitting it (the service's
+    /// journal) asks here first; the submit runs the same checks again. Errors with
+    /// [`PipelineError::RequestTooLarge`] or [`PipelineError::PartitionLimit`]; a request that
+    /// does not parse is left to the submit, which refuses it with the reason.
+    pub fn admit(&self, circuit: &AnyCircuit, request: &[u8]) -> Result<()> {
+        let (max_request_bytes, max_partitions) = {
+            let core = lock(&self.core);
+            (core.faults.max_request_bytes, core.faults.max_partitions)
+        };
+        admission(circuit, request, max_request_bytes, max_partitions)
+    }
+
     /// [`Pipeline::submit_job`] with options (its priority). Errors for a priority off the
     /// scale.
     pub fn submit_job_with(
@@ -906,7 +920,7 @@ impl Pipeline {
                 spec: circuit,
                 cause: source,
             })?;
-        let max_partitions = {
+        let (max_request_bytes, max_partitions) = {
             let core = lock(&self.core);
             if let Some(f) = &core.fatal {
                 return Err(PipelineError::Fatal(f.clone()));
@@ -914,23 +928,11 @@ impl Pipeline {
             if !core.circuits.contains_key(&circuit_id) {
                 return Err(PipelineError::Unserved(circuit));
             }
-            core.faults.max_partitions
+            (core.faults.max_request_bytes, core.faults.max_partitions)
         };
-        // A built-in job names its partition count: refused before the job (or anything per
-        // partition) exists. A Filecoin job's count follows from its proof type and request
-        // (bounded by the request size limit); the same cap applies once it is opened.
-        if let Some(b) = circuit.builtin() {
-            let asked = kernels::job::BuiltinRequest::from_bytes(request)
-                .map_err(PipelineError::Request)?
-                .partitions;
-            if asked > max_partitions {
-                return Err(PipelineError::PartitionLimit {
-                    circuit: AnyCircuit::Builtin(b),
-                    asked: asked as usize,
-                    max: max_partitions,
-                });
-            }
-        }
+        admission(&circuit, request, max_request_bytes, max_partitions)?;
+        // A Filecoin job's count follows from its proof type and request (bounded by the
+        // request size limit); the same cap applies once it is opened.
         let job = kernels::job::open(&circuit, request).map_err(PipelineError::Request)?;
         if job.partitions() > max_partitions as usize {
             return Err(PipelineError::PartitionLimit {
@@ -1055,6 +1057,12 @@ impl Pipeline {
         sups.iter()
             .filter_map(|s| s.pid().map(|p| (s.role(), p)))
             .collect()
+    }
+
+    /// Live jobs that run before live job `job_id` (a higher priority, or the same and older);
+    /// `None` when it is not live. A count under the core lock: nothing else is built.
+    pub fn jobs_ahead(&self, job_id: u64) -> Option<usize> {
+        lock(&self.core).jobs.ahead_of(job_id)
     }
 
     /// A snapshot for `status`.
@@ -1420,6 +1428,34 @@ fn layout_for(settings: &PipelineSettings) -> Result<Layout> {
                 .map_err(PipelineError::Layout)
         }
     }
+}
+
+/// [`Pipeline::admit`]'s checks against the limits `max_request_bytes` and `max_partitions`.
+fn admission(
+    circuit: &AnyCircuit,
+    request: &[u8],
+    max_request_bytes: u64,
+    max_partitions: u32,
+) -> Result<()> {
+    if request.len() as u64 > max_request_bytes {
+        return Err(PipelineError::RequestTooLarge {
+            bytes: request.len(),
+            max: max_request_bytes,
+        });
+    }
+    if circuit.builtin().is_some() {
+        // A request that does not parse is refused by `kernels::job::open`, with the reason.
+        if let Ok(r) = kernels::job::BuiltinRequest::from_bytes(request) {
+            if r.partitions > max_partitions {
+                return Err(PipelineError::PartitionLimit {
+                    circuit: *circuit,
+                    asked: r.partitions as usize,
+                    max: max_partitions,
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Reads a request file for a job as the launcher ([`crate::request_file::read`]: no symlink,
@@ -2301,6 +2337,34 @@ fn dispatch(core: Arc<Mutex<Core>>, events: mpsc::Receiver<ChildEvent>) {
 mod tests {
     use super::{visible_device, FaultSettings};
     use std::time::Duration;
+
+    #[test]
+    fn admission_refuses_large_requests_and_named_partition_counts_over_the_limit() {
+        use super::{admission, AnyCircuit, PipelineError};
+        let bits: AnyCircuit = "bits:8".parse().unwrap();
+        let req = |partitions| {
+            kernels::job::BuiltinRequest {
+                seed: 1,
+                partitions,
+            }
+            .to_bytes()
+        };
+        assert!(admission(&bits, &req(4), 12, 4).is_ok());
+        assert!(matches!(
+            admission(&bits, &req(5), 12, 4),
+            Err(PipelineError::PartitionLimit {
+                asked: 5,
+                max: 4,
+                ..
+            })
+        ));
+        assert!(matches!(
+            admission(&bits, &req(1), 11, 4),
+            Err(PipelineError::RequestTooLarge { bytes: 12, max: 11 })
+        ));
+        // Left to the submit, which opens the job and says why.
+        assert!(admission(&bits, b"short", 12, 4).is_ok());
+    }
 
     #[test]
     fn a_bounded_timeline_keeps_the_last_events() {
