@@ -181,22 +181,39 @@ pub fn run(
         let _ = pipeline.take_timeline();
         let bar = report::progress_bar(bench.proofs.max(1), "split");
         let started = Instant::now();
-        let mut in_flight = std::collections::VecDeque::new();
-        let mut lat = Vec::new();
-        let mut next = 0;
-        while lat.len() < bench.proofs.max(1) {
-            while next < bench.proofs.max(1) && in_flight.len() < bench.clients.max(1) {
-                in_flight.push_back(pipeline.submit_request(Some(kind), None, &c1_path)?);
-                next += 1;
+        // Closed-loop clients, `-j` of them: each submits a job, waits for it, checks it and
+        // submits the next, so that one slow job holds back only its own client (a single loop
+        // waiting in submission order starved the pipeline behind its oldest job).
+        let total = bench.proofs.max(1);
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let lat = std::sync::Mutex::new(Vec::with_capacity(total));
+        std::thread::scope(|scope| -> anyhow::Result<()> {
+            let clients: Vec<_> = (0..bench.clients.clamp(1, total))
+                .map(|_| {
+                    scope.spawn(|| -> anyhow::Result<()> {
+                        while next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < total {
+                            let o = pipeline
+                                .submit_request(Some(kind), None, &c1_path)?
+                                .wait()?;
+                            let proofs = o
+                                .result
+                                .map_err(|e| anyhow::anyhow!("job {} failed: {e}", o.job_id))?;
+                            check("split", &proofs.concat())?;
+                            let mut lat = lat.lock().unwrap_or_else(|p| p.into_inner());
+                            lat.push(o.elapsed.as_secs_f64());
+                            bar.set_position(lat.len() as u64);
+                        }
+                        Ok(())
+                    })
+                })
+                .collect();
+            for c in clients {
+                c.join()
+                    .map_err(|_| anyhow::anyhow!("a bench client panicked"))??;
             }
-            let o = in_flight.pop_front().expect("a job is in flight").wait()?;
-            let proofs = o
-                .result
-                .map_err(|e| anyhow::anyhow!("job {} failed: {e}", o.job_id))?;
-            check("split", &proofs.concat())?;
-            lat.push(o.elapsed.as_secs_f64());
-            bar.set_position(lat.len() as u64);
-        }
+            Ok(())
+        })?;
+        let lat = lat.into_inner().unwrap_or_else(|p| p.into_inner());
         bar.finish_and_clear();
         let wall = started.elapsed();
         let tl = Timeline::from_events(pipeline.take_timeline());
