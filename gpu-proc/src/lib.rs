@@ -774,6 +774,48 @@ mod tests {
         }
     }
 
+    /// The CUDA backends without the `cuda` feature, or without a GPU, are errors that say so,
+    /// never a panic; the CPU backend opens the same file.
+    #[test]
+    fn cuda_backends_say_what_is_missing() {
+        let spec: kernels::circuits::CircuitSpec = "pubinputs:2".parse().unwrap();
+        let params =
+            kernels::paramgen::generate_parameters_seeded(spec.circuit(None), 1, &|_| {}).unwrap();
+        let path =
+            std::env::temp_dir().join(format!("gpu-proc-kinds-{}.params", std::process::id()));
+        kernels::srs::write_params_file(&path, &params).unwrap();
+        let id = spec.circuit_id();
+        let cpu = open_backend_from_file(BackendKind::Cpu, &path, id, "pubinputs:2");
+        assert_eq!(cpu.unwrap().name(), "cpu");
+        for kind in [BackendKind::Gpu, BackendKind::Cuda] {
+            let opened = open_backend_from_file(kind, &path, id, "pubinputs:2");
+            #[cfg(not(feature = "cuda"))]
+            {
+                let err = opened
+                    .err()
+                    .expect("a CUDA backend opened without the feature");
+                assert!(matches!(err, Error::NoCuda), "{kind}: {err}");
+                assert!(err.to_string().contains("--features cuda"), "{err}");
+            }
+            #[cfg(feature = "cuda")]
+            match opened {
+                Ok(backend) => {
+                    assert!(kernels::backend::cuda::gpu_count().unwrap() > 0);
+                    assert_eq!(backend.name(), kind.as_str());
+                }
+                Err(Error::Backend { circuit, source }) => {
+                    assert_eq!(circuit, "pubinputs:2");
+                    assert!(
+                        matches!(source.kind(), kernels::ErrorKind::NoGpu),
+                        "{kind}: {source}"
+                    );
+                }
+                Err(other) => panic!("{kind}: {other}"),
+            }
+        }
+        let _ = std::fs::remove_file(&path);
+    }
+
     #[test]
     fn evict_releases_and_drops_the_backend_once() {
         let (released, dropped) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
