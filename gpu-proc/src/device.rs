@@ -37,8 +37,8 @@ impl DeviceProbe {
         }
     }
 
-    /// The device as it is now.
-    pub fn report(&self) -> FromChild {
+    /// The device as it is now, with `srs_device_bytes` resident for the backends.
+    pub fn report(&self, srs_device_bytes: u64) -> FromChild {
         let free = match self.backend {
             BackendKind::Cpu => 0,
             BackendKind::Cuda | BackendKind::Gpu => cuda_info().map(|i| i.2).unwrap_or(0),
@@ -48,6 +48,7 @@ impl DeviceProbe {
             name: self.name.clone(),
             vram_total_bytes: self.total,
             vram_free_bytes: free,
+            srs_device_bytes,
         }
     }
 }
@@ -102,13 +103,15 @@ mod tests {
 
     #[test]
     fn the_cpu_backend_reports_its_model_and_no_vram() {
-        match DeviceProbe::new(3, BackendKind::Cpu).report() {
+        match DeviceProbe::new(3, BackendKind::Cpu).report(0) {
             FromChild::Device {
                 ordinal,
                 name,
                 vram_total_bytes,
                 vram_free_bytes,
+                srs_device_bytes,
             } => {
+                assert_eq!(srs_device_bytes, 0);
                 assert_eq!(ordinal, 3);
                 assert!(name.starts_with("CPU backend ("), "{name}");
                 assert!(name.ends_with(" threads)"), "{name}");

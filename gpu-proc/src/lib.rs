@@ -181,6 +181,11 @@ impl Prover {
         }
     }
 
+    /// SRS bytes its backends keep resident in device memory.
+    pub fn device_bytes(&self) -> u64 {
+        self.read().values().map(|(_, b)| b.device_bytes()).sum()
+    }
+
     /// The circuit ids it can prove.
     pub fn circuit_ids(&self) -> Vec<u64> {
         let mut ids: Vec<u64> = self.read().keys().copied().collect();
@@ -592,7 +597,7 @@ pub fn serve(
         detail: format!("gpu-proc[{}]: {} backend", config.device, config.backend),
     })?;
     let device = DeviceProbe::new(config.device, config.backend);
-    sender.send(&device.report())?;
+    sender.send(&device.report(prover.device_bytes()))?;
     let owner = shm_protocol::current_owner();
     let batch = config.batch.max(1);
     let mut acked_pause = false;
@@ -677,7 +682,7 @@ pub fn serve(
                 generation: o.generation,
             })?;
         }
-        sender.send(&device.report())?;
+        sender.send(&device.report(prover.device_bytes()))?;
     }
     tracing::info!("gpu-proc exiting");
     Ok(())

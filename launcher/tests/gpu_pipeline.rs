@@ -128,6 +128,10 @@ fn status_lists_each_gpu_with_its_device_current_job_and_busy_time() {
         g.name
     );
     assert_eq!((g.vram_total_bytes, g.vram_free_bytes), (0, 0));
+    assert_eq!(
+        g.srs_device_bytes, 0,
+        "the CPU backend keeps no SRS on a device"
+    );
     assert_eq!(g.current_job, None, "idle after its batch");
     assert!(g.busy_ns > 0, "job 1 was proved: {g:?}");
     let busy = g.busy_ns;

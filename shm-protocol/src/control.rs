@@ -270,6 +270,9 @@ pub enum FromChild {
         vram_total_bytes: u64,
         /// Device memory free when sent, in bytes (0 for the CPU backend).
         vram_free_bytes: u64,
+        /// SRS bytes its backends keep resident in device memory (the `gpu` backend's).
+        #[serde(default)]
+        srs_device_bytes: u64,
     },
     /// Answer to [`ToGpu::LoadSrs`]: the SRS is mapped and its backend open, or why not.
     SrsLoaded {
@@ -762,9 +765,19 @@ mod tests {
             name: "NVIDIA H200".into(),
             vram_total_bytes: 150_000_000_000,
             vram_free_bytes: 149_000_000_000,
+            srs_device_bytes: 7_600_000_000,
         };
         let json = serde_json::to_string(&msg).unwrap();
         assert_eq!(serde_json::from_str::<FromChild>(&json).unwrap(), msg);
+        // A report from a gpu-proc of the previous version (no SRS bytes) still reads.
+        let old = json.replace(",\"srs_device_bytes\":7600000000", "");
+        assert_ne!(old, json);
+        match serde_json::from_str::<FromChild>(&old).unwrap() {
+            FromChild::Device {
+                srs_device_bytes, ..
+            } => assert_eq!(srs_device_bytes, 0),
+            other => panic!("unexpected {other:?}"),
+        }
     }
 
     #[test]

@@ -364,6 +364,10 @@ impl Backend for GpuBackend {
         "gpu"
     }
 
+    fn device_bytes(&self) -> u64 {
+        self.residency.srs_bytes
+    }
+
     fn prove_batch(
         &self,
         batch: &[Assignment<'_>],

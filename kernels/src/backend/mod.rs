@@ -210,6 +210,13 @@ pub trait Backend: Send + Sync {
         s: &[Scalar],
     ) -> Result<Vec<Proof>, crate::Error>;
 
+    /// Bytes of SRS this backend keeps resident in device memory (the `gpu` backend's uploaded
+    /// queries), for status; 0 for backends that keep none (the CPU one, supraseal-c2, which
+    /// streams its points on every call).
+    fn device_bytes(&self) -> u64 {
+        0
+    }
+
     /// Drops what this backend shares beyond its own value, before it is dropped for good (an
     /// evicted SRS): the CUDA backend's SRS sits in supraseal's process-wide cache, which would
     /// keep its pinned memory after the backend is gone. Nothing for backends that own all

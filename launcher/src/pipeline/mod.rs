@@ -349,6 +349,9 @@ pub struct GpuLine {
     pub vram_total_bytes: u64,
     /// Device memory free at its last report (after its last batch), in bytes.
     pub vram_free_bytes: u64,
+    /// SRS bytes resident in device memory at its last report (the `gpu` backend's; 0 for
+    /// backends that keep none there).
+    pub srs_device_bytes: u64,
     /// The job of the batch it is proving now (the first claimed, when a batch mixes jobs).
     pub current_job: Option<u64>,
     /// That job's circuit spec.
@@ -596,6 +599,7 @@ struct GpuDevice {
     name: String,
     vram_total_bytes: u64,
     vram_free_bytes: u64,
+    srs_device_bytes: u64,
     busy_ns: u64,
 }
 
@@ -1941,6 +1945,7 @@ impl Core {
                     name: device.map(|d| d.name.clone()).unwrap_or_default(),
                     vram_total_bytes: device.map_or(0, |d| d.vram_total_bytes),
                     vram_free_bytes: device.map_or(0, |d| d.vram_free_bytes),
+                    srs_device_bytes: device.map_or(0, |d| d.srs_device_bytes),
                     current_job: batch.map(|b| b.job),
                     current_circuit: batch.and_then(|b| b.circuit_name.clone()),
                     busy_ns: device.map_or(0, |d| d.busy_ns),
@@ -2036,11 +2041,13 @@ impl Core {
                 name,
                 vram_total_bytes,
                 vram_free_bytes,
+                srs_device_bytes,
             } => {
                 let d = self.gpu_devices.entry(role).or_default();
                 d.name = name;
                 d.vram_total_bytes = vram_total_bytes;
                 d.vram_free_bytes = vram_free_bytes;
+                d.srs_device_bytes = srs_device_bytes;
             }
             FromChild::Heartbeat => {}
             FromChild::Event(e) => {
