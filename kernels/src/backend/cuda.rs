@@ -123,8 +123,13 @@ fn cuda_error_text(code: c_int) -> String {
     format!("{text} (cuda error {code})")
 }
 
+/// Whether a CUDA error code means "no usable GPU here" (no device, or no new enough driver).
+pub(super) fn is_no_gpu(code: c_int) -> bool {
+    code == ffi::NO_DEVICE || code == ffi::INSUFFICIENT_DRIVER
+}
+
 fn cuda_error(code: c_int, what: &str) -> Error {
-    if code == ffi::NO_DEVICE || code == ffi::INSUFFICIENT_DRIVER {
+    if is_no_gpu(code) {
         ErrorKind::NoGpu.into()
     } else {
         ErrorKind::Cuda(format!("{what}: {}", cuda_error_text(code))).into()
@@ -163,15 +168,21 @@ const DEVICE_PROP_BYTES: usize = 16 * 1024;
 /// Bytes of `cudaDeviceProp::name`, its first member.
 const DEVICE_NAME_BYTES: usize = 256;
 
-/// Name and memory of the current CUDA device: [`ErrorKind::NoGpu`] without a device or driver.
-/// The free memory is read fresh on every call (one `cudaMemGetInfo`).
-pub fn device_info() -> Result<DeviceInfo, Error> {
+/// The ordinal of the current CUDA device (`cudaGetDevice`).
+pub(super) fn current_device() -> Result<c_int, Error> {
     let mut device: c_int = 0;
     // SAFETY: `device` is a valid, writable c_int for the duration of the call.
     let code = unsafe { ffi::cudaGetDevice(&mut device) };
     if code != ffi::SUCCESS {
         return Err(cuda_error(code, "`cudaGetDevice` failed"));
     }
+    Ok(device)
+}
+
+/// Name and memory of the current CUDA device: [`ErrorKind::NoGpu`] without a device or driver.
+/// The free memory is read fresh on every call (one `cudaMemGetInfo`).
+pub fn device_info() -> Result<DeviceInfo, Error> {
+    let device = current_device()?;
     // u64 words: aligned for every member of `cudaDeviceProp`.
     let mut prop = vec![0u64; DEVICE_PROP_BYTES / 8];
     // SAFETY: `prop` is a writable, 8-aligned buffer of DEVICE_PROP_BYTES, larger than the

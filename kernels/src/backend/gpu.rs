@@ -22,7 +22,7 @@ use std::ptr::NonNull;
 use bellperson::groth16::{prepare_verifying_key, verify_proof, PreparedVerifyingKey};
 use blstrs::{Bls12, G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 
-use super::cuda::{check_circuit, gpu_count};
+use super::cuda::{check_circuit, current_device, gpu_count, is_no_gpu};
 use super::{Assignment, Backend, BlindingKey, Components, Density, Proof};
 use crate::srs::{SrsLengths, SrsView};
 use crate::{Error, ErrorKind};
@@ -109,7 +109,6 @@ mod ffi {
             out: *mut Components,
             phases: *mut super::Phases,
         ) -> sppark::Error;
-        pub fn cudaGetDevice(device: *mut c_int) -> c_int;
     }
 }
 
@@ -178,8 +177,7 @@ impl std::fmt::Debug for GpuBackend {
 }
 
 fn sppark_error(e: sppark::Error, what: &str) -> Error {
-    if e.code == 100 || e.code == 35 {
-        // cudaErrorNoDevice, cudaErrorInsufficientDriver
+    if is_no_gpu(e.code) {
         return ErrorKind::NoGpu.into();
     }
     ErrorKind::Cuda(format!(
@@ -233,14 +231,7 @@ impl GpuBackend {
             b_g2: srs.b_g2().as_ptr(),
             n_inputs: lens.ic,
         };
-        let mut device: c_int = 0;
-        // SAFETY: a valid, writable c_int for the duration of the call.
-        let code = unsafe { ffi::cudaGetDevice(&mut device) };
-        if code != 0 {
-            return Err(
-                ErrorKind::Cuda(format!("`cudaGetDevice` failed (cuda error {code})")).into(),
-            );
-        }
+        let device = current_device()?;
         let image = srs.as_bytes();
         let mut ctx: *mut ffi::Context = std::ptr::null_mut();
         let mut stats = ffi::Upload::default();
