@@ -23,6 +23,8 @@ mod cuda {
         {
             nvcc.define("__ADX__", None);
         }
-        nvcc.file("cuda/gpu_prover.cu").compile("splitprover_gpu");
+        nvcc.file("cuda/gpu_prover.cu")
+            .file("cuda/gpu_paramgen.cu")
+            .compile("splitprover_gpu");
     }
 }

@@ -82,6 +82,10 @@ pub enum Error {
     /// The control channel to the launcher failed.
     #[error("control channel: {0}")]
     Control(#[from] std::io::Error),
+    /// The backend reported a sticky CUDA error: this process's GPU context is unusable. The
+    /// slots it held stay claimed for the launcher to requeue, and the process exits.
+    #[error("{0}\nhint: the launcher requeues the slots this gpu-proc held and starts a new one")]
+    DeviceLost(String),
 }
 
 impl Error {
@@ -247,8 +251,8 @@ impl Prover {
     }
 
     /// Proves claimed slots of one circuit, completing each slot with its proof or failure.
-    pub fn prove_claimed(&self, claims: Vec<ClaimedSlot<'_>>) -> Vec<SlotOutcome> {
-        let results = {
+    pub fn prove_claimed(&self, claims: Vec<ClaimedSlot<'_>>) -> Result<Vec<SlotOutcome>, Error> {
+        let (results, lost) = {
             // Each slot is validated once; a bad one fails alone, the views of the others are
             // what the backend proves from.
             let views: Vec<Result<SlotView<'_>, String>> = claims
@@ -257,18 +261,31 @@ impl Prover {
                 .collect();
             self.prove_views(&views)
         };
-        claims
+        if let Some(reason) = lost {
+            // The GPU context is unusable: no slot is failed for it. The claims stay CLAIMED,
+            // as if this process had died here, and the process exits; the launcher requeues
+            // them (one attempt each) and starts a new gpu-proc, whose context is new.
+            for claim in claims {
+                claim.leak();
+            }
+            return Err(Error::DeviceLost(reason));
+        }
+        Ok(claims
             .into_iter()
             .zip(results)
             .map(|(claim, result)| {
                 let meta = claim.meta();
                 finish(claim, result, meta.job_id, meta.partition)
             })
-            .collect()
+            .collect())
     }
 
-    /// One result per view: the view's own error, or the proof of the valid views proved together.
-    fn prove_views(&self, views: &[Result<SlotView<'_>, String>]) -> Vec<Result<Vec<u8>, String>> {
+    /// One result per view: the view's own error, or the proof of the valid views proved together;
+    /// and why the GPU context is lost, when the backend said so.
+    fn prove_views(
+        &self,
+        views: &[Result<SlotView<'_>, String>],
+    ) -> (Vec<Result<Vec<u8>, String>>, Option<String>) {
         let mut results: Vec<Result<Vec<u8>, String>> = views
             .iter()
             .map(|v| match v {
@@ -282,8 +299,9 @@ impl Prover {
             .filter_map(|(i, v)| v.as_ref().ok().map(|v| (i, v)))
             .collect();
         let Some((_, first)) = good.first() else {
-            return results;
+            return (results, None);
         };
+        let mut lost = None;
         let circuit_id = first.meta().circuit_id;
         let backends = self.read();
         let proved: Vec<Result<Vec<u8>, String>> = match backends.get(&circuit_id) {
@@ -315,7 +333,12 @@ impl Prover {
                                 .map_err(|e| format!("serializing the proof: {e}"))
                         })
                         .collect(),
-                    Ok(Err(e)) => vec![Err(format!("{name}: {e}")); assignments.len()],
+                    Ok(Err(e)) => {
+                        if matches!(e.kind(), kernels::ErrorKind::DeviceLost(_)) {
+                            lost = Some(format!("{name}: {e}"));
+                        }
+                        vec![Err(format!("{name}: {e}")); assignments.len()]
+                    }
                     Err(panic) => {
                         let msg = panic_message(&*panic);
                         tracing::error!("backend panicked: {msg}");
@@ -334,7 +357,7 @@ impl Prover {
         for ((i, _), r) in good.iter().zip(proved) {
             results[*i] = r;
         }
-        results
+        (results, lost)
     }
 }
 
@@ -481,7 +504,17 @@ fn open_cuda(_params: &std::path::Path) -> Result<Opened, Error> {
 fn open_gpu(image: &[u8]) -> Result<Opened, Error> {
     Ok(kernels::srs::SrsView::new(image)
         .and_then(|view| kernels::backend::gpu::GpuBackend::new(&view))
-        .map(|b| Box::new(b) as Box<dyn Backend>))
+        .map(|b| {
+            let r = b.residency();
+            tracing::info!(
+                srs_mib = r.srs_bytes >> 20,
+                scratch_mib = r.scratch_bytes >> 20,
+                upload_ms = format!("{:.0}", r.upload_ms),
+                pinned = r.pinned,
+                "SRS uploaded to the GPU"
+            );
+            Box::new(b) as Box<dyn Backend>
+        }))
 }
 
 #[cfg(not(feature = "cuda"))]
@@ -657,7 +690,13 @@ pub fn serve(
             .iter()
             .map(|c| (c.meta(), c.index() as u32))
             .collect();
-        let outcomes = prover.prove_claimed(claims);
+        let outcomes = match prover.prove_claimed(claims) {
+            Ok(outcomes) => outcomes,
+            Err(e) => {
+                tracing::error!("{e}");
+                return Err(e);
+            }
+        };
         let end = control::monotonic_ns();
         for (m, slot) in &metas {
             for (kind, t) in [(EventKind::GpuStart, start), (EventKind::GpuEnd, end)] {

@@ -98,7 +98,7 @@ fn a_slot_with_a_corrupt_header_fails_alone_and_the_next_slot_is_proved() {
         ring.try_claim_ready(me).unwrap().unwrap(),
         ring.try_claim_ready(me).unwrap().unwrap(),
     ];
-    let outcomes = prover.prove_claimed(claims);
+    let outcomes = prover.prove_claimed(claims).unwrap();
     assert_eq!(outcomes.len(), 2);
     let results = collect(&ring);
     assert_eq!(results.len(), 2);
@@ -137,7 +137,7 @@ fn a_backend_panic_fails_the_batch_with_the_message_and_the_process_goes_on() {
     let prover = Prover::from_backends(backends);
     let me = current_owner();
     let claims = vec![ring.try_claim_ready(me).unwrap().unwrap()];
-    prover.prove_claimed(claims);
+    prover.prove_claimed(claims).unwrap();
     let r = collect(&ring);
     let msg = r[0].1.as_ref().unwrap_err();
     assert!(
@@ -146,7 +146,8 @@ fn a_backend_panic_fails_the_batch_with_the_message_and_the_process_goes_on() {
     );
     // The next slot is served by a working prover in the same process.
     let (good, check) = cpu_prover(&spec);
-    good.prove_claimed(vec![ring.try_claim_ready(me).unwrap().unwrap()]);
+    good.prove_claimed(vec![ring.try_claim_ready(me).unwrap().unwrap()])
+        .unwrap();
     let r = collect(&ring);
     let proof = Proof::read(&r[0].1.as_ref().unwrap()[..]).unwrap();
     assert!(check
@@ -159,10 +160,12 @@ fn a_slot_of_a_circuit_without_srs_fails_with_the_circuit_id() {
     let spec: CircuitSpec = CIRCUIT.parse().unwrap();
     let ring = ring_with_ready_slots(&spec, 1);
     let prover = Prover::from_backends(HashMap::new());
-    prover.prove_claimed(vec![ring
-        .try_claim_ready(current_owner())
-        .unwrap()
-        .unwrap()]);
+    prover
+        .prove_claimed(vec![ring
+            .try_claim_ready(current_owner())
+            .unwrap()
+            .unwrap()])
+        .unwrap();
     let r = collect(&ring);
     assert!(
         r[0].1
@@ -172,4 +175,44 @@ fn a_slot_of_a_circuit_without_srs_fails_with_the_circuit_id() {
         "{:?}",
         r[0].1
     );
+}
+
+struct ContextLost;
+
+impl Backend for ContextLost {
+    fn name(&self) -> &'static str {
+        "lost"
+    }
+    fn prove_batch(
+        &self,
+        _: &[Assignment<'_>],
+        _: &[blstrs::Scalar],
+        _: &[blstrs::Scalar],
+    ) -> Result<Vec<Proof>, kernels::Error> {
+        Err(kernels::ErrorKind::DeviceLost(
+            "proving on the GPU: an illegal memory access was encountered (cuda error 700)".into(),
+        )
+        .into())
+    }
+}
+
+#[test]
+fn a_lost_gpu_context_fails_no_slot_and_leaves_the_claims_for_the_launcher() {
+    let spec: CircuitSpec = CIRCUIT.parse().unwrap();
+    let ring = ring_with_ready_slots(&spec, 2);
+    let mut backends: HashMap<u64, (String, Box<dyn Backend>)> = HashMap::new();
+    backends.insert(spec.circuit_id(), (spec.to_string(), Box::new(ContextLost)));
+    let prover = Prover::from_backends(backends);
+    let me = current_owner();
+    let claims = vec![
+        ring.try_claim_ready(me).unwrap().unwrap(),
+        ring.try_claim_ready(me).unwrap().unwrap(),
+    ];
+    let err = prover.prove_claimed(claims).unwrap_err();
+    assert!(matches!(err, gpu_proc::Error::DeviceLost(_)), "{err}");
+    assert!(err.to_string().contains("illegal memory access"), "{err}");
+    // No slot was failed: both are still claimed, as if the process had died holding them.
+    assert!(collect(&ring).is_empty());
+    let counts = ring.counts();
+    assert_eq!(counts.claimed, 2, "{counts:?}");
 }

@@ -4,7 +4,7 @@
 //! ```text
 //! cargo build --release -p kernels --features cuda --example gpu_check
 //! gpu_check SPEC --params FILE [--seeds N] [--par P] [--cpu K] [--iters I] [--pinned]
-//!           [--supraseal] [--phases]
+//!           [--supraseal] [--phases] [--gen cpu|gpu] [--gen-check]
 //! gpu_check sha-chain:2  --params p16 --seeds 100 --cpu 100      # 100 random witnesses at 2^16
 //! gpu_check sha-chain:38 --params p20 --seeds 3 --cpu 3 --iters 10 --supraseal --phases
 //! ```
@@ -19,6 +19,9 @@
 //!   `--pinned` from a page-locked copy of the assignment (as gpu-proc proves from its
 //!   page-locked ring), with `--supraseal` the same for supraseal-c2 (backend `cuda`, whose proofs must verify and equal
 //!   ours byte for byte); `--phases` prints the median phase split of our prover.
+//! - `--gen gpu` writes a missing `--params` with the GPU generator (default `cpu`);
+//!   `--gen-check` generates the parameters on both devices (seed 1), times both and requires
+//!   them equal.
 //!
 //! The last lines are a one-row table. Exits non-zero on any failed verification or difference.
 
@@ -50,6 +53,7 @@ mod check {
     use kernels::backend::cuda::{gpu_count, CudaBackend, PinnedAssignments};
     use kernels::backend::gpu::{GpuBackend, Phases};
     use kernels::circuits::CircuitSpec;
+    use kernels::paramgen::{generate_parameters_seeded_on, GenDevice};
     use kernels::srs::{write_params_file, SrsImage, SrsView};
     use kernels::synth::{OwnedAssignment, VecSink};
     use kernels::{Backend, CpuBackend, Proof};
@@ -68,6 +72,8 @@ mod check {
         iters: usize,
         supraseal: bool,
         phases: bool,
+        gen: GenDevice,
+        gen_check: bool,
     }
 
     fn parse_args() -> Res<Args> {
@@ -76,6 +82,7 @@ mod check {
         let mut params = None;
         let (mut seeds, mut cpu, mut iters, mut supraseal, mut phases) = (3, 1, 5, false, false);
         let (mut par, mut pinned) = (1, false);
+        let (mut gen, mut gen_check) = (GenDevice::Cpu, false);
         while let Some(a) = it.next() {
             let mut value = |name: &str| it.next().ok_or_else(|| format!("`{name}` needs a value"));
             match a.as_str() {
@@ -87,6 +94,8 @@ mod check {
                 "--iters" => iters = value("--iters")?.parse()?,
                 "--supraseal" => supraseal = true,
                 "--phases" => phases = true,
+                "--gen" => gen = value("--gen")?.parse()?,
+                "--gen-check" => gen_check = true,
                 s if !s.starts_with('-') && spec.is_none() => spec = Some(s.parse()?),
                 other => return Err(format!("unknown argument `{other}`").into()),
             }
@@ -97,6 +106,8 @@ mod check {
             seeds: seeds.max(1),
             par: par.max(1),
             pinned,
+            gen,
+            gen_check,
             cpu,
             iters,
             supraseal,
@@ -132,12 +143,34 @@ mod check {
             return Err("no CUDA device".into());
         }
         let spec = &args.spec;
+        if args.gen_check {
+            let gen = |device| -> Res<_> {
+                let t = Instant::now();
+                let p = generate_parameters_seeded_on(spec.circuit(None), 1, device, &|_| {})?;
+                Ok((p, t.elapsed().as_secs_f64()))
+            };
+            let (on_gpu, gpu_s) = gen(GenDevice::Gpu)?;
+            let (on_cpu, cpu_s) = gen(GenDevice::Cpu)?;
+            let same = on_gpu == on_cpu;
+            println!(
+                "| generator | {spec} | gpu {gpu_s:.2} s | cpu {cpu_s:.2} s | cpu/gpu {:.1}x | {} |",
+                cpu_s / gpu_s,
+                if same { "identical" } else { "DIFFERENT" }
+            );
+            if !same {
+                return Ok(false);
+            }
+        }
         if !args.params.exists() {
             let t = Instant::now();
-            let params =
-                kernels::paramgen::generate_parameters_seeded(spec.circuit(None), 1, &|_| {})?;
+            let params = generate_parameters_seeded_on(spec.circuit(None), 1, args.gen, &|_| {})?;
+            let gen_s = t.elapsed().as_secs_f64();
             write_params_file(&args.params, &params)?;
-            println!("params written in {:.1} s", t.elapsed().as_secs_f64());
+            println!(
+                "params generated on {:?} in {gen_s:.1} s, written in {:.1} s",
+                args.gen,
+                t.elapsed().as_secs_f64() - gen_s
+            );
         }
         let t = Instant::now();
         let image = SrsImage::from_params_file(&args.params, spec.circuit_id(), false)?;

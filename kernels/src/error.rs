@@ -118,6 +118,11 @@ pub enum ErrorKind {
     /// The CUDA runtime or supraseal-c2 reported an error.
     #[error("cuda error: {0}")]
     Cuda(String),
+    /// A sticky CUDA error (an illegal address, a failed launch, an uncorrectable ECC error):
+    /// the process's CUDA context is unusable from now on, and only a new process gets a new
+    /// one.
+    #[error("the GPU context is lost (the process must restart): {0}")]
+    DeviceLost(String),
     /// An I/O error while reading or writing parameters.
     #[error("i/o error: {0}")]
     Io(std::io::Error),

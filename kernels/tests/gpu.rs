@@ -132,3 +132,37 @@ fn a_mismatched_circuit_is_an_error_and_the_backend_keeps_serving() {
         .remove(0);
     assert!(gpu.verify(&proof, &spec.public_inputs(1).unwrap()).unwrap());
 }
+
+#[test]
+fn the_gpu_generator_gives_the_cpu_generators_parameters() {
+    if !have_gpu("the_gpu_generator_gives_the_cpu_generators_parameters") {
+        return;
+    }
+    use kernels::paramgen::{generate_parameters_seeded_on, GenDevice};
+    // Inputs, zero and non-zero A/B scalars, and G2 points; bits:1100 makes the G1 queries
+    // longer than the comb table's smallest window (1,024 points), so `w` is 9 there.
+    for (spec, seed) in [("pubinputs:3", 4), ("bits:1100", 9)] {
+        let spec: CircuitSpec = spec.parse().unwrap();
+        let gpu = generate_parameters_seeded_on(spec.circuit(None), seed, GenDevice::Gpu, &|_| {})
+            .unwrap();
+        let cpu = generate_parameters_seeded_on(spec.circuit(None), seed, GenDevice::Cpu, &|_| {})
+            .unwrap();
+        assert_eq!(gpu.h.len(), cpu.h.len(), "{spec}");
+        assert!(gpu == cpu, "{spec}: the GPU generator's parameters differ");
+    }
+}
+
+#[test]
+fn the_gpu_generator_without_a_gpu_says_so() {
+    if gpu_count().unwrap() > 0 {
+        println!("a GPU is present: the no-GPU error is not reachable here");
+        return;
+    }
+    use kernels::paramgen::{generate_parameters_seeded_on, GenDevice};
+    let spec: CircuitSpec = "bits:8".parse().unwrap();
+    let Err(err) = generate_parameters_seeded_on(spec.circuit(None), 1, GenDevice::Gpu, &|_| {})
+    else {
+        panic!("the GPU generator ran without a GPU");
+    };
+    assert!(matches!(err.kind(), ErrorKind::NoGpu), "{err}");
+}

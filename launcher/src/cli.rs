@@ -278,6 +278,11 @@ pub enum SrsCommand {
         /// Seed of the parameters (reproducible); random if absent.
         #[arg(long)]
         seed: Option<u64>,
+        /// Where the fixed-base multiplications run: `cpu`, or `gpu` (a build with the `cuda`
+        /// feature and a GPU; the same parameters for the same seed, minutes instead of tens of
+        /// minutes from 2^24 constraints up).
+        #[arg(long, default_value = "cpu")]
+        device: kernels::paramgen::GenDevice,
     },
     /// Check a parameter file: format, lengths, and that it fits a circuit.
     Check {

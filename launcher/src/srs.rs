@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressStyle};
 use kernels::circuits::{AnyCircuit, CircuitSpec};
-use kernels::paramgen::{GenPhase, GenProgress};
+use kernels::paramgen::{GenDevice, GenPhase, GenProgress};
 use kernels::srs::{self, SrsImage, SrsView};
 use kernels::synth::CircuitShape;
 use shm_protocol::{HugePagePolicy, Region};
@@ -102,22 +102,39 @@ pub fn cached_path(cache_dir: &Path, spec: &CircuitSpec) -> PathBuf {
     cache_dir.join(format!("{name}.params"))
 }
 
-/// Generates random parameters for `spec` into `out` with a progress bar on stderr.
-/// The file is written to a temporary name and renamed, so a crash leaves no half file.
+/// Generates random parameters for `spec` into `out` on the host (see [`generate_on`]).
 pub fn generate(
     spec: &CircuitSpec,
     seed: u64,
     out: &Path,
     show_progress: bool,
 ) -> Result<(), SrsError> {
+    generate_on(spec, seed, GenDevice::Cpu, out, show_progress)
+}
+
+/// Generates random parameters for `spec` into `out` with a progress bar on stderr, the
+/// multiplications on `device` (the same file either way).
+/// The file is written to a temporary name and renamed, so a crash leaves no half file.
+pub fn generate_on(
+    spec: &CircuitSpec,
+    seed: u64,
+    device: GenDevice,
+    out: &Path,
+    show_progress: bool,
+) -> Result<(), SrsError> {
     let started = Instant::now();
     let bar = GenBar::new(show_progress);
     let progress = |p: GenProgress| bar.update(p);
-    let params = kernels::paramgen::generate_parameters_seeded(spec.circuit(None), seed, &progress)
-        .map_err(|source| SrsError::Generate {
-            spec: *spec,
-            cause: source,
-        })?;
+    let params = kernels::paramgen::generate_parameters_seeded_on(
+        spec.circuit(None),
+        seed,
+        device,
+        &progress,
+    )
+    .map_err(|source| SrsError::Generate {
+        spec: *spec,
+        cause: source,
+    })?;
     bar.finish();
     if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|source| SrsError::Io {

@@ -1385,7 +1385,9 @@ impl<'r> ClaimedSlot<'r> {
         Ok(())
     }
 
-    /// Forgets the handle, leaving the slot CLAIMED as if this process died here. For tests.
+    /// Forgets the handle, leaving the slot CLAIMED as if this process died here: for crash
+    /// tests, and for a prover whose GPU context is lost (it exits next; the launcher reclaims
+    /// and requeues the slot).
     pub fn leak(self) {
         std::mem::forget(self);
     }

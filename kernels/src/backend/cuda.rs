@@ -128,9 +128,19 @@ pub(super) fn is_no_gpu(code: c_int) -> bool {
     code == ffi::NO_DEVICE || code == ffi::INSUFFICIENT_DRIVER
 }
 
+/// Whether a CUDA error code is sticky: once it happened, every later call of the process's
+/// context fails too (the CUDA runtime documentation's list: uncorrectable ECC, illegal address,
+/// launch timeout, device-side assert, hardware stack error, illegal or misaligned instruction or
+/// address, invalid program counter, launch failure).
+pub(super) fn is_sticky(code: c_int) -> bool {
+    matches!(code, 214 | 700 | 702 | 710 | 714..=719)
+}
+
 fn cuda_error(code: c_int, what: &str) -> Error {
     if is_no_gpu(code) {
         ErrorKind::NoGpu.into()
+    } else if is_sticky(code) {
+        ErrorKind::DeviceLost(format!("{what}: {}", cuda_error_text(code))).into()
     } else {
         ErrorKind::Cuda(format!("{what}: {}", cuda_error_text(code))).into()
     }
@@ -585,6 +595,24 @@ impl Backend for CudaBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sticky_cuda_errors_are_device_lost_others_are_not() {
+        for code in [214, 700, 702, 710, 714, 719] {
+            let e = cuda_error(code, "proving");
+            assert!(matches!(e.kind(), ErrorKind::DeviceLost(_)), "{code}: {e}");
+            assert!(e.to_string().contains("must restart"), "{e}");
+        }
+        // Out of memory and an invalid value leave the context usable.
+        for code in [2, 1, 98] {
+            let e = cuda_error(code, "proving");
+            assert!(matches!(e.kind(), ErrorKind::Cuda(_)), "{code}: {e}");
+        }
+        assert!(matches!(
+            cuda_error(ffi::NO_DEVICE, "x").kind(),
+            ErrorKind::NoGpu
+        ));
+    }
 
     const SHAPE: SrsLengths = SrsLengths {
         ic: 2,

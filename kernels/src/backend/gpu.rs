@@ -22,7 +22,7 @@ use std::ptr::NonNull;
 use bellperson::groth16::{prepare_verifying_key, verify_proof, PreparedVerifyingKey};
 use blstrs::{Bls12, G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 
-use super::cuda::{check_circuit, current_device, gpu_count, is_no_gpu};
+use super::cuda::{check_circuit, current_device, gpu_count, is_no_gpu, is_sticky};
 use super::{Assignment, Backend, BlindingKey, Components, Density, Proof};
 use crate::srs::{SrsLengths, SrsView};
 use crate::{Error, ErrorKind};
@@ -176,9 +176,17 @@ impl std::fmt::Debug for GpuBackend {
     }
 }
 
-fn sppark_error(e: sppark::Error, what: &str) -> Error {
+pub(crate) fn sppark_error(e: sppark::Error, what: &str) -> Error {
     if is_no_gpu(e.code) {
         return ErrorKind::NoGpu.into();
+    }
+    if is_sticky(e.code) {
+        return ErrorKind::DeviceLost(format!(
+            "{what}: {} (cuda error {})",
+            String::from(&e),
+            e.code
+        ))
+        .into();
     }
     ErrorKind::Cuda(format!(
         "{what}: {} (cuda error {})",

@@ -10,11 +10,16 @@ use crate::cli::SrsCommand;
 /// Runs an `srs` subcommand.
 pub fn run(cmd: SrsCommand) -> anyhow::Result<ExitCode> {
     match cmd {
-        SrsCommand::Generate { circuit, out, seed } => {
+        SrsCommand::Generate {
+            circuit,
+            out,
+            seed,
+            device,
+        } => {
             let spec: CircuitSpec = circuit
                 .parse()
                 .with_context(|| format!("bad circuit spec `{circuit}`"))?;
-            crate::srs::generate(&spec, seed.unwrap_or_else(rand::random), &out, true)?;
+            crate::srs::generate_on(&spec, seed.unwrap_or_else(rand::random), device, &out, true)?;
             println!("{}", out.display());
             Ok(ExitCode::SUCCESS)
         }

@@ -9,6 +9,9 @@
 //! - projective results are normalised with one batch inversion per chunk (blst), where
 //!   bellperson's `batch_normalize` falls back to one inversion per point.
 //!
+//! - with [`GenDevice::Gpu`] (feature `cuda`) the fixed-base multiplications run on the GPU
+//!   (module `gpu`): the same comb table, one thread per scalar, the same affine points.
+//!
 //! Progress is reported through a callback (no terminal code here).
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -49,6 +52,40 @@ pub struct GenProgress {
     pub done: u64,
     /// Units in the phase.
     pub total: u64,
+}
+
+/// Where the fixed-base multiplications run. The toxic waste, the QAP evaluation and the comb
+/// tables are computed on the host either way, so both give the same parameters for the same
+/// RNG state.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum GenDevice {
+    /// Host threads (rayon).
+    #[default]
+    Cpu,
+    /// The current CUDA device (feature `cuda`; an error without it or without a GPU).
+    Gpu,
+}
+
+impl std::str::FromStr for GenDevice {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "cpu" => Ok(Self::Cpu),
+            "gpu" => Ok(Self::Gpu),
+            other => Err(format!("unknown device `{other}`: use cpu or gpu")),
+        }
+    }
+}
+
+#[cfg(feature = "cuda")]
+mod gpu;
+
+#[cfg(not(feature = "cuda"))]
+fn no_cuda() -> Error {
+    crate::ErrorKind::Cuda(
+        "generating parameters on the GPU needs a build with the `cuda` feature".into(),
+    )
+    .into()
 }
 
 /// Points per parallel work item (and per batch inversion).
@@ -323,6 +360,20 @@ where
     C: Circuit<Scalar> + Clone,
     R: RngCore,
 {
+    generate_parameters_on(circuit, rng, GenDevice::Cpu, progress)
+}
+
+/// [`generate_parameters`] with the multiplications on `device`: the same result.
+pub fn generate_parameters_on<C, R>(
+    circuit: C,
+    rng: &mut R,
+    device: GenDevice,
+    progress: &(dyn Fn(GenProgress) + Sync),
+) -> Result<Parameters<Bls12>, Error>
+where
+    C: Circuit<Scalar> + Clone,
+    R: RngCore,
+{
     let g1 = G1Projective::random(&mut *rng);
     let g2 = G2Projective::random(&mut *rng);
     let alpha = Scalar::random(&mut *rng);
@@ -330,7 +381,7 @@ where
     let gamma = Scalar::random(&mut *rng);
     let delta = Scalar::random(&mut *rng);
     let tau = Scalar::random(&mut *rng);
-    generate_with_trapdoor(
+    generate_with_trapdoor_on(
         circuit,
         Trapdoor {
             g1,
@@ -341,6 +392,7 @@ where
             delta,
             tau,
         },
+        device,
         progress,
     )
 }
@@ -351,8 +403,18 @@ pub fn generate_parameters_seeded<C: Circuit<Scalar> + Clone>(
     seed: u64,
     progress: &(dyn Fn(GenProgress) + Sync),
 ) -> Result<Parameters<Bls12>, Error> {
+    generate_parameters_seeded_on(circuit, seed, GenDevice::Cpu, progress)
+}
+
+/// [`generate_parameters_seeded`] with the multiplications on `device`: the same result.
+pub fn generate_parameters_seeded_on<C: Circuit<Scalar> + Clone>(
+    circuit: C,
+    seed: u64,
+    device: GenDevice,
+    progress: &(dyn Fn(GenProgress) + Sync),
+) -> Result<Parameters<Bls12>, Error> {
     let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(seed);
-    generate_parameters(circuit, &mut rng, progress)
+    generate_parameters_on(circuit, &mut rng, device, progress)
 }
 
 /// The toxic waste.
@@ -380,6 +442,21 @@ pub fn generate_with_trapdoor<C: Circuit<Scalar> + Clone>(
     t: Trapdoor,
     progress: &(dyn Fn(GenProgress) + Sync),
 ) -> Result<Parameters<Bls12>, Error> {
+    generate_with_trapdoor_on(circuit, t, GenDevice::Cpu, progress)
+}
+
+/// [`generate_with_trapdoor`] with the multiplications on `device`: the same result.
+pub fn generate_with_trapdoor_on<C: Circuit<Scalar> + Clone>(
+    circuit: C,
+    t: Trapdoor,
+    device: GenDevice,
+    progress: &(dyn Fn(GenProgress) + Sync),
+) -> Result<Parameters<Bls12>, Error> {
+    // Refused before the (long) synthesis, not after it.
+    #[cfg(not(feature = "cuda"))]
+    if device == GenDevice::Gpu {
+        return Err(no_cuda());
+    }
     let shape = circuit_shape(circuit.clone())?;
     let n = shape.n();
     progress(GenProgress {
@@ -482,12 +559,36 @@ pub fn generate_with_trapdoor<C: Circuit<Scalar> + Clone>(
         });
     };
     let tick3 = |units: u64| tick(3 * units);
-    let h = g1_mul_all(&t1, &h_sc, &tick);
-    let ic = g1_mul_all(&t1, &ic_sc, &tick);
-    let l = g1_mul_all(&t1, &l_sc, &tick);
-    let a = g1_mul_all(&t1, &a_sc, &tick);
-    let b_g1 = g1_mul_all(&t1, &b_sc, &tick);
-    let b_g2 = g2_mul_all(&t2, &b_sc, &tick3);
+    let (h, ic, l, a, b_g1, b_g2) = match device {
+        GenDevice::Cpu => (
+            g1_mul_all(&t1, &h_sc, &tick),
+            g1_mul_all(&t1, &ic_sc, &tick),
+            g1_mul_all(&t1, &l_sc, &tick),
+            g1_mul_all(&t1, &a_sc, &tick),
+            g1_mul_all(&t1, &b_sc, &tick),
+            g2_mul_all(&t2, &b_sc, &tick3),
+        ),
+        #[cfg(feature = "cuda")]
+        GenDevice::Gpu => {
+            let g1 = |sc: &[Scalar]| {
+                let v = gpu::g1_mul_all(&t1, sc)?;
+                tick(sc.len() as u64);
+                Ok::<_, Error>(v)
+            };
+            let g2 = gpu::g2_mul_all(&t2, &b_sc)?;
+            tick3(b_sc.len() as u64);
+            (
+                g1(&h_sc)?,
+                g1(&ic_sc)?,
+                g1(&l_sc)?,
+                g1(&a_sc)?,
+                g1(&b_sc)?,
+                g2,
+            )
+        }
+        #[cfg(not(feature = "cuda"))]
+        GenDevice::Gpu => return Err(no_cuda()),
+    };
 
     let g1 = t.g1.to_affine();
     let g2 = t.g2.to_affine();
