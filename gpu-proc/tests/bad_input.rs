@@ -44,7 +44,7 @@ fn ring_with_ready_slots(spec: &CircuitSpec, slots: u32) -> Ring {
             priority: 2,
             express: false,
         };
-        synth_proc::synthesize_request(&ring, &mut shapes, &req, None).unwrap();
+        synth_proc::synthesize_request(&ring, &mut shapes, &req, None, None).unwrap();
     }
     ring
 }

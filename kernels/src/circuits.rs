@@ -455,6 +455,15 @@ impl AnyCircuit {
         }
     }
 
+    /// Records the matrices of its circuit from the blank circuit (no witness), as parameter
+    /// generation sees it ([`crate::r1cs::record`]); stops past `limit_bytes`.
+    pub fn record_r1cs(&self, limit_bytes: Option<u64>) -> Result<crate::r1cs::R1csBuilder, Error> {
+        match self {
+            Self::Builtin(spec) => crate::r1cs::record(spec.circuit(None), limit_bytes),
+            Self::Filecoin(kind) => kind.record_r1cs(limit_bytes),
+        }
+    }
+
     /// The id slots and SRS images carry: [`CircuitSpec::circuit_id`], or for Filecoin the id of
     /// its parameter set (`filecoin::ParamFiles::circuit_id`).
     pub fn circuit_id(&self) -> Result<u64, Error> {

@@ -123,6 +123,35 @@ pub enum ErrorKind {
     /// one.
     #[error("the GPU context is lost (the process must restart): {0}")]
     DeviceLost(String),
+    /// A pre-compiled constraint system's encoding is malformed (bad magic or version, counts
+    /// that do not add up, a damaged checksum, a term outside the circuit).
+    #[error("malformed pre-compiled constraint system: {0}")]
+    R1csFormat(String),
+    /// Recording a circuit's matrices would take more memory than allowed.
+    #[error(
+        "the pre-compiled constraint system outgrew its budget of {limit} bytes ({bytes} bytes \
+         after {constraints} constraints)"
+    )]
+    R1csOverBudget {
+        /// The budget.
+        limit: u64,
+        /// Constraints recorded when it was exceeded.
+        constraints: usize,
+        /// Bytes at that point.
+        bytes: u64,
+    },
+    /// A circuit's witness pass does not have the shape of the pre-compiled matrices given for
+    /// it.
+    #[error(
+        "the circuit has {found:?} but its pre-compiled matrices have {expected:?}: they belong \
+         to another circuit shape"
+    )]
+    R1csMismatch {
+        /// The matrices' shape.
+        expected: crate::synth::CircuitShape,
+        /// What the witness pass allocated and enforced.
+        found: crate::synth::CircuitShape,
+    },
     /// An I/O error while reading or writing parameters.
     #[error("i/o error: {0}")]
     Io(std::io::Error),

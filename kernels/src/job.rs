@@ -34,7 +34,7 @@ use blstrs::Scalar;
 
 use crate::circuits::{AnyCircuit, CircuitSpec, ProofFamily};
 use crate::filecoin::ProofKind;
-use crate::synth::AssignmentSink;
+use crate::synth::{AssignmentSink, Synthesis};
 use crate::{Error, ErrorKind};
 
 /// A checked request of one circuit family, split into partitions (one Groth16 proof each).
@@ -47,7 +47,16 @@ pub trait Job: Send + Sync {
     /// Number of partitions.
     fn partitions(&self) -> usize;
     /// Synthesizes partition `k` into `sink`, as bellperson's prover does.
-    fn synthesize_partition(&self, k: usize, sink: &mut dyn AssignmentSink) -> Result<(), Error>;
+    fn synthesize_partition(&self, k: usize, sink: &mut dyn AssignmentSink) -> Result<(), Error> {
+        self.synthesize_partition_with(k, sink, Synthesis::Full)
+    }
+    /// Synthesizes partition `k` into `sink` the way `how` says (the same bytes either way).
+    fn synthesize_partition_with(
+        &self,
+        k: usize,
+        sink: &mut dyn AssignmentSink,
+        how: Synthesis<'_>,
+    ) -> Result<(), Error>;
     /// The public inputs of partition `k` (without the leading ONE), as the verifier computes
     /// them.
     fn public_inputs(&self, k: usize) -> Result<Vec<Scalar>, Error>;
@@ -168,9 +177,14 @@ impl Job for BuiltinJob {
         self.request.partitions as usize
     }
 
-    fn synthesize_partition(&self, k: usize, sink: &mut dyn AssignmentSink) -> Result<(), Error> {
+    fn synthesize_partition_with(
+        &self,
+        k: usize,
+        sink: &mut dyn AssignmentSink,
+        how: Synthesis<'_>,
+    ) -> Result<(), Error> {
         let seed = self.seed_of(k)?;
-        crate::synth::synthesize(self.spec.circuit(Some(seed)), sink)?;
+        crate::synth::synthesize_with(self.spec.circuit(Some(seed)), sink, how)?;
         Ok(())
     }
 

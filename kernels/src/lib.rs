@@ -4,6 +4,8 @@
 //! - [`synth`]: [`synth::ProvingCs`] synthesizes a bellperson circuit into any
 //!   [`synth::AssignmentSink`] (a ring slot, or [`synth::VecSink`]) exactly as bellperson's prover
 //!   does; [`synth::circuit_shape`] counts a circuit.
+//! - [`r1cs`]: pre-compiled constraint systems: A, B and C recorded once per circuit shape, then
+//!   per proof a witness-only pass and three parallel sparse products ([`r1cs::R1cs`]).
 //! - [`backend`]: the [`Backend`] trait (prove a batch of [`Assignment`]s sharing one SRS) and
 //!   [`CpuBackend`], bit-exact with `bellperson::groth16::create_proof`.
 //! - [`srs`]: the flat SRS image ([`srs::SrsView`], zero-copy over any 64-byte aligned bytes, e.g.
@@ -53,6 +55,7 @@ pub mod job;
 mod msm;
 pub mod ntt;
 pub mod paramgen;
+pub mod r1cs;
 pub mod srs;
 pub mod synth;
 

@@ -44,6 +44,9 @@ pub enum DensityKind {
 /// - `set_density` sets a bit that was appended before and counts it in the popcount once (a bit
 ///   that is already set stays set and is not counted again);
 /// - `inputs()`/`aux()` return every value pushed so far, in order;
+/// - `evaluations(n, popcounts)` (the pre-compiled path, [`crate::r1cs`]) sets the evaluations'
+///   length to `n` and the densities' popcounts, and lends every array at once: the caller
+///   overwrites all of `a`, `b`, `c` and the density words of the variables pushed so far;
 /// - any method may refuse with an error (a full slot): synthesis then stops with that error.
 pub trait AssignmentSink: Send {
     /// Appends an input value.
@@ -58,6 +61,33 @@ pub trait AssignmentSink: Send {
     fn inputs(&self) -> &[Scalar];
     /// The aux values pushed so far.
     fn aux(&self) -> &[Scalar];
+    /// Every array at once, for a bulk write of `n` evaluations whose densities count
+    /// `popcounts` (A over aux, B over inputs, B over aux) set bits.
+    fn evaluations(
+        &mut self,
+        n: usize,
+        popcounts: [u64; 3],
+    ) -> Result<Evaluations<'_>, SynthesisError>;
+}
+
+/// A sink's arrays lent for a bulk write ([`AssignmentSink::evaluations`]).
+pub struct Evaluations<'a> {
+    /// The inputs pushed.
+    pub input: &'a [Scalar],
+    /// The aux values pushed.
+    pub aux: &'a [Scalar],
+    /// A evaluations, `n` of them.
+    pub a: &'a mut [Scalar],
+    /// B evaluations.
+    pub b: &'a mut [Scalar],
+    /// C evaluations.
+    pub c: &'a mut [Scalar],
+    /// A-over-aux density words (at least one bit per aux value).
+    pub density_a_aux: &'a mut [u64],
+    /// B-over-inputs density words.
+    pub density_b_input: &'a mut [u64],
+    /// B-over-aux density words.
+    pub density_b_aux: &'a mut [u64],
 }
 
 /// A borrowed sink is a sink: lets callers synthesize into `&mut dyn AssignmentSink` (the
@@ -80,6 +110,13 @@ impl<S: AssignmentSink + ?Sized> AssignmentSink for &mut S {
     }
     fn aux(&self) -> &[Scalar] {
         (**self).aux()
+    }
+    fn evaluations(
+        &mut self,
+        n: usize,
+        popcounts: [u64; 3],
+    ) -> Result<Evaluations<'_>, SynthesisError> {
+        (**self).evaluations(n, popcounts)
     }
 }
 
@@ -297,6 +334,35 @@ impl AssignmentSink for VecSink {
     fn aux(&self) -> &[Scalar] {
         &self.data.aux
     }
+
+    fn evaluations(
+        &mut self,
+        n: usize,
+        popcounts: [u64; 3],
+    ) -> Result<Evaluations<'_>, SynthesisError> {
+        if let Some(l) = self.limit {
+            if n > l.n() {
+                return Err(full("constraints", l.n()));
+            }
+        }
+        let d = &mut self.data;
+        for v in [&mut d.a, &mut d.b, &mut d.c] {
+            v.resize(n, Scalar::ZERO);
+        }
+        d.a_aux_density.popcount = popcounts[0] as usize;
+        d.b_input_density.popcount = popcounts[1] as usize;
+        d.b_aux_density.popcount = popcounts[2] as usize;
+        Ok(Evaluations {
+            input: &d.input,
+            aux: &d.aux,
+            a: &mut d.a,
+            b: &mut d.b,
+            c: &mut d.c,
+            density_a_aux: &mut d.a_aux_density.words,
+            density_b_input: &mut d.b_input_density.words,
+            density_b_aux: &mut d.b_aux_density.words,
+        })
+    }
 }
 
 /// A `ConstraintSystem` writing into an [`AssignmentSink`] exactly what bellperson's
@@ -502,6 +568,31 @@ pub fn synthesize<C: Circuit<Scalar>, S: AssignmentSink>(circuit: C, sink: S) ->
         // An error kept by the sink is the cause; the circuit's error is its echo.
         Err(e) => Err(cs.error.take().unwrap_or(e).into()),
         Ok(()) => Ok(cs.finish()?),
+    }
+}
+
+/// How a synthesis computes the a/b/c evaluations.
+#[derive(Clone, Copy, Debug, Default)]
+pub enum Synthesis<'a> {
+    /// Every linear combination built and evaluated, as bellperson's prover does
+    /// ([`synthesize`]).
+    #[default]
+    Full,
+    /// The witness only, then the circuit's pre-compiled matrices
+    /// ([`crate::r1cs::synthesize_compiled`]).
+    Compiled(&'a crate::r1cs::R1cs),
+}
+
+/// [`synthesize`] or [`crate::r1cs::synthesize_compiled`], as `how` says: the same bytes
+/// either way.
+pub fn synthesize_with<C: Circuit<Scalar>, S: AssignmentSink>(
+    circuit: C,
+    sink: S,
+    how: Synthesis<'_>,
+) -> Result<S, Error> {
+    match how {
+        Synthesis::Full => synthesize(circuit, sink),
+        Synthesis::Compiled(r1cs) => crate::r1cs::synthesize_compiled(circuit, sink, r1cs),
     }
 }
 

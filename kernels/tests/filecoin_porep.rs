@@ -170,6 +170,22 @@ fn every_c1_form_gives_the_same_circuits() {
 }
 
 #[test]
+fn the_precompiled_synthesis_writes_the_full_synthesis_bytes() {
+    let s = sealed();
+    let job = open_job(s.kind(), &s.c1_json).unwrap();
+    let t = Instant::now();
+    let r1cs = kernels::r1cs::compile(&job.circuit()).unwrap();
+    eprintln!(
+        "2 KiB PoRep matrices: {} MiB, nnz {:?}, {} coefficients, recorded in {:.1} s",
+        r1cs.bytes() >> 20,
+        r1cs.nnz(),
+        r1cs.coefficients(),
+        t.elapsed().as_secs_f64()
+    );
+    kernels::r1cs::check_job(&*job, &r1cs).unwrap();
+}
+
+#[test]
 fn partition_circuit_has_the_known_shape() {
     let s = sealed();
     let job =

@@ -221,6 +221,17 @@ fn window_post_verifies_with_filecoin_proofs() {
 }
 
 #[test]
+fn the_precompiled_synthesis_writes_the_full_synthesis_bytes() {
+    for (proof, seed) in [(WINNING, 7), (WINDOW, 8)] {
+        let f = request(proof, randomness(seed));
+        let job = open_job(f.kind(), &f.json).unwrap();
+        let r1cs = kernels::r1cs::compile(&job.circuit()).unwrap();
+        // WindowPoSt: both partitions, the second padded.
+        kernels::r1cs::check_job(&*job, &r1cs).unwrap();
+    }
+}
+
+#[test]
 fn bad_requests_give_clear_errors() {
     let window_kind = ProofKind::PoSt(WINDOW);
     let r = randomness(5);

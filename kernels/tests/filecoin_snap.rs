@@ -161,6 +161,13 @@ fn snap_proof_verifies_with_filecoin_proofs() {
 }
 
 #[test]
+fn the_precompiled_synthesis_writes_the_full_synthesis_bytes() {
+    let job = open_job(KIND, &updated().json).unwrap();
+    let r1cs = kernels::r1cs::compile(&job.circuit()).unwrap();
+    kernels::r1cs::check_job(&*job, &r1cs).unwrap();
+}
+
+#[test]
 fn partition_circuit_has_the_blank_circuit_s_shape() {
     let u = updated();
     let job = SnapDeals::<SectorShape2KiB>::from_json(PROOF, &u.json).unwrap();

@@ -87,6 +87,20 @@ pub struct PipelineArgs {
     /// Directory for generated SRS files.
     #[arg(long, env = crate::env::SPLITPROVER_CACHE_DIR)]
     pub cache_dir: Option<PathBuf>,
+    /// How partitions are synthesized: `precompiled` (the circuit's constraint matrices recorded
+    /// once and cached, then per proof the witness and three sparse products) or `full` (every
+    /// linear combination built and evaluated, as bellperson does). The same bytes either way.
+    #[arg(long, value_enum, default_value = "precompiled")]
+    pub synthesis: SynthesisMode,
+}
+
+/// `--synthesis`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum SynthesisMode {
+    /// Through pre-compiled constraint matrices.
+    Precompiled,
+    /// Every linear combination built and evaluated.
+    Full,
 }
 
 /// `splitprover demo`.

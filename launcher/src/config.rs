@@ -260,6 +260,14 @@ pub struct SynthesisConfig {
     /// moment a worker frees); absent: as many as `concurrency`.
     #[serde(default)]
     pub lookahead: Option<usize>,
+    /// Synthesize through pre-compiled constraint matrices (recorded once per circuit, cached
+    /// under `cache_dir/r1cs/`): the same bytes, computed faster.
+    #[serde(default = "default_precompiled")]
+    pub precompiled: bool,
+    /// Memory all circuits' matrices may take together; a circuit whose matrices do not fit is
+    /// synthesized in full (with a warning). Default: a quarter of the host's memory.
+    #[serde(default)]
+    pub matrices_budget: Option<ByteSize>,
 }
 
 impl Default for SynthesisConfig {
@@ -267,8 +275,14 @@ impl Default for SynthesisConfig {
         SynthesisConfig {
             concurrency: default_concurrency(),
             lookahead: None,
+            precompiled: default_precompiled(),
+            matrices_budget: None,
         }
     }
+}
+
+fn default_precompiled() -> bool {
+    true
 }
 
 /// `[[circuit]]`.

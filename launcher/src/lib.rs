@@ -40,6 +40,7 @@ pub mod metrics;
 pub mod notify;
 pub mod pinning;
 pub mod pipeline;
+pub mod r1cs;
 pub mod report;
 pub mod request_file;
 pub mod ring;

@@ -21,6 +21,9 @@ pub const RING_FD: i32 = 3;
 pub const CONTROL_FD: i32 = 4;
 /// File descriptor of the first SRS memfd handed to a gpu-proc; the others follow.
 pub const FIRST_SRS_FD: i32 = 5;
+/// File descriptor of the first pre-compiled constraint system handed to synth-proc; the others
+/// follow.
+pub const FIRST_R1CS_FD: i32 = 5;
 
 /// What a child process is told at start (besides its inherited file descriptors).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -36,6 +39,23 @@ pub enum ChildConfig {
 pub struct SynthConfig {
     /// Partitions synthesized at once (each takes one slot while it runs).
     pub concurrency: usize,
+    /// The pre-compiled constraint systems: circuits synthesized through their matrices
+    /// (`kernels::r1cs`); the others are synthesized in full.
+    #[serde(default)]
+    pub r1cs: Vec<R1csEntry>,
+}
+
+/// One pre-compiled constraint system synth-proc maps.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct R1csEntry {
+    /// Circuit id the slots carry.
+    pub circuit_id: u64,
+    /// Circuit spec, for messages.
+    pub circuit: String,
+    /// Inherited memfd, sealed against writes, holding the encoding.
+    pub fd: i32,
+    /// Bytes of the encoding (the memfd may be rounded up to its page size).
+    pub bytes: u64,
 }
 
 /// gpu-proc settings.

@@ -118,7 +118,7 @@ mod slot;
 pub use error::{Error, ErrorKind, FieldProblem, Result, SlotField, StateName};
 pub use state::{SlotState, MAX_OWNER};
 
-pub use region::{pass_to, thp_shmem_available, HugePagePolicy, PageKind, Region};
+pub use region::{pass_to, thp_shmem_available, HugePagePolicy, PageKind, Region, SealedBytes};
 #[cfg(not(loom))]
 pub use ring::{
     current_owner, pid_alive, Bitmap, ClaimedSlot, DoneSlot, Published, ReclaimReport,

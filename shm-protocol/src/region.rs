@@ -378,6 +378,49 @@ impl Drop for Region {
     }
 }
 
+/// The first `len` bytes of a region whose contents were written once and sealed against
+/// writes ([`Region::seal_writes`]): bytes any process may read while the region lives (an SRS
+/// image, a pre-compiled constraint system).
+#[derive(Debug, Clone)]
+pub struct SealedBytes {
+    region: std::sync::Arc<Region>,
+    len: usize,
+}
+
+impl SealedBytes {
+    /// Wraps `region`; refuses a region not sealed against writes or shorter than `len`.
+    pub fn new(region: std::sync::Arc<Region>, len: usize) -> Result<SealedBytes> {
+        if !region.is_write_sealed() {
+            return Err(
+                ErrorKind::InvalidRegion("the region is not sealed against writes".into()).into(),
+            );
+        }
+        if len > region.len() {
+            return Err(ErrorKind::TooSmall {
+                need: len as u64,
+                have: region.len() as u64,
+            }
+            .into());
+        }
+        Ok(SealedBytes { region, len })
+    }
+
+    /// The region.
+    pub fn region(&self) -> &std::sync::Arc<Region> {
+        &self.region
+    }
+}
+
+impl AsRef<[u8]> for SealedBytes {
+    fn as_ref(&self) -> &[u8] {
+        // SAFETY: the memfd is sealed against writes (checked in `new`): no write(2) and no new
+        // writable mapping can change it in any process, and its creator writes it only before
+        // sealing (the contract of `Region::create_write_once`), so no write overlaps this
+        // shared borrow; `len` is within the mapping.
+        unsafe { &self.region.as_slice()[..self.len] }
+    }
+}
+
 /// Makes `cmd`'s child inherit `fd` as file descriptor number `target_fd`.
 ///
 /// Runs `dup2(fd, target_fd)` between fork and exec (or clears close-on-exec when they are

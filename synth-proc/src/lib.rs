@@ -40,7 +40,7 @@
 //!                          request: JobRequest::Inline(BuiltinRequest { seed: 7, partitions: 1 }.to_bytes()),
 //!                          priority: 2, express: false };
 //! let mut shapes = synth_proc::ShapeCache::default();
-//! let (published, _t_ns) = synth_proc::synthesize_request(&ring, &mut shapes, &req, None)?;
+//! let (published, _t_ns) = synth_proc::synthesize_request(&ring, &mut shapes, &req, None, None)?;
 //! assert_eq!(published.index, 0);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -58,12 +58,13 @@ use std::time::Duration;
 
 use anyhow::Context;
 use kernels::circuits::AnyCircuit;
-use kernels::synth::CircuitShape;
+use kernels::r1cs::R1cs;
+use kernels::synth::{CircuitShape, Synthesis};
 use shm_protocol::control::{
-    self, ChildConfig, EventKind, FromChild, SharedSender, SynthConfig, SynthRequest,
+    self, ChildConfig, EventKind, FromChild, R1csEntry, SharedSender, SynthConfig, SynthRequest,
     TimelineEvent, ToSynth, CHILD_CONFIG_ENV, CONTROL_FD, RING_FD,
 };
-use shm_protocol::{Published, Region, Ring, SlotCapacity, SlotMeta};
+use shm_protocol::{Published, Region, Ring, SealedBytes, SlotCapacity, SlotMeta};
 
 pub use jobs::{JobCache, RequestBytes, MAX_JOBS};
 pub use sink::SlotSink;
@@ -161,6 +162,77 @@ impl ShapeCache {
     }
 }
 
+/// The pre-compiled constraint systems synth-proc was given, by circuit id: a partition of one of
+/// these circuits is synthesized through its matrices ([`kernels::r1cs`]), the others in full.
+#[derive(Default, Clone)]
+pub struct CompiledCircuits(HashMap<u64, Arc<R1cs>>);
+
+impl CompiledCircuits {
+    /// Maps and checks the inherited memfds of `entries`. One that cannot be used is logged and
+    /// left out (its circuit is synthesized in full): the matrices are an acceleration, never a
+    /// reason to stop serving.
+    ///
+    /// # Safety
+    ///
+    /// Every `entry.fd` must be a memfd the launcher wrote once and sealed before starting this
+    /// process (its contract), owned by nothing else in this process.
+    pub unsafe fn map_inherited(entries: &[R1csEntry]) -> CompiledCircuits {
+        let mut map = HashMap::new();
+        for e in entries {
+            // SAFETY: forwarded to the caller: the launcher's sealed memfd, owned here alone.
+            let fd = unsafe { OwnedFd::from_raw_fd(e.fd) };
+            match Self::map_one(fd, e) {
+                Ok(r1cs) => {
+                    tracing::info!(circuit = %e.circuit, mib = r1cs.bytes() >> 20, "pre-compiled constraint system mapped");
+                    map.insert(e.circuit_id, Arc::new(r1cs));
+                }
+                Err(why) => tracing::warn!(
+                    circuit = %e.circuit,
+                    "the pre-compiled constraint system cannot be used ({why}); synthesizing it in full"
+                ),
+            }
+        }
+        CompiledCircuits(map)
+    }
+
+    fn map_one(fd: OwnedFd, e: &R1csEntry) -> Result<R1cs, String> {
+        // SAFETY: the caller's contract (`map_inherited`): a memfd sealed by the launcher.
+        let region =
+            unsafe { Region::from_inherited_fd_read_only(fd) }.map_err(|e| e.to_string())?;
+        let len = usize::try_from(e.bytes).map_err(|_| format!("{} bytes", e.bytes))?;
+        let bytes = SealedBytes::new(Arc::new(region), len).map_err(|e| e.to_string())?;
+        let r1cs = R1cs::from_bytes(Box::new(bytes)).map_err(|e| e.to_string())?;
+        if r1cs.circuit_id() != e.circuit_id {
+            return Err(format!(
+                "made for circuit id {:#x}, not {:#x}",
+                r1cs.circuit_id(),
+                e.circuit_id
+            ));
+        }
+        Ok(r1cs)
+    }
+
+    /// Serves `r1cs` for its circuit (tests, and callers with matrices in their own memory).
+    pub fn insert(&mut self, r1cs: R1cs) {
+        self.0.insert(r1cs.circuit_id(), Arc::new(r1cs));
+    }
+
+    /// The matrices of `circuit_id`, if given.
+    pub fn get(&self, circuit_id: u64) -> Option<&R1cs> {
+        self.0.get(&circuit_id).map(|r| &**r)
+    }
+
+    /// Circuits served through their matrices.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether none is.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
 /// Synthesizes one request into a free slot of `ring` and publishes it; blocks while no slot is
 /// free. Returns where it was published and the monotonic time just before publishing. On error
 /// the slot goes back to FREE.
@@ -171,6 +243,7 @@ pub fn synthesize_request(
     shapes: &mut ShapeCache,
     req: &SynthRequest,
     fd: Option<OwnedFd>,
+    compiled: Option<&R1cs>,
 ) -> Result<(Published, u64), SynthError> {
     let (spec, id, shape) = shapes.get(&req.circuit)?;
     let request = RequestBytes::for_message(&req.request, fd);
@@ -182,6 +255,7 @@ pub fn synthesize_request(
         &JobCache::default(),
         req,
         &request,
+        compiled,
         None,
         &|_| {},
     )
@@ -227,6 +301,7 @@ fn synthesize_into_slot(
     jobs: &JobCache,
     req: &SynthRequest,
     request: &RequestBytes,
+    compiled: Option<&R1cs>,
     stop: Option<&dyn Fn() -> Option<SynthError>>,
     on_started: &dyn Fn(u32),
 ) -> Result<(Published, u64), SynthError> {
@@ -268,14 +343,36 @@ fn synthesize_into_slot(
     on_started(writer.index() as u32);
     #[cfg(feature = "fault-injection")]
     inject_faults(req);
-    let lengths = {
-        let mut sink = SlotSink::new(writer.parts_mut()?);
-        job.synthesize_partition(req.partition as usize, &mut sink)
-            .map_err(|source| SynthError::Synthesis {
-                spec: req.circuit.clone(),
-                source,
-            })?;
-        sink.lengths()
+    let k = req.partition as usize;
+    let synthesis_error = |source| SynthError::Synthesis {
+        spec: req.circuit.clone(),
+        source,
+    };
+    let lengths = match compiled {
+        Some(r1cs) => {
+            let mut sink = SlotSink::new(writer.parts_mut()?);
+            match job.synthesize_partition_with(k, &mut sink, Synthesis::Compiled(r1cs)) {
+                Ok(()) => Some(sink.lengths()),
+                // Matrices of another shape (a bug, never seen): this partition is synthesized
+                // in full instead. Nothing was written to the densities yet, and the full pass
+                // overwrites every value the witness pass wrote.
+                Err(e) if matches!(e.kind(), kernels::ErrorKind::R1csMismatch { .. }) => {
+                    tracing::warn!(job = req.job_id, partition = k, "{e}; synthesizing in full");
+                    None
+                }
+                Err(e) => return Err(synthesis_error(e)),
+            }
+        }
+        None => None,
+    };
+    let lengths = match lengths {
+        Some(l) => l,
+        None => {
+            let mut sink = SlotSink::new(writer.parts_mut()?);
+            job.synthesize_partition(k, &mut sink)
+                .map_err(synthesis_error)?;
+            sink.lengths()
+        }
     };
     // Stamped before the slot becomes READY, so no consumer's GPU_CLAIM can precede it.
     let end_ns = control::monotonic_ns();
@@ -302,11 +399,20 @@ pub fn run_from_env() -> anyhow::Result<()> {
     let ring = Ring::open(region).context("the ring passed by the launcher is not valid")?;
     // SAFETY: the launcher passes one end of a socketpair at CONTROL_FD; we take sole ownership.
     let control = unsafe { UnixStream::from_raw_fd(CONTROL_FD) };
-    serve(Arc::new(ring), control, config)
+    // SAFETY: the launcher passes each pre-compiled constraint system's memfd, written and
+    // sealed before this process started, at the number its entry names, and nothing else here
+    // owns those numbers.
+    let compiled = unsafe { CompiledCircuits::map_inherited(&config.r1cs) };
+    serve(Arc::new(ring), control, config, compiled)
 }
 
 /// Serves requests from `control` until `Shutdown` or until the launcher goes away.
-pub fn serve(ring: Arc<Ring>, control: UnixStream, config: SynthConfig) -> anyhow::Result<()> {
+pub fn serve(
+    ring: Arc<Ring>,
+    control: UnixStream,
+    config: SynthConfig,
+    compiled: CompiledCircuits,
+) -> anyhow::Result<()> {
     let (sender, mut receiver) = control::channel(control)?;
     let sender = SharedSender::new(sender);
     let _heartbeat = sender.spawn_heartbeat(HEARTBEAT);
@@ -325,14 +431,19 @@ pub fn serve(ring: Arc<Ring>, control: UnixStream, config: SynthConfig) -> anyho
         .build()
         .context("cannot build the express synthesis thread")?;
     let pid = std::process::id();
-    tracing::info!(pid, threads, pages = %ring.page_kind(), slots = ring.slot_count(), "synth-proc serving");
+    tracing::info!(pid, threads, pages = %ring.page_kind(), slots = ring.slot_count(), precompiled = compiled.len(), "synth-proc serving");
+    let precompiled = match compiled.len() {
+        0 => String::new(),
+        n => format!(", {n} circuit(s) pre-compiled"),
+    };
     send(
         &sender,
         &FromChild::Hello {
             pid,
-            detail: format!("synth-proc: {threads} workers"),
+            detail: format!("synth-proc: {threads} workers{precompiled}"),
         },
     );
+    let compiled = Arc::new(compiled);
     let shapes = Arc::new(Mutex::new(ShapeCache::default()));
     let jobs = Arc::new(JobCache::default());
     let stop = Arc::new(AtomicBool::new(false));
@@ -346,19 +457,27 @@ pub fn serve(ring: Arc<Ring>, control: UnixStream, config: SynthConfig) -> anyho
                     control::JobRequest::Inline(_) => None,
                 };
                 let request = RequestBytes::for_message(&req.request, fd);
-                let (ring, sender, shapes, jobs, stop, cancelled) = (
+                let (ring, sender, shapes, jobs, stop, cancelled, compiled) = (
                     ring.clone(),
                     sender.clone(),
                     shapes.clone(),
                     jobs.clone(),
                     stop.clone(),
                     cancelled.clone(),
+                    compiled.clone(),
                 );
                 let lane = if req.express { &express } else { &pool };
                 lane.spawn(move || {
-                    work(
-                        &ring, &sender, &shapes, &jobs, &stop, &cancelled, req, request,
-                    )
+                    let context = Serving {
+                        ring: &ring,
+                        sender: &sender,
+                        shapes: &shapes,
+                        jobs: &jobs,
+                        stop: &stop,
+                        cancelled: &cancelled,
+                        compiled: &compiled,
+                    };
+                    work(&context, req, request)
                 });
             }
             Ok(Some(ToSynth::Cancel { job_id })) => {
@@ -429,22 +548,24 @@ fn mislabel(meta: SlotMeta, req: &SynthRequest) -> SlotMeta {
     meta
 }
 
+/// What every synthesis of the serving loop shares.
+struct Serving<'a> {
+    ring: &'a Ring,
+    sender: &'a SharedSender,
+    shapes: &'a Mutex<ShapeCache>,
+    jobs: &'a JobCache,
+    stop: &'a AtomicBool,
+    cancelled: &'a CancelledJobs,
+    compiled: &'a CompiledCircuits,
+}
+
 /// Runs one request on a pool worker; a panic in it fails that partition alone (its slot writer
 /// was dropped while unwinding, so the slot is FREE again) and the worker goes on serving.
-#[allow(clippy::too_many_arguments)]
-fn work(
-    ring: &Ring,
-    sender: &SharedSender,
-    shapes: &Mutex<ShapeCache>,
-    jobs: &JobCache,
-    stop: &AtomicBool,
-    cancelled: &CancelledJobs,
-    req: SynthRequest,
-    request: RequestBytes,
-) {
+fn work(cx: &Serving<'_>, req: SynthRequest, request: RequestBytes) {
     let (job_id, partition) = (req.job_id, req.partition);
+    let (jobs, sender) = (cx.jobs, cx.sender);
     let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        work_inner(ring, sender, shapes, jobs, stop, cancelled, req, request)
+        work_inner(cx, req, request)
     }));
     if let Err(panic) = run {
         let msg = panic_message(&*panic);
@@ -465,17 +586,15 @@ fn panic_message(p: &(dyn std::any::Any + Send)) -> &str {
     kernels::panic_message(p).unwrap_or("unknown panic payload")
 }
 
-#[allow(clippy::too_many_arguments)]
-fn work_inner(
-    ring: &Ring,
-    sender: &SharedSender,
-    shapes: &Mutex<ShapeCache>,
-    jobs: &JobCache,
-    stop: &AtomicBool,
-    cancelled: &CancelledJobs,
-    req: SynthRequest,
-    request: RequestBytes,
-) {
+fn work_inner(cx: &Serving<'_>, req: SynthRequest, request: RequestBytes) {
+    let (ring, sender, shapes, jobs, stop, cancelled) = (
+        cx.ring,
+        cx.sender,
+        cx.shapes,
+        cx.jobs,
+        cx.stop,
+        cx.cancelled,
+    );
     // The flag convention: stored Release, loaded Acquire.
     if stop.load(Ordering::Acquire) {
         return;
@@ -520,6 +639,7 @@ fn work_inner(
             jobs,
             &req,
             &request,
+            cx.compiled.get(id),
             Some(&halt),
             &started,
         )

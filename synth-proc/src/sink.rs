@@ -2,7 +2,7 @@
 
 use bellpepper_core::SynthesisError;
 use blstrs::Scalar;
-use kernels::synth::{AssignmentSink, DensityKind};
+use kernels::synth::{AssignmentSink, DensityKind, Evaluations};
 use shm_protocol::{SlotLengths, SlotPartsMut};
 
 /// Appends a synthesis into the arrays of one slot; a full array is an error, never a write past
@@ -114,5 +114,34 @@ impl AssignmentSink for SlotSink<'_> {
 
     fn aux(&self) -> &[Scalar] {
         &self.parts.aux[..self.aux]
+    }
+
+    fn evaluations(
+        &mut self,
+        n: usize,
+        popcounts: [u64; 3],
+    ) -> Result<Evaluations<'_>, SynthesisError> {
+        let cap = self
+            .parts
+            .a
+            .len()
+            .min(self.parts.b.len())
+            .min(self.parts.c.len());
+        if n > cap {
+            return Err(full("constraints", cap));
+        }
+        self.n = n;
+        self.popcounts = popcounts;
+        let p = &mut self.parts;
+        Ok(Evaluations {
+            input: &p.input[..self.inputs],
+            aux: &p.aux[..self.aux],
+            a: &mut p.a[..n],
+            b: &mut p.b[..n],
+            c: &mut p.c[..n],
+            density_a_aux: &mut *p.density_a_aux,
+            density_b_input: &mut *p.density_b_input,
+            density_b_aux: &mut *p.density_b_aux,
+        })
     }
 }

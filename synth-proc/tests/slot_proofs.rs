@@ -52,8 +52,14 @@ fn proofs_from_slots_are_bellpersons_for_every_builtin_circuit() {
             priority: 2,
             express: false,
         };
-        synth_proc::synthesize_request(&ring, &mut synth_proc::ShapeCache::default(), &req, None)
-            .unwrap();
+        synth_proc::synthesize_request(
+            &ring,
+            &mut synth_proc::ShapeCache::default(),
+            &req,
+            None,
+            None,
+        )
+        .unwrap();
 
         let claimed = ring.claim_ready(current_owner(), None).unwrap();
         let view = claimed.view().unwrap();

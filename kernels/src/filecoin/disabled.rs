@@ -58,6 +58,11 @@ impl ProofKind {
         match self {}
     }
 
+    /// The matrices of its partition circuits.
+    pub fn record_r1cs(self, _limit_bytes: Option<u64>) -> Result<crate::r1cs::R1csBuilder, Error> {
+        match self {}
+    }
+
     /// Its checked `.params` file in `param_cache`.
     pub fn param_file(self, _param_cache: &Path) -> Result<PathBuf, Error> {
         match self {}

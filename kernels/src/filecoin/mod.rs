@@ -274,6 +274,22 @@ impl ProofKind {
         }
         self.visit_blank(Count)
     }
+
+    /// Records the matrices of this kind's partition circuits from its blank circuit
+    /// ([`crate::r1cs::record`]), stopping past `limit_bytes`.
+    pub fn record_r1cs(self, limit_bytes: Option<u64>) -> Result<crate::r1cs::R1csBuilder, Error> {
+        struct Record(Option<u64>);
+        impl BlankVisitor for Record {
+            type Out = crate::r1cs::R1csBuilder;
+            fn visit<C: Circuit<Scalar> + Clone + Send>(
+                self,
+                blank: C,
+            ) -> Result<crate::r1cs::R1csBuilder, Error> {
+                crate::r1cs::record(blank, self.0)
+            }
+        }
+        self.visit_blank(Record(limit_bytes))
+    }
 }
 
 /// Something done with a blank circuit of any type (counting, parameter generation).

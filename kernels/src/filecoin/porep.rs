@@ -28,7 +28,7 @@ use storage_proofs_porep::stacked::{self, StackedCircuit, StackedCompound, Stack
 use super::{guarded, BlankVisitor, ProofKind};
 use crate::circuits::AnyCircuit;
 use crate::job::Job;
-use crate::synth::{AssignmentSink, CircuitShape};
+use crate::synth::{AssignmentSink, CircuitShape, Synthesis};
 use crate::{Backend, Error, ErrorKind};
 
 /// The PoRep circuit of one partition, as filecoin-proofs builds it.
@@ -270,8 +270,13 @@ impl<Tree: 'static + MerkleTreeTrait> Job for PoRepC2<Tree> {
         self.vanilla_proofs.len()
     }
 
-    fn synthesize_partition(&self, k: usize, sink: &mut dyn AssignmentSink) -> Result<(), Error> {
-        crate::synth::synthesize(self.circuit(k)?, sink).map(drop)
+    fn synthesize_partition_with(
+        &self,
+        k: usize,
+        sink: &mut dyn AssignmentSink,
+        how: Synthesis<'_>,
+    ) -> Result<(), Error> {
+        crate::synth::synthesize_with(self.circuit(k)?, sink, how).map(drop)
     }
 
     fn public_inputs(&self, k: usize) -> Result<Vec<Scalar>, Error> {

@@ -53,7 +53,7 @@ use storage_proofs_post::fallback::{
 use super::{guarded, BlankVisitor, ProofKind};
 use crate::circuits::AnyCircuit;
 use crate::job::Job;
-use crate::synth::{AssignmentSink, CircuitShape};
+use crate::synth::{AssignmentSink, CircuitShape, Synthesis};
 use crate::{Backend, Error, ErrorKind};
 
 /// The PoSt circuit of one partition, as filecoin-proofs builds it.
@@ -610,8 +610,13 @@ impl<Tree: 'static + MerkleTreeTrait> Job for PoStJob<Tree> {
         self.partition_proofs.len()
     }
 
-    fn synthesize_partition(&self, k: usize, sink: &mut dyn AssignmentSink) -> Result<(), Error> {
-        crate::synth::synthesize(self.circuit(k)?, sink).map(drop)
+    fn synthesize_partition_with(
+        &self,
+        k: usize,
+        sink: &mut dyn AssignmentSink,
+        how: Synthesis<'_>,
+    ) -> Result<(), Error> {
+        crate::synth::synthesize_with(self.circuit(k)?, sink, how).map(drop)
     }
 
     fn public_inputs(&self, k: usize) -> Result<Vec<Scalar>, Error> {

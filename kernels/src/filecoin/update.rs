@@ -47,7 +47,7 @@ use storage_proofs_update::{
 use super::{guarded, BlankVisitor, ProofKind};
 use crate::circuits::AnyCircuit;
 use crate::job::Job;
-use crate::synth::{AssignmentSink, CircuitShape};
+use crate::synth::{AssignmentSink, CircuitShape, Synthesis};
 use crate::{Backend, Error, ErrorKind};
 
 /// The SnapDeals circuit of one partition, as filecoin-proofs builds it.
@@ -350,12 +350,17 @@ impl<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>> Job for SnapDeals<Tr
         self.vanilla_proofs.len()
     }
 
-    fn synthesize_partition(&self, k: usize, sink: &mut dyn AssignmentSink) -> Result<(), Error> {
+    fn synthesize_partition_with(
+        &self,
+        k: usize,
+        sink: &mut dyn AssignmentSink,
+        how: Synthesis<'_>,
+    ) -> Result<(), Error> {
         let circuit = self.circuit(k)?;
         // The vanilla proofs were verified, so the circuit's own assertions hold; a panic would
         // still be an error, not a crash of the worker.
         catch_unwind(AssertUnwindSafe(|| {
-            crate::synth::synthesize(circuit, &mut *sink).map(drop)
+            crate::synth::synthesize_with(circuit, &mut *sink, how).map(drop)
         }))
         .unwrap_or_else(|_| {
             Err(ErrorKind::Filecoin(format!(

@@ -654,6 +654,9 @@ pub fn render_status(s: &PipelineStatus) -> String {
             g.busy_ns as f64 / 1e9
         );
     }
+    for (circuit, plan) in &s.synthesis {
+        let _ = writeln!(o, "synthesis: {circuit:<24} {plan}");
+    }
     let k = &s.counters;
     let _ = writeln!(
         o,

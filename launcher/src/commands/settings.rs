@@ -38,6 +38,11 @@ pub fn for_circuit(
     s.gpu_cores = args.gpu_cores;
     s.synth_concurrency = args.synth_concurrency;
     s.synth_lookahead = args.synth_lookahead;
+    s.synthesis = crate::r1cs::SynthesisSettings {
+        precompiled: args.synthesis == crate::cli::SynthesisMode::Precompiled,
+        cache_dir: Some(args.cache_dir.clone().unwrap_or_else(crate::env::cache_dir)),
+        budget_bytes: crate::r1cs::default_budget(),
+    };
     anyhow::ensure!(args.gpus >= 1, "--gpus must be at least 1");
     s.gpus = (0..args.gpus as u32)
         .map(|device| GpuSetting {
@@ -89,6 +94,14 @@ pub fn from_config(config: &Config) -> anyhow::Result<PipelineSettings> {
         .transpose()?;
     s.synth_concurrency = config.synthesis.concurrency;
     s.synth_lookahead = config.synthesis.lookahead;
+    s.synthesis = crate::r1cs::SynthesisSettings {
+        precompiled: config.synthesis.precompiled,
+        cache_dir: Some(config.cache_dir.clone()),
+        budget_bytes: config
+            .synthesis
+            .matrices_budget
+            .map_or_else(crate::r1cs::default_budget, |b| b.0),
+    };
     s.faults = config.faults.settings();
     s.gpus = config
         .gpu

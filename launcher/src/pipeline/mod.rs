@@ -65,8 +65,8 @@ use blstrs::Scalar;
 use kernels::circuits::AnyCircuit;
 use kernels::synth::CircuitShape;
 use shm_protocol::control::{
-    self, BackendKind, ChildConfig, EventKind, FromChild, GpuConfig, JobRequest, SynthConfig,
-    TimelineEvent, ToGpu, ToSynth, RING_FD,
+    self, BackendKind, ChildConfig, EventKind, FromChild, GpuConfig, JobRequest, R1csEntry,
+    SynthConfig, TimelineEvent, ToGpu, ToSynth, FIRST_R1CS_FD, RING_FD,
 };
 use shm_protocol::request::SealedRequest;
 use shm_protocol::{HugePagePolicy, Region, Ring, RingConfig, SlotResult, SlotState, StateCounts};
@@ -205,6 +205,8 @@ pub struct PipelineSettings {
     /// Extra environment of every child (tests pass `SPLITPROVER_FAULT` here,
     /// `shm_protocol::fault`).
     pub child_env: Vec<(String, String)>,
+    /// Pre-compiled constraint systems: used or not, cached where, within what budget.
+    pub synthesis: crate::r1cs::SynthesisSettings,
 }
 
 impl PipelineSettings {
@@ -238,6 +240,7 @@ impl PipelineSettings {
             heartbeat_timeout: Duration::from_secs(60),
             faults: FaultSettings::default(),
             child_env: Vec::new(),
+            synthesis: crate::r1cs::SynthesisSettings::default(),
         })
     }
 }
@@ -330,6 +333,10 @@ pub struct PipelineStatus {
     /// `GetStatus` GPU list).
     #[serde(default)]
     pub gpus: Vec<GpuLine>,
+    /// How each configured circuit is synthesized: (circuit, plan), e.g. `pre-compiled, 12 MiB,
+    /// cached` or `full (why)`.
+    #[serde(default)]
+    pub synthesis: Vec<(String, String)>,
 }
 
 /// A gpu-proc's device and work, as `status` shows it. The device comes from the gpu-proc's
@@ -615,6 +622,10 @@ pub struct Pipeline {
     /// Held by a preload, an evict, and a submit from its SRS check until its job is in the
     /// table: a job never finds its SRS evicted under it.
     srs_ops: Mutex<()>,
+    /// The circuits' pre-compiled constraint systems (synth-proc maps their memfds).
+    r1cs: Vec<crate::r1cs::SharedR1cs>,
+    /// How each circuit is synthesized, in the settings' order.
+    synthesis: Vec<(AnyCircuit, crate::r1cs::Plan)>,
 }
 
 impl Pipeline {
@@ -688,6 +699,9 @@ impl Pipeline {
             pages = %ring.page_kind(),
             "ring created"
         );
+        // The pre-compiled constraint systems, after the ring so they never take huge pages the
+        // ring could have had.
+        let (r1cs, synthesis) = precompile(&settings, &circuit_order, &circuits);
         // Where everyone runs.
         let pin_mode = PinMode::select(settings.pin)?;
         let layout = layout_for(&settings)?;
@@ -741,6 +755,29 @@ impl Pipeline {
                     cause: source,
                 }
             })?);
+        // synth-proc inherits every pre-compiled constraint system's memfd at fixed numbers, at
+        // every start (a restarted synth-proc maps the same memory again).
+        let mut synth_fds = vec![(ring_fd.clone(), RING_FD)];
+        let mut r1cs_entries = Vec::new();
+        for shared in &r1cs {
+            let fd = FIRST_R1CS_FD + r1cs_entries.len() as i32;
+            let dup = shared
+                .bytes
+                .region()
+                .fd()
+                .try_clone_to_owned()
+                .map_err(|source| PipelineError::Io {
+                    what: "cannot duplicate a pre-compiled constraint system's descriptor",
+                    cause: source,
+                })?;
+            synth_fds.push((Arc::new(dup), fd));
+            r1cs_entries.push(R1csEntry {
+                circuit_id: shared.circuit_id,
+                circuit: shared.spec.to_string(),
+                fd,
+                bytes: shared.len(),
+            });
+        }
         let mut supervisors = Vec::new();
         supervisors.push(Supervisor::start(
             ChildSpec {
@@ -750,8 +787,9 @@ impl Pipeline {
                 env: settings.child_env.clone(),
                 config: ChildConfig::Synth(SynthConfig {
                     concurrency: synth_concurrency,
+                    r1cs: r1cs_entries,
                 }),
-                fds: vec![(ring_fd.clone(), RING_FD)],
+                fds: synth_fds,
                 placement: Some(Placement::prepare(&pin_mode, "synth", layout.synth())?),
                 restart: settings.restart,
                 prepare: None,
@@ -804,7 +842,15 @@ impl Pipeline {
             pin_mode,
             srs,
             srs_ops: Mutex::new(()),
+            r1cs,
+            synthesis,
         })
+    }
+
+    /// The pre-compiled constraint system of `circuit_id`, if it is synthesized through one
+    /// (for syntheses in this process: [`crate::r1cs::SharedR1cs::open`]).
+    pub fn precompiled(&self, circuit_id: u64) -> Option<&crate::r1cs::SharedR1cs> {
+        self.r1cs.iter().find(|r| r.circuit_id == circuit_id)
     }
 
     /// Makes every gpu-proc stop claiming slots and waits until each has confirmed (a restarted
@@ -1124,6 +1170,11 @@ impl Pipeline {
             fatal: core.fatal.clone(),
             gpus: core.gpu_lines(),
             srs: core.srs_lines(),
+            synthesis: self
+                .synthesis
+                .iter()
+                .map(|(spec, plan)| (spec.to_string(), plan.to_string()))
+                .collect(),
         }
     }
 
@@ -1419,6 +1470,53 @@ fn visible_device(ours: Option<&str>, device: u32) -> String {
             .unwrap_or_else(|| device.to_string()),
         _ => device.to_string(),
     }
+}
+
+/// The pre-compiled constraint system of every configured circuit that has one within the
+/// budget (in the settings' order, the budget shared), and how each circuit is synthesized.
+fn precompile(
+    settings: &PipelineSettings,
+    order: &[u64],
+    circuits: &HashMap<u64, CircuitEntry>,
+) -> (
+    Vec<crate::r1cs::SharedR1cs>,
+    Vec<(AnyCircuit, crate::r1cs::Plan)>,
+) {
+    use crate::r1cs::{load_or_record, Plan};
+    let mut shared = Vec::new();
+    let mut plans = Vec::new();
+    let mut budget = settings.synthesis.budget_bytes;
+    for id in order {
+        let c = &circuits[id];
+        if !settings.synthesis.precompiled {
+            plans.push((c.spec, Plan::Full("pre-compiled matrices are off".into())));
+            continue;
+        }
+        match load_or_record(
+            &c.spec,
+            *id,
+            &c.shape,
+            settings.synthesis.cache_dir.as_deref(),
+            budget,
+        ) {
+            Ok(r1cs) => {
+                budget = budget.saturating_sub(r1cs.len());
+                plans.push((
+                    c.spec,
+                    Plan::Precompiled {
+                        bytes: r1cs.len(),
+                        origin: r1cs.origin.clone(),
+                    },
+                ));
+                shared.push(r1cs);
+            }
+            Err(why) => {
+                tracing::warn!(circuit = %c.spec, "synthesized in full: {why}");
+                plans.push((c.spec, Plan::Full(why)));
+            }
+        }
+    }
+    (shared, plans)
 }
 
 fn layout_for(settings: &PipelineSettings) -> Result<Layout> {
