@@ -1096,6 +1096,55 @@ mod tests {
         assert_eq!(r1cs.circuit_id(), spec.circuit_id());
     }
 
+    /// Random damage with a matching checksum (so the structure checks, not the checksum, must
+    /// catch it): an error or a usable system, never a panic, and a usable one evaluates.
+    #[test]
+    fn damaged_encodings_with_valid_checksums_never_panic() {
+        use rand_core::{RngCore, SeedableRng};
+        let spec = spec("pubinputs:4");
+        let good = record(spec.circuit(None), None)
+            .unwrap()
+            .encode(spec.circuit_id());
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(5);
+        let shape = spec.shape().unwrap();
+        let witness = synthesize(spec.circuit(Some(1)), VecSink::new())
+            .unwrap()
+            .finish();
+        let (mut opened, mut refused) = (0, 0);
+        for _ in 0..400 {
+            let mut b = good.as_ref().to_vec();
+            let at = HEADER_BYTES + rng.next_u64() as usize % (b.len() - HEADER_BYTES);
+            b[at] ^= 1 << (rng.next_u32() % 8);
+            if rng.next_u32() % 4 == 0 {
+                // Sometimes a header count too.
+                let word = 3 + rng.next_u32() as usize % 7;
+                b[8 * word] ^= 1 << (rng.next_u32() % 8);
+            }
+            let sum = xxhash_rust::xxh3::xxh3_64(&b[HEADER_BYTES..]);
+            b[80..88].copy_from_slice(&sum.to_le_bytes());
+            match R1cs::from_bytes(Box::new(AlignedBytes::from_bytes(&b))) {
+                Err(_) => refused += 1,
+                Ok(r) => {
+                    opened += 1;
+                    if r.shape() == shape {
+                        let n = shape.n();
+                        let (mut x, mut y, mut z) = (
+                            vec![Scalar::ZERO; n],
+                            vec![Scalar::ZERO; n],
+                            vec![Scalar::ZERO; n],
+                        );
+                        r.evaluate(&witness.input, &witness.aux, &mut x, &mut y, &mut z)
+                            .unwrap();
+                    }
+                }
+            }
+        }
+        assert!(
+            refused > 0 && opened > 0,
+            "opened {opened}, refused {refused}"
+        );
+    }
+
     #[test]
     fn write_and_encoded_bytes_agree() {
         let spec = spec("sha-chain:1");

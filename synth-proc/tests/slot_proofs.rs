@@ -16,8 +16,22 @@ fn proof_bytes(p: &kernels::Proof) -> Vec<u8> {
 
 #[test]
 fn proofs_from_slots_are_bellpersons_for_every_builtin_circuit() {
-    for (text, seed) in [("sha-chain:1", 5u64), ("pubinputs:4", 6), ("bits:700", 7)] {
-        let spec: CircuitSpec = text.parse().unwrap();
+    // The full synthesis, the pre-compiled one, and the pre-compiled one into a slot with room
+    // to spare (its density words past the circuit's stay zero).
+    let cases = [("sha-chain:1", 5u64), ("pubinputs:4", 6), ("bits:700", 7)]
+        .into_iter()
+        .flat_map(|(t, seed)| {
+            [
+                (t, seed, false, 0),
+                (t, seed, true, 0),
+                (t, seed, true, 130),
+            ]
+        });
+    for (text, seed, compiled, spare) in cases {
+        let text_case = format!("{text} compiled={compiled} spare={spare}");
+        let text = text_case.as_str();
+        let spec: CircuitSpec = text_case.split(' ').next().unwrap().parse().unwrap();
+        let r1cs = compiled.then(|| kernels::r1cs::compile(&spec.into()).unwrap());
         let params =
             kernels::paramgen::generate_parameters_seeded(spec.circuit(None), 11, &|_| {}).unwrap();
         let backend = CpuBackend::new(
@@ -25,7 +39,9 @@ fn proofs_from_slots_are_bellpersons_for_every_builtin_circuit() {
         )
         .unwrap();
 
-        let caps = synth_proc::capacity_for(&spec.shape().unwrap());
+        let mut caps = synth_proc::capacity_for(&spec.shape().unwrap());
+        caps.aux += spare;
+        caps.n += spare;
         let config = RingConfig {
             slot_count: 1,
             slot_bytes: caps.slot_bytes().unwrap(),
@@ -40,7 +56,7 @@ fn proofs_from_slots_are_bellpersons_for_every_builtin_circuit() {
         let req = SynthRequest {
             job_id: 1,
             partition: 0,
-            circuit: text.into(),
+            circuit: spec.to_string(),
             circuit_id: spec.circuit_id(),
             request: JobRequest::Inline(
                 BuiltinRequest {
