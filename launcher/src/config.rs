@@ -268,6 +268,10 @@ pub struct SynthesisConfig {
     /// synthesized in full (with a warning). Default: a quarter of the host's memory.
     #[serde(default)]
     pub matrices_budget: Option<ByteSize>,
+    /// The memory model's allowance per synthesis worker besides its slot (default 512 MiB):
+    /// a configuration whose model exceeds the host's memory is refused at start.
+    #[serde(default)]
+    pub worker_memory: Option<ByteSize>,
 }
 
 impl Default for SynthesisConfig {
@@ -277,6 +281,7 @@ impl Default for SynthesisConfig {
             lookahead: None,
             precompiled: default_precompiled(),
             matrices_budget: None,
+            worker_memory: None,
         }
     }
 }

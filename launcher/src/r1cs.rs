@@ -30,6 +30,8 @@ pub struct SynthesisSettings {
     pub cache_dir: Option<PathBuf>,
     /// Bytes all circuits' matrices may take together.
     pub budget_bytes: u64,
+    /// Memory one synthesis worker may take besides its slot (the memory model's allowance).
+    pub worker_bytes: u64,
 }
 
 impl Default for SynthesisSettings {
@@ -38,8 +40,20 @@ impl Default for SynthesisSettings {
             precompiled: true,
             cache_dir: None,
             budget_bytes: default_budget(),
+            worker_bytes: DEFAULT_WORKER_BYTES,
         }
     }
+}
+
+/// The memory model's allowance per synthesis worker by default: a circuit's own data (a parsed
+/// C1 output's tree paths, the gadgets' temporaries) besides the slot it writes.
+pub const DEFAULT_WORKER_BYTES: u64 = 512 << 20;
+
+/// What a circuit's matrices take, estimated from its shape before they are recorded: row
+/// starts for A, B and C plus two terms per row each (the 2 KiB PoRep has 1.85).
+pub fn estimated_bytes(shape: &CircuitShape) -> u64 {
+    let n = shape.n() as u64 + 1;
+    kernels::r1cs::HEADER_BYTES as u64 + 3 * 8 * n + 3 * 2 * 8 * n
 }
 
 /// A quarter of the host's memory (MemTotal), or 4 GiB where it cannot be read.

@@ -18,6 +18,7 @@ fn settings(circuit: &str, cache: &std::path::Path) -> PipelineSettings {
         precompiled: true,
         cache_dir: Some(cache.to_owned()),
         budget_bytes: 1 << 30,
+        worker_bytes: launcher::r1cs::DEFAULT_WORKER_BYTES,
     };
     s
 }

@@ -42,6 +42,7 @@ pub fn for_circuit(
         precompiled: args.synthesis == crate::cli::SynthesisMode::Precompiled,
         cache_dir: Some(args.cache_dir.clone().unwrap_or_else(crate::env::cache_dir)),
         budget_bytes: crate::r1cs::default_budget(),
+        worker_bytes: crate::r1cs::DEFAULT_WORKER_BYTES,
     };
     anyhow::ensure!(args.gpus >= 1, "--gpus must be at least 1");
     s.gpus = (0..args.gpus as u32)
@@ -101,6 +102,10 @@ pub fn from_config(config: &Config) -> anyhow::Result<PipelineSettings> {
             .synthesis
             .matrices_budget
             .map_or_else(crate::r1cs::default_budget, |b| b.0),
+        worker_bytes: config
+            .synthesis
+            .worker_memory
+            .map_or(crate::r1cs::DEFAULT_WORKER_BYTES, |b| b.0),
     };
     s.faults = config.faults.settings();
     s.gpus = config

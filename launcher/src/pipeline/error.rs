@@ -71,6 +71,9 @@ pub enum PipelineError {
         /// The device.
         device: u32,
     },
+    /// The configuration does not fit the host's memory (the model and the numbers).
+    #[error("{0}")]
+    Memory(super::memory::MemoryRefusal),
     /// An operating-system call of the launcher failed.
     #[error("{what}: {cause}")]
     Io {

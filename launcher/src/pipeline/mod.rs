@@ -49,6 +49,7 @@
 pub mod child;
 mod drain;
 mod error;
+pub mod memory;
 mod srs_set;
 
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
@@ -207,6 +208,9 @@ pub struct PipelineSettings {
     pub child_env: Vec<(String, String)>,
     /// Pre-compiled constraint systems: used or not, cached where, within what budget.
     pub synthesis: crate::r1cs::SynthesisSettings,
+    /// Refuse at start a configuration whose memory model does not fit the host
+    /// ([`memory`]).
+    pub memory_check: bool,
 }
 
 impl PipelineSettings {
@@ -241,6 +245,7 @@ impl PipelineSettings {
             faults: FaultSettings::default(),
             child_env: Vec::new(),
             synthesis: crate::r1cs::SynthesisSettings::default(),
+            memory_check: true,
         })
     }
 }
@@ -637,13 +642,10 @@ impl Pipeline {
         if settings.gpus.is_empty() {
             return Err(PipelineError::NoGpu);
         }
-        // SRS images in shared memory, checked against their circuits.
-        let mut srs = Vec::new();
-        let mut circuits = HashMap::new();
-        let mut circuit_order = Vec::new();
+        // Every circuit counted once: the memory model, the SRS check and the slot size need it.
+        let mut counted = Vec::new();
         let mut slot_bytes = 0u64;
         for c in &settings.circuits {
-            // Counted once: the SRS check and the slot size both need it.
             let t = Instant::now();
             let circuit_error = |source| PipelineError::Circuit {
                 spec: c.spec,
@@ -652,12 +654,46 @@ impl Pipeline {
             let shape = c.spec.shape().map_err(circuit_error)?;
             tracing::info!(circuit = %c.spec, constraints = shape.constraints, secs = t.elapsed().as_secs_f64(), "circuit counted");
             let id = c.spec.circuit_id().map_err(circuit_error)?;
-            let shared = SharedSrs::load(&c.spec, id, &shape, &c.params, HugePagePolicy::Auto)?;
-            let pvk = prepare_verifying_key(&shared.view()?.verifying_key());
             let need = synth_proc::capacity_for(&shape)
                 .slot_bytes()
                 .ok_or(PipelineError::SlotOverflow(c.spec))?;
             slot_bytes = slot_bytes.max(need);
+            counted.push((c, id, shape));
+        }
+        if let Some(explicit) = settings.slot_bytes {
+            if explicit < slot_bytes {
+                return Err(PipelineError::SlotTooSmall {
+                    explicit,
+                    need: slot_bytes,
+                });
+            }
+            slot_bytes = explicit;
+        }
+        let layout = layout_for(&settings)?;
+        let synth_concurrency = match settings.synth_concurrency {
+            0 => layout.synth().len().max(1),
+            n => n,
+        };
+        // Nothing large is allocated before the configuration is known to fit the host.
+        if settings.memory_check {
+            let plan = memory_plan(&settings, &counted, slot_bytes, synth_concurrency);
+            let host = memory::HostMemory::read();
+            let huge = settings.huge_pages != HugePagePolicy::Plain;
+            plan.check(&host, huge).map_err(PipelineError::Memory)?;
+            tracing::info!(
+                need_mib = plan.ordinary_bytes(&host, huge) >> 20,
+                available_mib = host.available >> 20,
+                huge_free_mib = host.huge_free >> 20,
+                "host memory model:\n{plan}"
+            );
+        }
+        // SRS images in shared memory, checked against their circuits.
+        let mut srs = Vec::new();
+        let mut circuits = HashMap::new();
+        let mut circuit_order = Vec::new();
+        for (c, id, shape) in counted {
+            let shared = SharedSrs::load(&c.spec, id, &shape, &c.params, HugePagePolicy::Auto)?;
+            let pvk = prepare_verifying_key(&shared.view()?.verifying_key());
             circuits.insert(
                 id,
                 CircuitEntry {
@@ -673,15 +709,6 @@ impl Pipeline {
             srs.push(shared);
         }
         let srs = Arc::new(Mutex::new(SrsSet::new(srs)));
-        if let Some(explicit) = settings.slot_bytes {
-            if explicit < slot_bytes {
-                return Err(PipelineError::SlotTooSmall {
-                    explicit,
-                    need: slot_bytes,
-                });
-            }
-            slot_bytes = explicit;
-        }
         // The ring.
         let ring_config = RingConfig {
             slot_count: u32::try_from(settings.slots)
@@ -704,7 +731,6 @@ impl Pipeline {
         let (r1cs, synthesis) = precompile(&settings, &circuit_order, &circuits);
         // Where everyone runs.
         let pin_mode = PinMode::select(settings.pin)?;
-        let layout = layout_for(&settings)?;
         tracing::info!(mode = %pin_mode, %layout, "pinning");
         for (i, g) in settings.gpus.iter().enumerate() {
             // supraseal-c2 sizes its host thread pool from the affinity; on a single core the
@@ -713,10 +739,6 @@ impl Pipeline {
                 return Err(PipelineError::CudaOneCore { device: g.device });
             }
         }
-        let synth_concurrency = match settings.synth_concurrency {
-            0 => layout.synth().len().max(1),
-            n => n,
-        };
         let synth_window =
             synth_concurrency + settings.synth_lookahead.unwrap_or(synth_concurrency);
 
@@ -1470,6 +1492,85 @@ fn visible_device(ours: Option<&str>, device: u32) -> String {
             .unwrap_or_else(|| device.to_string()),
         _ => device.to_string(),
     }
+}
+
+/// The memory model of `settings` ([`memory`]), from the counted circuits.
+fn memory_plan(
+    settings: &PipelineSettings,
+    counted: &[(&CircuitSetting, u64, CircuitShape)],
+    slot_bytes: u64,
+    synth_concurrency: usize,
+) -> memory::MemoryPlan {
+    use memory::gib;
+    let mut plan = memory::MemoryPlan::default();
+    let mut srs_total = 0;
+    for (c, id, shape) in counted {
+        // An SRS file that cannot be scanned is reported by its load, with the reason.
+        let bytes = kernels::srs::scan_params_file(&c.params)
+            .ok()
+            .and_then(|lens| kernels::srs::SrsImage::size_for(&lens).ok())
+            .unwrap_or(0) as u64;
+        srs_total += bytes;
+        plan.add(format!("SRS image of {}", c.spec), bytes, true);
+        if settings.synthesis.precompiled {
+            let cached = settings
+                .synthesis
+                .cache_dir
+                .as_deref()
+                .map(|d| crate::r1cs::cache_file(d, &c.spec, *id))
+                .and_then(|f| std::fs::metadata(f).ok())
+                .map(|m| m.len());
+            let bytes = cached
+                .unwrap_or_else(|| crate::r1cs::estimated_bytes(shape))
+                .min(settings.synthesis.budget_bytes);
+            plan.add(
+                format!(
+                    "matrices of {} ({})",
+                    c.spec,
+                    if cached.is_some() {
+                        "cached"
+                    } else {
+                        "estimated"
+                    }
+                ),
+                bytes,
+                true,
+            );
+        }
+    }
+    let ring = RingConfig {
+        slot_count: settings.slots.min(u32::MAX as usize) as u32,
+        slot_bytes,
+    }
+    .region_bytes()
+    .map_or(u64::MAX, |b| b as u64);
+    plan.add(
+        format!("ring: {} slots x {}", settings.slots, gib(slot_bytes)),
+        ring,
+        true,
+    );
+    plan.add(
+        format!(
+            "synthesis: {synth_concurrency} workers x {}",
+            gib(settings.synthesis.worker_bytes)
+        ),
+        synth_concurrency as u64 * settings.synthesis.worker_bytes,
+        false,
+    );
+    let cuda = settings
+        .gpus
+        .iter()
+        .filter(|g| g.backend == BackendKind::Cuda)
+        .count() as u64;
+    if cuda > 0 {
+        plan.add(
+            format!("supraseal-c2's own SRS copy: {cuda} cuda gpu-proc(s)"),
+            cuda * srs_total,
+            false,
+        );
+    }
+    plan.add("the processes themselves", memory::PROCESS_BYTES, false);
+    plan
 }
 
 /// The pre-compiled constraint system of every configured circuit that has one within the

@@ -1,0 +1,230 @@
+//! The host memory model: what a pipeline's configuration takes, computed before anything large
+//! is allocated and checked against what the host has, so a configuration that cannot fit is
+//! refused at start with the numbers instead of dying of OOM mid-run.
+//!
+//! host memory = SRS images (once, shared) + ring slots + pre-compiled matrices + synthesis
+//! working set (workers × allowance) + supraseal-c2's own SRS copy per `cuda` gpu-proc + the
+//! processes themselves.
+//!
+//! The SRS images, the ring and the matrices are memfds that may sit in huge pages: those draw
+//! on the free hugetlb pool first (when huge pages are allowed) and on ordinary memory for the
+//! rest. Ordinary memory is `MemAvailable`, or what the launcher's cgroup v2 `memory.max` leaves
+//! (`memory.max - memory.current`) when that is lower (a systemd `MemoryMax=`).
+
+use std::fmt;
+
+/// Bytes the launcher, synth-proc and the gpu-procs take themselves (binaries, heaps, the job
+/// table, CUDA contexts on the host).
+pub const PROCESS_BYTES: u64 = 512 << 20;
+
+/// What the host offers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostMemory {
+    /// Ordinary memory available.
+    pub available: u64,
+    /// Where `available` was read.
+    pub source: String,
+    /// Free huge pages (2 MiB and 1 GiB pools together), bytes.
+    pub huge_free: u64,
+}
+
+impl HostMemory {
+    /// Reads `/proc/meminfo`, the hugetlb pools and this process's cgroup v2 limit.
+    pub fn read() -> HostMemory {
+        let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+        let kib = |key: &str| {
+            meminfo
+                .lines()
+                .find_map(|l| l.strip_prefix(key))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        };
+        let mut available = kib("MemAvailable:").map_or(u64::MAX, |k| k * 1024);
+        let mut source = "MemAvailable".to_owned();
+        if let Some(left) = cgroup_left() {
+            if left < available {
+                available = left;
+                source = "the cgroup's memory.max".into();
+            }
+        }
+        let mut huge_free = 0;
+        for (dir, page) in [
+            ("hugepages-2048kB", 2u64 << 20),
+            ("hugepages-1048576kB", 1 << 30),
+        ] {
+            let path = format!("/sys/kernel/mm/hugepages/{dir}/free_hugepages");
+            if let Some(n) = std::fs::read_to_string(path)
+                .ok()
+                .and_then(|s| s.trim().parse::<u64>().ok())
+            {
+                huge_free += n * page;
+            }
+        }
+        HostMemory {
+            available,
+            source,
+            huge_free,
+        }
+    }
+}
+
+/// `memory.max - memory.current` of this process's cgroup v2, if it has a limit.
+fn cgroup_left() -> Option<u64> {
+    let cgroup = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let path = cgroup.lines().find_map(|l| l.strip_prefix("0::"))?;
+    let dir = std::path::Path::new("/sys/fs/cgroup").join(path.trim_start_matches('/'));
+    let read = |f: &str| std::fs::read_to_string(dir.join(f)).ok();
+    let max = read("memory.max")?.trim().parse::<u64>().ok()?;
+    let current = read("memory.current")
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .unwrap_or(0);
+    Some(max.saturating_sub(current))
+}
+
+/// One term of the model.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Term {
+    /// What it is, with how it was computed (`4 slots x 2.0 GiB`).
+    pub what: String,
+    /// Bytes.
+    pub bytes: u64,
+    /// Whether it may sit in huge pages.
+    pub huge: bool,
+}
+
+/// The model of one configuration.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MemoryPlan {
+    /// Its terms.
+    pub terms: Vec<Term>,
+}
+
+impl MemoryPlan {
+    /// Adds a term.
+    pub fn add(&mut self, what: impl Into<String>, bytes: u64, huge: bool) {
+        self.terms.push(Term {
+            what: what.into(),
+            bytes,
+            huge,
+        });
+    }
+
+    /// Every term together.
+    pub fn total(&self) -> u64 {
+        self.terms.iter().map(|t| t.bytes).sum()
+    }
+
+    /// Ordinary memory it needs on `host`: the terms that cannot sit in huge pages, plus what of
+    /// the others the free huge pages do not hold (none, when `huge_pages` is false).
+    pub fn ordinary_bytes(&self, host: &HostMemory, huge_pages: bool) -> u64 {
+        let (huge, plain): (Vec<&Term>, Vec<&Term>) =
+            self.terms.iter().partition(|t| t.huge && huge_pages);
+        let huge: u64 = huge.iter().map(|t| t.bytes).sum();
+        let plain: u64 = plain.iter().map(|t| t.bytes).sum();
+        plain + huge.saturating_sub(host.huge_free)
+    }
+
+    /// `Err` with the whole table when it does not fit `host`.
+    pub fn check(&self, host: &HostMemory, huge_pages: bool) -> Result<(), MemoryRefusal> {
+        let need = self.ordinary_bytes(host, huge_pages);
+        if need <= host.available {
+            return Ok(());
+        }
+        Err(MemoryRefusal {
+            plan: self.clone(),
+            host: host.clone(),
+            need,
+        })
+    }
+}
+
+impl fmt::Display for MemoryPlan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for t in &self.terms {
+            writeln!(f, "  {:<52} {:>12}", t.what, gib(t.bytes))?;
+        }
+        write!(f, "  {:<52} {:>12}", "total", gib(self.total()))
+    }
+}
+
+/// A configuration that does not fit the host.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemoryRefusal {
+    /// The model.
+    pub plan: MemoryPlan,
+    /// The host.
+    pub host: HostMemory,
+    /// Ordinary memory it needs.
+    pub need: u64,
+}
+
+impl fmt::Display for MemoryRefusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "the configuration needs {} of host memory, but {} is available ({}; {} more in \
+             free huge pages):",
+            gib(self.need),
+            gib(self.host.available),
+            self.host.source,
+            gib(self.host.huge_free)
+        )?;
+        writeln!(f, "{}", self.plan)?;
+        write!(
+            f,
+            "hint: fewer ring slots ([ring] slots), fewer synthesis workers ([synthesis] \
+             concurrency), fewer circuits, or reserve huge pages for the ring and the SRS"
+        )
+    }
+}
+
+/// Bytes for people: GiB with two decimals, or MiB below one GiB.
+pub fn gib(bytes: u64) -> String {
+    if bytes >= 1 << 30 {
+        format!("{:.2} GiB", bytes as f64 / (1u64 << 30) as f64)
+    } else {
+        format!("{:.1} MiB", bytes as f64 / (1u64 << 20) as f64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn host(available: u64, huge_free: u64) -> HostMemory {
+        HostMemory {
+            available,
+            source: "test".into(),
+            huge_free,
+        }
+    }
+
+    #[test]
+    fn huge_pages_take_the_shared_regions_first_and_the_rest_is_ordinary_memory() {
+        let mut p = MemoryPlan::default();
+        p.add("SRS", 10 << 30, true);
+        p.add("ring", 6 << 30, true);
+        p.add("workers", 2 << 30, false);
+        assert_eq!(p.total(), 18 << 30);
+        assert_eq!(p.ordinary_bytes(&host(0, 12 << 30), true), 6 << 30);
+        assert_eq!(p.ordinary_bytes(&host(0, 12 << 30), false), 18 << 30);
+        assert_eq!(p.ordinary_bytes(&host(0, 40 << 30), true), 2 << 30);
+        assert!(p.check(&host(6 << 30, 12 << 30), true).is_ok());
+        let e = p.check(&host(5 << 30, 12 << 30), true).unwrap_err();
+        let text = e.to_string();
+        assert!(text.contains("needs 6.00 GiB"), "{text}");
+        assert!(
+            text.contains("5.00 GiB is available (test; 12.00 GiB more"),
+            "{text}"
+        );
+        assert!(
+            text.contains("ring") && text.contains("18.00 GiB"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn the_host_is_read() {
+        let h = HostMemory::read();
+        assert!(h.available > 0, "{h:?}");
+    }
+}
