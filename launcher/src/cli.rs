@@ -28,7 +28,7 @@ pub enum Command {
     Prove(ProveArgs),
     /// Measure monolithic, in-process and split proving on the same circuit, in one run; sweep
     /// layouts, synthesis and client concurrency, with and without a noisy neighbour.
-    Bench(BenchArgs),
+    Bench(Box<BenchArgs>),
     /// Render what a bench wrote into a directory: tables, SVG charts, waterfalls side by side.
     Report(ReportArgs),
     /// Run the long-lived service from a config file.
@@ -369,7 +369,7 @@ pub fn main() -> ExitCode {
             let kind = a.filecoin.clone().unwrap_or_default();
             crate::filecoin::bench::run_command(&a, &kind)
         }
-        Command::Bench(a) => commands::bench::run(a),
+        Command::Bench(a) => commands::bench::run(*a),
         Command::Report(a) => commands::report::run(a),
         Command::Hog(a) => commands::bench::hog(a),
         Command::Run(a) => commands::service::run(a),

@@ -395,6 +395,11 @@ pub fn ratio_line(split: &BenchRow, capacities: &[BenchRow]) -> String {
     }
 }
 
+/// `n` and `word`, plural unless `n` is 1 (`1 worker`, `2 workers`).
+pub fn plural(n: usize, word: &str) -> String {
+    format!("{n} {word}{}", if n == 1 { "" } else { "s" })
+}
+
 /// The `p`-th percentile of `values` by nearest rank (the smallest value with at least `p` %
 /// of the values at or below it); `None` for no values or `p` outside `(0, 100]`. NaNs sort
 /// last.
@@ -620,7 +625,7 @@ pub fn sweep_markdown(rows: &[SweepRow]) -> String {
             r.row.mode,
             if r.neighbour { "hog" } else { "–" },
             if r.clients == 0 {
-                "GPU only".to_string()
+                "capacity".to_string()
             } else {
                 r.clients.to_string()
             },

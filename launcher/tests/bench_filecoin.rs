@@ -18,6 +18,8 @@ fn a_winning_post_is_proved_every_way_and_each_proof_verified() {
     let _g = serial();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
+    // The shared test parameters (made with the test seed if missing), which the bench finds.
+    fil_common::params("post:StackedDrgWinning2KiBV1".parse().unwrap());
     let params = fil_common::param_dir();
     let (code, stdout, stderr) = cli(
         &[

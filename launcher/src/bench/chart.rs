@@ -233,7 +233,11 @@ pub fn sweep_series(rows: &[SweepRow], y: impl Fn(&SweepRow) -> Option<f64>) -> 
     for r in rows.iter().filter(|r| r.clients > 0) {
         let mut label = format!("{}, {}", r.row.mode, r.layout);
         if workers.len() > 1 {
-            let _ = write!(label, ", {} workers", r.synth_threads);
+            let _ = write!(
+                label,
+                ", {}",
+                crate::report::plural(r.synth_threads, "worker")
+            );
         }
         if r.neighbour {
             label.push_str(", hog");

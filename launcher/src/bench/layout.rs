@@ -341,11 +341,10 @@ pub fn recommend(rows: &[SweepRow], backend: &str, batch: usize) -> Option<Strin
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "# best measured layout: {} ({} synthesis workers, {} jobs in flight: {:.4} s/proof, \
-         {:.1} proofs/min)",
+        "# best measured layout: {} ({}, {} in flight: {:.4} s/proof, {:.1} proofs/min)",
         best.layout,
-        best.synth_threads,
-        best.clients,
+        crate::report::plural(best.synth_threads, "synthesis worker"),
+        crate::report::plural(best.clients, "job"),
         best.row.s_per_proof.unwrap_or(f64::NAN),
         best.row.proofs_per_min.unwrap_or(f64::NAN),
     );

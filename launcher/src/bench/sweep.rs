@@ -533,10 +533,10 @@ impl Ctx<'_> {
         let l = self.layout;
         let timeline = &level.timeline;
         let config = format!(
-            "synth cpus {} / gpu cpus {}, {} workers{}{}",
+            "synth cpus {} / gpu cpus {}, {}{}{}",
             l.synth,
             l.gpu_text(),
-            self.threads,
+            report::plural(self.threads, "worker"),
             if clients > 0 {
                 format!(", -j {clients}")
             } else {

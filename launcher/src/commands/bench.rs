@@ -235,9 +235,9 @@ fn ratio_lines(rows: &[SweepRow]) -> Vec<String> {
     let mono = rows.iter().find(|r| r.row.mode == "monolithic");
     for s in rows.iter().filter(|r| r.row.mode == "split") {
         out.push(format!(
-            "split, {}, {} workers, -j {}{}:",
+            "split, {}, {}, -j {}{}:",
             s.layout,
-            s.synth_threads,
+            report::plural(s.synth_threads, "worker"),
             s.clients,
             if s.neighbour { ", hog" } else { "" }
         ));

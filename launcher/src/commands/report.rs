@@ -208,8 +208,9 @@ fn recommended_row(sweep: &SweepReport) -> Option<&SweepRow> {
         .filter(|r| r.row.mode == "split" && !r.neighbour)
         .find(|r| {
             text.contains(&format!(
-                "layout: {} ({} synthesis workers",
-                r.layout, r.synth_threads
+                "layout: {} ({},",
+                r.layout,
+                report::plural(r.synth_threads, "synthesis worker")
             ))
         })
 }
