@@ -170,7 +170,7 @@ impl Workload {
 
 /// A proof's 192 bytes (compressed A, B, C), as the ring's result carries it.
 pub fn proof_bytes(proof: &kernels::Proof) -> anyhow::Result<Vec<u8>> {
-    let mut out = Vec::with_capacity(kernels::filecoin::PARTITION_PROOF_LEN);
+    let mut out = Vec::with_capacity(shm_protocol::layout::PROOF_BYTES);
     proof.write(&mut out).context("serializing a proof")?;
     Ok(out)
 }
