@@ -83,10 +83,7 @@ impl Topology {
                 if self.cores.len() > 4 { " ..." } else { "" }
             )
         } else {
-            format!(
-                "{cpus} cpus, no SMT siblings (every thread_siblings_list names one cpu): \
-                 the SMT layouts `together` and `apart` are the same as `auto` here"
-            )
+            format!("{cpus} cpus, no SMT siblings")
         }
     }
 
@@ -182,7 +179,11 @@ pub fn layouts(
     let mut out = Vec::new();
     let mut notes = Vec::new();
     if smt.iter().any(|s| *s != Smt::Auto) && !topology.has_smt() {
-        notes.push(format!("{}: SMT layouts skipped", topology.describe()));
+        notes.push(
+            "no SMT siblings on this machine (every thread_siblings_list names one cpu): the \
+             `together` and `apart` layouts are the same as `auto`, skipped"
+                .to_string(),
+        );
     }
     for &k in gpu_cores {
         for &placement in smt {

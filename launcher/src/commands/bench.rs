@@ -216,7 +216,9 @@ pub fn finish(
         Some(r) => {
             println!("\nthe layout to put in the config (best split row, no neighbour):\n{r}")
         }
-        None => println!("\nno split row measured: no layout to recommend"),
+        None => println!(
+            "\nno split row without the noisy neighbour was measured: no layout to recommend"
+        ),
     }
     eprintln!(
         "wrote {} and the report ({} files), the TIMELINE logs, traces and waterfalls",
