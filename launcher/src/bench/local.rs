@@ -824,10 +824,13 @@ fn prover_loop(backend: &dyn Backend, shared: &Shared, rx: mpsc::Receiver<Ready>
                 Err(_) => return,
             },
         };
-        // A partition that arrives once a pause was asked for is held, never proved.
+        // A partition that arrives once a pause was asked for is held, never proved; at the
+        // front, where it was if it came from there (it did if `held` is not empty).
         // Acquire: as above.
         if shared.paused.load(Ordering::Acquire) {
-            hold(&mut held, first);
+            held.push_front(first);
+            // Release: pairs with `InProcess::held`'s Acquire load.
+            shared.held.store(held.len(), Ordering::Release);
             continue;
         }
         let mut batch = vec![first];
