@@ -26,8 +26,11 @@ pub enum Command {
     Demo(DemoArgs),
     /// Prove one job through the split pipeline and write its proof.
     Prove(ProveArgs),
-    /// Measure monolithic, in-process and split proving on the same circuit, in one run.
-    Bench(BenchArgs),
+    /// Measure monolithic, in-process and split proving on the same circuit, in one run; sweep
+    /// layouts, synthesis and client concurrency, with and without a noisy neighbour.
+    Bench(Box<BenchArgs>),
+    /// Render what a bench wrote into a directory: tables, SVG charts, waterfalls side by side.
+    Report(ReportArgs),
     /// Run the long-lived service from a config file.
     Run(RunArgs),
     /// Send a job to a running service.
@@ -51,6 +54,9 @@ pub enum Command {
     /// Internal: run as gpu-proc (started by the launcher).
     #[command(name = "gpu-proc", hide = true)]
     GpuProc,
+    /// Internal: the bench's noisy neighbour, a memory-bandwidth and cache hog.
+    #[command(hide = true)]
+    Hog(HogArgs),
 }
 
 /// Options every pipeline-starting command shares.
@@ -377,7 +383,9 @@ pub fn main() -> ExitCode {
             let kind = a.filecoin.clone().unwrap_or_default();
             crate::filecoin::bench::run_command(&a, &kind)
         }
-        Command::Bench(a) => commands::bench::run(a),
+        Command::Bench(a) => commands::bench::run(*a),
+        Command::Report(a) => commands::report::run(a),
+        Command::Hog(a) => commands::bench::hog(a),
         Command::Run(a) => commands::service::run(a),
         Command::Submit(a) => commands::service::submit(a),
         Command::Fetch(a) => commands::service::fetch(a),
@@ -409,39 +417,76 @@ pub struct BenchArgs {
     /// Proofs per mode.
     #[arg(short = 'n', long, default_value_t = 6)]
     pub proofs: usize,
-    /// Proofs of the GPU-only capacity run (every one needs its own ring slot; default:
+    /// Jobs of the monolithic and synthesis-only modes (default: -n); they take a job at a
+    /// time, so a few are enough.
+    #[arg(long)]
+    pub monolithic_proofs: Option<usize>,
+    /// Jobs of each GPU-only capacity run (every partition needs its own ring slot; default:
     /// min(-n, 48)).
     #[arg(long)]
     pub gpu_only_proofs: Option<usize>,
-    /// Client concurrency: jobs in flight in the split mode.
+    /// Client concurrency: jobs in flight in the in-process and split modes (closed-loop
+    /// clients).
     #[arg(short = 'j', long, default_value_t = 4)]
     pub clients: usize,
     /// Modes to run, comma separated: monolithic, inprocess, split, synth-only, gpu-only.
     #[arg(long, default_value = "monolithic,inprocess,split,synth-only,gpu-only")]
     pub modes: String,
-    /// Sweep: gpu-proc core counts for the split mode, comma separated (default: --gpu-cores).
+    /// Sweep: gpu-proc core counts, comma separated (default: --gpu-cores); each is a layout
+    /// (the in-process mode gets the same cpus in all: synth-proc's and the gpu-procs').
     #[arg(long)]
     pub sweep_gpu_cores: Option<String>,
-    /// Sweep: synthesis concurrencies for the split mode, comma separated (default:
-    /// --synth-concurrency).
+    /// Sweep: synthesis concurrencies (synth-proc's workers, the in-process synthesis threads),
+    /// comma separated; 0 is one per synthesis cpu (default: --synth-concurrency).
     #[arg(long)]
     pub sweep_synth: Option<String>,
+    /// Sweep: client concurrencies, jobs in flight, comma separated (default: -j); one started
+    /// pipeline serves every level.
+    #[arg(long)]
+    pub sweep_clients: Option<String>,
+    /// Sweep: where the gpu-procs' cpus sit on the SMT siblings, comma separated: `auto` (the
+    /// top cpus), `together` (whole physical cores), `apart` (one sibling of each core, the
+    /// other synthesizes). Read from sysfs; without SMT only `auto` is measured.
+    #[arg(long, default_value = "auto")]
+    pub sweep_smt: String,
+    /// The noisy neighbour: `off`, `on`, or `both` (every level without, then with, a
+    /// memory-bandwidth and cache hog on the synthesis cpus, started and killed by the bench).
+    #[arg(long, default_value = "off")]
+    pub noisy_neighbour: String,
+    /// MiB each hog thread streams over (default: together twice the last-level cache, at
+    /// least 64 each).
+    #[arg(long)]
+    pub hog_mib: Option<usize>,
+    /// The hog's cpus (default: each layout's synthesis cpus).
+    #[arg(long)]
+    pub hog_cpus: Option<String>,
+    /// Jobs per client of a sweep level: a level with `c` jobs in flight proves
+    /// `min(-n, per-client × c)` jobs; 0: `-n` at every level.
+    #[arg(long, default_value_t = 0)]
+    pub per_client: usize,
+    /// Unmeasured jobs at each start of a pipeline (in-process or split) before its rows.
+    #[arg(long, default_value_t = 1)]
+    pub warm_up: usize,
     /// Where to write TIMELINE logs, traces, waterfalls and the table as JSON.
     #[arg(long, default_value = "bench-out")]
     pub out_dir: PathBuf,
     /// SRS file (default: the cache, generated if missing).
     #[arg(long)]
     pub srs: Option<PathBuf>,
-    /// Filecoin PoRep C2 instead of a built-in circuit (`porep:StackedDrg2KiBV1_1`,
-    /// `porep:StackedDrg512MiBV1_1`, ...): a sector is sealed, parameters generated if missing,
+    /// A Filecoin proof instead of a built-in circuit: PoRep C2 (`porep:StackedDrg2KiBV1_1`,
+    /// `porep:StackedDrg512MiBV1_1`), WinningPoSt / WindowPoSt
+    /// (`post:StackedDrgWindow2KiBV1_2`), SnapDeals (`snap:StackedDrg2KiBV1`): the sectors and
+    /// the request are made as the Filecoin tests make them, parameters generated if missing,
     /// and `--filecoin-modes` measured in one run.
     #[cfg(feature = "filecoin")]
     #[arg(long)]
     pub filecoin: Option<String>,
-    /// Modes of the Filecoin bench: stock (filecoin-proofs `seal_commit_phase2`), monolithic
-    /// (ours in process), split; api: the gRPC API against the local path.
+    /// Modes of the Filecoin bench: stock (filecoin-proofs `seal_commit_phase2`, PoRep only),
+    /// monolithic (ours in process, one partition at a time), inprocess (the in-process
+    /// pipeline), split, gpu-only (each pipeline's GPU-only capacity, the baseline of the GPU
+    /// time column); api: the gRPC API against the local path (PoRep only).
     #[cfg(feature = "filecoin")]
-    #[arg(long, default_value = "stock,monolithic,split")]
+    #[arg(long, default_value = "stock,monolithic,inprocess,split,gpu-only")]
     pub filecoin_modes: String,
     /// Rounds each way (local, API) of the Filecoin bench's `api` mode, `-n` proofs each.
     #[cfg(feature = "filecoin")]
@@ -462,4 +507,26 @@ pub struct BenchArgs {
     /// Pipeline options (backend, batch, cores...).
     #[command(flatten)]
     pub pipeline: PipelineArgs,
+}
+
+/// `splitprover report`.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// The `--out-dir` of a `splitprover bench`.
+    pub dir: PathBuf,
+}
+
+/// `splitprover hog` (hidden).
+#[derive(Debug, Args)]
+pub struct HogArgs {
+    /// Cpus, one pinned thread each (kernel list syntax).
+    #[arg(long)]
+    pub cpus: String,
+    /// MiB each thread streams over (default: together twice the last-level cache, at least
+    /// 64 each).
+    #[arg(long)]
+    pub mib: Option<usize>,
+    /// Stop after this many seconds (default: when killed or when the parent is gone).
+    #[arg(long)]
+    pub seconds: Option<f64>,
 }

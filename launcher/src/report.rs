@@ -5,6 +5,12 @@
 //! [`render_table`] and written by [`rows_to_json`]; [`ratio_line`] states how close the split
 //! pipeline comes to the slower of its two capacities.
 //!
+//! A sweep (`splitprover bench --sweep-clients ...`, [`crate::bench::sweep`]) writes a
+//! [`SweepReport`]: one [`SweepRow`] per mode, layout, neighbour and client concurrency (a
+//! [`BenchRow`] plus those coordinates, the GPU time relative to GPU-only and the job latency
+//! [`percentile`]s), rendered by [`render_sweep_table`] and, with charts, by `splitprover
+//! report`.
+//!
 //! ```
 //! use launcher::report::{render_table, BenchRow, TimelineStats};
 //! use launcher::timeline::Timeline;
@@ -29,7 +35,7 @@
 
 use std::fmt::Write as _;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use shm_protocol::control::EventKind;
 
 use crate::timeline::{ns_to_s, union, Timeline};
@@ -186,7 +192,7 @@ fn gap_stats(gaps_ns: &[u64]) -> GapStats {
 }
 
 /// One configuration's line of the bench table.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct BenchRow {
     /// What was varied (`batch 10`, `gpu 2 cores / synth 14`, ...).
     pub config: String,
@@ -389,6 +395,255 @@ pub fn ratio_line(split: &BenchRow, capacities: &[BenchRow]) -> String {
     }
 }
 
+/// `n` and `word`, plural unless `n` is 1 (`1 worker`, `2 workers`).
+pub fn plural(n: usize, word: &str) -> String {
+    format!("{n} {word}{}", if n == 1 { "" } else { "s" })
+}
+
+/// The `p`-th percentile of `values` by nearest rank (the smallest value with at least `p` %
+/// of the values at or below it); `None` for no values or `p` outside `(0, 100]`. NaNs sort
+/// last.
+pub fn percentile(values: &[f64], p: f64) -> Option<f64> {
+    if values.is_empty() || !(p > 0.0 && p <= 100.0) {
+        return None;
+    }
+    let mut v = values.to_vec();
+    v.sort_by(|a, b| a.total_cmp(b));
+    let rank = (p / 100.0 * v.len() as f64).ceil() as usize;
+    v.get(rank.clamp(1, v.len()) - 1).copied()
+}
+
+/// One row of a sweep: a mode at one layout, synthesis concurrency, neighbour state and client
+/// concurrency. `row.proofs` counts jobs and `row.s_per_proof` is the clients' wall time per
+/// job (first submission to last proof); the GPU and synthesis means are per partition.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SweepRow {
+    /// The figures every bench row has.
+    #[serde(flatten)]
+    pub row: BenchRow,
+    /// The layout's name (`gpu 2 cores`, `gpu 2 cores, SMT apart`).
+    pub layout: String,
+    /// synth-proc's cpus in this layout (the in-process pipeline runs on these and the
+    /// gpu-procs').
+    pub synth_cpus: String,
+    /// Each gpu-proc's cpus, `;` between gpu-procs.
+    pub gpu_cpus: String,
+    /// Synthesis workers (synth-proc's pool, the in-process pipeline's threads).
+    pub synth_threads: usize,
+    /// Jobs in flight (closed-loop clients); 0 for a GPU-only capacity row.
+    pub clients: usize,
+    /// Whether the noisy neighbour ran on the synthesis cpus.
+    pub neighbour: bool,
+    /// The neighbour as it ran (`hog on cpus 0-13, 96 MiB per thread`).
+    #[serde(default)]
+    pub neighbour_detail: Option<String>,
+    /// Mean GPU time per partition of this mode's GPU-only capacity run on the same start.
+    #[serde(default)]
+    pub gpu_only_mean_gpu_s: Option<f64>,
+    /// `row.mean_gpu_s / gpu_only_mean_gpu_s`: how much the GPU side slows down under load.
+    #[serde(default)]
+    pub gpu_vs_gpu_only: Option<f64>,
+    /// Median job latency (submission to proof), seconds.
+    #[serde(default)]
+    pub latency_p50_s: Option<f64>,
+    /// 99th percentile job latency, seconds.
+    #[serde(default)]
+    pub latency_p99_s: Option<f64>,
+    /// Mean job latency, seconds.
+    #[serde(default)]
+    pub latency_mean_s: Option<f64>,
+    /// The row's TIMELINE log, a file name in the bench's output dir.
+    #[serde(default)]
+    pub timeline: Option<String>,
+}
+
+impl SweepRow {
+    /// A row of `layout` with the figures of `row` and everything else empty.
+    pub fn new(row: BenchRow, layout: impl Into<String>) -> Self {
+        SweepRow {
+            row,
+            layout: layout.into(),
+            synth_cpus: String::new(),
+            gpu_cpus: String::new(),
+            synth_threads: 0,
+            clients: 0,
+            neighbour: false,
+            neighbour_detail: None,
+            gpu_only_mean_gpu_s: None,
+            gpu_vs_gpu_only: None,
+            latency_p50_s: None,
+            latency_p99_s: None,
+            latency_mean_s: None,
+            timeline: None,
+        }
+    }
+
+    /// Sets the latency figures from every job's latency, seconds.
+    pub fn with_latencies(mut self, latencies: &[f64]) -> Self {
+        self.latency_p50_s = percentile(latencies, 50.0);
+        self.latency_p99_s = percentile(latencies, 99.0);
+        self.latency_mean_s = mean(latencies.iter().copied());
+        self
+    }
+
+    /// Sets the GPU-only baseline and the ratio to it.
+    pub fn with_baseline(mut self, gpu_only_mean_gpu_s: Option<f64>) -> Self {
+        self.gpu_only_mean_gpu_s = gpu_only_mean_gpu_s;
+        self.gpu_vs_gpu_only = match (self.row.mean_gpu_s, gpu_only_mean_gpu_s) {
+            (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+            _ => None,
+        };
+        self
+    }
+}
+
+/// What a sweep wrote (`sweep.json`): the rows and what they were measured on.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SweepReport {
+    /// What was proved (`porep:StackedDrg2KiBV1_1`).
+    pub workload: String,
+    /// The prover backend.
+    pub backend: String,
+    /// The machine's cpus and SMT siblings, in words.
+    pub machine: String,
+    /// The command line.
+    #[serde(default)]
+    pub command: String,
+    /// Every row, in the order measured.
+    pub rows: Vec<SweepRow>,
+    /// Layouts skipped and why, and other remarks.
+    #[serde(default)]
+    pub notes: Vec<String>,
+    /// The config sections of the best split row ([`crate::bench::layout::recommend`]).
+    #[serde(default)]
+    pub recommendation: Option<String>,
+}
+
+/// The sweep table: one aligned line per row (`-` where a figure is undefined; `-j` 0 is a
+/// GPU-only capacity row).
+pub fn render_sweep_table(rows: &[SweepRow]) -> String {
+    let header = [
+        "layout",
+        "mode",
+        "neighbour",
+        "-j",
+        "synth",
+        "jobs",
+        "s/proof",
+        "proofs/min",
+        "gpu busy %",
+        "gpu s/part",
+        "gpu/gpu-only",
+        "p50 s",
+        "p99 s",
+        "synth s",
+    ];
+    let opt = |v: Option<f64>, digits: usize| {
+        v.map_or_else(|| "-".to_string(), |v| format!("{v:.digits$}"))
+    };
+    let cells: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            vec![
+                r.layout.clone(),
+                r.row.mode.clone(),
+                if r.neighbour { "hog" } else { "-" }.to_string(),
+                r.clients.to_string(),
+                r.synth_threads.to_string(),
+                r.row.proofs.to_string(),
+                opt(r.row.s_per_proof, 4),
+                opt(r.row.proofs_per_min, 1),
+                opt(r.row.gpu_busy_pct, 1),
+                opt(r.row.mean_gpu_s, 4),
+                opt(r.gpu_vs_gpu_only, 3),
+                opt(r.latency_p50_s, 2),
+                opt(r.latency_p99_s, 2),
+                opt(r.row.mean_synth_s, 3),
+            ]
+        })
+        .collect();
+    aligned(&header, &cells, 3)
+}
+
+/// `header` and `cells` as aligned columns, the first `text_cols` left-aligned, the others
+/// right-aligned, with a rule under the header.
+fn aligned(header: &[&str], cells: &[Vec<String>], text_cols: usize) -> String {
+    let widths: Vec<usize> = (0..header.len())
+        .map(|c| {
+            cells
+                .iter()
+                .map(|r| r[c].chars().count())
+                .chain([header[c].len()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let line = |out: &mut String, row: &[String]| {
+        let mut l = String::new();
+        for (c, cell) in row.iter().enumerate() {
+            if c > 0 {
+                l.push_str("  ");
+            }
+            let w = widths[c];
+            if c < text_cols {
+                let _ = write!(l, "{cell:<w$}");
+            } else {
+                let _ = write!(l, "{cell:>w$}");
+            }
+        }
+        out.push_str(l.trim_end());
+        out.push('\n');
+    };
+    let mut out = String::new();
+    line(
+        &mut out,
+        &header.iter().map(|h| h.to_string()).collect::<Vec<_>>(),
+    );
+    let rule: Vec<String> = widths.iter().map(|w| "-".repeat(*w)).collect();
+    line(&mut out, &rule);
+    for r in cells {
+        line(&mut out, r);
+    }
+    out
+}
+
+/// The sweep table as Markdown (for `report.md` and BENCHMARKS.md).
+pub fn sweep_markdown(rows: &[SweepRow]) -> String {
+    let mut out = String::from(
+        "| layout | mode | neighbour | jobs in flight | synth workers | jobs | s/proof | \
+         proofs/min | GPU busy % | GPU s/partition | GPU / GPU-only | p50 s | p99 s | mean \
+         synth s |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+    );
+    let opt = |v: Option<f64>, digits: usize| {
+        v.map_or_else(|| "–".to_string(), |v| format!("{v:.digits$}"))
+    };
+    for r in rows {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            r.layout.replace('|', "/"),
+            r.row.mode,
+            if r.neighbour { "hog" } else { "–" },
+            if r.clients == 0 {
+                "capacity".to_string()
+            } else {
+                r.clients.to_string()
+            },
+            r.synth_threads,
+            r.row.proofs,
+            opt(r.row.s_per_proof, 4),
+            opt(r.row.proofs_per_min, 1),
+            opt(r.row.gpu_busy_pct, 1),
+            opt(r.row.mean_gpu_s, 4),
+            opt(r.gpu_vs_gpu_only, 3),
+            opt(r.latency_p50_s, 2),
+            opt(r.latency_p99_s, 2),
+            opt(r.row.mean_synth_s, 3),
+        );
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -549,5 +804,69 @@ mod tests {
         let line = ratio_line(&split, &[gpu, synth]);
         assert!(line.starts_with("split / min(capacities) = 0.98"), "{line}");
         assert!(ratio_line(&split, &[]).contains("missing"));
+    }
+
+    #[test]
+    fn percentiles_by_nearest_rank() {
+        let v = [5.0, 1.0, 4.0, 2.0, 3.0];
+        assert_eq!(percentile(&v, 50.0), Some(3.0));
+        assert_eq!(percentile(&v, 20.0), Some(1.0));
+        assert_eq!(percentile(&v, 21.0), Some(2.0));
+        assert_eq!(percentile(&v, 99.0), Some(5.0));
+        assert_eq!(percentile(&v, 100.0), Some(5.0));
+        // 100 values 1..=100: p99 is the 99th, p50 the 50th.
+        let h: Vec<f64> = (1..=100).rev().map(f64::from).collect();
+        assert_eq!(percentile(&h, 99.0), Some(99.0));
+        assert_eq!(percentile(&h, 50.0), Some(50.0));
+        assert_eq!(percentile(&h, 0.5), Some(1.0));
+        assert_eq!(percentile(&[7.0], 99.0), Some(7.0));
+        assert_eq!(percentile(&[], 50.0), None);
+        assert_eq!(percentile(&v, 0.0), None);
+        assert_eq!(percentile(&v, 101.0), None);
+        assert_eq!(percentile(&v, f64::NAN), None);
+        // A NaN sorts last.
+        assert_eq!(percentile(&[f64::NAN, 1.0], 50.0), Some(1.0));
+    }
+
+    #[test]
+    fn sweep_rows_round_trip_through_json_and_render() {
+        let stats = TimelineStats::from_timeline(&sample());
+        let mut r = SweepRow::new(BenchRow::from_stats("c", "split", &stats), "gpu 1 core")
+            .with_latencies(&[0.5, 0.25, 1.0, 0.75])
+            .with_baseline(Some(0.010));
+        r.clients = 4;
+        r.neighbour = true;
+        assert_eq!(r.latency_p50_s, Some(0.5));
+        assert_eq!(r.latency_p99_s, Some(1.0));
+        assert_eq!(r.latency_mean_s, Some(0.625));
+        // mean GPU 20 ms over a 10 ms baseline.
+        assert!(close(r.gpu_vs_gpu_only.unwrap(), 2.0));
+        assert_eq!(
+            SweepRow::new(r.row.clone(), "x")
+                .with_baseline(None)
+                .gpu_vs_gpu_only,
+            None
+        );
+        let report = SweepReport {
+            workload: "pubinputs:2".into(),
+            rows: vec![r.clone()],
+            ..Default::default()
+        };
+        let json = serde_json::to_value(&report).unwrap();
+        // The BenchRow fields are flattened into the row.
+        assert_eq!(json["rows"][0]["mode"], "split");
+        assert_eq!(json["rows"][0]["clients"], 4);
+        let back: SweepReport = serde_json::from_value(json).unwrap();
+        assert_eq!(back, report);
+        let table = render_sweep_table(&[r.clone()]);
+        assert!(table.lines().nth(2).unwrap().contains("hog"), "{table}");
+        assert!(table.contains("2.000"), "{table}");
+        let md = sweep_markdown(&[r]);
+        assert_eq!(md.lines().count(), 3, "{md}");
+        assert!(md
+            .lines()
+            .nth(2)
+            .unwrap()
+            .starts_with("| gpu 1 core | split | hog | 4 |"));
     }
 }

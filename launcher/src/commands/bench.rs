@@ -1,18 +1,32 @@
 //! `splitprover bench`: monolithic, in-process and split proving of the same circuit with the same
-//! kernels on the same machine, plus the two capacities alone, in one invocation; and a sweep of
-//! cpuset splits and concurrencies for the split mode. Prints one table row per configuration
-//! and writes the TIMELINE log, a Chrome/Perfetto trace and an SVG waterfall per run.
+//! kernels on the same machine, plus the two capacities alone, in one invocation; and the
+//! isolation sweep ([`crate::bench::sweep`]): cpuset layouts, synthesis and client concurrency,
+//! with and without a noisy neighbour, for the in-process and split pipelines. Prints the table,
+//! the ratios and the recommended `[cpus]` layout; writes `sweep.json` (rendered by
+//! `splitprover report`, which the bench runs at its end), `bench.json` (the rows as the older
+//! table), and the TIMELINE log, a Chrome/Perfetto trace and an SVG waterfall per run.
+//!
+//! The Filecoin bench (`--filecoin`, `crate::filecoin::bench`) uses the same sweep through
+//! [`sweep_plan`] and [`finish`].
 
+use std::collections::HashMap;
+use std::path::Path;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::Context;
 
-use crate::bench::{local, split};
-use crate::cli::BenchArgs;
-use crate::report::{self, BenchRow, TimelineStats};
+use crate::bench::layout::{self, Smt, Topology};
+use crate::bench::local;
+use crate::bench::sweep::{self, Mode, SweepPlan};
+use crate::bench::workload::{proof_bytes, Workload};
+use crate::cli::{BenchArgs, HogArgs};
+use crate::pinning::CpuList;
+use crate::report::{self, BenchRow, SweepReport, SweepRow, TimelineStats};
 use crate::timeline::Timeline;
 
-fn list(text: Option<&str>, default: usize) -> anyhow::Result<Vec<usize>> {
+/// A comma-separated list of numbers, or `[default]`.
+pub fn list(text: Option<&str>, default: usize) -> anyhow::Result<Vec<usize>> {
     match text {
         None => Ok(vec![default]),
         Some(t) => t
@@ -26,7 +40,244 @@ fn list(text: Option<&str>, default: usize) -> anyhow::Result<Vec<usize>> {
     }
 }
 
-/// Runs the bench.
+/// `--noisy-neighbour`: the neighbour states of every level.
+pub fn neighbour_states(text: &str) -> anyhow::Result<Vec<bool>> {
+    match text.trim() {
+        "off" => Ok(vec![false]),
+        "on" => Ok(vec![true]),
+        "both" => Ok(vec![false, true]),
+        other => anyhow::bail!("--noisy-neighbour `{other}`: use off, on or both"),
+    }
+}
+
+/// The sweep of the bench flags for `modes` (the in-process and split pipelines, in the order
+/// given) and `gpu_procs` gpu-procs, over this machine's cpus; notes on what its layouts left
+/// out. `gpu_only` measures each start's GPU-only capacity (`--gpu-only-proofs`, default
+/// min(-n, 48) jobs).
+pub fn sweep_plan(
+    args: &BenchArgs,
+    modes: Vec<Mode>,
+    gpu_only: bool,
+    gpu_procs: usize,
+    topology: &Topology,
+    out_dir: &Path,
+) -> anyhow::Result<(SweepPlan, Vec<String>)> {
+    let n = args.proofs.max(1);
+    let smt: Vec<Smt> = args
+        .sweep_smt
+        .split(',')
+        .map(|s| s.parse::<Smt>().map_err(anyhow::Error::msg))
+        .collect::<anyhow::Result<_>>()
+        .context("--sweep-smt")?;
+    let gpu_cores = list(args.sweep_gpu_cores.as_deref(), args.pipeline.gpu_cores)?;
+    let (layouts, notes) = layout::layouts(topology, gpu_procs, &gpu_cores, &smt)?;
+    let hog_cpus = args
+        .hog_cpus
+        .as_deref()
+        .map(|c| {
+            c.parse::<CpuList>()
+                .with_context(|| format!("--hog-cpus `{c}`"))
+        })
+        .transpose()?;
+    let plan = SweepPlan {
+        modes,
+        capacity_only: Vec::new(),
+        gpu_only_proofs: if gpu_only {
+            args.gpu_only_proofs.unwrap_or(n.min(48))
+        } else {
+            0
+        },
+        layouts,
+        synth: list(args.sweep_synth.as_deref(), args.pipeline.synth_concurrency)?,
+        clients: list(args.sweep_clients.as_deref(), args.clients)?,
+        neighbour: neighbour_states(&args.noisy_neighbour)?,
+        max_proofs: n,
+        per_client: args.per_client,
+        hog_mib: args.hog_mib,
+        hog_cpus,
+        warm_up: args.warm_up,
+        batch: args.pipeline.batch.max(1),
+        out_dir: out_dir.to_owned(),
+        program: std::env::current_exe().context("cannot find the splitprover executable")?,
+    };
+    anyhow::ensure!(
+        plan.clients.iter().all(|&c| c >= 1),
+        "--sweep-clients: every concurrency must be at least 1"
+    );
+    Ok((plan, notes))
+}
+
+/// A row of a mode run once in this process, unpinned (monolithic, synthesis-only, stock):
+/// layout `this process`, the figures of `timeline` (or of `wall` and `latencies` where it
+/// has none).
+pub fn plain_row(
+    config: &str,
+    mode: &str,
+    timeline: &Timeline,
+    wall_s: Option<f64>,
+    latencies: &[f64],
+    synth_only: bool,
+) -> anyhow::Result<SweepRow> {
+    let stats = TimelineStats::from_timeline(timeline);
+    let mut row = if synth_only {
+        BenchRow::from_synth_stats(config, mode, &stats)
+    } else {
+        BenchRow::from_stats(config, mode, &stats)
+    };
+    if let Some(wall) = wall_s {
+        let jobs = latencies.len();
+        row.proofs = jobs;
+        row.wall_s = wall;
+        let rate = (jobs > 0 && wall > 0.0).then(|| jobs as f64 / wall);
+        row.proofs_per_s = rate;
+        row.s_per_proof = rate.map(|r| 1.0 / r);
+        row.proofs_per_min = rate.map(|r| 60.0 * r);
+    }
+    let mut r = SweepRow::new(row, "this process").with_latencies(latencies);
+    r.synth_cpus = CpuList::allowed()?.to_string();
+    r.synth_threads = rayon::current_num_threads();
+    r.clients = if synth_only { 0 } else { 1 };
+    Ok(r)
+}
+
+/// Each job's time from its first synthesis start to its last proof, seconds (the latency of
+/// a job in the one-at-a-time modes).
+pub fn job_spans(timeline: &Timeline) -> Vec<f64> {
+    let mut spans: HashMap<u64, (u64, u64)> = HashMap::new();
+    for e in timeline.events() {
+        let s = spans.entry(e.job_id).or_insert((u64::MAX, 0));
+        match e.kind {
+            shm_protocol::control::EventKind::SynthStart => s.0 = s.0.min(e.t_ns),
+            shm_protocol::control::EventKind::ProofDone => s.1 = s.1.max(e.t_ns),
+            _ => {}
+        }
+    }
+    let mut v: Vec<(u64, f64)> = spans
+        .into_iter()
+        .filter(|(_, (a, b))| *b >= *a && *a != u64::MAX)
+        .map(|(j, (a, b))| (j, (b - a) as f64 / 1e9))
+        .collect();
+    v.sort_by_key(|(j, _)| *j);
+    v.into_iter().map(|(_, s)| s).collect()
+}
+
+/// Writes a local run's TIMELINE log, trace and waterfall as `<out_dir>/<slug of mode-config>`
+/// and returns the log's file name.
+pub fn write_run_files(
+    out_dir: &Path,
+    mode: &str,
+    config: &str,
+    timeline: &Timeline,
+) -> anyhow::Result<String> {
+    let slug: String = format!("{mode}-{config}")
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    let base = out_dir.join(&slug);
+    let mut log = Vec::new();
+    timeline.write_log(&mut log)?;
+    std::fs::write(base.with_extension("timeline"), log)?;
+    std::fs::write(
+        base.with_extension("trace.json"),
+        serde_json::to_vec(&timeline.chrome_trace())?,
+    )?;
+    std::fs::write(base.with_extension("svg"), timeline.waterfall_svg())?;
+    Ok(format!("{slug}.timeline"))
+}
+
+/// The end of every bench: prints the table, the ratios, `extra` lines and the recommended
+/// config, writes `sweep.json` and the rows as the older table (`json_name`) in `out_dir` and
+/// renders the report there.
+pub fn finish(
+    out_dir: &Path,
+    json_name: &str,
+    mut report: SweepReport,
+    batch: usize,
+    extra: &[String],
+) -> anyhow::Result<()> {
+    report.recommendation = layout::recommend(&report.rows, &report.backend, batch);
+    report.command = std::env::args().collect::<Vec<_>>().join(" ");
+    let path = out_dir.join("sweep.json");
+    std::fs::write(&path, serde_json::to_vec_pretty(&report)?)?;
+    let table: Vec<BenchRow> = report.rows.iter().map(|r| r.row.clone()).collect();
+    std::fs::write(
+        out_dir.join(json_name),
+        serde_json::to_vec_pretty(&report::rows_to_json(&table))?,
+    )?;
+    let written = crate::commands::report::render_dir(out_dir)?;
+    println!("{}", written.table);
+    for line in ratio_lines(&report.rows).iter().chain(extra) {
+        println!("{line}");
+    }
+    for n in &report.notes {
+        println!("note: {n}");
+    }
+    match &report.recommendation {
+        Some(r) => {
+            println!("\nthe layout to put in the config (best split row, no neighbour):\n{r}")
+        }
+        None => println!(
+            "\nno split row without the noisy neighbour was measured: no layout to recommend"
+        ),
+    }
+    eprintln!(
+        "wrote {} and the report ({} files), the TIMELINE logs, traces and waterfalls",
+        path.display(),
+        written.files.len()
+    );
+    Ok(())
+}
+
+/// For each split row: split / min(capacities) with its layout's GPU-only row and the
+/// synthesis-only row, split / monolithic and split / in-process throughput at the same layout
+/// and concurrency.
+fn ratio_lines(rows: &[SweepRow]) -> Vec<String> {
+    let mut out = Vec::new();
+    let synth_only = rows.iter().find(|r| r.row.mode == "synth-only");
+    let mono = rows.iter().find(|r| r.row.mode == "monolithic");
+    for s in rows.iter().filter(|r| r.row.mode == "split") {
+        out.push(format!(
+            "split, {}, {}, -j {}{}:",
+            s.layout,
+            report::plural(s.synth_threads, "worker"),
+            s.clients,
+            if s.neighbour { ", hog" } else { "" }
+        ));
+        let gpu = rows.iter().find(|r| {
+            r.row.mode == "gpu-only" && r.layout == s.layout && r.synth_threads == s.synth_threads
+        });
+        let caps: Vec<BenchRow> = synth_only
+            .iter()
+            .chain(gpu.iter())
+            .map(|r| r.row.clone())
+            .collect();
+        if !caps.is_empty() {
+            out.push(format!("  {}", report::ratio_line(&s.row, &caps)));
+        }
+        let per = |r: &SweepRow| r.row.proofs_per_s;
+        if let (Some(a), Some(b)) = (per(s), mono.and_then(per)) {
+            out.push(format!("  split / monolithic throughput = {:.2}", a / b));
+        }
+        let inproc = rows.iter().find(|r| {
+            r.row.mode == "inprocess"
+                && r.synth_threads == s.synth_threads
+                && r.clients == s.clients
+                && r.neighbour == s.neighbour
+                && r.synth_cpus.parse::<CpuList>().ok() == s.synth_cpus.parse::<CpuList>().ok()
+        });
+        if let (Some(a), Some(b)) = (per(s), inproc.and_then(per)) {
+            out.push(format!("  split / inprocess throughput = {:.2}", a / b));
+        }
+        if let Some(g) = s.gpu_vs_gpu_only {
+            out.push(format!(
+                "  GPU time per partition split / gpu-only = {g:.3}"
+            ));
+        }
+    }
+    out
+}
+
+/// Runs the bench of a built-in circuit.
 pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let spec = super::parse_spec(&args.circuit)?;
     let modes: Vec<String> = args.modes.split(',').map(|m| m.trim().to_owned()).collect();
@@ -39,185 +290,163 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             "unknown mode `{m}`: use monolithic, inprocess, split, synth-only, gpu-only"
         );
     }
+    let has = |m: &str| modes.iter().any(|x| x == m);
     let base = super::settings_from_args(&args.pipeline, &spec, args.srs.as_deref())?;
     std::fs::create_dir_all(&args.out_dir)
         .with_context(|| format!("cannot create `{}`", args.out_dir.display()))?;
     let n = args.proofs.max(1);
     let batch = args.pipeline.batch.max(1);
-    let mut rows: Vec<BenchRow> = Vec::new();
-    let has = |m: &str| modes.iter().any(|x| x == m);
     let params = base.circuits[0].params.clone();
-    // The split mode's synth-proc gets every core the gpu-procs do not; the in-process modes get
-    // as many synthesis threads, so every mode synthesizes with the same parallelism.
+    let workload = Workload::builtin(spec, &params, 1)?;
+    let topology = Topology::read(&CpuList::allowed()?);
+    let mut sweep_modes = Vec::new();
+    if has("inprocess") {
+        sweep_modes.push(Mode::InProcess);
+    }
+    if has("split") || has("gpu-only") {
+        sweep_modes.push(Mode::Split);
+    }
+    let (mut plan, mut notes) = sweep_plan(
+        &args,
+        sweep_modes,
+        has("gpu-only"),
+        base.gpus.len(),
+        &topology,
+        &args.out_dir,
+    )?;
+    if !has("split") {
+        // `gpu-only` alone asks for the split pipeline's capacity, not for its rows.
+        plan.capacity_only.push(Mode::Split);
+    }
+    // The one-at-a-time modes synthesize with as many threads as the first layout's
+    // synth-proc has workers, so every mode synthesizes with the same parallelism.
     let synth_threads = match args.pipeline.synth_concurrency {
-        0 => crate::pinning::CpuList::allowed()?
-            .len()
-            .saturating_sub(args.pipeline.gpu_cores * args.pipeline.gpus)
-            .max(1),
+        0 => plan.layouts[0].synth.len(),
         n => n,
     };
-
-    if has("monolithic") || has("inprocess") {
-        let backend = gpu_proc::open_backend_from_file(
+    let mut rows: Vec<SweepRow> = Vec::new();
+    let backend = if has("monolithic") || has("inprocess") {
+        Some(gpu_proc::open_backend_from_file(
             args.pipeline.backend,
             &params,
             spec.circuit_id(),
             &spec.to_string(),
+        )?)
+    } else {
+        None
+    };
+    let one_at_a_time = args.monolithic_proofs.unwrap_or(n).max(1);
+    if let (true, Some(backend)) = (has("monolithic"), &backend) {
+        let n = one_at_a_time;
+        let jobs: Vec<Arc<dyn kernels::job::Job>> = (0..n as u64)
+            .map(|i| workload.open(i))
+            .collect::<anyhow::Result<_>>()?;
+        let bar = report::progress_bar(n, "monolithic");
+        let run = local::run_monolithic(backend.as_ref(), &jobs, batch, &|d| {
+            bar.set_position(d as u64)
+        })?;
+        bar.finish_and_clear();
+        for p in &run.proofs {
+            workload.verify(p.job_id, &[proof_bytes(&p.proof)?])?;
+        }
+        let config = format!("batch {batch}");
+        let mut r = plain_row(
+            &config,
+            "monolithic",
+            &run.timeline,
+            None,
+            &job_spans(&run.timeline),
+            false,
         )?;
-        if has("monolithic") {
-            let bar = report::progress_bar(n, "monolithic");
-            let run = local::run_monolithic(backend.as_ref(), &spec, n, batch, &|d| {
-                bar.set_position(d as u64)
-            })?;
-            bar.finish_and_clear();
-            rows.push(record(
-                &args,
-                &format!("batch {batch}"),
-                "monolithic",
-                &run.timeline,
-                false,
-            )?);
-        }
-        if has("inprocess") {
-            let opts = local::InProcessOptions {
-                synth_threads,
-                max_batch: batch,
-                queue_depth: args.clients.max(1),
-            };
-            let bar = report::progress_bar(n, "inprocess");
-            let run = local::run_inprocess(backend.as_ref(), &spec, n, &opts, &|d| {
-                bar.set_position(d as u64)
-            })?;
-            bar.finish_and_clear();
-            rows.push(record(
-                &args,
-                &format!("synth {} threads", opts.synth_threads),
-                "inprocess",
-                &run.timeline,
-                false,
-            )?);
-        }
+        r.timeline = Some(write_run_files(
+            &args.out_dir,
+            "monolithic",
+            &config,
+            &run.timeline,
+        )?);
+        rows.push(r);
     }
     if has("synth-only") {
-        let threads = synth_threads;
+        let n = one_at_a_time;
+        let jobs: Vec<Arc<dyn kernels::job::Job>> = (0..n as u64)
+            .map(|i| workload.open(i))
+            .collect::<anyhow::Result<_>>()?;
         let bar = report::progress_bar(n, "synth-only");
-        let run = local::run_synth_only(&spec, n, threads, &|d| bar.set_position(d as u64))?;
+        let run = local::run_synth_only(&jobs, synth_threads, &|d| bar.set_position(d as u64))?;
         bar.finish_and_clear();
-        rows.push(record(
-            &args,
-            &format!("{threads} threads"),
+        let config = format!("{synth_threads} threads");
+        let mut r = plain_row(&config, "synth-only", &run.timeline, None, &[], true)?;
+        r.synth_threads = synth_threads;
+        r.timeline = Some(write_run_files(
+            &args.out_dir,
             "synth-only",
+            &config,
             &run.timeline,
-            true,
         )?);
+        rows.push(r);
     }
-    // Split rows paired with their own GPU-only capacity (same gpu-proc cores).
-    let mut pairs: Vec<(usize, Option<usize>)> = Vec::new();
-    for gpu_cores in list(args.sweep_gpu_cores.as_deref(), args.pipeline.gpu_cores)? {
-        let mut s = base.clone();
-        s.gpu_cores = gpu_cores;
-        let mut gpu_row = None;
-        if has("gpu-only") {
-            let bar = report::progress_bar(args.gpu_only_proofs.unwrap_or(n.min(48)), "gpu-only");
-            let m = args.gpu_only_proofs.unwrap_or(n.min(48)).max(1);
-            let run = split::run_gpu_only(s.clone(), m, batch, &|d| bar.set_position(d as u64))?;
-            bar.finish_and_clear();
-            check_outcomes(&run)?;
-            let cfg = format!("gpu {gpu_cores} cores, batch {batch}");
-            rows.push(record(&args, &cfg, "gpu-only", &run.timeline, false)?);
-            gpu_row = Some(rows.len() - 1);
-        }
-        if has("split") {
-            for synth in list(args.sweep_synth.as_deref(), args.pipeline.synth_concurrency)? {
-                let mut s = s.clone();
-                s.synth_concurrency = synth;
-                let bar = report::progress_bar(n, "split");
-                let run = split::run_split(s, n, args.clients, &|d| bar.set_position(d as u64))?;
-                bar.finish_and_clear();
-                check_outcomes(&run)?;
-                let synth_proc = run.status.children.iter().find(|c| c.role == "synth-proc");
-                let synth_cpus = synth_proc.and_then(|c| c.cpus.clone()).unwrap_or_default();
-                let workers = synth_proc
-                    .and_then(|c| c.detail.split(": ").nth(1).map(str::to_owned))
-                    .unwrap_or_else(|| synth.to_string());
-                let cfg = format!(
-                    "gpu {gpu_cores} cores / synth cpus {synth_cpus}, {workers}, -j {}",
-                    args.clients
-                );
-                rows.push(record(&args, &cfg, "split", &run.timeline, false)?);
-                pairs.push((rows.len() - 1, gpu_row));
-            }
-        }
+    if !plan.modes.is_empty() {
+        let (sweep_rows, sweep_notes) = sweep::run(&plan, &base, &workload, backend.as_deref())?;
+        rows.extend(sweep_rows);
+        notes.extend(sweep_notes);
     }
-
-    println!("{}", report::render_table(&rows));
-    let synth_row = rows.iter().find(|r| r.mode == "synth-only").cloned();
-    let mono = rows.iter().find(|r| r.mode == "monolithic").cloned();
-    for (split_i, gpu_i) in pairs {
-        let split_row = &rows[split_i];
-        println!("{}:", split_row.config);
-        let caps: Vec<BenchRow> = synth_row
-            .iter()
-            .cloned()
-            .chain(gpu_i.map(|i| rows[i].clone()))
-            .collect();
-        if !caps.is_empty() {
-            println!("  {}", report::ratio_line(split_row, &caps));
-        }
-        if let Some(mono) = &mono {
-            if let (Some(a), Some(b)) = (split_row.proofs_per_s, mono.proofs_per_s) {
-                println!("  split / monolithic throughput = {:.2}", a / b);
-            }
-        }
-        if let Some(gpu) = gpu_i.map(|i| &rows[i]) {
-            if let (Some(a), Some(b)) = (split_row.mean_gpu_s, gpu.mean_gpu_s) {
-                println!("  GPU time per proof split / gpu-only = {:.3}", a / b);
-            }
-        }
-    }
-    let json = report::rows_to_json(&rows);
-    let path = args.out_dir.join("bench.json");
-    std::fs::write(&path, serde_json::to_vec_pretty(&json)?)?;
-    eprintln!(
-        "wrote {} and per-run TIMELINE logs, traces and waterfalls",
-        path.display()
-    );
+    let report = SweepReport {
+        workload: spec.to_string(),
+        backend: args.pipeline.backend.to_string(),
+        machine: topology.describe(),
+        rows,
+        notes,
+        ..Default::default()
+    };
+    finish(&args.out_dir, "bench.json", report, batch, &[])?;
     Ok(ExitCode::SUCCESS)
 }
 
-fn check_outcomes(run: &split::SplitRun) -> anyhow::Result<()> {
-    for o in &run.outcomes {
-        if let Err(e) = &o.result {
-            anyhow::bail!("job {} failed during the bench: {e}", o.job_id);
-        }
-    }
-    Ok(())
+/// `splitprover hog`: the noisy neighbour ([`crate::bench::hog`]).
+pub fn hog(args: HogArgs) -> anyhow::Result<ExitCode> {
+    let cpus: CpuList = args
+        .cpus
+        .parse()
+        .with_context(|| format!("--cpus `{}`", args.cpus))?;
+    let mib = args
+        .mib
+        .unwrap_or_else(|| crate::bench::hog::default_mib(&cpus));
+    crate::bench::hog::run(&cpus, mib, args.seconds)?;
+    Ok(ExitCode::SUCCESS)
 }
 
-fn record(
-    args: &BenchArgs,
-    config: &str,
-    mode: &str,
-    timeline: &Timeline,
-    synth_only: bool,
-) -> anyhow::Result<BenchRow> {
-    let stats = TimelineStats::from_timeline(timeline);
-    let slug: String = format!("{mode}-{config}")
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-        .collect();
-    let base = args.out_dir.join(slug);
-    let mut log = Vec::new();
-    timeline.write_log(&mut log)?;
-    std::fs::write(base.with_extension("timeline"), log)?;
-    std::fs::write(
-        base.with_extension("trace.json"),
-        serde_json::to_vec(&timeline.chrome_trace())?,
-    )?;
-    std::fs::write(base.with_extension("svg"), timeline.waterfall_svg())?;
-    Ok(if synth_only {
-        BenchRow::from_synth_stats(config, mode, &stats)
-    } else {
-        BenchRow::from_stats(config, mode, &stats)
-    })
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shm_protocol::control::{EventKind, TimelineEvent};
+
+    #[test]
+    fn flags_parse() {
+        assert_eq!(list(Some("1, 2,16"), 4).unwrap(), [1, 2, 16]);
+        assert_eq!(list(None, 4).unwrap(), [4]);
+        assert!(list(Some("1,x"), 4).is_err());
+        assert_eq!(neighbour_states("both").unwrap(), [false, true]);
+        assert_eq!(neighbour_states("on").unwrap(), [true]);
+        assert!(neighbour_states("loud").is_err());
+    }
+
+    #[test]
+    fn job_spans_run_from_first_synthesis_to_last_proof() {
+        let ev = |kind, job, ms: u64| TimelineEvent {
+            kind,
+            job_id: job,
+            partition: 0,
+            slot: 0,
+            pid: 1,
+            t_ns: ms * 1_000_000,
+        };
+        let t = Timeline::from_events([
+            ev(EventKind::SynthStart, 2, 100),
+            ev(EventKind::SynthStart, 1, 0),
+            ev(EventKind::ProofDone, 1, 250),
+            ev(EventKind::ProofDone, 2, 400),
+            ev(EventKind::SynthStart, 3, 500),
+        ]);
+        assert_eq!(job_spans(&t), [0.25, 0.3]);
+    }
 }

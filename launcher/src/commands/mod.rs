@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod demo;
 pub mod prove;
+pub mod report;
 pub mod service;
 pub mod settings;
 pub mod srs;
