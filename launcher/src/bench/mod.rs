@@ -18,6 +18,7 @@ pub mod local;
 pub mod sweep;
 pub mod workload;
 
+use kernels::circuits::AnyCircuit;
 use kernels::job::Job;
 use kernels::synth::AssignmentSink;
 
@@ -32,7 +33,70 @@ pub fn synthesize_partition(
     k: usize,
     sink: &mut dyn AssignmentSink,
 ) -> Result<(), kernels::Error> {
-    job.synthesize_partition(k, sink)
+    match compiled(&job.circuit()) {
+        Some(r1cs) => {
+            job.synthesize_partition_with(k, sink, kernels::synth::Synthesis::Compiled(&r1cs))
+        }
+        None => job.synthesize_partition(k, sink),
+    }
+}
+
+/// The bench's in-process syntheses: how they synthesize, and the matrices of each circuit.
+/// Set once by [`use_synthesis`] before a bench runs; until then (and for a circuit whose
+/// matrices could not be had) synthesis is full.
+static SYNTHESIS: std::sync::Mutex<Option<InProcessSynthesis>> = std::sync::Mutex::new(None);
+
+struct InProcessSynthesis {
+    settings: crate::r1cs::SynthesisSettings,
+    /// By circuit id; `None`: full synthesis (and why, logged once).
+    matrices: std::collections::HashMap<u64, Option<std::sync::Arc<kernels::r1cs::R1cs>>>,
+}
+
+/// Makes every in-process synthesis of this process synthesize as `settings` say (the split
+/// pipeline of the same bench uses the same settings), and gets the matrices of `circuit`
+/// ready now, outside any timed run: from the cache the split pipeline uses, or recorded.
+pub fn use_synthesis(settings: &crate::r1cs::SynthesisSettings, circuit: &AnyCircuit) {
+    let mut guard = SYNTHESIS.lock().unwrap_or_else(|e| e.into_inner());
+    *guard = Some(InProcessSynthesis {
+        settings: settings.clone(),
+        matrices: Default::default(),
+    });
+    drop(guard);
+    let _ = compiled(circuit);
+}
+
+fn compiled(circuit: &AnyCircuit) -> Option<std::sync::Arc<kernels::r1cs::R1cs>> {
+    let mut guard = SYNTHESIS.lock().unwrap_or_else(|e| e.into_inner());
+    let state = guard.as_mut()?;
+    if !state.settings.precompiled {
+        return None;
+    }
+    let id = circuit.circuit_id().ok()?;
+    if let Some(m) = state.matrices.get(&id) {
+        return m.clone();
+    }
+    let opened = circuit
+        .shape()
+        .map_err(|e| e.to_string())
+        .and_then(|shape| {
+            crate::r1cs::load_or_record(
+                circuit,
+                id,
+                &shape,
+                state.settings.cache_dir.as_deref(),
+                state.settings.budget_bytes,
+            )
+        })
+        .and_then(|shared| shared.open().map_err(|e| e.to_string()));
+    let entry = match opened {
+        Ok(r1cs) => Some(std::sync::Arc::new(r1cs)),
+        Err(why) => {
+            tracing::warn!(%circuit, "in-process syntheses are full: {why}");
+            None
+        }
+    };
+    state.matrices.insert(id, entry.clone());
+    entry
 }
 
 /// Restricts the calling thread to `cpus` (`sched_setaffinity` on the thread). Threads it

@@ -292,6 +292,10 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     }
     let has = |m: &str| modes.iter().any(|x| x == m);
     let base = super::settings_from_args(&args.pipeline, &spec, args.srs.as_deref())?;
+    crate::bench::use_synthesis(
+        &base.synthesis,
+        &kernels::circuits::AnyCircuit::Builtin(spec),
+    );
     std::fs::create_dir_all(&args.out_dir)
         .with_context(|| format!("cannot create `{}`", args.out_dir.display()))?;
     let n = args.proofs.max(1);

@@ -201,6 +201,7 @@ pub fn run_command(args: &BenchArgs, kind: &str) -> anyhow::Result<ExitCode> {
         request.verify,
     )?;
     let settings = crate::commands::settings_for(&args.pipeline, circuit, files.params.clone())?;
+    crate::bench::use_synthesis(&settings.synthesis, &circuit);
     let n = args.proofs.max(1);
     let topology = Topology::read(&CpuList::allowed()?);
     let mut sweep_modes = Vec::new();
