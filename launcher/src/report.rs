@@ -455,6 +455,13 @@ pub struct SweepRow {
     /// The row's TIMELINE log, a file name in the bench's output dir.
     #[serde(default)]
     pub timeline: Option<String>,
+    /// CPU seconds (user + system) the prover processes spent per partition proved (the split
+    /// pipeline's gpu-procs: everything the host does for a proof besides synthesis).
+    #[serde(default)]
+    pub prover_cpu_s_per_partition: Option<f64>,
+    /// `prover_cpu_s_per_partition / row.mean_gpu_s`.
+    #[serde(default)]
+    pub prover_cpu_vs_gpu: Option<f64>,
 }
 
 impl SweepRow {
@@ -475,6 +482,8 @@ impl SweepRow {
             latency_p99_s: None,
             latency_mean_s: None,
             timeline: None,
+            prover_cpu_s_per_partition: None,
+            prover_cpu_vs_gpu: None,
         }
     }
 
@@ -537,6 +546,7 @@ pub fn render_sweep_table(rows: &[SweepRow]) -> String {
         "p50 s",
         "p99 s",
         "synth s",
+        "cpu/gpu",
     ];
     let opt = |v: Option<f64>, digits: usize| {
         v.map_or_else(|| "-".to_string(), |v| format!("{v:.digits$}"))
@@ -559,6 +569,7 @@ pub fn render_sweep_table(rows: &[SweepRow]) -> String {
                 opt(r.latency_p50_s, 2),
                 opt(r.latency_p99_s, 2),
                 opt(r.row.mean_synth_s, 3),
+                opt(r.prover_cpu_vs_gpu, 3),
             ]
         })
         .collect();
@@ -612,7 +623,7 @@ pub fn sweep_markdown(rows: &[SweepRow]) -> String {
     let mut out = String::from(
         "| layout | mode | neighbour | jobs in flight | synth workers | jobs | s/proof | \
          proofs/min | GPU busy % | GPU s/partition | GPU / GPU-only | p50 s | p99 s | mean \
-         synth s |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+         synth s | prover CPU / GPU |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     let opt = |v: Option<f64>, digits: usize| {
         v.map_or_else(|| "–".to_string(), |v| format!("{v:.digits$}"))
@@ -620,7 +631,7 @@ pub fn sweep_markdown(rows: &[SweepRow]) -> String {
     for r in rows {
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             r.layout.replace('|', "/"),
             r.row.mode,
             if r.neighbour { "hog" } else { "–" },
@@ -639,6 +650,7 @@ pub fn sweep_markdown(rows: &[SweepRow]) -> String {
             opt(r.latency_p50_s, 2),
             opt(r.latency_p99_s, 2),
             opt(r.row.mean_synth_s, 3),
+            opt(r.prover_cpu_vs_gpu, 3),
         );
     }
     out

@@ -154,6 +154,15 @@ fn a_tiny_sweep_writes_its_rows_and_a_report_of_valid_svg() {
         let ratio = num(r, "gpu_vs_gpu_only");
         let base = num(r, "gpu_only_mean_gpu_s");
         assert!((ratio - num(r, "mean_gpu_s") / base).abs() < 1e-9, "{r}");
+        // The split pipeline's gpu-proc CPU time per partition (the in-process prover shares
+        // its process: none).
+        if r["mode"] == "split" {
+            let cpu = num(r, "prover_cpu_s_per_partition");
+            assert!(cpu >= 0.0, "{r}");
+            assert!((num(r, "prover_cpu_vs_gpu") - cpu / num(r, "mean_gpu_s")).abs() < 1e-9);
+        } else {
+            assert!(r["prover_cpu_s_per_partition"].is_null(), "{r}");
+        }
         let detail = r["neighbour_detail"].as_str();
         if r["neighbour"].as_bool().unwrap() {
             assert!(detail.unwrap().starts_with("hog on cpus "), "{r}");

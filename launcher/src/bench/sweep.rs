@@ -249,6 +249,23 @@ trait Engine: Sync {
     fn resume(&self) -> anyhow::Result<()>;
     /// Synthesized partitions waiting for the paused prover; an error when the pipeline broke.
     fn waiting(&self) -> anyhow::Result<usize>;
+    /// CPU seconds (user + system) the prover processes used so far, where they can be read
+    /// (the split pipeline's gpu-procs); the in-process prover shares its process and has none.
+    fn prover_cpu_s(&self) -> Option<f64> {
+        None
+    }
+}
+
+/// User + system CPU seconds of process `pid` (`/proc/PID/stat`, fields 14 and 15).
+fn process_cpu_s(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name is in parentheses and may hold spaces: fields count from after it.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split(' ').collect();
+    let ticks = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    // SAFETY: sysconf reads a constant of the system; no memory is passed.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    (hz > 0).then(|| ticks as f64 / hz as f64)
 }
 
 struct SplitEngine<'a> {
@@ -287,6 +304,19 @@ impl Engine for SplitEngine<'_> {
             anyhow::bail!("{f}");
         }
         Ok(self.pipeline.ring().counts().ready)
+    }
+
+    fn prover_cpu_s(&self) -> Option<f64> {
+        let status = self.pipeline.status();
+        let pids: Vec<u32> = status
+            .children
+            .iter()
+            .filter(|c| c.role.starts_with("gpu-proc"))
+            .filter_map(|c| c.pid)
+            .collect();
+        (!pids.is_empty())
+            .then(|| pids.iter().map(|&p| process_cpu_s(p)).sum::<Option<f64>>())
+            .flatten()
     }
 }
 
@@ -334,6 +364,8 @@ struct Level {
     wall: Duration,
     latencies: Vec<f64>,
     timeline: Timeline,
+    /// CPU seconds the prover processes used during the level, where known.
+    prover_cpu_s: Option<f64>,
 }
 
 /// `total` jobs through `engine` by `clients` closed-loop clients; every proof checked.
@@ -346,6 +378,7 @@ fn level<E: Engine>(
     label: &str,
 ) -> anyhow::Result<Level> {
     let _ = engine.take_events();
+    let cpu_before = engine.prover_cpu_s();
     let bar = report::progress_bar(total, label);
     let next = std::sync::atomic::AtomicUsize::new(0);
     let failed = AtomicBool::new(false);
@@ -400,10 +433,16 @@ fn level<E: Engine>(
     bar.finish_and_clear();
     let done = done.into_inner().unwrap_or_else(|p| p.into_inner());
     let wall = done.iter().map(|d| d.1).fold(0.0, f64::max);
+    let prover_cpu_s = match (cpu_before, engine.prover_cpu_s()) {
+        // A gpu-proc restarted meanwhile reads lower: no figure then.
+        (Some(a), Some(b)) if b >= a => Some(b - a),
+        _ => None,
+    };
     Ok(Level {
         wall: Duration::from_secs_f64(wall),
         latencies: done.iter().map(|d| d.0).collect(),
         timeline: Timeline::from_events(engine.take_events()),
+        prover_cpu_s,
     })
 }
 
@@ -446,6 +485,7 @@ impl Ctx<'_> {
                     wall: Duration::from_secs_f64(stats.gpu_span_s.max(stats.wall_s)),
                     latencies,
                     timeline,
+                    prover_cpu_s: None,
                 },
                 None,
             )?;
@@ -590,6 +630,15 @@ impl Ctx<'_> {
         r.neighbour = hog.is_some();
         r.neighbour_detail = hog.map(|h| h.detail.clone());
         r.timeline = Some(format!("{slug}.timeline"));
+        let partitions = (jobs * self.workload.partitions()) as f64;
+        r.prover_cpu_s_per_partition = level
+            .prover_cpu_s
+            .filter(|_| partitions > 0.0)
+            .map(|cpu| cpu / partitions);
+        r.prover_cpu_vs_gpu = match (r.prover_cpu_s_per_partition, r.row.mean_gpu_s) {
+            (Some(cpu), Some(gpu)) if gpu > 0.0 => Some(cpu / gpu),
+            _ => None,
+        };
         Ok(r)
     }
 }
