@@ -13,6 +13,9 @@
 //! median seconds of the full synthesis, of the pre-compiled one, of its sparse products alone
 //! (so the witness pass is the difference), and the speed-up. Filecoin requests are made with
 //! the test fixtures (a 2 KiB sector sealed in a temporary directory).
+//!
+//! `--profile full|precompiled` runs only that path, `--iters` times, and prints nothing else:
+//! a workload for `perf record` (the before/after profiles in BENCHMARKS.md).
 
 use std::time::Instant;
 
@@ -91,10 +94,12 @@ fn main() {
     let mut circuits = Vec::new();
     let mut iters = 3usize;
     let mut threads = vec![1usize];
+    let mut profile: Option<String> = None;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
             "--iters" => iters = it.next().expect("--iters N").parse().expect("a number"),
+            "--profile" => profile = Some(it.next().expect("--profile full|precompiled").clone()),
             "--threads" => {
                 threads = it
                     .next()
@@ -114,6 +119,21 @@ fn main() {
     for circuit in &circuits {
         let job = job_for(circuit, &work);
         let (r1cs, record_s) = time(|| kernels::r1cs::compile(circuit).unwrap());
+        if let Some(path) = &profile {
+            let how = match path.as_str() {
+                "full" => Synthesis::Full,
+                "precompiled" => Synthesis::Compiled(&r1cs),
+                other => panic!("--profile {other}: full or precompiled"),
+            };
+            let (_, s) = time(|| {
+                for _ in 0..iters {
+                    let mut sink = VecSink::with_limit(r1cs.shape());
+                    job.synthesize_partition_with(0, &mut sink, how).unwrap();
+                }
+            });
+            eprintln!("{circuit} {path}: {:.3} s per synthesis", s / iters as f64);
+            continue;
+        }
         kernels::r1cs::check_job(&*job, &r1cs).unwrap();
         eprintln!(
             "{circuit}: {} constraints, matrices {} MiB, terms {:?}, {} coefficients, recorded in \

@@ -810,7 +810,15 @@ fn eval_row(
         match (t >> 32) as u32 {
             ID_ONE => acc += v,
             ID_MINUS_ONE => acc -= v,
-            id => acc += *v * coeffs[id as usize],
+            // Most witness values are bits (SHA-256 is built of them): a coefficient times 0 or
+            // 1 needs no multiplication.
+            id => {
+                if *v == Scalar::ONE {
+                    acc += &coeffs[id as usize];
+                } else if !bool::from(v.is_zero()) {
+                    acc += *v * coeffs[id as usize];
+                }
+            }
         }
     }
     acc
@@ -907,6 +915,59 @@ impl<S: AssignmentSink> ConstraintSystem<Scalar> for WitnessCs<S> {
     fn get_root(&mut self) -> &mut Self::Root {
         self
     }
+
+    /// A witness generator in bellpepper's sense: gadgets may skip building the linear
+    /// combinations only `enforce` would read (the vendored bellperson's SHA-256 does). They
+    /// still enforce as often: the count is checked against the matrices.
+    fn is_witness_generator(&self) -> bool {
+        true
+    }
+
+    fn extend_inputs(&mut self, new_inputs: &[Scalar]) {
+        for &v in new_inputs {
+            if self.allocate(|| Ok(v), true).is_err() {
+                return;
+            }
+        }
+    }
+
+    fn extend_aux(&mut self, new_aux: &[Scalar]) {
+        for &v in new_aux {
+            if self.allocate(|| Ok(v), false).is_err() {
+                return;
+            }
+        }
+    }
+
+    fn allocate_empty(
+        &mut self,
+        _aux_n: usize,
+        _inputs_n: usize,
+    ) -> (&mut [Scalar], &mut [Scalar]) {
+        unsupported("allocate_empty")
+    }
+
+    fn allocate_empty_inputs(&mut self, _n: usize) -> &mut [Scalar] {
+        unsupported("allocate_empty_inputs")
+    }
+
+    fn allocate_empty_aux(&mut self, _n: usize) -> &mut [Scalar] {
+        unsupported("allocate_empty_aux")
+    }
+
+    fn inputs_slice(&self) -> &[Scalar] {
+        self.sink.inputs()
+    }
+
+    fn aux_slice(&self) -> &[Scalar] {
+        self.sink.aux()
+    }
+}
+
+/// Gadgets that fill uninitialised witness storage in place are not supported (no circuit
+/// served uses one): a panic that the synthesis workers catch, failing that synthesis alone.
+fn unsupported(what: &str) -> ! {
+    panic!("the pre-compiled synthesis does not support `{what}` (a witness-generator gadget that fills storage in place); use the full synthesis for this circuit")
 }
 
 /// Synthesizes `circuit` into `sink` through its pre-compiled matrices: the witness pass, then
