@@ -474,6 +474,7 @@ struct sp_batch_times {
 struct sp_options {
     int double_buffer;   // 0: one input set (no copy overlap); otherwise two where memory allows
     uint32_t wbits_h;    // 0: sppark's window size for the H MSM; otherwise 10..=18
+    uint32_t chunks_h;   // 0: sppark's chunking of the H MSM; otherwise 1..=64 chunks
 };
 
 struct sp_upload {
@@ -483,6 +484,7 @@ struct sp_upload {
     int pinned;              // 1 when the SRS was page-locked for the copy
     int input_sets;          // 2: the next proof's copies overlap the current one
     uint32_t wbits_h;        // the H MSM's window size
+    uint32_t chunks_h;       // the H MSM's chunks
 };
 
 // Shape of one Pippenger run (mirrored as `MsmPlan` for the no-GPU tests).
@@ -506,8 +508,11 @@ static size_t sp_split_words(size_t n) { return (n + 1023) / 1024 * 16; }
 static size_t sp_tiles(size_t nwords) { return (nwords + SP_TILE - 1) / SP_TILE; }
 
 // The window size, chunking and buffer sizes that sppark's msm_t picks for an MSM over n points
-// (its constructor and `invoke` with the same n), with an optional window size instead.
-static sp_msm_plan sp_plan(size_t n, uint32_t wbits = 0)
+// (its constructor and `invoke` with the same n), with an optional window size or chunk count
+// instead. With device-resident points sppark chunks only to bound the digit memory (its chunks
+// pipeline host copies otherwise); its sort and accumulation take any chunk of up to 2^31
+// points, so any count is valid and only the speed differs.
+static sp_msm_plan sp_plan(size_t n, uint32_t wbits = 0, uint32_t chunks = 0)
 {
     sp_msm_plan p{};
     p.n = n;
@@ -525,7 +530,7 @@ static sp_msm_plan sp_plan(size_t n, uint32_t wbits = 0)
     uint32_t lg = (uint32_t)sp_lg2(n + n / 2);
     size_t batch = (size_t)1 << (std::max(lg, p.wbits) - p.wbits);
     batch >>= 6;
-    p.batch = batch ? batch : 1;
+    p.batch = chunks ? chunks : batch ? batch : 1;
     size_t stride = n ? (n + p.batch - 1) / p.batch : 0;
     p.stride = (stride + WARP_SZ - 1) & ((size_t)0 - WARP_SZ);
     p.buckets = (size_t)p.nwins << (p.wbits - 1);
@@ -618,7 +623,7 @@ struct sp_layout {
 
 static size_t sp_nz(size_t n) { return n ? n : 1; }
 
-static sp_layout sp_layout_of(const sp_srs& s, int sms, uint32_t wbits_h)
+static sp_layout sp_layout_of(const sp_srs& s, int sms, uint32_t wbits_h, uint32_t chunks_h)
 {
     sp_layout l{};
     uint32_t lg_domain = sp_lg2(s.n_h - 1) + 1;
@@ -643,7 +648,7 @@ static sp_layout sp_layout_of(const sp_srs& s, int sms, uint32_t wbits_h)
     l.tail_g1 = nmax / 2 + 1;
     l.tail_g2 = s.n_b / 2 + 1;
 
-    l.plan_h = sp_plan(s.n_h, wbits_h);
+    l.plan_h = sp_plan(s.n_h, wbits_h, chunks_h);
     size_t b_g1 = l.plan_h.buckets, b_g2 = 0;
     size_t digits = l.plan_h.digits, temps = l.plan_h.temps;
     for (int q = 0; q < 3; q++) {
@@ -834,6 +839,8 @@ RustError::by_value splitprover_gpu_create(const sp_srs* srs, const void* image,
         return RustError{cudaErrorInvalidValue, "the SRS's H query has fewer than 2 points"};
     if (opts->wbits_h && (opts->wbits_h < 10 || opts->wbits_h > 18))
         return RustError{cudaErrorInvalidValue, "the H window size must be 10 to 18 bits"};
+    if (opts->chunks_h > 64)
+        return RustError{cudaErrorInvalidValue, "the H MSM takes 1 to 64 chunks"};
 
     GpuContext* ctx = nullptr;
     try {
@@ -852,7 +859,8 @@ RustError::by_value splitprover_gpu_create(const sp_srs* srs, const void* image,
 
         // Refuse a shape that cannot fit, with the numbers, before allocating anything; take
         // the second input set only when it fits with room to spare.
-        const sp_layout& L = ctx->lay = sp_layout_of(*srs, ctx->sms, opts->wbits_h);
+        const sp_layout& L = ctx->lay = sp_layout_of(*srs, ctx->sms, opts->wbits_h,
+                                                     opts->chunks_h);
         size_t srs_bytes = (srs->n_h + srs->n_l + srs->n_a + srs->n_b) * sizeof(affine_t)
                          + srs->n_b * sizeof(affine_fp2_t);
         size_t one_set = L.once_bytes() + L.set_bytes();
@@ -961,6 +969,7 @@ RustError::by_value splitprover_gpu_create(const sp_srs* srs, const void* image,
         stats->scratch_bytes = scratch;
         stats->input_sets = ctx->nsets;
         stats->wbits_h = L.plan_h.wbits;
+        stats->chunks_h = (uint32_t)L.plan_h.batch;
         ctx->s_main->sync();
     } catch (const cuda_error& e) {
         delete ctx;

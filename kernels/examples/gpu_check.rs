@@ -4,7 +4,7 @@
 //! ```text
 //! cargo build --release -p kernels --features cuda --example gpu_check
 //! gpu_check SPEC --params FILE [--seeds N] [--par P] [--cpu K] [--iters I] [--batch B]
-//!           [--pinned] [--no-overlap] [--supraseal] [--phases] [--wbits-h W,W,...]
+//!           [--pinned] [--no-overlap] [--supraseal] [--phases] [--wbits-h W[/C],...]
 //!           [--gen cpu|gpu] [--gen-check]
 //! gpu_check sha-chain:2  --params p16 --seeds 100 --cpu 100 --batch 8   # 100 witnesses at 2^16
 //! gpu_check sha-chain:38 --params p20 --seeds 8 --cpu 8 --batch 8 --iters 10 --pinned \
@@ -29,8 +29,9 @@
 //! - `--phases` prints the median phases of our prover (CUDA events), alone and in a batch.
 //! - `--supraseal` times supraseal-c2 (backend `cuda`) on the same assignments, alone and in a
 //!   batch; its proofs must verify and equal ours byte for byte.
-//! - `--wbits-h W,...` opens the backend again with each H window size and times single proofs
-//!   (each must equal the bytes proved before).
+//! - `--wbits-h W[/C],...` opens the backend again with each H window size in bits (and, after a
+//!   slash, each number of chunks the H points are taken in; sppark's choice without) and times
+//!   single proofs (each must equal the bytes proved before).
 //! - `--gen gpu` writes a missing `--params` with the GPU generator (default `cpu`);
 //!   `--gen-check` generates the parameters on both devices (seed 1), times both and requires
 //!   them equal.
@@ -145,7 +146,7 @@ mod check {
         overlap: bool,
         supraseal: bool,
         phases: bool,
-        wbits_h: Vec<u32>,
+        wbits_h: Vec<(u32, Option<u32>)>,
         gen: GenDevice,
         gen_check: bool,
     }
@@ -173,7 +174,11 @@ mod check {
                 "--phases" => phases = true,
                 "--wbits-h" => {
                     for w in value("--wbits-h")?.split(',') {
-                        wbits_h.push(w.trim().parse()?);
+                        let (bits, chunks) = match w.trim().split_once('/') {
+                            Some((b, c)) => (b.parse()?, Some(c.parse()?)),
+                            None => (w.trim().parse()?, None),
+                        };
+                        wbits_h.push((bits, chunks));
                     }
                 }
                 "--gen" => gen = value("--gen")?.parse()?,
@@ -364,12 +369,12 @@ mod check {
         );
         let options = GpuOptions {
             overlap: args.overlap,
-            h_window_bits: None,
+            ..GpuOptions::default()
         };
         let gpu = GpuBackend::with_options(&view, options)?;
         let res = gpu.residency();
         println!(
-            "gpu: {:.2} GB resident, scratch {:.2} GB, upload {:.0} ms ({:.1} GB/s, {}); {} input set(s) ({}), H window {} bits",
+            "gpu: {:.2} GB resident, scratch {:.2} GB, upload {:.0} ms ({:.1} GB/s, {}); {} input set(s) ({}), H window {} bits in {} chunk(s)",
             res.srs_bytes as f64 / 1e9,
             res.scratch_bytes as f64 / 1e9,
             res.upload_ms,
@@ -386,6 +391,7 @@ mod check {
                 "no copy overlap"
             },
             res.h_window_bits,
+            res.h_chunks,
         );
         let cpu = if args.cpu > 0 {
             Some(CpuBackend::new(&image)?)
@@ -568,16 +574,18 @@ mod check {
         // The H window sweep: the same proof with each window size.
         if !args.wbits_h.is_empty() {
             drop(gpu);
-            println!("| H window bits | msm h ms | compute ms | gpu span ms | wall ms | bytes |");
-            println!("|---|---|---|---|---|---|");
-            for &w in &args.wbits_h {
+            println!("| H window bits | chunks | msm h ms | compute ms | gpu span ms | wall ms | bytes |");
+            println!("|---|---|---|---|---|---|---|");
+            for &(w, chunks) in &args.wbits_h {
                 let backend = GpuBackend::with_options(
                     &view,
                     GpuOptions {
                         overlap: args.overlap,
                         h_window_bits: Some(w),
+                        h_chunks: chunks,
                     },
                 )?;
+                let used = backend.residency().h_chunks;
                 let t = time_ours(
                     &backend,
                     &views[..1],
@@ -589,7 +597,7 @@ mod check {
                 let pick =
                     |f: fn(&Phases) -> f64| median(&mut t.phases.iter().map(f).collect::<Vec<_>>());
                 println!(
-                    "| {w} | {:.2} | {:.2} | {:.2} | {:.2} | {} |",
+                    "| {w} | {used} | {:.2} | {:.2} | {:.2} | {:.2} | {} |",
                     pick(|p| p.msm_h),
                     pick(|p| p.compute),
                     pick(|p| p.span),

@@ -203,8 +203,8 @@ fn gpu_batches_equal_cpu_proofs_with_and_without_overlap() {
 }
 
 #[test]
-fn every_h_window_size_gives_the_same_proof() {
-    if !have_gpu("every_h_window_size_gives_the_same_proof") {
+fn every_h_window_size_and_chunking_gives_the_same_proof() {
+    if !have_gpu("every_h_window_size_and_chunking_gives_the_same_proof") {
         return;
     }
     let spec: CircuitSpec = "sha-chain:1".parse().unwrap();
@@ -214,16 +214,29 @@ fn every_h_window_size_gives_the_same_proof() {
     let asg = owned.as_assignment();
     let (r, s) = ([Scalar::from(5u64)], [Scalar::from(7u64)]);
     let want = bytes(&cpu.prove_batch(&[asg], &r, &s).unwrap()[0]);
-    for w in [10, 11, 13, 15, 18] {
+    for (w, chunks) in [
+        (10, None),
+        (11, None),
+        (13, None),
+        (15, None),
+        (18, None),
+        (10, Some(1)),
+        (10, Some(3)),
+        (12, Some(7)),
+    ] {
         let options = GpuOptions {
             h_window_bits: Some(w),
+            h_chunks: chunks,
             ..GpuOptions::default()
         };
         let gpu =
             GpuBackend::with_options(&SrsView::new(image.as_ref()).unwrap(), options).unwrap();
         assert_eq!(gpu.residency().h_window_bits, w);
+        if let Some(c) = chunks {
+            assert_eq!(gpu.residency().h_chunks, c);
+        }
         let got = gpu.prove_batch(&[asg], &r, &s).unwrap();
-        assert_eq!(bytes(&got[0]), want, "H window {w} bits");
+        assert_eq!(bytes(&got[0]), want, "H window {w} bits, chunks {chunks:?}");
     }
     let view = SrsView::new(image.as_ref()).unwrap();
     let bad = GpuOptions {
