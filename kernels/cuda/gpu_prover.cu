@@ -719,6 +719,7 @@ struct sp_flight {
     unsigned char* results = nullptr;  // page-locked: the final sums
     uint32_t nwins[SP_JOBS] = {}, wbits[SP_JOBS] = {};
     size_t big[3] = {};
+    sp_components host_sums;           // the diagnostic's sums (`splitprover_gpu_prove_batch`)
 };
 
 struct GpuContext {
@@ -1298,9 +1299,84 @@ static void sp_issue_front(GpuContext& ctx, const sp_assignment& a, int set, sp_
     CUDA_OK(cudaEventRecord(fl.ev[EV_H], m));
 }
 
+// The diagnostic: one window sum from integrate's 2 * NT partial sums of a row (summed over the
+// chunks on the device), on the host, with sppark's own loop (`msm_t::integrate_row`).
+template<class B, class P>
+static P sp_host_window(const B* row, uint32_t lsbits)
+{
+    const uint32_t NT = SP_NT(B);
+    const uint32_t nthrbits = (uint32_t)sp_lg2(NT);
+    size_t i = NT - 1;
+    if (lsbits - 1 <= nthrbits) {
+        size_t mask = (1U << (nthrbits - (lsbits - 1))) - 1;
+        B res, acc = row[2 * i + 1];
+        if (mask)
+            res.inf();
+        else
+            res = acc;
+        while (i--) {
+            acc.add(row[2 * i + 1]);
+            if ((i & mask) == 0)
+                res.add(acc);
+        }
+        return P(res);
+    }
+    P res = P(row[2 * i]);
+    B acc = row[2 * i + 1];
+    while (i--) {
+        P raise = P(acc);
+        for (size_t j = 0; j < lsbits - 1 - nthrbits; j++)
+            raise.dbl();
+        res.add(raise);
+        res.add(P(row[2 * i]));
+        if (i)
+            acc.add(row[2 * i + 1]);
+    }
+    return res;
+}
+
+// The diagnostic: one MSM's sum from its device accumulators (waited for), reduced on the host
+// as sppark's `collect` reduces (the windows by `sp_host_window`, Horner, the partial sums one by
+// one), instead of by `sp_final`: the same buckets, the other reduction.
+template<class B, class P>
+static void sp_host_sum(GpuContext& ctx, P& out, const sp_job_buf<B>& job, const sp_job_rec& rec)
+{
+    const size_t per_row = 2 * SP_NT(B), nparts = ctx.lay.parts;
+    const uint32_t nbits = (uint32_t)fr_t::bit_length();
+    std::vector<B> acc_w(std::max<size_t>(1, rec.nwins * per_row)), ones(nparts), split(nparts);
+    stream_t& m = *ctx.s_main;
+    if (rec.pippenger) {
+        CUDA_OK(cudaMemcpyAsync(acc_w.data(), job.acc_w.ptr, rec.nwins * per_row * sizeof(B),
+                                cudaMemcpyDeviceToHost, m));
+        CUDA_OK(cudaMemcpyAsync(ones.data(), job.acc_ones.ptr, nparts * sizeof(B),
+                                cudaMemcpyDeviceToHost, m));
+    }
+    if (rec.split)
+        CUDA_OK(cudaMemcpyAsync(split.data(), job.split.ptr, nparts * sizeof(B),
+                                cudaMemcpyDeviceToHost, m));
+    CUDA_OK(cudaStreamSynchronize(m));
+    out.inf();
+    for (uint32_t y = rec.nwins; y-- > 0;) {
+        if (y != rec.nwins - 1)
+            for (uint32_t i = 0; i < rec.wbits; i++)
+                out.dbl();
+        uint32_t lsbits = y == rec.nwins - 1 ? nbits - y * rec.wbits : rec.wbits;
+        out.add(sp_host_window<B, P>(&acc_w[y * per_row], lsbits));
+    }
+    B one;
+    one.inf();
+    for (size_t k = 0; k < nparts; k++) {
+        if (rec.pippenger)
+            one.add(ones[k]);
+        if (rec.split)
+            one.add(split[k]);
+    }
+    out.add(P(one));
+}
+
 // The rest of a proof, once the split counts are on the host: the L, A, B_G1 and B_G2 MSMs,
 // the input set released, the final sums and their copy to the flight's host results.
-static void sp_issue_back(GpuContext& ctx, int set, sp_flight& fl)
+static void sp_issue_back(GpuContext& ctx, int set, sp_flight& fl, bool host_sums)
 {
     stream_t& m = *ctx.s_main;
     const sp_srs& L = ctx.lens;
@@ -1361,6 +1437,14 @@ static void sp_issue_back(GpuContext& ctx, int set, sp_flight& fl)
     CUDA_OK(cudaMemcpyAsync(fl.results, ctx.d_results.ptr, ctx.lay.results_bytes,
                             cudaMemcpyDeviceToHost, m));
     CUDA_OK(cudaEventRecord(fl.ev[EV_DONE], m));
+    if (host_sums) {
+        // the diagnostic waits here, before the next proof's MSMs overwrite the accumulators
+        point_t* g1[SP_G1_JOBS] = {&fl.host_sums.h, &fl.host_sums.l, &fl.host_sums.a,
+                                   &fl.host_sums.b_g1};
+        for (int j = 0; j < SP_G1_JOBS; j++)
+            sp_host_sum(ctx, *g1[j], ctx.job_g1[j], rec[j]);
+        sp_host_sum(ctx, fl.host_sums.b_g2, ctx.job_g2, rec[SP_JOB_B2]);
+    }
 }
 
 // Horner over one MSM's window sums (host buckets, as the device wrote them): the top window
@@ -1423,7 +1507,8 @@ static bool sp_matches(const GpuContext& ctx, const sp_assignment& a)
         && a.b_input.popcount + a.b_aux.popcount == L.n_b;
 }
 
-// Proves n circuits in order. With two input sets, proof i+1's copies run on the copy stream
+// Proves n circuits in order (`host_sums`, when not null, also gets every proof's five sums
+// reduced on the host from the same device accumulators: a diagnostic). With two input sets, proof i+1's copies run on the copy stream
 // while proof i computes; each proof's window combination runs on the host while the device
 // computes the next. The host order below is what makes that safe with plain events:
 //   copy(0); for i: front(i); finish(i-1); copy(i+1) [two sets]; back(i); copy(i+1) [one set]
@@ -1436,7 +1521,7 @@ extern "C"
 RustError::by_value splitprover_gpu_prove_batch(GpuContext* ctx, const sp_assignment* asgs,
                                                 size_t n, sp_components* out, sp_phases* ph,
                                                 sp_batch_times* times, sp_on_proof on_proof,
-                                                void* user)
+                                                void* user, sp_components* host_sums)
 {
     std::lock_guard<std::mutex> guard(ctx->mtx);
     // The Rust side checks all of this; checked again so that no call reads out of bounds.
@@ -1458,17 +1543,21 @@ RustError::by_value splitprover_gpu_prove_batch(GpuContext* ctx, const sp_assign
             sp_issue_front(*ctx, asgs[i], set, fl);
             if (i > 0) {
                 sp_finish(ctx->fl[(i - 1) % 2], out[i - 1], ph[i - 1]);
+                if (host_sums)
+                    host_sums[i - 1] = ctx->fl[(i - 1) % 2].host_sums;
                 if (on_proof)
                     on_proof(user, i - 1, &out[i - 1]);
             }
             if (nsets == 2 && i + 1 < n)
                 sp_issue_copy(*ctx, asgs[i + 1], (int)((i + 1) % 2), ctx->fl[(i + 1) % 2]);
-            sp_issue_back(*ctx, set, fl);
+            sp_issue_back(*ctx, set, fl, host_sums != nullptr);
             if (nsets == 1 && i + 1 < n)
                 sp_issue_copy(*ctx, asgs[i + 1], 0, ctx->fl[(i + 1) % 2]);
         }
         sp_flight& last = ctx->fl[(n - 1) % 2];
         sp_finish(last, out[n - 1], ph[n - 1]);
+        if (host_sums)
+            host_sums[n - 1] = last.host_sums;
         if (on_proof)
             on_proof(user, n - 1, &out[n - 1]);
         times->gpu = sp_elapsed(ctx->ev_batch, last.ev[EV_DONE]);

@@ -122,6 +122,7 @@ mod check {
     use ff::Field;
     use kernels::backend::cuda::{gpu_count, CudaBackend, PinnedAssignments};
     use kernels::backend::gpu::{GpuBackend, GpuOptions, Phases};
+    use kernels::backend::Components;
     use kernels::circuits::CircuitSpec;
     use kernels::paramgen::{generate_parameters_seeded_on, GenDevice};
     use kernels::srs::{write_params_file, SrsImage, SrsView};
@@ -245,6 +246,29 @@ mod check {
             pick(|p| p.span),
             pick(|p| p.host_sums),
         )
+    }
+
+    /// Which stage a difference comes from: the device's final sums against sppark's host
+    /// reduction of the same device buckets, and that against the CPU backend's sums `cpu`.
+    fn diagnose(gpu: &GpuBackend, asg: &Assignment<'_>, cpu: &Components) -> Res<String> {
+        let (d, h) = gpu
+            .prove_components_checked(std::slice::from_ref(asg))?
+            .remove(0);
+        let mut line = String::from("diagnosis (device final sums vs host reduction vs cpu):");
+        for (name, dh, hc) in [
+            ("h", d.h == h.h, h.h == cpu.h),
+            ("l", d.l == h.l, h.l == cpu.l),
+            ("a", d.a == h.a, h.a == cpu.a),
+            ("b_g1", d.b_g1 == h.b_g1, h.b_g1 == cpu.b_g1),
+            ("b_g2", d.b_g2 == h.b_g2, h.b_g2 == cpu.b_g2),
+        ] {
+            line += &format!(
+                " {name}: {}{}",
+                if dh { "d=h" } else { "d!=h" },
+                if hc { ",h=cpu" } else { ",h!=cpu" }
+            );
+        }
+        Ok(line)
     }
 
     /// Per proof, over timed calls of one shape.
@@ -458,6 +482,7 @@ mod check {
                             ] {
                                 line += &format!(" {name}:{}", if same { "=" } else { "differs" });
                             }
+                            line += &format!("\n  {}", diagnose(&gpu, &asgs[i], &cc)?);
                         }
                     }
                     if args.seeds <= 20 || !good || seed % 10 == 0 {
@@ -479,6 +504,18 @@ mod check {
         }
         if kept.is_empty() {
             return Err("no seed proved".into());
+        }
+        // The device's final reduction against sppark's host reduction of the same buckets.
+        {
+            let (device, host) = gpu
+                .prove_components_checked(&[kept[0].as_assignment()])?
+                .remove(0);
+            let same = device == host;
+            ok &= same;
+            println!(
+                "final sums (seed 1): device reduction {} sppark's host reduction of the same buckets",
+                if same { "equals" } else { "DIFFERS from" }
+            );
         }
 
         // Timing: singles of seed 1, then batches of seeds 1..=B, from page-locked copies with

@@ -249,6 +249,45 @@ fn every_h_window_size_and_chunking_gives_the_same_proof() {
     ));
 }
 
+/// The device's final reduction against sppark's host-side reduction of the same device buckets
+/// (with several chunks, tails and plain MSMs), and both against the CPU backend's sums.
+#[test]
+fn device_final_sums_equal_spparks_host_reduction() {
+    if !have_gpu("device_final_sums_equal_spparks_host_reduction") {
+        return;
+    }
+    for (spec, chunks) in [
+        ("bits:300", None),
+        ("sha-chain:1", None),
+        ("sha-chain:1", Some(3)),
+    ] {
+        let spec: CircuitSpec = spec.parse().unwrap();
+        let image = image_for(&spec, 8);
+        let cpu = CpuBackend::new(&image).unwrap();
+        let options = GpuOptions {
+            h_chunks: chunks,
+            ..GpuOptions::default()
+        };
+        let gpu =
+            GpuBackend::with_options(&SrsView::new(image.as_ref()).unwrap(), options).unwrap();
+        let owned: Vec<OwnedAssignment> = (1..=3).map(|seed| synthesize(&spec, seed)).collect();
+        let asgs: Vec<_> = owned.iter().map(|o| o.as_assignment()).collect();
+        for (i, (device, host)) in gpu
+            .prove_components_checked(&asgs)
+            .unwrap()
+            .iter()
+            .enumerate()
+        {
+            let want = cpu.components(&asgs[i]).unwrap();
+            assert_eq!(
+                host, &want,
+                "{spec} {chunks:?} {i}: sppark's host reduction"
+            );
+            assert_eq!(device, host, "{spec} {chunks:?} {i}: device final sums");
+        }
+    }
+}
+
 /// sppark's own choices for a few shapes (its `msm_t` constructor and `invoke`).
 #[test]
 fn msm_plans_are_spparks() {

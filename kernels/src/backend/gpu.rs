@@ -135,6 +135,7 @@ mod ffi {
             times: *mut super::BatchTimes,
             on_proof: Option<OnProof>,
             user: *mut c_void,
+            host_sums: *mut Components,
         ) -> sppark::Error;
         pub fn splitprover_gpu_msm_plan(n: usize, wbits: u32, out: *mut super::MsmPlan);
         pub fn splitprover_gpu_msm_cover(n: usize, out: *mut super::MsmPlan);
@@ -541,7 +542,7 @@ impl GpuBackend {
         &self,
         batch: &[Assignment<'_>],
     ) -> Result<(Vec<(Components, Phases)>, BatchTimes), Error> {
-        let (sums, phases, times) = self.run_batch(batch, None)?;
+        let (sums, phases, times, _) = self.run_batch(batch, None, false)?;
         Ok((
             sums.into_iter().map(Components::from).zip(phases).collect(),
             times,
@@ -564,7 +565,7 @@ impl GpuBackend {
             proofs: vec![None; batch.len()],
             panicked: false,
         };
-        let (_, phases, times) = self.run_batch(batch, Some(&mut state))?;
+        let (_, phases, times, _) = self.run_batch(batch, Some(&mut state), false)?;
         if state.panicked {
             return Err(ErrorKind::Cuda("blinding a proof panicked".into()).into());
         }
@@ -576,11 +577,29 @@ impl GpuBackend {
         Ok((proofs, phases, times))
     }
 
+    /// A diagnostic: for every circuit of `batch`, its five sums as the device reduces them (what
+    /// a proof uses) and the same device buckets and partial sums reduced on the host the way
+    /// sppark's own `collect` does. Where the two differ, the device's final reduction is at
+    /// fault; where both differ from the CPU backend's sums, what comes before it. Each proof
+    /// waits for the device before the next starts.
+    pub fn prove_components_checked(
+        &self,
+        batch: &[Assignment<'_>],
+    ) -> Result<Vec<(Components, Components)>, Error> {
+        let (sums, _, _, host) = self.run_batch(batch, None, true)?;
+        Ok(sums
+            .into_iter()
+            .zip(host)
+            .map(|(d, h)| (Components::from(d), Components::from(h)))
+            .collect())
+    }
+
     fn run_batch(
         &self,
         batch: &[Assignment<'_>],
         blinding: Option<&mut Blinding<'_>>,
-    ) -> Result<(Vec<ffi::Components>, Vec<Phases>, BatchTimes), Error> {
+        host_sums: bool,
+    ) -> Result<RunOutput, Error> {
         for asg in batch {
             check_circuit(&self.lens, asg)?;
         }
@@ -608,6 +627,11 @@ impl GpuBackend {
             })
             .collect();
         let mut out = vec![identity_components(); batch.len()];
+        let mut host = if host_sums {
+            vec![identity_components(); batch.len()]
+        } else {
+            Vec::new()
+        };
         let mut phases = vec![Phases::default(); batch.len()];
         let mut times = BatchTimes::default();
         let (on_proof, user): (Option<ffi::OnProof>, *mut c_void) = match blinding {
@@ -622,7 +646,13 @@ impl GpuBackend {
         // (the C++ side reads exactly that much, and re-checks the lengths against the SRS); the
         // slices outlive the call; `out` and `phases` hold `raw.len()` writable elements of the
         // C++ layouts; `user` is null or the `Blinding` that `blind_one` expects, borrowed
-        // mutably for the whole call.
+        // mutably for the whole call; `host` is empty (null: no diagnostic) or holds `raw.len()`
+        // writable elements.
+        let host_ptr = if host_sums {
+            host.as_mut_ptr()
+        } else {
+            std::ptr::null_mut()
+        };
         let err = unsafe {
             ffi::splitprover_gpu_prove_batch(
                 self.ctx.as_ptr(),
@@ -633,14 +663,23 @@ impl GpuBackend {
                 &mut times,
                 on_proof,
                 user,
+                host_ptr,
             )
         };
         if err.code != 0 {
             return Err(sppark_error(err, "proving on the GPU"));
         }
-        Ok((out, phases, times))
+        Ok((out, phases, times, host))
     }
 }
+
+/// The device's sums, the phases, the batch's time and the diagnostic's host-reduced sums.
+type RunOutput = (
+    Vec<ffi::Components>,
+    Vec<Phases>,
+    BatchTimes,
+    Vec<ffi::Components>,
+);
 
 impl Drop for GpuBackend {
     fn drop(&mut self) {
