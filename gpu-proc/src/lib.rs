@@ -511,6 +511,9 @@ fn open_gpu(image: &[u8]) -> Result<Opened, Error> {
                 scratch_mib = r.scratch_bytes >> 20,
                 upload_ms = format!("{:.0}", r.upload_ms),
                 pinned = r.pinned,
+                // 2: a batch's copies overlap the previous proof (prove_claimed hands the
+                // backend the whole batch)
+                input_sets = r.input_sets,
                 "SRS uploaded to the GPU"
             );
             Box::new(b) as Box<dyn Backend>

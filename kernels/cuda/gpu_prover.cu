@@ -1,20 +1,43 @@
 // splitprover's own CUDA Groth16 prover over sppark (BLS12-381).
 //
 // A `GpuContext` holds one SRS resident in device memory (H, L, A, B_G1, B_G2 uploaded once from
-// the host SRS image), one multi-scalar-multiplication object per query (bucket memory allocated
-// once) and the scratch buffers one proof needs. A proof then copies only the circuit's a/b/c
-// evaluations, its assignment and its density bitmaps to the device, and runs there:
-//   - the quotient H: iNTT, coset NTT of a, b and c, (a*b - c) / Z on the coset, coset iNTT;
-//   - the density gathers: A's and B's scalars selected from the assignment by the bitmaps
-//     (per-tile popcount prefix sums, a scan of the tile totals, a gather kernel);
-//   - the five MSMs (H, L, A, B_G1 over G1; B_G2 over Fp2), with sppark's Pippenger.
-// It returns the five unblinded sums as Jacobian points (the layout of blst's p1/p2, so of
-// blstrs' projective points); the caller adds alpha/beta/delta with r and s.
+// the host SRS image) and everything a proof needs, allocated once from one size function
+// (`sp_layout`): the input buffers (two sets where memory allows, so that one proof's inputs are
+// copied while the previous proof computes), the scratch of the gathers, splits and MSMs, the
+// per-MSM accumulators, four streams, the events and the page-locked host results.
+//
+// One proof, all of it queued on the device without a host wait but one (the tail sizes):
+//   - copy stream: a/b/c (zero-padded to the domain), the assignment and the density bitmaps;
+//   - compute stream: the quotient H (iNTT, coset NTT of a, b and c on three streams, then
+//     (a*b - c) / Z on the coset, coset iNTT); the density gathers of A's and B's scalars; the
+//     0/1 split of the L, A and B scalars (bitmaps of ones and of "big" scalars, their counts
+//     copied back); the H MSM; then, once the host has the counts, the L, A, B_G1 and B_G2 MSMs
+//     (a batch addition of the points whose scalar is one, Pippenger over the others);
+//   - the final sums: every Pippenger's per-window sums and the batch additions' partial sums
+//     are reduced on the device (`sp_final`); what comes back is, per MSM, one point per window
+//     and one for the ones. The host combines the windows (Horner: `wbits` doublings between
+//     windows, `sp_horner`) and the Rust side blinds with r and s.
+//
+// Why the window combination stays on the host: it is a chain of about 250 dependent doublings
+// per MSM (the top window must be multiplied by 2^(wbits (nwins - 1))), which no amount of
+// parallelism shortens. On the device that chain would run on one warp at single-thread latency
+// (we estimate about a millisecond per G1 MSM, three times that in G2, on the critical path); on
+// the host it is a few hundred blst-speed doublings (well under a millisecond per proof, printed
+// as `host_sums`) and, in a batch, runs while the device proves the next proof.
+// Everything else of sppark's host-side `collect` (the 256 partial sums of every window, the
+// batch additions' 8 x SMs partial sums) is parallel work and moved here to the device.
+//
+// The MSMs drive sppark's kernels (breakdown, sort, accumulate, integrate, batch_addition) with
+// exactly the window size, chunking and launch shapes that sppark's `msm_t` chooses for the same
+// number of points (`sp_plan`), over device-resident points and scalars, without sppark's host
+// vectors, device allocations and per-chunk host synchronisations.
 //
 // Every entry point returns a RustError: a CUDA failure or an allocation refused is an error
 // value, never an abort. Entry points serialize on the context's mutex.
 
+#include <atomic>
 #include <chrono>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -57,7 +80,8 @@ typedef fr_t scalar_t;
 // Explicit instantiations of the MSM kernels for both groups. With implicit instantiation alone
 // (SPPARK_DONT_INSTANTIATE_TEMPLATES, as supraseal-c2 builds), nvcc 13's static template stubs
 // left the kernels launched with <<<>>> from msm_t unregistered in this object, and their first
-// launch failed with "invalid device function" on the H200.
+// launch failed with "invalid device function" on the H200. Our own kernel templates below are
+// instantiated explicitly for the same reason.
 #define SP_INSTANTIATE_MSM(BKT, AFF)                                                        \
     template __global__ void accumulate<BKT, AFF::mem_t>(BKT::mem_t[], uint32_t, uint32_t,  \
         AFF::mem_t[], const vec2d_t<uint32_t>, const vec2d_t<uint32_t>, uint32_t);         \
@@ -70,6 +94,34 @@ SP_INSTANTIATE_MSM(bucket_t, affine_t)
 SP_INSTANTIATE_MSM(bucket_fp2_t, affine_fp2_t)
 template __global__ void breakdown<fr_t>(vec2d_t<uint32_t>, const fr_t[], size_t, uint32_t,
                                          uint32_t, bool);
+
+// Points per row of sppark's `integrate` output (threads per block / lanes per point) and its
+// log2: each window's integration leaves 2 * SP_NT(B) partial sums.
+#define SP_NT(B) (MSM_NTHREADS / B::degree)
+// The most windows any plan has (10-bit windows over a 255-bit scalar).
+#define SP_NW_MAX 26
+// MSMs per proof: H, L, A, B_G1 in G1, then B_G2.
+#define SP_G1_JOBS 4
+enum { SP_JOB_H, SP_JOB_L, SP_JOB_A, SP_JOB_B1, SP_JOB_B2, SP_JOBS };
+
+// The weight of integrate's partial sums of row point j in window sum: the window sum is
+// sum_j (use_p ? P_j : 0) + k_j A_j, where P_j is the weighted and A_j the plain sum of the
+// j-th segment of buckets, `lsbits` the bits of the window (fewer in the top one) and `nthrbits`
+// log2 of the row's points. This is sppark's host-side `integrate_row` written as one weight
+// per segment so that the device can sum the segments in parallel (kernels/tests/gpu.rs checks
+// the identity against a transcription of that loop over integers, for every window size).
+__host__ __device__ __forceinline__
+static void sp_window_term(uint32_t j, uint32_t lsbits, uint32_t nthrbits, uint32_t& k,
+                           bool& use_p)
+{
+    if (lsbits - 1 > nthrbits) {
+        use_p = true;
+        k = j << (lsbits - 1 - nthrbits);
+    } else {
+        use_p = false;
+        k = (j >> (nthrbits - (lsbits - 1))) + 1;
+    }
+}
 
 // ---------------------------------------------------------------------------------------------
 // Kernels
@@ -94,10 +146,10 @@ __global__ void sp_sub_scale(fr_t* a, const fr_t* c, fr_t z_inv, size_t n)
     }
 }
 
-// The density gather: out[k] = in[i] for the k-th set bit i of a bitmap, in three steps over
+// The bitmap gather: out[k] = in[i] for the k-th set bit i of a bitmap, in three steps over
 // tiles of SP_TILE words: per-tile exclusive prefix counts (`sp_tile_scan`), a scan of the tile
-// totals (`sp_tiles_scan`, one block: at most a few thousand tiles up to 2^32 bits), then the
-// gather itself (`sp_gather`), which adds the two.
+// totals (`sp_tiles_scan`, one thread: at most a few thousand tiles up to 2^32 bits), then the
+// gather itself (`sp_gather`), which adds the two. `sp_scan` launches the first two.
 #define SP_TILE 1024
 
 __launch_bounds__(SP_TILE)
@@ -137,8 +189,10 @@ __global__ void sp_tiles_scan(uint32_t* tile_sums, size_t ntiles)
     tile_sums[ntiles] = acc;
 }
 
-__global__ void sp_gather(fr_t* out, const fr_t* in, const uint64_t* words,
-                          const uint32_t* offsets, const uint32_t* tile_sums, size_t nwords)
+// One gather for scalars and for points of either group (instantiated below).
+template<class T>
+__global__ void sp_gather(T* out, const T* in, const uint64_t* words, const uint32_t* offsets,
+                          const uint32_t* tile_sums, size_t nwords)
 {
     for (size_t w = threadIdx.x + (size_t)blockIdx.x * blockDim.x; w < nwords;
          w += (size_t)blockDim.x * gridDim.x) {
@@ -151,6 +205,13 @@ __global__ void sp_gather(fr_t* out, const fr_t* in, const uint64_t* words,
         }
     }
 }
+
+template __global__ void sp_gather<fr_t>(fr_t*, const fr_t*, const uint64_t*, const uint32_t*,
+                                         const uint32_t*, size_t);
+template __global__ void sp_gather<affine_t::mem_t>(affine_t::mem_t*, const affine_t::mem_t*,
+    const uint64_t*, const uint32_t*, const uint32_t*, size_t);
+template __global__ void sp_gather<affine_fp2_t::mem_t>(affine_fp2_t::mem_t*,
+    const affine_fp2_t::mem_t*, const uint64_t*, const uint32_t*, const uint32_t*, size_t);
 
 // The 0/1 split. Filecoin circuits assign mostly bits, and a scalar 0 or 1 needs no
 // multiplication: `ones` marks the scalars equal to one (their points are only added, by
@@ -179,33 +240,191 @@ __global__ void sp_classify(uint32_t* ones, uint32_t* big, const fr_t* scalars, 
     }
 }
 
-// out[offsets...] = points[i] for the set bits i of `words`, as sp_gather for points.
-template<class P>
-__global__ void sp_gather_points(P* out, const P* in, const uint64_t* words,
-                                 const uint32_t* offsets, const uint32_t* tile_sums,
-                                 size_t nwords)
+// Point arithmetic of the final sums, in sppark's XYZZ buckets. A G2 bucket is held by a pair of
+// lanes (`degree` 2: each lane one half of every Fp2 element, the pair exchanging values by warp
+// shuffles), so every loop bound and branch below depends on the point index `threadIdx.x /
+// degree` only, which both lanes of a pair share; as sppark does, G2 uses the unified
+// addition (`uadd`) and G1 the branching one. Both handle infinity and doubling.
+template<class B> __device__ __forceinline__ void sp_add(B& acc, const B& p)
 {
-    for (size_t w = threadIdx.x + (size_t)blockIdx.x * blockDim.x; w < nwords;
-         w += (size_t)blockDim.x * gridDim.x) {
-        uint64_t word = words[w];
-        size_t o = (size_t)tile_sums[w / SP_TILE] + offsets[w];
-        while (word) {
-            int j = __ffsll((long long)word) - 1;
-            out[o++] = in[w * 64 + j];
-            word &= word - 1;
-        }
-    }
+    if constexpr (B::degree == 1)
+        acc.add(p);
+    else
+        acc.uadd(p);
 }
 
-template __global__ void sp_gather_points<affine_t::mem_t>(affine_t::mem_t*,
-    const affine_t::mem_t*, const uint64_t*, const uint32_t*, const uint32_t*, size_t);
-template __global__ void sp_gather_points<affine_fp2_t::mem_t>(affine_fp2_t::mem_t*,
-    const affine_fp2_t::mem_t*, const uint64_t*, const uint32_t*, const uint32_t*, size_t);
+// acc * k for a small k (below 2^18), by double-and-add from the top bit.
+template<class B> __device__ __forceinline__ B sp_mul_small(const B& p, uint32_t k)
+{
+    B r;
+    r.inf();
+    for (int bit = 31 - __clz(k); bit >= 0; bit--) {
+        B t = r;
+        sp_add(r, t);
+        if ((k >> bit) & 1)
+            sp_add(r, p);
+    }
+    return r;
+}
+
+// Sum over the points of one warp, by shuffles (as sppark's batch addition reduces); the sum is
+// valid in the warp's first point.
+template<class B> __device__ __forceinline__ B sp_warp_sum(B acc)
+{
+    const uint32_t warp_pts = WARP_SZ / B::degree;
+    const uint32_t xid = (threadIdx.x / B::degree) % warp_pts;
+    for (uint32_t off = 1; off < warp_pts; off <<= 1) {
+        B down = shfl_down(acc, off * B::degree);
+        if ((xid & (2 * off - 1)) == 0)
+            sp_add(acc, down);
+    }
+    return acc;
+}
+
+// acc (+)= src elementwise over integrate's partial sums (2 * SP_NT(B) per window row, rows
+// `row_sz` apart in the bucket memory) and over the batch addition's partial sums: one MSM's
+// chunks are summed into its accumulators (`first`: the first chunk, copied).
+template<class B>
+__launch_bounds__(256)
+__global__ void sp_fold(typename B::mem_t* acc_w, const typename B::mem_t* buckets,
+                        uint32_t row_sz, uint32_t nwins, typename B::mem_t* acc_ones,
+                        const typename B::mem_t* part, uint32_t nparts, bool first)
+{
+#ifdef __CUDA_ARCH__   // the host pass sees blst's host types, which this body does not take
+    const size_t per_row = 2 * SP_NT(B);
+    const size_t nw = (size_t)nwins * per_row;
+    const size_t total = nw + nparts;
+    for (size_t i = (threadIdx.x + (size_t)blockIdx.x * blockDim.x) / B::degree; i < total;
+         i += (size_t)blockDim.x * gridDim.x / B::degree) {
+        const typename B::mem_t* src;
+        typename B::mem_t* dst;
+        if (i < nw) {
+            src = &buckets[(i / per_row) * row_sz + i % per_row];
+            dst = &acc_w[i];
+        } else {
+            src = &part[i - nw];
+            dst = &acc_ones[i - nw];
+        }
+        B v;
+        v = *src;
+        if (!first) {
+            B a;
+            a = *dst;
+            sp_add(a, v);
+            v = a;
+        }
+        *dst = v;
+    }
+#endif
+}
+
+// One MSM's final sums: `nwins` window sums from the accumulated integrate output, and the sum
+// of up to two arrays of batch-addition partial sums (the Pippenger's own +-1 digits of window 0,
+// and the split's ones). out[0..nwins) are the windows, out[nwins] the ones.
+template<class B> struct sp_final_job {
+    typename B::mem_t* out;
+    const typename B::mem_t* acc;
+    const typename B::mem_t* parts[2];
+    uint32_t nparts[2];
+    uint32_t nwins, wbits;
+};
+
+template<class B> struct sp_final_batch {
+    sp_final_job<B> job[SP_G1_JOBS];
+    uint32_t njobs;
+    uint32_t nbits;
+};
+
+// One block of MSM_NTHREADS threads per window and per ones sum, over every job of the batch.
+template<class B>
+__launch_bounds__(MSM_NTHREADS)
+__global__ void sp_final(sp_final_batch<B> batch)
+{
+#ifdef __CUDA_ARCH__
+    const uint32_t NT = SP_NT(B);
+    const uint32_t nthrbits = 31 - __clz(NT);
+    const uint32_t j = threadIdx.x / B::degree;
+    __shared__ uint4 raw[(MSM_NTHREADS / WARP_SZ) * sizeof(typename B::mem_t) / sizeof(uint4)];
+    auto* warp_sums = reinterpret_cast<typename B::mem_t*>(raw);
+
+    // Which job and which of its blocks: uniform over the block.
+    uint32_t blk = blockIdx.x, q = 0;
+    while (q < batch.njobs && blk >= batch.job[q].nwins + 1) {
+        blk -= batch.job[q].nwins + 1;
+        q++;
+    }
+    if (q >= batch.njobs)
+        return;
+    const sp_final_job<B>& job = batch.job[q];
+
+    B acc;
+    acc.inf();
+    if (blk < job.nwins) {
+        uint32_t lsbits = blk == job.nwins - 1 ? batch.nbits - blk * job.wbits : job.wbits;
+        const typename B::mem_t* row = job.acc + (size_t)blk * 2 * NT;
+        uint32_t k;
+        bool use_p;
+        sp_window_term(j, lsbits, nthrbits, k, use_p);
+        B a;
+        a = row[2 * j + 1];
+        acc = sp_mul_small(a, k);
+        if (use_p) {
+            B p;
+            p = row[2 * j];
+            sp_add(acc, p);
+        }
+    } else {
+        for (int h = 0; h < 2; h++)
+            for (uint32_t i = j; i < job.nparts[h]; i += NT) {
+                B p;
+                p = job.parts[h][i];
+                sp_add(acc, p);
+            }
+    }
+
+    const uint32_t warp_pts = WARP_SZ / B::degree;
+    const uint32_t xid = j % warp_pts, warp = threadIdx.x / WARP_SZ;
+    acc = sp_warp_sum(acc);
+    if (xid == 0)
+        warp_sums[warp] = acc;
+    __syncthreads();
+    if (warp == 0) {
+        B v;
+        if (xid < MSM_NTHREADS / WARP_SZ)
+            v = warp_sums[xid];
+        else
+            v.inf();
+        v = sp_warp_sum(v);
+        if (xid == 0)
+            job.out[blk] = v;
+    }
+#endif
+}
+
+template __global__ void sp_fold<bucket_t>(bucket_t::mem_t*, const bucket_t::mem_t*, uint32_t,
+    uint32_t, bucket_t::mem_t*, const bucket_t::mem_t*, uint32_t, bool);
+template __global__ void sp_fold<bucket_fp2_t>(bucket_fp2_t::mem_t*, const bucket_fp2_t::mem_t*,
+    uint32_t, uint32_t, bucket_fp2_t::mem_t*, const bucket_fp2_t::mem_t*, uint32_t, bool);
+template __global__ void sp_final<bucket_t>(sp_final_batch<bucket_t>);
+template __global__ void sp_final<bucket_fp2_t>(sp_final_batch<bucket_fp2_t>);
 
 #ifndef __CUDA_ARCH__
 
 // ---------------------------------------------------------------------------------------------
 // The FFI types (mirrored in kernels/src/backend/gpu.rs)
+
+// The layout facts the host relies on: the SRS image holds blst affine points, the results are
+// read as blst Jacobian points, and the device's bucket memory is read back as host buckets
+// (host types: in the device pass an Fp2 value is one lane's half).
+static_assert(sizeof(affine_t) == 96, "G1 affine is blst_p1_affine");
+static_assert(sizeof(affine_fp2_t) == 192, "G2 affine is blst_p2_affine");
+static_assert(sizeof(point_t) == 144, "G1 Jacobian is blst_p1");
+static_assert(sizeof(point_fp2_t) == 288, "G2 Jacobian is blst_p2");
+static_assert(sizeof(fr_t) == 32, "Fr is blst_fr");
+static_assert(sizeof(bucket_t::mem_t) == sizeof(bucket_t) && sizeof(bucket_t) == 192,
+              "a G1 bucket is X, Y, ZZZ, ZZ on both sides");
+static_assert(sizeof(bucket_fp2_t::mem_t) == sizeof(bucket_fp2_t) && sizeof(bucket_fp2_t) == 384,
+              "a G2 bucket is X, Y, ZZZ, ZZ on both sides");
 
 // One SRS as host pointers into an SRS image (blst affine points, Montgomery form).
 struct sp_srs {
@@ -237,30 +456,219 @@ struct sp_components {
     point_fp2_t b_g2;
 };
 
-// Milliseconds per phase of one proof (host clock, each phase ends with a stream sync).
+// Milliseconds of one proof, from CUDA events on the device streams (the copy stream for
+// copy_in, the compute stream for the others), and host milliseconds of its window sums.
 struct sp_phases {
-    double copy_in, ntt, gather, msm_h, msm_l, msm_a, msm_b_g1, msm_b_g2, total;
+    double copy_in, ntt, gather, msm_h, msm_l, msm_a, msm_b_g1, msm_b_g2, final_sums;
+    double compute;      // compute stream: start of the NTTs to the sums copied back
+    double span;         // copy start to the sums copied back
+    double host_sums;    // host clock: the window combination of the five sums
+};
+
+// One batch: device milliseconds from the first copy to the last sums copied back.
+struct sp_batch_times {
+    double gpu;
+    uint32_t input_sets;
+};
+
+struct sp_options {
+    int double_buffer;   // 0: one input set (no copy overlap); otherwise two where memory allows
+    uint32_t wbits_h;    // 0: sppark's window size for the H MSM; otherwise 10..=18
+    uint32_t chunks_h;   // 0: sppark's chunking of the H MSM; otherwise 1..=64 chunks
 };
 
 struct sp_upload {
     size_t resident_bytes;   // SRS points now in device memory
-    size_t scratch_bytes;    // per-proof buffers and MSM buckets
+    size_t scratch_bytes;    // everything else allocated in device memory
     double upload_ms;        // host-to-device copy of the SRS
     int pinned;              // 1 when the SRS was page-locked for the copy
+    int input_sets;          // 2: the next proof's copies overlap the current one
+    uint32_t wbits_h;        // the H MSM's window size
+    uint32_t chunks_h;       // the H MSM's chunks
 };
 
-// The host types must have blst's layouts: the SRS image holds blst affine points and the
-// results are read as blst Jacobian points.
-static_assert(sizeof(affine_t) == 96, "G1 affine is blst_p1_affine");
-static_assert(sizeof(affine_fp2_t) == 192, "G2 affine is blst_p2_affine");
-static_assert(sizeof(point_t) == 144, "G1 Jacobian is blst_p1");
-static_assert(sizeof(point_fp2_t) == 288, "G2 Jacobian is blst_p2");
-static_assert(sizeof(fr_t) == 32, "Fr is blst_fr");
+// Shape of one Pippenger run (mirrored as `MsmPlan` for the no-GPU tests).
+struct sp_msm_plan {
+    size_t n;
+    uint32_t wbits, nwins;
+    size_t batch, stride;    // chunks, and points per chunk
+    size_t buckets;          // nwins * 2^(wbits-1): bucket entries, also histogram entries
+    size_t digits;           // nwins * stride
+    size_t temps;            // 2 * stride (uint2)
+};
+
+// Called once per proof of a batch, in order, as soon as its sums are on the host.
+typedef void (*sp_on_proof)(void* user, size_t index, const sp_components* sums);
 
 static int sp_lg2(size_t n) { int r = 0; while (n >>= 1) r++; return r; }
+static size_t sp_words(size_t bits) { return (bits + 63) / 64; }
+// u64 words of a split bitmap over n scalars: padded to 1024 bits (sppark's batch addition reads
+// 32 u32 words at a time).
+static size_t sp_split_words(size_t n) { return (n + 1023) / 1024 * 16; }
+static size_t sp_tiles(size_t nwords) { return (nwords + SP_TILE - 1) / SP_TILE; }
 
-typedef msm_t<bucket_t, point_t, affine_t, scalar_t> msm_g1_t;
-typedef msm_t<bucket_fp2_t, point_fp2_t, affine_fp2_t, scalar_t> msm_g2_t;
+// The window size, chunking and buffer sizes that sppark's msm_t picks for an MSM over n points
+// (its constructor and `invoke` with the same n), with an optional window size or chunk count
+// instead. With device-resident points sppark chunks only to bound the digit memory (its chunks
+// pipeline host copies otherwise); its sort and accumulation take any chunk of up to 2^31
+// points, so any count is valid and only the speed differs.
+static sp_msm_plan sp_plan(size_t n, uint32_t wbits = 0, uint32_t chunks = 0)
+{
+    sp_msm_plan p{};
+    p.n = n;
+    size_t np = (n + WARP_SZ - 1) & ((size_t)0 - WARP_SZ);
+    int w = 17;
+    if (np > 192) {
+        w = std::min(sp_lg2(np + np / 2) - 8, 18);
+        if (w < 10)
+            w = 10;
+    } else if (np > 0) {
+        w = 10;
+    }
+    p.wbits = wbits ? wbits : (uint32_t)w;
+    p.nwins = (uint32_t)((fr_t::bit_length() - 1) / p.wbits + 1);
+    uint32_t lg = (uint32_t)sp_lg2(n + n / 2);
+    size_t batch = (size_t)1 << (std::max(lg, p.wbits) - p.wbits);
+    batch >>= 6;
+    p.batch = chunks ? chunks : batch ? batch : 1;
+    size_t stride = n ? (n + p.batch - 1) / p.batch : 0;
+    p.stride = (stride + WARP_SZ - 1) & ((size_t)0 - WARP_SZ);
+    p.buckets = (size_t)p.nwins << (p.wbits - 1);
+    p.digits = (size_t)p.nwins * p.stride;
+    p.temps = 2 * p.stride;
+    return p;
+}
+
+// The largest m in [1, n] with f(m) <= k for a non-decreasing f; 0 when there is none.
+template<class F> static size_t sp_last_at_most(size_t n, F f, uint32_t k)
+{
+    if (!n || f(1) > k)
+        return 0;
+    size_t lo = 1, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo + 1) / 2;
+        if (f(mid) <= k)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
+// The most any plan over m <= n points needs (m = n: a plain MSM; m <= n / 2: a tail MSM).
+// sp_plan(m) is piecewise: its window size and chunk count change only where lg2(m + m/2) or
+// lg2(r + r/2) (r: m rounded up to 32) steps up, and between those steps every size grows with
+// m. So the maximum is at n or at the last m of a piece.
+static sp_msm_plan sp_cover(size_t n)
+{
+    sp_msm_plan most{};
+    auto take = [&](size_t m) {
+        if (!m)
+            return;
+        sp_msm_plan p = sp_plan(m);
+        most.buckets = std::max(most.buckets, p.buckets);
+        most.digits = std::max(most.digits, p.digits);
+        most.temps = std::max(most.temps, p.temps);
+        most.stride = std::max(most.stride, p.stride);
+        most.nwins = std::max(most.nwins, p.nwins);
+    };
+    auto f1 = [](size_t m) { return (uint32_t)sp_lg2(m + m / 2); };
+    auto f2 = [](size_t m) {
+        size_t r = (m + WARP_SZ - 1) & ((size_t)0 - WARP_SZ);
+        return (uint32_t)sp_lg2(r + r / 2);
+    };
+    take(n);
+    for (uint32_t k = 0; k < 64; k++) {
+        take(sp_last_at_most(n, f1, k));
+        take(sp_last_at_most(n, f2, k));
+    }
+    most.n = n;
+    return most;
+}
+
+// Every device buffer's size, from the SRS lengths: the one function behind both the check
+// that a shape fits and the allocation.
+struct sp_layout {
+    size_t domain;
+    // one input set
+    size_t abc, input, aux, words;
+    // the rest, once
+    size_t sc_a, sc_b, offsets, tiles;
+    size_t split_words[3], split_offsets[3], split_tiles[3];   // L, A, B
+    size_t tail_sc, tail_g1, tail_g2;
+    size_t msm_bytes, hist, digits, temps;                       // shared by the MSMs
+    size_t parts;                                                // batch-addition partial sums
+    size_t acc_g1, acc_g2;                                       // window accumulator entries
+    size_t results_bytes;
+    sp_msm_plan plan_h;
+
+    size_t set_bytes() const
+    {
+        return (abc + input + aux) * sizeof(fr_t) + words * sizeof(uint64_t);
+    }
+    size_t once_bytes() const
+    {
+        size_t b = (sc_a + sc_b + tail_sc) * sizeof(fr_t) + (offsets + tiles) * 4;
+        for (int q = 0; q < 3; q++)
+            b += 2 * split_words[q] * 8 + (split_offsets[q] + split_tiles[q]) * 4;
+        b += tail_g1 * sizeof(affine_t) + tail_g2 * sizeof(affine_fp2_t);
+        b += msm_bytes + (hist + digits) * 4 + temps * sizeof(uint2);
+        b += parts * (sizeof(bucket_t) + sizeof(bucket_fp2_t));
+        b += SP_G1_JOBS * (acc_g1 + 2 * parts) * sizeof(bucket_t);
+        b += (acc_g2 + 2 * parts) * sizeof(bucket_fp2_t);
+        b += results_bytes;
+        return b;
+    }
+};
+
+static size_t sp_nz(size_t n) { return n ? n : 1; }
+
+static sp_layout sp_layout_of(const sp_srs& s, int sms, uint32_t wbits_h, uint32_t chunks_h)
+{
+    sp_layout l{};
+    uint32_t lg_domain = sp_lg2(s.n_h - 1) + 1;
+    l.domain = (size_t)1 << lg_domain;
+    l.abc = 3 * l.domain;
+    l.input = sp_nz(s.n_inputs);
+    l.aux = sp_nz(s.n_l);
+    l.words = sp_nz(2 * sp_words(s.n_l) + sp_words(s.n_inputs));
+    l.sc_a = sp_nz(s.n_a);
+    l.sc_b = sp_nz(s.n_b);
+    size_t maxw = std::max(sp_words(s.n_l), sp_words(s.n_inputs)) + 1;
+    l.offsets = maxw;
+    l.tiles = sp_tiles(maxw) + 1;
+    const size_t n_q[3] = {s.n_l, s.n_a, s.n_b};
+    for (int q = 0; q < 3; q++) {
+        l.split_words[q] = sp_nz(sp_split_words(n_q[q]));
+        l.split_offsets[q] = sp_words(n_q[q]) + 1;
+        l.split_tiles[q] = sp_tiles(sp_words(n_q[q])) + 1;
+    }
+    size_t nmax = std::max(std::max(s.n_l, s.n_a), s.n_b);
+    l.tail_sc = nmax / 2 + 1;
+    l.tail_g1 = nmax / 2 + 1;
+    l.tail_g2 = s.n_b / 2 + 1;
+
+    l.plan_h = sp_plan(s.n_h, wbits_h, chunks_h);
+    size_t b_g1 = l.plan_h.buckets, b_g2 = 0;
+    size_t digits = l.plan_h.digits, temps = l.plan_h.temps;
+    for (int q = 0; q < 3; q++) {
+        sp_msm_plan c = sp_cover(n_q[q]);
+        b_g1 = std::max(b_g1, c.buckets);
+        if (q == 2)
+            b_g2 = c.buckets;
+        digits = std::max(digits, c.digits);
+        temps = std::max(temps, c.temps);
+    }
+    l.msm_bytes = sp_nz(std::max(b_g1 * sizeof(bucket_t), b_g2 * sizeof(bucket_fp2_t)));
+    l.hist = sp_nz(std::max(b_g1, b_g2));
+    l.digits = sp_nz(digits);
+    l.temps = sp_nz(temps);
+    l.parts = (size_t)sms * BATCH_ADD_BLOCK_SIZE / WARP_SZ;
+    l.acc_g1 = (size_t)SP_NW_MAX * 2 * SP_NT(bucket_t);
+    l.acc_g2 = (size_t)SP_NW_MAX * 2 * SP_NT(bucket_fp2_t);
+    l.results_bytes = (SP_NW_MAX + 1) * (SP_G1_JOBS * sizeof(bucket_t) + sizeof(bucket_fp2_t));
+    return l;
+}
 
 // Device memory that frees itself; sized in elements of T.
 template<class T> struct sp_buf {
@@ -280,53 +688,111 @@ public:
     using NTT::NTT_internal;
 };
 
+// One input set: what the copy stream writes for a proof.
+struct sp_set {
+    sp_buf<fr_t> abc;          // 3 * domain: a, b, c, then h in place of a
+    sp_buf<fr_t> input, aux;
+    sp_buf<uint64_t> words;    // density words: a_aux, b_input, b_aux
+};
+
+// One query's 0/1 split: ones and big bitmaps, the prefix sums of `big` for the tail gathers.
+struct sp_split_buf {
+    sp_buf<uint64_t> ones, big;
+    sp_buf<uint32_t> offsets, tiles;
+};
+
+// One MSM's device accumulators.
+template<class B> struct sp_job_buf {
+    sp_buf<typename B::mem_t> acc_w, acc_ones, split;
+};
+
+// Timing events of one proof, on the copy stream (COPY0, COPY1) and the compute stream.
+enum { EV_COPY0, EV_COPY1, EV_START, EV_NTT, EV_GATHER, EV_H, EV_L, EV_A, EV_B1, EV_B2,
+       EV_DONE, EV_COUNT };
+
+// A proof in flight: two alternate, so that one proof's events and host results are read
+// while the next one's are being recorded.
+struct sp_flight {
+    cudaEvent_t ev[EV_COUNT] = {};
+    cudaEvent_t counted = nullptr;     // the split counts are on the host
+    uint32_t* counts = nullptr;        // page-locked: the big-scalar counts of L, A, B
+    unsigned char* results = nullptr;  // page-locked: the final sums
+    uint32_t nwins[SP_JOBS] = {}, wbits[SP_JOBS] = {};
+    size_t big[3] = {};
+    sp_components host_sums;           // the diagnostic's sums (`splitprover_gpu_prove_batch`)
+};
+
 struct GpuContext {
     std::mutex mtx;
     const gpu_t& gpu;
     sp_srs lens;               // lengths only (host pointers cleared after the upload)
     uint32_t lg_domain;
     size_t domain;
+    fr_t z_inv;                // 1 / (g^domain - 1): the vanishing polynomial on the coset
+    sp_layout lay;
+    int nsets = 1;
+    int sms = 0;
+    // sppark's accumulate and bitmap batch addition keep a work counter in a static device
+    // array indexed by this number: contexts of one process (tests, a sweep) get their own.
+    uint32_t sid = 0;
+    dim3 acc_block_g1, acc_block_g2;   // accumulate's block size (its maximum), per group
 
     sp_buf<affine_t> d_h, d_l, d_a, d_b_g1;
     sp_buf<affine_fp2_t> d_b_g2;
 
-    sp_buf<fr_t> d_abc;        // 3 * domain: a, b, c, then h in place of a
-    sp_buf<fr_t> d_input, d_aux, d_sc_a, d_sc_b;
-    sp_buf<uint64_t> d_words;  // density words: a_aux, b_input, b_aux
-    sp_buf<uint32_t> d_offsets, d_tile_sums;
-    // the 0/1 split: bitmaps over the largest query, the tail's scalars and points (at most
-    // half of a query: a query with more big scalars gets a plain MSM)
-    sp_buf<uint64_t> d_ones, d_big;
+    sp_set sets[2];
+    sp_buf<fr_t> d_sc_a, d_sc_b;
+    sp_buf<uint32_t> d_offsets, d_tiles;
+    sp_split_buf split[3];
     sp_buf<fr_t> d_tail_sc;
     sp_buf<affine_t> d_tail_g1;
     sp_buf<affine_fp2_t> d_tail_g2;
-    sp_buf<bucket_t::mem_t> d_batch_g1;
-    sp_buf<bucket_fp2_t::mem_t> d_batch_g2;
-    uint32_t* h_count = nullptr;   // page-locked: the tail's size read back
+    sp_buf<unsigned char> d_msm;   // buckets of the Pippenger in progress
+    sp_buf<uint32_t> d_hist, d_digits;
+    sp_buf<uint2> d_temps;
+    sp_buf<bucket_t::mem_t> d_part_g1;
+    sp_buf<bucket_fp2_t::mem_t> d_part_g2;
+    sp_job_buf<bucket_t> job_g1[SP_G1_JOBS];
+    sp_job_buf<bucket_fp2_t> job_g2;
+    sp_buf<unsigned char> d_results;
 
-    msm_g1_t *msm_h = nullptr, *msm_l = nullptr, *msm_a = nullptr, *msm_b1 = nullptr;
-    msm_g2_t *msm_b2 = nullptr;
+    std::unique_ptr<stream_t> s_main, s_n1, s_n2, s_copy;
+    cudaEvent_t ev_fork = nullptr, ev_join1 = nullptr, ev_join2 = nullptr;
+    cudaEvent_t ev_batch = nullptr;
+    cudaEvent_t released[2] = {};      // an input set's last reader is done
+    sp_flight fl[2];
+    void* pinned = nullptr;
 
     GpuContext(const gpu_t& g) : gpu(g) {}
     ~GpuContext()
     {
-        delete msm_h; delete msm_l; delete msm_a; delete msm_b1; delete msm_b2;
-        if (h_count) (void)cudaFreeHost(h_count);
+        for (auto* s : {s_main.get(), s_n1.get(), s_n2.get(), s_copy.get()})
+            if (s) (void)cudaStreamSynchronize(*s);
+        for (cudaEvent_t e : {ev_fork, ev_join1, ev_join2, ev_batch, released[0], released[1]})
+            if (e) (void)cudaEventDestroy(e);
+        for (auto& f : fl) {
+            for (cudaEvent_t e : f.ev)
+                if (e) (void)cudaEventDestroy(e);
+            if (f.counted) (void)cudaEventDestroy(f.counted);
+        }
+        if (pinned) (void)cudaFreeHost(pinned);
     }
 };
 
+// sppark's CUDA_OK throws the negated CUDA code; errors leave here with the CUDA code itself
+// (what the Rust side tests for "no GPU" and for sticky errors).
 static RustError sp_error(const cuda_error& e, const char* what)
 {
     std::string msg = std::string(what) + ": " + e.what();
-    return RustError{e.code(), msg};
+    return RustError{e.code() < 0 ? -e.code() : e.code(), msg};
 }
 
 template<class T>
-static void sp_upload_points(sp_buf<T>& dst, const T* src, size_t n, const gpu_t& gpu)
+static void sp_upload_points(sp_buf<T>& dst, const T* src, size_t n, stream_t& s)
 {
     dst.alloc(n);
     if (n)
-        CUDA_OK(cudaMemcpyAsync(dst.ptr, src, n * sizeof(T), cudaMemcpyHostToDevice, gpu));
+        CUDA_OK(cudaMemcpyAsync(dst.ptr, src, n * sizeof(T), cudaMemcpyHostToDevice, s));
 }
 
 // Page-locks [ptr, ptr + len) for the copy when CUDA accepts it (not every mapping can be).
@@ -347,15 +813,23 @@ struct sp_host_lock {
     ~sp_host_lock() { if (ok) (void)cudaHostUnregister(ptr); }
 };
 
-static size_t sp_words(size_t bits) { return (bits + 63) / 64; }
-// u64 words of a split bitmap over n scalars: padded to 1024 bits (sppark's batch addition reads
-// 32 u32 words at a time).
-static size_t sp_split_words(size_t n) { return (n + 1023) / 1024 * 16; }
+static void sp_event(cudaEvent_t* e, unsigned flags)
+{
+    CUDA_OK(cudaEventCreateWithFlags(e, flags));
+}
+
+static std::string sp_mib(size_t b) { return std::to_string(b >> 20) + " MiB"; }
+
+// Device memory left free beside a second input set (NTT twiddles, the runtime's own needs).
+static const size_t SP_RESERVE = (size_t)1 << 30;
+
+static std::atomic<uint32_t> sp_next_sid{0};
 
 extern "C"
 RustError::by_value splitprover_gpu_create(const sp_srs* srs, const void* image,
                                            size_t image_len, int device,
-                                           GpuContext** out, sp_upload* stats)
+                                           const sp_options* opts, GpuContext** out,
+                                           sp_upload* stats)
 {
     *out = nullptr;
     if (!ngpus())
@@ -364,6 +838,10 @@ RustError::by_value splitprover_gpu_create(const sp_srs* srs, const void* image,
         return RustError{cudaErrorInvalidDevice, "no CUDA device with that ordinal"};
     if (srs->n_h < 2)
         return RustError{cudaErrorInvalidValue, "the SRS's H query has fewer than 2 points"};
+    if (opts->wbits_h && (opts->wbits_h < 10 || opts->wbits_h > 18))
+        return RustError{cudaErrorInvalidValue, "the H window size must be 10 to 18 bits"};
+    if (opts->chunks_h > 64)
+        return RustError{cudaErrorInvalidValue, "the H MSM takes 1 to 64 chunks"};
 
     GpuContext* ctx = nullptr;
     try {
@@ -373,37 +851,49 @@ RustError::by_value splitprover_gpu_create(const sp_srs* srs, const void* image,
         ctx->lens = *srs;
         ctx->lg_domain = sp_lg2(srs->n_h - 1) + 1;
         ctx->domain = (size_t)1 << ctx->lg_domain;
+        ctx->sms = gpu.sm_count();
+        ctx->sid = sp_next_sid.fetch_add(1) % std::min(MSM_NSTREAMS, BATCH_ADD_NSTREAMS);
+        fr_t z = group_gen;
+        for (uint32_t i = 0; i < ctx->lg_domain; i++)
+            z ^= 2;
+        ctx->z_inv = (z - fr_t::one()).reciprocal();
 
-        // Refuse a shape that cannot fit, with the numbers, before allocating anything.
+        // Refuse a shape that cannot fit, with the numbers, before allocating anything; take
+        // the second input set only when it fits with room to spare.
+        const sp_layout& L = ctx->lay = sp_layout_of(*srs, ctx->sms, opts->wbits_h,
+                                                     opts->chunks_h);
         size_t srs_bytes = (srs->n_h + srs->n_l + srs->n_a + srs->n_b) * sizeof(affine_t)
                          + srs->n_b * sizeof(affine_fp2_t);
-        size_t scratch = (3 * ctx->domain + srs->n_inputs + srs->n_l + srs->n_a + srs->n_b)
-                         * sizeof(fr_t)
-                       + (2 * sp_words(srs->n_l) + sp_words(srs->n_inputs)) * 8 * 2
-                       + std::max(std::max(srs->n_l, srs->n_a), srs->n_b) / 2
-                         * (sizeof(fr_t) + sizeof(affine_t))
-                       + srs->n_b / 2 * sizeof(affine_fp2_t);
+        size_t one_set = L.once_bytes() + L.set_bytes();
         size_t free_b = 0, total_b = 0;
         CUDA_OK(cudaMemGetInfo(&free_b, &total_b));
-        if (srs_bytes + scratch > free_b) {
-            std::string msg = "the SRS needs " + std::to_string(srs_bytes >> 20)
-                + " MiB of device memory and a proof " + std::to_string(scratch >> 20)
-                + " MiB more, but the device has " + std::to_string(free_b >> 20) + " MiB free of "
-                + std::to_string(total_b >> 20) + " MiB";
+        if (srs_bytes + one_set > free_b) {
+            std::string msg = "the SRS needs " + sp_mib(srs_bytes)
+                + " of device memory and a proof " + sp_mib(one_set)
+                + " more, but the device has " + sp_mib(free_b) + " free of "
+                + sp_mib(total_b);
             delete ctx;
             return RustError{cudaErrorMemoryAllocation, msg};
         }
+        ctx->nsets = opts->double_buffer
+                     && srs_bytes + one_set + L.set_bytes() + SP_RESERVE <= free_b ? 2 : 1;
+
+        ctx->s_main.reset(new stream_t(gpu.id()));
+        ctx->s_n1.reset(new stream_t(gpu.id()));
+        ctx->s_n2.reset(new stream_t(gpu.id()));
+        ctx->s_copy.reset(new stream_t(gpu.id()));
+        stream_t& s = *ctx->s_copy;
 
         auto t0 = std::chrono::steady_clock::now();
         {
             sp_host_lock lock(image, image_len);
             stats->pinned = lock.ok;
-            sp_upload_points(ctx->d_h, srs->h, srs->n_h, gpu);
-            sp_upload_points(ctx->d_l, srs->l, srs->n_l, gpu);
-            sp_upload_points(ctx->d_a, srs->a, srs->n_a, gpu);
-            sp_upload_points(ctx->d_b_g1, srs->b_g1, srs->n_b, gpu);
-            sp_upload_points(ctx->d_b_g2, srs->b_g2, srs->n_b, gpu);
-            gpu.sync();
+            sp_upload_points(ctx->d_h, srs->h, srs->n_h, s);
+            sp_upload_points(ctx->d_l, srs->l, srs->n_l, s);
+            sp_upload_points(ctx->d_a, srs->a, srs->n_a, s);
+            sp_upload_points(ctx->d_b_g1, srs->b_g1, srs->n_b, s);
+            sp_upload_points(ctx->d_b_g2, srs->b_g2, srs->n_b, s);
+            s.sync();
         }
         stats->upload_ms = std::chrono::duration<double, std::milli>(
                                std::chrono::steady_clock::now() - t0).count();
@@ -412,44 +902,76 @@ RustError::by_value splitprover_gpu_create(const sp_srs* srs, const void* image,
         stats->resident_bytes = ctx->d_h.bytes() + ctx->d_l.bytes() + ctx->d_a.bytes()
                               + ctx->d_b_g1.bytes() + ctx->d_b_g2.bytes();
 
-        size_t n_aux = srs->n_l;
-        size_t n_inp = srs->n_inputs;
-        ctx->d_abc.alloc(3 * ctx->domain);
-        ctx->d_input.alloc(n_inp ? n_inp : 1);
-        ctx->d_aux.alloc(n_aux ? n_aux : 1);
-        ctx->d_sc_a.alloc(srs->n_a ? srs->n_a : 1);
-        ctx->d_sc_b.alloc(srs->n_b ? srs->n_b : 1);
-        size_t nwords = 2 * sp_words(n_aux) + sp_words(n_inp);
-        ctx->d_words.alloc(nwords ? nwords : 1);
-        size_t maxw = std::max(sp_words(n_aux), sp_words(n_inp)) + 1;
-        ctx->d_offsets.alloc(maxw);
-        ctx->d_tile_sums.alloc((maxw + SP_TILE - 1) / SP_TILE + 1);
-        size_t nmax = std::max(std::max(srs->n_l, srs->n_a), srs->n_b);
-        size_t split_words = sp_split_words(nmax);
-        ctx->d_ones.alloc(split_words);
-        ctx->d_big.alloc(split_words);
-        ctx->d_tail_sc.alloc(nmax / 2 + 1);
-        ctx->d_tail_g1.alloc(nmax / 2 + 1);
-        ctx->d_tail_g2.alloc(srs->n_b / 2 + 1);
-        size_t nbuckets = (size_t)gpu.sm_count() * BATCH_ADD_BLOCK_SIZE / WARP_SZ;
-        ctx->d_batch_g1.alloc(nbuckets);
-        ctx->d_batch_g2.alloc(nbuckets);
-        CUDA_OK(cudaMallocHost(&ctx->h_count, sizeof(uint32_t)));
-
-        ctx->msm_h = new msm_g1_t(nullptr, srs->n_h, sizeof(affine_t), device);
-        if (srs->n_l) ctx->msm_l = new msm_g1_t(nullptr, srs->n_l, sizeof(affine_t), device);
-        if (srs->n_a) ctx->msm_a = new msm_g1_t(nullptr, srs->n_a, sizeof(affine_t), device);
-        if (srs->n_b) {
-            ctx->msm_b1 = new msm_g1_t(nullptr, srs->n_b, sizeof(affine_t), device);
-            ctx->msm_b2 = new msm_g2_t(nullptr, srs->n_b, sizeof(affine_fp2_t), device);
+        for (int k = 0; k < ctx->nsets; k++) {
+            sp_set& st = ctx->sets[k];
+            st.abc.alloc(L.abc);
+            st.input.alloc(L.input);
+            st.aux.alloc(L.aux);
+            st.words.alloc(L.words);
         }
-        stats->scratch_bytes = ctx->d_abc.bytes() + ctx->d_input.bytes() + ctx->d_aux.bytes()
-                             + ctx->d_sc_a.bytes() + ctx->d_sc_b.bytes() + ctx->d_words.bytes()
-                             + ctx->d_offsets.bytes() + ctx->d_tile_sums.bytes()
-                             + ctx->d_ones.bytes() + ctx->d_big.bytes()
-                             + ctx->d_tail_sc.bytes() + ctx->d_tail_g1.bytes()
-                             + ctx->d_tail_g2.bytes() + ctx->d_batch_g1.bytes()
-                             + ctx->d_batch_g2.bytes();
+        ctx->d_sc_a.alloc(L.sc_a);
+        ctx->d_sc_b.alloc(L.sc_b);
+        ctx->d_offsets.alloc(L.offsets);
+        ctx->d_tiles.alloc(L.tiles);
+        for (int q = 0; q < 3; q++) {
+            ctx->split[q].ones.alloc(L.split_words[q]);
+            ctx->split[q].big.alloc(L.split_words[q]);
+            ctx->split[q].offsets.alloc(L.split_offsets[q]);
+            ctx->split[q].tiles.alloc(L.split_tiles[q]);
+        }
+        ctx->d_tail_sc.alloc(L.tail_sc);
+        ctx->d_tail_g1.alloc(L.tail_g1);
+        ctx->d_tail_g2.alloc(L.tail_g2);
+        ctx->d_msm.alloc(L.msm_bytes);
+        ctx->d_hist.alloc(L.hist);
+        ctx->d_digits.alloc(L.digits);
+        ctx->d_temps.alloc(L.temps);
+        ctx->d_part_g1.alloc(L.parts);
+        ctx->d_part_g2.alloc(L.parts);
+        for (auto& j : ctx->job_g1) {
+            j.acc_w.alloc(L.acc_g1);
+            j.acc_ones.alloc(L.parts);
+            j.split.alloc(L.parts);
+        }
+        ctx->job_g2.acc_w.alloc(L.acc_g2);
+        ctx->job_g2.acc_ones.alloc(L.parts);
+        ctx->job_g2.split.alloc(L.parts);
+        ctx->d_results.alloc(L.results_bytes);
+
+        // Page-locked host memory of the two flights: counts, then the results.
+        size_t counts_b = 64, per_flight = counts_b + L.results_bytes;
+        CUDA_OK(cudaMallocHost(&ctx->pinned, 2 * per_flight));
+        for (int f = 0; f < 2; f++) {
+            unsigned char* base = (unsigned char*)ctx->pinned + f * per_flight;
+            ctx->fl[f].counts = (uint32_t*)base;
+            ctx->fl[f].results = base + counts_b;
+            // The two events a host thread waits on block it instead of spinning.
+            for (int e = 0; e < EV_COUNT; e++)
+                sp_event(&ctx->fl[f].ev[e], e == EV_DONE ? cudaEventBlockingSync
+                                                         : cudaEventDefault);
+            sp_event(&ctx->fl[f].counted, cudaEventBlockingSync | cudaEventDisableTiming);
+        }
+        sp_event(&ctx->ev_fork, cudaEventDisableTiming);
+        sp_event(&ctx->ev_join1, cudaEventDisableTiming);
+        sp_event(&ctx->ev_join2, cudaEventDisableTiming);
+        sp_event(&ctx->ev_batch, cudaEventDefault);
+        for (auto& e : ctx->released) {
+            sp_event(&e, cudaEventDisableTiming);
+            CUDA_OK(cudaEventRecord(e, *ctx->s_main));
+        }
+
+        cudaFuncAttributes attr;
+        CUDA_OK(cudaFuncGetAttributes(&attr, accumulate<bucket_t, affine_t::mem_t>));
+        ctx->acc_block_g1 = dim3(attr.maxThreadsPerBlock);
+        CUDA_OK(cudaFuncGetAttributes(&attr, accumulate<bucket_fp2_t, affine_fp2_t::mem_t>));
+        ctx->acc_block_g2 = dim3(attr.maxThreadsPerBlock);
+
+        size_t scratch = L.once_bytes() + ctx->nsets * L.set_bytes();
+        stats->scratch_bytes = scratch;
+        stats->input_sets = ctx->nsets;
+        stats->wbits_h = L.plan_h.wbits;
+        stats->chunks_h = (uint32_t)L.plan_h.batch;
+        ctx->s_main->sync();
     } catch (const cuda_error& e) {
         delete ctx;
         return sp_error(e, "setting up the GPU prover");
@@ -465,246 +987,658 @@ extern "C" void splitprover_gpu_destroy(GpuContext* ctx)
 {
     if (!ctx) return;
     ctx->gpu.select();
-    ctx->gpu.sync();
     delete ctx;
 }
 
-// Gathers into dst the elements of src (on the device) whose bit is set in the bitmap
-// d_words[0..nwords).
-static void sp_gather_dense(GpuContext& ctx, fr_t* dst, const fr_t* src,
-                            const uint64_t* d_words, size_t nwords, stream_t& s)
+static void sp_check_launch() { CUDA_OK(cudaGetLastError()); }
+
+static void sp_fork(cudaEvent_t e, stream_t& from, stream_t& to)
 {
-    if (!nwords) return;
-    size_t ntiles = (nwords + SP_TILE - 1) / SP_TILE;
-    sp_tile_scan<<<(unsigned)ntiles, SP_TILE, 0, s>>>(ctx.d_offsets.ptr, ctx.d_tile_sums.ptr,
-                                                     d_words, nwords);
-    CUDA_OK(cudaGetLastError());
-    sp_tiles_scan<<<1, 32, 0, s>>>(ctx.d_tile_sums.ptr, ntiles);
-    CUDA_OK(cudaGetLastError());
-    int blocks = (int)std::min<size_t>((nwords + 255) / 256, (size_t)ctx.gpu.sm_count() * 8);
-    sp_gather<<<blocks, 256, 0, s>>>(dst, src, d_words, ctx.d_offsets.ptr, ctx.d_tile_sums.ptr,
-                                     nwords);
-    CUDA_OK(cudaGetLastError());
+    CUDA_OK(cudaEventRecord(e, from));
+    CUDA_OK(cudaStreamWaitEvent(to, e, 0));
 }
 
-static void sp_msm_ok(RustError e)
+static int sp_blocks(const GpuContext& ctx, size_t threads, int per_sm)
 {
-    if (e.code != 0) {
-        std::string msg = e.message ? e.message : "";
-        free(e.message);
-        throw cuda_error{e.code, "multi-scalar multiplication: " + msg};
+    return (int)std::max<size_t>(1, std::min<size_t>((threads + 255) / 256,
+                                                     (size_t)ctx.sms * per_sm));
+}
+
+// Exclusive prefix counts of the set bits of words[0..nwords): per word in `offsets`, per tile in
+// `tiles`, the total in tiles[ntiles].
+static void sp_scan(const uint64_t* words, size_t nwords, uint32_t* offsets, uint32_t* tiles,
+                    stream_t& s)
+{
+    size_t ntiles = sp_tiles(nwords);
+    sp_tile_scan<<<(unsigned)ntiles, SP_TILE, 0, s>>>(offsets, tiles, words, nwords);
+    sp_check_launch();
+    sp_tiles_scan<<<1, 32, 0, s>>>(tiles, ntiles);
+    sp_check_launch();
+}
+
+template<class T>
+static void sp_gather_launch(GpuContext& ctx, T* dst, const T* src, const uint64_t* words,
+                             size_t nwords, const uint32_t* offsets, const uint32_t* tiles,
+                             stream_t& s)
+{
+    sp_gather<T><<<sp_blocks(ctx, nwords, 8), 256, 0, s>>>(dst, src, words, offsets, tiles,
+                                                           nwords);
+    sp_check_launch();
+}
+
+// Gathers into dst the elements of src (on the device) whose bit is set in words[0..nwords).
+static void sp_gather_dense(GpuContext& ctx, fr_t* dst, const fr_t* src, const uint64_t* words,
+                            size_t nwords, stream_t& s)
+{
+    if (!nwords) return;
+    sp_scan(words, nwords, ctx.d_offsets.ptr, ctx.d_tiles.ptr, s);
+    sp_gather_launch(ctx, dst, src, words, nwords, ctx.d_offsets.ptr, ctx.d_tiles.ptr, s);
+}
+
+// Marks the ones and the big scalars of d_sc[0..n) in query q's split buffers, with the prefix
+// sums of `big`, and queues the count of big scalars to counts[q] on the host.
+static void sp_classify_query(GpuContext& ctx, int q, const fr_t* d_sc, size_t n,
+                              uint32_t* counts, stream_t& s)
+{
+    sp_split_buf& sb = ctx.split[q];
+    size_t padded = sp_split_words(n) * 64;
+    fr_t fr_one = fr_t::one();
+    const uint64_t* one = (const uint64_t*)&fr_one;
+    sp_classify<<<sp_blocks(ctx, padded, 16), 256, 0, s>>>((uint32_t*)sb.ones.ptr,
+        (uint32_t*)sb.big.ptr, d_sc, n, padded, one[0], one[1], one[2], one[3]);
+    sp_check_launch();
+    size_t nwords = sp_words(n);
+    sp_scan(sb.big.ptr, nwords, sb.offsets.ptr, sb.tiles.ptr, s);
+    CUDA_OK(cudaMemcpyAsync(&counts[q], sb.tiles.ptr + sp_tiles(nwords), sizeof(uint32_t),
+                            cudaMemcpyDeviceToHost, s));
+}
+
+// The accumulate kernel's block size for a bucket type.
+template<class B> static dim3 sp_acc_block(const GpuContext& ctx)
+{
+    if constexpr (B::degree == 1)
+        return ctx.acc_block_g1;
+    else
+        return ctx.acc_block_g2;
+}
+
+// Pippenger over d_pts[0..n) and d_sc[0..n) with plan p, as sppark's msm_t::invoke runs it for
+// device-resident points and scalars, chunk by chunk: signed digits and their sort, the batch
+// addition of window 0's +-1 digits, the bucket accumulation and the row integration; then each
+// chunk's row sums and partial sums are added into the job's accumulators. All on stream s,
+// nothing waited for.
+template<class B, class A>
+static void sp_pippenger(GpuContext& ctx, sp_job_buf<B>& job, typename B::mem_t* d_part,
+                         const A* d_pts, const fr_t* d_sc, const sp_msm_plan& p, stream_t& s)
+{
+    typedef typename B::mem_t bucket_h;
+    typedef typename A::mem_t affine_h;
+    if (p.buckets * sizeof(B) > ctx.d_msm.bytes() || p.buckets > ctx.d_hist.len
+        || p.digits > ctx.d_digits.len || p.temps > ctx.d_temps.len
+        || p.nwins > SP_NW_MAX)
+        throw cuda_error{cudaErrorInvalidValue,
+                         std::string("an MSM plan exceeds the scratch sized for it")};
+    const uint32_t row_sz = 1U << (p.wbits - 1);
+    bucket_h* buckets = (bucket_h*)ctx.d_msm.ptr;
+    vec2d_t<uint32_t> hist{ctx.d_hist.ptr, row_sz};
+    vec2d_t<uint32_t> digits{ctx.d_digits.ptr, (uint32_t)p.stride};
+    vec2d_t<uint2> temps{ctx.d_temps.ptr, (uint32_t)p.stride};
+    const uint32_t nbits = (uint32_t)fr_t::bit_length();
+    const uint32_t top = nbits - p.wbits * (p.nwins - 1);
+    // sppark: a grid of the largest power of two not above a third of the SMs for the digits
+    uint32_t grid = ctx.sms / 3;
+    while (grid & (grid - 1))
+        grid -= (grid & (0 - grid));
+    grid = std::max(grid, 1u);
+    const size_t sort_shared = sizeof(uint32_t) << DIGIT_BITS;
+    const int nparts = (int)ctx.lay.parts;
+
+    for (size_t c = 0; c < p.batch; c++) {
+        size_t off = c * p.stride;
+        if (off >= p.n)
+            break;
+        size_t num = std::min(p.stride, p.n - off);
+        breakdown<<<2 * grid, 1024, sizeof(fr_t) * 1024, s>>>(digits, d_sc + off, num,
+                                                             p.nwins, p.wbits, true);
+        sp_check_launch();
+        uint32_t win;
+        for (win = 0; win < p.nwins - 1; win += 2)
+            s.launch_coop(splitprover_msm_sort, dim3(grid, 2), dim3(SORT_BLOCKDIM), sort_shared,
+                          digits, num, win, temps, hist, p.wbits - 1, p.wbits - 1,
+                          win == p.nwins - 2 ? top - 1 : p.wbits - 1);
+        if (win < p.nwins)
+            s.launch_coop(splitprover_msm_sort, dim3(grid, 1), dim3(SORT_BLOCKDIM), sort_shared,
+                          digits, num, win, temps, hist, p.wbits - 1, top - 1, 0u);
+
+        const affine_h* pts = (const affine_h*)(d_pts + off);
+        batch_addition<B><<<ctx.sms, BATCH_ADD_BLOCK_SIZE, 0, s>>>(d_part, pts, num,
+                                                                   digits[0], hist[0][0]);
+        sp_check_launch();
+        s.launch_coop(accumulate<B, affine_h>, dim3(ctx.sms), sp_acc_block<B>(ctx), (size_t)0,
+                      buckets, p.nwins, p.wbits, const_cast<affine_h*>(pts), digits, hist,
+                      ctx.sid);
+        integrate<B><<<p.nwins, MSM_NTHREADS, sizeof(B) * MSM_NTHREADS / B::degree, s>>>(
+            buckets, p.nwins, p.wbits, nbits);
+        sp_check_launch();
+        size_t items = ((size_t)p.nwins * 2 * SP_NT(B) + nparts) * B::degree;
+        sp_fold<B><<<sp_blocks(ctx, items, 4), 256, 0, s>>>(job.acc_w.ptr, buckets, row_sz,
+            p.nwins, job.acc_ones.ptr, d_part, (uint32_t)nparts, c == 0);
+        sp_check_launch();
     }
 }
 
-typedef std::chrono::steady_clock sp_clock;
-static double sp_ms(sp_clock::time_point& t)
+// What the host records of one MSM, for its final sums and its window combination.
+struct sp_job_rec {
+    uint32_t nwins = 0, wbits = 0;
+    bool pippenger = false, split = false;
+};
+
+// One query's MSM: a plain Pippenger when big == SIZE_MAX, otherwise the batch addition of the
+// points whose scalar is one (query q's bitmap) and a Pippenger over the big scalars' points,
+// gathered into `tail` (the tail scalars are gathered too unless `scalars_ready`: B_G2 reuses
+// B_G1's).
+template<class B, class A>
+static sp_job_rec sp_msm_query(GpuContext& ctx, sp_job_buf<B>& job, typename B::mem_t* d_part,
+                               const A* d_pts, const fr_t* d_sc, size_t n, int q, size_t big,
+                               A* tail, bool scalars_ready, stream_t& s)
 {
-    auto now = sp_clock::now();
-    double ms = std::chrono::duration<double, std::milli>(now - t).count();
-    t = now;
+    typedef typename A::mem_t affine_h;
+    sp_job_rec rec;
+    if (!n)
+        return rec;
+    if (big == SIZE_MAX) {
+        sp_msm_plan p = sp_plan(n);
+        sp_pippenger(ctx, job, d_part, d_pts, d_sc, p, s);
+        rec.nwins = p.nwins;
+        rec.wbits = p.wbits;
+        rec.pippenger = true;
+        return rec;
+    }
+    const sp_split_buf& sb = ctx.split[q];
+    s.launch_coop(batch_addition<B>, dim3(ctx.sms), dim3(BATCH_ADD_BLOCK_SIZE),
+                  (size_t)0, job.split.ptr, (const affine_h*)d_pts, (uint32_t)n,
+                  (const uint32_t*)sb.ones.ptr, false, ctx.sid);
+    rec.split = true;
+    if (big) {
+        size_t nwords = sp_words(n);
+        if (!scalars_ready)
+            sp_gather_launch(ctx, ctx.d_tail_sc.ptr, d_sc, sb.big.ptr, nwords, sb.offsets.ptr,
+                             sb.tiles.ptr, s);
+        sp_gather_launch(ctx, (affine_h*)tail, (const affine_h*)d_pts, sb.big.ptr, nwords,
+                         sb.offsets.ptr, sb.tiles.ptr, s);
+        sp_msm_plan p = sp_plan(big);
+        sp_pippenger(ctx, job, d_part, tail, ctx.d_tail_sc.ptr, p, s);
+        rec.nwins = p.nwins;
+        rec.wbits = p.wbits;
+        rec.pippenger = true;
+    }
+    return rec;
+}
+
+template<class B>
+static sp_final_job<B> sp_final_of(GpuContext& ctx, sp_job_buf<B>& job, const sp_job_rec& rec,
+                                   typename B::mem_t* out)
+{
+    sp_final_job<B> f{};
+    f.out = out;
+    f.acc = job.acc_w.ptr;
+    f.nwins = rec.nwins;
+    f.wbits = rec.wbits;
+    if (rec.pippenger) {
+        f.parts[0] = job.acc_ones.ptr;
+        f.nparts[0] = (uint32_t)ctx.lay.parts;
+    }
+    if (rec.split) {
+        f.parts[1] = job.split.ptr;
+        f.nparts[1] = (uint32_t)ctx.lay.parts;
+    }
+    return f;
+}
+
+static bucket_t::mem_t* sp_result_g1(unsigned char* base, int job)
+{
+    return (bucket_t::mem_t*)(base + (size_t)job * (SP_NW_MAX + 1) * sizeof(bucket_t));
+}
+static bucket_fp2_t::mem_t* sp_result_g2(unsigned char* base)
+{
+    return (bucket_fp2_t::mem_t*)(base + (size_t)SP_G1_JOBS * (SP_NW_MAX + 1) * sizeof(bucket_t));
+}
+
+// The copies of one proof on the copy stream, once its input set's previous reader is done.
+static void sp_issue_copy(GpuContext& ctx, const sp_assignment& a, int set, sp_flight& fl)
+{
+    stream_t& s = *ctx.s_copy;
+    const sp_srs& L = ctx.lens;
+    sp_set& st = ctx.sets[set];
+    CUDA_OK(cudaStreamWaitEvent(s, ctx.released[set], 0));
+    CUDA_OK(cudaEventRecord(fl.ev[EV_COPY0], s));
+    size_t n = a.abc_len, dom = ctx.domain;
+    const fr_t* src[3] = {a.a, a.b, a.c};
+    for (int i = 0; i < 3; i++) {
+        fr_t* dst = st.abc.ptr + i * dom;
+        if (n)
+            s.HtoD(dst, src[i], n);
+        if (n < dom)
+            CUDA_OK(cudaMemsetAsync(dst + n, 0, (dom - n) * sizeof(fr_t), s));
+    }
+    size_t w_aux = sp_words(L.n_l), w_inp = sp_words(L.n_inputs);
+    if (L.n_inputs)
+        s.HtoD(st.input.ptr, a.input, L.n_inputs);
+    if (L.n_l)
+        s.HtoD(st.aux.ptr, a.aux, L.n_l);
+    if (w_aux) {
+        s.HtoD(st.words.ptr, a.a_aux.words, w_aux);
+        s.HtoD(st.words.ptr + w_aux + w_inp, a.b_aux.words, w_aux);
+    }
+    if (w_inp)
+        s.HtoD(st.words.ptr + w_aux, a.b_input.words, w_inp);
+    CUDA_OK(cudaEventRecord(fl.ev[EV_COPY1], s));
+}
+
+// A proof up to the H MSM: the quotient's NTTs, the gathers, the three splits (their counts
+// queued to the host), the H MSM.
+static void sp_issue_front(GpuContext& ctx, const sp_assignment& a, int set, sp_flight& fl)
+{
+    stream_t& m = *ctx.s_main;
+    const sp_srs& L = ctx.lens;
+    sp_set& st = ctx.sets[set];
+    size_t dom = ctx.domain;
+    CUDA_OK(cudaStreamWaitEvent(m, fl.ev[EV_COPY1], 0));
+    CUDA_OK(cudaEventRecord(fl.ev[EV_START], m));
+
+    // the quotient's coefficients, in place of a; b and c on their own streams
+    fr_t* d_a = st.abc.ptr;
+    fr_t* d_b = d_a + dom;
+    fr_t* d_c = d_b + dom;
+    CUDA_OK(cudaEventRecord(ctx.ev_fork, m));
+    CUDA_OK(cudaStreamWaitEvent(*ctx.s_n1, ctx.ev_fork, 0));
+    CUDA_OK(cudaStreamWaitEvent(*ctx.s_n2, ctx.ev_fork, 0));
+    stream_t* ss[3] = {&m, ctx.s_n1.get(), ctx.s_n2.get()};
+    fr_t* dd[3] = {d_a, d_b, d_c};
+    for (int i = 0; i < 3; i++) {
+        sp_ntt::NTT_internal(dd[i], ctx.lg_domain, NTT::InputOutputOrder::NR,
+                             NTT::Direction::inverse, NTT::Type::standard, *ss[i]);
+        sp_ntt::NTT_internal(dd[i], ctx.lg_domain, NTT::InputOutputOrder::RN,
+                             NTT::Direction::forward, NTT::Type::coset, *ss[i]);
+    }
+    sp_fork(ctx.ev_join1, *ctx.s_n1, m);
+    sp_fork(ctx.ev_join2, *ctx.s_n2, m);
+    sp_mul_assign<<<ctx.sms, 1024, 0, m>>>(d_a, d_b, dom);
+    sp_check_launch();
+    sp_sub_scale<<<ctx.sms, 1024, 0, m>>>(d_a, d_c, ctx.z_inv, dom);
+    sp_check_launch();
+    sp_ntt::NTT_internal(d_a, ctx.lg_domain, NTT::InputOutputOrder::NN,
+                         NTT::Direction::inverse, NTT::Type::coset, m);
+    CUDA_OK(cudaEventRecord(fl.ev[EV_NTT], m));
+
+    // A's scalars: the inputs, then the aux A uses; B's: the inputs and aux B uses
+    size_t w_aux = sp_words(L.n_l), w_inp = sp_words(L.n_inputs);
+    const uint64_t* d_w_a = st.words.ptr;
+    const uint64_t* d_w_bi = d_w_a + w_aux;
+    const uint64_t* d_w_ba = d_w_bi + w_inp;
+    if (L.n_inputs)
+        CUDA_OK(cudaMemcpyAsync(ctx.d_sc_a.ptr, st.input.ptr, L.n_inputs * sizeof(fr_t),
+                                cudaMemcpyDeviceToDevice, m));
+    sp_gather_dense(ctx, ctx.d_sc_a.ptr + L.n_inputs, st.aux.ptr, d_w_a, w_aux, m);
+    sp_gather_dense(ctx, ctx.d_sc_b.ptr, st.input.ptr, d_w_bi, w_inp, m);
+    sp_gather_dense(ctx, ctx.d_sc_b.ptr + a.b_input.popcount, st.aux.ptr, d_w_ba, w_aux, m);
+    // the splits of L, A and B: only their counts go to the host, before the H MSM starts
+    const fr_t* sc[3] = {st.aux.ptr, ctx.d_sc_a.ptr, ctx.d_sc_b.ptr};
+    const size_t nq[3] = {L.n_l, L.n_a, L.n_b};
+    for (int q = 0; q < 3; q++)
+        if (nq[q])
+            sp_classify_query(ctx, q, sc[q], nq[q], fl.counts, m);
+    CUDA_OK(cudaEventRecord(fl.counted, m));
+    CUDA_OK(cudaEventRecord(fl.ev[EV_GATHER], m));
+
+    // H: the first domain - 1 coefficients (the last is zero for a valid witness)
+    sp_pippenger(ctx, ctx.job_g1[SP_JOB_H], ctx.d_part_g1.ptr, ctx.d_h.ptr, d_a,
+                 ctx.lay.plan_h, m);
+    fl.nwins[SP_JOB_H] = ctx.lay.plan_h.nwins;
+    fl.wbits[SP_JOB_H] = ctx.lay.plan_h.wbits;
+    CUDA_OK(cudaEventRecord(fl.ev[EV_H], m));
+}
+
+// The diagnostic: one window sum from integrate's 2 * NT partial sums of a row (summed over the
+// chunks on the device), on the host, with sppark's own loop (`msm_t::integrate_row`).
+template<class B, class P>
+static P sp_host_window(const B* row, uint32_t lsbits)
+{
+    const uint32_t NT = SP_NT(B);
+    const uint32_t nthrbits = (uint32_t)sp_lg2(NT);
+    size_t i = NT - 1;
+    if (lsbits - 1 <= nthrbits) {
+        size_t mask = (1U << (nthrbits - (lsbits - 1))) - 1;
+        B res, acc = row[2 * i + 1];
+        if (mask)
+            res.inf();
+        else
+            res = acc;
+        while (i--) {
+            acc.add(row[2 * i + 1]);
+            if ((i & mask) == 0)
+                res.add(acc);
+        }
+        return P(res);
+    }
+    P res = P(row[2 * i]);
+    B acc = row[2 * i + 1];
+    while (i--) {
+        P raise = P(acc);
+        for (size_t j = 0; j < lsbits - 1 - nthrbits; j++)
+            raise.dbl();
+        res.add(raise);
+        res.add(P(row[2 * i]));
+        if (i)
+            acc.add(row[2 * i + 1]);
+    }
+    return res;
+}
+
+// The diagnostic: one MSM's sum from its device accumulators (waited for), reduced on the host
+// as sppark's `collect` reduces (the windows by `sp_host_window`, Horner, the partial sums one by
+// one), instead of by `sp_final`: the same buckets, the other reduction.
+template<class B, class P>
+static void sp_host_sum(GpuContext& ctx, P& out, const sp_job_buf<B>& job, const sp_job_rec& rec)
+{
+    const size_t per_row = 2 * SP_NT(B), nparts = ctx.lay.parts;
+    const uint32_t nbits = (uint32_t)fr_t::bit_length();
+    std::vector<B> acc_w(std::max<size_t>(1, rec.nwins * per_row)), ones(nparts), split(nparts);
+    stream_t& m = *ctx.s_main;
+    if (rec.pippenger) {
+        CUDA_OK(cudaMemcpyAsync(acc_w.data(), job.acc_w.ptr, rec.nwins * per_row * sizeof(B),
+                                cudaMemcpyDeviceToHost, m));
+        CUDA_OK(cudaMemcpyAsync(ones.data(), job.acc_ones.ptr, nparts * sizeof(B),
+                                cudaMemcpyDeviceToHost, m));
+    }
+    if (rec.split)
+        CUDA_OK(cudaMemcpyAsync(split.data(), job.split.ptr, nparts * sizeof(B),
+                                cudaMemcpyDeviceToHost, m));
+    CUDA_OK(cudaStreamSynchronize(m));
+    out.inf();
+    for (uint32_t y = rec.nwins; y-- > 0;) {
+        if (y != rec.nwins - 1)
+            for (uint32_t i = 0; i < rec.wbits; i++)
+                out.dbl();
+        uint32_t lsbits = y == rec.nwins - 1 ? nbits - y * rec.wbits : rec.wbits;
+        out.add(sp_host_window<B, P>(&acc_w[y * per_row], lsbits));
+    }
+    B one;
+    one.inf();
+    for (size_t k = 0; k < nparts; k++) {
+        if (rec.pippenger)
+            one.add(ones[k]);
+        if (rec.split)
+            one.add(split[k]);
+    }
+    out.add(P(one));
+}
+
+// The rest of a proof, once the split counts are on the host: the L, A, B_G1 and B_G2 MSMs,
+// the input set released, the final sums and their copy to the flight's host results.
+static void sp_issue_back(GpuContext& ctx, int set, sp_flight& fl, bool host_sums)
+{
+    stream_t& m = *ctx.s_main;
+    const sp_srs& L = ctx.lens;
+    sp_set& st = ctx.sets[set];
+    CUDA_OK(cudaEventSynchronize(fl.counted));
+    const size_t nq[3] = {L.n_l, L.n_a, L.n_b};
+    for (int q = 0; q < 3; q++) {
+        size_t big = nq[q] ? fl.counts[q] : 0;
+        if (big > nq[q])
+            throw cuda_error{cudaErrorInvalidValue, std::string("a split count exceeds its query")};
+        // a query with more big scalars than half gets a plain MSM
+        fl.big[q] = big > nq[q] / 2 ? SIZE_MAX : big;
+    }
+    sp_job_rec rec[SP_JOBS];
+    rec[SP_JOB_H].nwins = fl.nwins[SP_JOB_H];
+    rec[SP_JOB_H].wbits = fl.wbits[SP_JOB_H];
+    rec[SP_JOB_H].pippenger = true;
+    rec[SP_JOB_L] = sp_msm_query(ctx, ctx.job_g1[SP_JOB_L], ctx.d_part_g1.ptr, ctx.d_l.ptr,
+                                 st.aux.ptr, L.n_l, 0, fl.big[0], ctx.d_tail_g1.ptr, false, m);
+    CUDA_OK(cudaEventRecord(fl.ev[EV_L], m));
+    rec[SP_JOB_A] = sp_msm_query(ctx, ctx.job_g1[SP_JOB_A], ctx.d_part_g1.ptr, ctx.d_a.ptr,
+                                 ctx.d_sc_a.ptr, L.n_a, 1, fl.big[1], ctx.d_tail_g1.ptr, false, m);
+    CUDA_OK(cudaEventRecord(fl.ev[EV_A], m));
+    rec[SP_JOB_B1] = sp_msm_query(ctx, ctx.job_g1[SP_JOB_B1], ctx.d_part_g1.ptr, ctx.d_b_g1.ptr,
+                                  ctx.d_sc_b.ptr, L.n_b, 2, fl.big[2], ctx.d_tail_g1.ptr, false,
+                                  m);
+    CUDA_OK(cudaEventRecord(fl.ev[EV_B1], m));
+    // the same split serves G2 (the tail scalars gathered for B_G1 are still in place)
+    rec[SP_JOB_B2] = sp_msm_query(ctx, ctx.job_g2, ctx.d_part_g2.ptr, ctx.d_b_g2.ptr,
+                                  ctx.d_sc_b.ptr, L.n_b, 2, fl.big[2], ctx.d_tail_g2.ptr, true,
+                                  m);
+    CUDA_OK(cudaEventRecord(fl.ev[EV_B2], m));
+    CUDA_OK(cudaEventRecord(ctx.released[set], m));
+
+    // the final sums: G1 on the compute stream, G2 beside it
+    sp_final_batch<bucket_t> g1{};
+    g1.nbits = (uint32_t)fr_t::bit_length();
+    uint32_t blocks = 0;
+    for (int j = 0; j < SP_G1_JOBS; j++) {
+        g1.job[j] = sp_final_of(ctx, ctx.job_g1[j], rec[j], sp_result_g1(ctx.d_results.ptr, j));
+        blocks += rec[j].nwins + 1;
+        fl.nwins[j] = rec[j].nwins;
+        fl.wbits[j] = rec[j].wbits;
+    }
+    g1.njobs = SP_G1_JOBS;
+    sp_final_batch<bucket_fp2_t> g2{};
+    g2.nbits = g1.nbits;
+    g2.job[0] = sp_final_of(ctx, ctx.job_g2, rec[SP_JOB_B2], sp_result_g2(ctx.d_results.ptr));
+    g2.njobs = 1;
+    fl.nwins[SP_JOB_B2] = rec[SP_JOB_B2].nwins;
+    fl.wbits[SP_JOB_B2] = rec[SP_JOB_B2].wbits;
+    sp_fork(ctx.ev_fork, m, *ctx.s_n1);
+    sp_final<bucket_fp2_t><<<rec[SP_JOB_B2].nwins + 1, MSM_NTHREADS, 0, *ctx.s_n1>>>(g2);
+    sp_check_launch();
+    sp_final<bucket_t><<<blocks, MSM_NTHREADS, 0, m>>>(g1);
+    sp_check_launch();
+    sp_fork(ctx.ev_join1, *ctx.s_n1, m);
+    CUDA_OK(cudaMemcpyAsync(fl.results, ctx.d_results.ptr, ctx.lay.results_bytes,
+                            cudaMemcpyDeviceToHost, m));
+    CUDA_OK(cudaEventRecord(fl.ev[EV_DONE], m));
+    if (host_sums) {
+        // the diagnostic waits here, before the next proof's MSMs overwrite the accumulators
+        point_t* g1[SP_G1_JOBS] = {&fl.host_sums.h, &fl.host_sums.l, &fl.host_sums.a,
+                                   &fl.host_sums.b_g1};
+        for (int j = 0; j < SP_G1_JOBS; j++)
+            sp_host_sum(ctx, *g1[j], ctx.job_g1[j], rec[j]);
+        sp_host_sum(ctx, fl.host_sums.b_g2, ctx.job_g2, rec[SP_JOB_B2]);
+    }
+}
+
+// Horner over one MSM's window sums (host buckets, as the device wrote them): the top window
+// first, `wbits` doublings before each lower one, then the ones.
+template<class B, class P>
+static void sp_horner(P& out, const B* r, uint32_t nwins, uint32_t wbits)
+{
+    out.inf();
+    for (uint32_t y = nwins; y-- > 0;) {
+        if (y != nwins - 1)
+            for (uint32_t i = 0; i < wbits; i++)
+                out.dbl();
+        out.add(P(r[y]));
+    }
+    out.add(P(r[nwins]));
+}
+
+static double sp_elapsed(cudaEvent_t from, cudaEvent_t to)
+{
+    float ms = 0;
+    CUDA_OK(cudaEventElapsedTime(&ms, from, to));
     return ms;
 }
 
-// Marks the ones and the big scalars of d_sc[0..n) and, when the big ones are at most half,
-// gathers them to ctx.d_tail_sc; leaves the prefix sums of `big` in d_offsets/d_tile_sums for
-// the point gathers. Returns the number of big scalars, or SIZE_MAX when the query is better
-// served by a plain MSM.
-static size_t sp_split(GpuContext& ctx, const fr_t* d_sc, size_t n)
+// Waits for a flight's results and turns them into the five sums and the phase times.
+static void sp_finish(sp_flight& fl, sp_components& out, sp_phases& ph)
 {
-    stream_t& s = ctx.gpu;
-    size_t words = sp_split_words(n);
-    size_t padded = words * 64;
-    fr_t fr_one = fr_t::one();
-    const uint64_t* one = (const uint64_t*)&fr_one;
-    int blocks = (int)std::min<size_t>((padded + 255) / 256, (size_t)ctx.gpu.sm_count() * 16);
-    sp_classify<<<blocks, 256, 0, s>>>((uint32_t*)ctx.d_ones.ptr, (uint32_t*)ctx.d_big.ptr,
-                                       d_sc, n, padded, one[0], one[1], one[2], one[3]);
-    CUDA_OK(cudaGetLastError());
-    size_t nwords = sp_words(n);
-    size_t ntiles = (nwords + SP_TILE - 1) / SP_TILE;
-    sp_tile_scan<<<(unsigned)ntiles, SP_TILE, 0, s>>>(ctx.d_offsets.ptr, ctx.d_tile_sums.ptr,
-                                                     ctx.d_big.ptr, nwords);
-    CUDA_OK(cudaGetLastError());
-    sp_tiles_scan<<<1, 32, 0, s>>>(ctx.d_tile_sums.ptr, ntiles);
-    CUDA_OK(cudaGetLastError());
-    CUDA_OK(cudaMemcpyAsync(ctx.h_count, ctx.d_tile_sums.ptr + ntiles, sizeof(uint32_t),
-                            cudaMemcpyDeviceToHost, s));
-    s.sync();
-    size_t big = *ctx.h_count;
-    if (big > n / 2)
-        return SIZE_MAX;
-    int gblocks = (int)std::min<size_t>((nwords + 255) / 256, (size_t)ctx.gpu.sm_count() * 8);
-    sp_gather<<<gblocks, 256, 0, s>>>(ctx.d_tail_sc.ptr, d_sc, ctx.d_big.ptr, ctx.d_offsets.ptr,
-                                      ctx.d_tile_sums.ptr, nwords);
-    CUDA_OK(cudaGetLastError());
-    return big;
+    CUDA_OK(cudaEventSynchronize(fl.ev[EV_DONE]));
+    auto t0 = std::chrono::steady_clock::now();
+    const bucket_t* r1 = (const bucket_t*)fl.results;
+    point_t* g1[SP_G1_JOBS] = {&out.h, &out.l, &out.a, &out.b_g1};
+    for (int j = 0; j < SP_G1_JOBS; j++)
+        sp_horner(*g1[j], r1 + (size_t)j * (SP_NW_MAX + 1), fl.nwins[j], fl.wbits[j]);
+    const bucket_fp2_t* r2 =
+        (const bucket_fp2_t*)(fl.results + (size_t)SP_G1_JOBS * (SP_NW_MAX + 1) * sizeof(bucket_t));
+    sp_horner(out.b_g2, r2, fl.nwins[SP_JOB_B2], fl.wbits[SP_JOB_B2]);
+    ph.host_sums = std::chrono::duration<double, std::milli>(
+                       std::chrono::steady_clock::now() - t0).count();
+    const cudaEvent_t* e = fl.ev;
+    ph.copy_in = sp_elapsed(e[EV_COPY0], e[EV_COPY1]);
+    ph.ntt = sp_elapsed(e[EV_START], e[EV_NTT]);
+    ph.gather = sp_elapsed(e[EV_NTT], e[EV_GATHER]);
+    ph.msm_h = sp_elapsed(e[EV_GATHER], e[EV_H]);
+    ph.msm_l = sp_elapsed(e[EV_H], e[EV_L]);
+    ph.msm_a = sp_elapsed(e[EV_L], e[EV_A]);
+    ph.msm_b_g1 = sp_elapsed(e[EV_A], e[EV_B1]);
+    ph.msm_b_g2 = sp_elapsed(e[EV_B1], e[EV_B2]);
+    ph.final_sums = sp_elapsed(e[EV_B2], e[EV_DONE]);
+    ph.compute = sp_elapsed(e[EV_START], e[EV_DONE]);
+    ph.span = sp_elapsed(e[EV_COPY0], e[EV_DONE]);
 }
 
-template<class A>
-static void sp_gather_tail(GpuContext& ctx, A* tail, const A* points, size_t n)
+static bool sp_matches(const GpuContext& ctx, const sp_assignment& a)
 {
-    stream_t& s = ctx.gpu;
-    size_t nwords = sp_words(n);
-    int gblocks = (int)std::min<size_t>((nwords + 255) / 256, (size_t)ctx.gpu.sm_count() * 8);
-    sp_gather_points<typename A::mem_t><<<gblocks, 256, 0, s>>>(
-        (typename A::mem_t*)tail, (const typename A::mem_t*)points, ctx.d_big.ptr,
-        ctx.d_offsets.ptr, ctx.d_tile_sums.ptr, nwords);
-    CUDA_OK(cudaGetLastError());
+    const sp_srs& L = ctx.lens;
+    return a.abc_len <= ctx.domain && a.aux_len == L.n_l && a.input_len == L.n_inputs
+        && a.a_aux.bit_len == L.n_l && a.b_aux.bit_len == L.n_l
+        && a.b_input.bit_len == L.n_inputs
+        && L.n_inputs + a.a_aux.popcount == L.n_a
+        && a.b_input.popcount + a.b_aux.popcount == L.n_b;
 }
 
-// The sum of the points whose scalar is one (ctx.d_ones), by sppark's batch addition: one
-// partial sum per warp on the device, added up here.
-template<class bucket, class point>
-static void sp_add_ones(GpuContext& ctx, point& out, const typename bucket::affine_t* points,
-                        size_t n, sp_buf<typename bucket::mem_t>& d_buckets)
-{
-    stream_t& s = ctx.gpu;
-    int sms = ctx.gpu.sm_count();
-    s.launch_coop(batch_addition<bucket>, {sms, BATCH_ADD_BLOCK_SIZE},
-                  d_buckets.ptr, (const typename bucket::affine_t::mem_t*)points, (uint32_t)n,
-                  (const uint32_t*)ctx.d_ones.ptr, false, (uint32_t)0);
-    std::vector<bucket> partial(d_buckets.len);
-    s.DtoH(&partial[0], d_buckets.ptr, d_buckets.len);
-    s.sync();
-    out = sum_up(partial);
-}
-
-// sum scalars[i] points[i] over n points: split when the big scalars are at most half.
-template<class bucket, class msm_type, class point, class affine>
-static void sp_msm(GpuContext& ctx, msm_type* msm, point& out, const affine* d_pts,
-                   const fr_t* d_sc, size_t n, size_t big, affine* d_tail,
-                   sp_buf<typename bucket::mem_t>& d_buckets)
-{
-    out.inf();
-    if (!n) return;
-    if (big == SIZE_MAX) {
-        sp_msm_ok(msm->invoke(out, dev_ptr_t<affine>(const_cast<affine*>(d_pts)), n,
-                              dev_ptr_t<fr_t>(const_cast<fr_t*>(d_sc)), true));
-        return;
-    }
-    if (big) {
-        sp_gather_tail(ctx, d_tail, d_pts, n);
-        ctx.gpu.sync();
-        sp_msm_ok(msm->invoke(out, dev_ptr_t<affine>(d_tail), big,
-                              dev_ptr_t<fr_t>(ctx.d_tail_sc.ptr), true));
-    }
-    point ones;
-    sp_add_ones<bucket>(ctx, ones, d_pts, n, d_buckets);
-    out.add(ones);
-}
-
+// Proves n circuits in order (`host_sums`, when not null, also gets every proof's five sums
+// reduced on the host from the same device accumulators: a diagnostic). With two input sets, proof i+1's copies run on the copy stream
+// while proof i computes; each proof's window combination runs on the host while the device
+// computes the next. The host order below is what makes that safe with plain events:
+//   copy(0); for i: front(i); finish(i-1); copy(i+1) [two sets]; back(i); copy(i+1) [one set]
+//   - copy(i+1) writes input set (i+1) % nsets after waiting for `released` of that set, whose
+//     last record (back(i-1) with two sets, back(i) with one) is already queued;
+//   - front(i) waits for copy(i)'s last event, recorded before;
+//   - flight (i % 2)'s events and host results are re-recorded by copy(i+2), front(i+2) and
+//     back(i+2), all queued after finish(i) read them.
 extern "C"
-RustError::by_value splitprover_gpu_prove(GpuContext* ctx, const sp_assignment* asg,
-                                          sp_components* out, sp_phases* ph)
+RustError::by_value splitprover_gpu_prove_batch(GpuContext* ctx, const sp_assignment* asgs,
+                                                size_t n, sp_components* out, sp_phases* ph,
+                                                sp_batch_times* times, sp_on_proof on_proof,
+                                                void* user, sp_components* host_sums)
 {
     std::lock_guard<std::mutex> guard(ctx->mtx);
-    const gpu_t& gpu = ctx->gpu;
-    const sp_srs& L = ctx->lens;
-
     // The Rust side checks all of this; checked again so that no call reads out of bounds.
-    if (asg->abc_len > ctx->domain || asg->aux_len != L.n_l || asg->input_len != L.n_inputs
-        || asg->a_aux.bit_len != L.n_l || asg->b_aux.bit_len != L.n_l
-        || asg->b_input.bit_len != L.n_inputs
-        || L.n_inputs + asg->a_aux.popcount != L.n_a
-        || asg->b_input.popcount + asg->b_aux.popcount != L.n_b)
-        return RustError{cudaErrorInvalidValue, "the assignment does not match the SRS"};
+    for (size_t i = 0; i < n; i++)
+        if (!sp_matches(*ctx, asgs[i]))
+            return RustError{cudaErrorInvalidValue, "the assignment does not match the SRS"};
+    if (!n)
+        return RustError{cudaSuccess};
 
     try {
-        gpu.select();
-        auto t_all = sp_clock::now();
-        auto t = t_all;
-        size_t n = asg->abc_len, dom = ctx->domain;
-        fr_t* d_a = ctx->d_abc.ptr;
-        fr_t* d_b = d_a + dom;
-        fr_t* d_c = d_b + dom;
-
-        // copies in: a, b, c (zero-padded to the domain), the assignment, the bitmaps
-        const fr_t* src[3] = {asg->a, asg->b, asg->c};
-        fr_t* dst[3] = {d_a, d_b, d_c};
-        for (int i = 0; i < 3; i++) {
-            gpu[i].HtoD(dst[i], src[i], n);
-            if (n < dom)
-                CUDA_OK(cudaMemsetAsync(dst[i] + n, 0, (dom - n) * sizeof(fr_t), gpu[i]));
+        ctx->gpu.select();
+        const int nsets = ctx->nsets;
+        times->input_sets = nsets;
+        CUDA_OK(cudaEventRecord(ctx->ev_batch, *ctx->s_copy));
+        sp_issue_copy(*ctx, asgs[0], 0, ctx->fl[0]);
+        for (size_t i = 0; i < n; i++) {
+            int set = (int)(i % nsets);
+            sp_flight& fl = ctx->fl[i % 2];
+            sp_issue_front(*ctx, asgs[i], set, fl);
+            if (i > 0) {
+                sp_finish(ctx->fl[(i - 1) % 2], out[i - 1], ph[i - 1]);
+                if (host_sums)
+                    host_sums[i - 1] = ctx->fl[(i - 1) % 2].host_sums;
+                if (on_proof)
+                    on_proof(user, i - 1, &out[i - 1]);
+            }
+            if (nsets == 2 && i + 1 < n)
+                sp_issue_copy(*ctx, asgs[i + 1], (int)((i + 1) % 2), ctx->fl[(i + 1) % 2]);
+            sp_issue_back(*ctx, set, fl, host_sums != nullptr);
+            if (nsets == 1 && i + 1 < n)
+                sp_issue_copy(*ctx, asgs[i + 1], 0, ctx->fl[(i + 1) % 2]);
         }
-        size_t w_aux = sp_words(L.n_l), w_inp = sp_words(L.n_inputs);
-        uint64_t* d_w_a = ctx->d_words.ptr;
-        uint64_t* d_w_bi = d_w_a + w_aux;
-        uint64_t* d_w_ba = d_w_bi + w_inp;
-        gpu.HtoD(ctx->d_input.ptr, asg->input, L.n_inputs);
-        gpu.HtoD(ctx->d_aux.ptr, asg->aux, L.n_l);
-        gpu.HtoD(d_w_a, asg->a_aux.words, w_aux);
-        gpu.HtoD(d_w_bi, asg->b_input.words, w_inp);
-        gpu.HtoD(d_w_ba, asg->b_aux.words, w_aux);
-        gpu.sync();
-        ph->copy_in = sp_ms(t);
-
-        // the quotient's coefficients, in place of a
-        for (int i = 0; i < 3; i++) {
-            sp_ntt::NTT_internal(dst[i], ctx->lg_domain, NTT::InputOutputOrder::NR,
-                                 NTT::Direction::inverse, NTT::Type::standard, gpu[i]);
-            sp_ntt::NTT_internal(dst[i], ctx->lg_domain, NTT::InputOutputOrder::RN,
-                                 NTT::Direction::forward, NTT::Type::coset, gpu[i]);
-        }
-        gpu[1].sync();
-        gpu[2].sync();
-        fr_t z = group_gen;
-        for (uint32_t i = 0; i < ctx->lg_domain; i++)
-            z ^= 2;
-        fr_t z_inv = (z - fr_t::one()).reciprocal();
-        int sms = gpu.sm_count();
-        sp_mul_assign<<<sms, 1024, 0, gpu[0]>>>(d_a, d_b, dom);
-        CUDA_OK(cudaGetLastError());
-        sp_sub_scale<<<sms, 1024, 0, gpu[0]>>>(d_a, d_c, z_inv, dom);
-        CUDA_OK(cudaGetLastError());
-        sp_ntt::NTT_internal(d_a, ctx->lg_domain, NTT::InputOutputOrder::NN,
-                             NTT::Direction::inverse, NTT::Type::coset, gpu[0]);
-        gpu[0].sync();
-        ph->ntt = sp_ms(t);
-
-        // A's scalars: the inputs, then the aux A uses; B's: the inputs and aux B uses
-        CUDA_OK(cudaMemcpyAsync(ctx->d_sc_a.ptr, ctx->d_input.ptr, L.n_inputs * sizeof(fr_t),
-                                cudaMemcpyDeviceToDevice, gpu));
-        sp_gather_dense(*ctx, ctx->d_sc_a.ptr + L.n_inputs, ctx->d_aux.ptr, d_w_a, w_aux, gpu);
-        sp_gather_dense(*ctx, ctx->d_sc_b.ptr, ctx->d_input.ptr, d_w_bi, w_inp, gpu);
-        sp_gather_dense(*ctx, ctx->d_sc_b.ptr + asg->b_input.popcount, ctx->d_aux.ptr, d_w_ba,
-                        w_aux, gpu);
-        gpu.sync();
-        ph->gather = sp_ms(t);
-
-        // dev_ptr_t marks device memory for msm_t::invoke (the points are resident, the
-        // scalars were made here); element types are the host ones, so that the inner call
-        // takes the host-pointer overload with a null host pointer.
-        typedef dev_ptr_t<affine_t> dpts;
-        typedef dev_ptr_t<affine_fp2_t> dpts2;
-        typedef dev_ptr_t<fr_t> dsc;
-
-        // H: the first domain - 1 coefficients (the last is zero for a valid witness)
-        sp_msm_ok(ctx->msm_h->invoke(out->h, dpts(ctx->d_h.ptr), L.n_h, dsc(d_a), true));
-        ph->msm_h = sp_ms(t);
-        // L, A, B: split into a tail MSM and a batch addition where that pays
-        size_t big = L.n_l ? sp_split(*ctx, ctx->d_aux.ptr, L.n_l) : 0;
-        sp_msm<bucket_t>(*ctx, ctx->msm_l, out->l, ctx->d_l.ptr, ctx->d_aux.ptr, L.n_l, big,
-                         ctx->d_tail_g1.ptr, ctx->d_batch_g1);
-        ph->msm_l = sp_ms(t);
-        big = L.n_a ? sp_split(*ctx, ctx->d_sc_a.ptr, L.n_a) : 0;
-        sp_msm<bucket_t>(*ctx, ctx->msm_a, out->a, ctx->d_a.ptr, ctx->d_sc_a.ptr, L.n_a, big,
-                         ctx->d_tail_g1.ptr, ctx->d_batch_g1);
-        ph->msm_a = sp_ms(t);
-        big = L.n_b ? sp_split(*ctx, ctx->d_sc_b.ptr, L.n_b) : 0;
-        sp_msm<bucket_t>(*ctx, ctx->msm_b1, out->b_g1, ctx->d_b_g1.ptr, ctx->d_sc_b.ptr, L.n_b,
-                         big, ctx->d_tail_g1.ptr, ctx->d_batch_g1);
-        ph->msm_b_g1 = sp_ms(t);
-        // the same split serves G2 (d_ones, d_big and the tail scalars are still B's)
-        sp_msm<bucket_fp2_t>(*ctx, ctx->msm_b2, out->b_g2, ctx->d_b_g2.ptr, ctx->d_sc_b.ptr,
-                             L.n_b, big, ctx->d_tail_g2.ptr, ctx->d_batch_g2);
-        ph->msm_b_g2 = sp_ms(t);
-        ph->total = sp_ms(t_all);
+        sp_flight& last = ctx->fl[(n - 1) % 2];
+        sp_finish(last, out[n - 1], ph[n - 1]);
+        if (host_sums)
+            host_sums[n - 1] = last.host_sums;
+        if (on_proof)
+            on_proof(user, n - 1, &out[n - 1]);
+        times->gpu = sp_elapsed(ctx->ev_batch, last.ev[EV_DONE]);
     } catch (const cuda_error& e) {
-        gpu.sync();
+        for (auto* s : {ctx->s_main.get(), ctx->s_n1.get(), ctx->s_n2.get(), ctx->s_copy.get()})
+            (void)cudaStreamSynchronize(*s);
         (void)cudaGetLastError();
         return sp_error(e, "proving on the GPU");
     }
     return RustError{cudaSuccess};
+}
+
+// ---------------------------------------------------------------------------------------------
+// Host-only checks of the sizing and of the window weights (no GPU needed: kernels/tests/gpu.rs)
+
+extern "C" void splitprover_gpu_msm_plan(size_t n, uint32_t wbits, sp_msm_plan* out)
+{
+    *out = sp_plan(n, wbits);
+}
+
+extern "C" void splitprover_gpu_msm_cover(size_t n, sp_msm_plan* out)
+{
+    *out = sp_cover(n);
+}
+
+// sppark's host-side row integration (`msm_t::integrate_row`) over integers modulo 2^64 instead
+// of points, against the per-segment weights of `sp_window_term`, for random row sums, every
+// window size from 10 to 18 bits with its full and its top window, and both groups' rows
+// (256 and 128 segments). Returns the number of mismatches.
+extern "C" uint32_t splitprover_gpu_window_check(uint64_t seed)
+{
+    uint64_t x = seed | 1;
+    auto rnd = [&x]() { x ^= x << 13; x ^= x >> 7; x ^= x << 17; return x; };
+    uint32_t bad = 0;
+    const uint32_t nbits = (uint32_t)fr_t::bit_length();
+    for (uint32_t nthrbits : {7u, 8u}) {
+        const uint32_t NT = 1u << nthrbits;
+        std::vector<uint64_t> P(NT), A(NT);
+        for (uint32_t wbits = 10; wbits <= 18; wbits++) {
+            uint32_t nwins = (nbits - 1) / wbits + 1;
+            for (uint32_t lsbits : {wbits, nbits - (nwins - 1) * wbits}) {
+                for (auto& v : P) v = rnd();
+                for (auto& v : A) v = rnd();
+                // the loop, as integrate_row runs it
+                uint64_t want;
+                size_t i = NT - 1;
+                if (lsbits - 1 <= nthrbits) {
+                    size_t mask = (1U << (nthrbits - (lsbits - 1))) - 1;
+                    uint64_t acc = A[i], res = mask ? 0 : acc;
+                    while (i--) {
+                        acc += A[i];
+                        if ((i & mask) == 0)
+                            res += acc;
+                    }
+                    want = res;
+                } else {
+                    uint64_t res = P[i], acc = A[i];
+                    while (i--) {
+                        uint64_t raise = acc;
+                        for (size_t j = 0; j < lsbits - 1 - nthrbits; j++)
+                            raise += raise;
+                        res += raise;
+                        res += P[i];
+                        if (i)
+                            acc += A[i];
+                    }
+                    want = res;
+                }
+                // the weights
+                uint64_t got = 0;
+                for (uint32_t j = 0; j < NT; j++) {
+                    uint32_t k;
+                    bool use_p;
+                    sp_window_term(j, lsbits, nthrbits, k, use_p);
+                    got += (use_p ? P[j] : 0) + (uint64_t)k * A[j];
+                }
+                bad += got != want;
+            }
+        }
+    }
+    return bad;
 }
 
 #endif

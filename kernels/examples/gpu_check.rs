@@ -3,22 +3,35 @@
 //!
 //! ```text
 //! cargo build --release -p kernels --features cuda --example gpu_check
-//! gpu_check SPEC --params FILE [--seeds N] [--par P] [--cpu K] [--iters I] [--pinned]
-//!           [--supraseal] [--phases] [--gen cpu|gpu] [--gen-check]
-//! gpu_check sha-chain:2  --params p16 --seeds 100 --cpu 100      # 100 random witnesses at 2^16
-//! gpu_check sha-chain:38 --params p20 --seeds 3 --cpu 3 --iters 10 --supraseal --phases
+//! gpu_check SPEC --params FILE [--seeds N] [--par P] [--cpu K] [--iters I] [--batch B]
+//!           [--pinned] [--no-overlap] [--supraseal] [--phases] [--wbits-h W[/C],...]
+//!           [--gen cpu|gpu] [--gen-check]
+//! gpu_check sha-chain:2  --params p16 --seeds 100 --cpu 100 --batch 8   # 100 witnesses at 2^16
+//! gpu_check sha-chain:38 --params p20 --seeds 8 --cpu 8 --batch 8 --iters 10 --pinned \
+//!           --supraseal --phases
 //! ```
 //!
 //! - The SRS image is read from `--params` (written first by the fast generator, seed 1, when
-//!   the file does not exist) and uploaded once ([`GpuBackend::new`]: upload time and rate).
+//!   the file does not exist) and uploaded once ([`GpuBackend::new`]: upload time and rate, and
+//!   whether two input sets fit, i.e. whether a batch's copies overlap the previous proof;
+//!   `--no-overlap` keeps one set).
 //! - Seeds 1..=N give N witnesses (the circuit's input differs per seed) and `r`, `s` per seed.
-//!   Every GPU proof is verified; for the first K seeds the CPU prover proves with the same
-//!   `r`, `s` and the 192 proof bytes must be equal (and each of the five sums). `--par P`
-//!   synthesizes P seeds at a time in parallel (big circuits, many seeds).
-//! - `--iters I` times I more GPU proofs of seed 1 (median and min per proof); with
-//!   `--pinned` from a page-locked copy of the assignment (as gpu-proc proves from its
-//!   page-locked ring), with `--supraseal` the same for supraseal-c2 (backend `cuda`, whose proofs must verify and equal
-//!   ours byte for byte); `--phases` prints the median phase split of our prover.
+//!   They are proved `--batch B` at a time (one `prove_batch` call, the overlapped path); every
+//!   GPU proof is verified; for the first K seeds the CPU prover proves with the same `r`, `s`
+//!   and the 192 proof bytes must be equal, and each of the five sums of the same batch proved
+//!   again for its sums. `--par P` synthesizes P seeds at a time in parallel.
+//! - `--iters I` times I more GPU proofs of seed 1 (median and min per proof), and with
+//!   `--batch B` I batches of seeds 1..=B; with `--pinned` from a page-locked copy of the
+//!   assignments (as gpu-proc proves from its page-locked ring). Every timed proof must equal
+//!   the bytes proved before for its seed. Printed per proof: wall time, device time (CUDA
+//!   events: the proof's span alone, the batch's span divided by B in a batch) and the host
+//!   CPU time of the process (`CLOCK_PROCESS_CPUTIME_ID`) against that device time.
+//! - `--phases` prints the median phases of our prover (CUDA events), alone and in a batch.
+//! - `--supraseal` times supraseal-c2 (backend `cuda`) on the same assignments, alone and in a
+//!   batch; its proofs must verify and equal ours byte for byte.
+//! - `--wbits-h W[/C],...` opens the backend again with each H window size in bits (and, after a
+//!   slash, each number of chunks the H points are taken in; sppark's choice without) and times
+//!   single proofs (each must equal the bytes proved before).
 //! - `--gen gpu` writes a missing `--params` with the GPU generator (default `cpu`);
 //!   `--gen-check` generates the parameters on both devices (seed 1), times both and requires
 //!   them equal.
@@ -43,6 +56,63 @@ fn main() -> std::process::ExitCode {
     }
 }
 
+/// CPU time of this process and of the calling thread, in milliseconds.
+#[cfg(feature = "cuda")]
+mod cpu_clock {
+    #[cfg(target_os = "linux")]
+    mod sys {
+        /// `struct timespec` on 64-bit Linux: `time_t` and `long` are both 64 bits.
+        #[repr(C)]
+        pub struct Timespec {
+            pub tv_sec: i64,
+            pub tv_nsec: i64,
+        }
+        extern "C" {
+            pub fn clock_gettime(clock: i32, tp: *mut Timespec) -> i32;
+        }
+        pub const CLOCK_PROCESS_CPUTIME_ID: i32 = 2;
+        pub const CLOCK_THREAD_CPUTIME_ID: i32 = 3;
+    }
+
+    #[cfg(target_os = "linux")]
+    fn read(clock: i32) -> f64 {
+        const _: () = assert!(std::mem::size_of::<usize>() == 8, "64-bit Linux timespec");
+        let mut t = sys::Timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: clock_gettime writes one timespec through a valid, writable pointer; the
+        // clock ids are Linux's constants for this process's and this thread's CPU time.
+        let rc = unsafe { sys::clock_gettime(clock, &mut t) };
+        if rc != 0 {
+            return f64::NAN;
+        }
+        t.tv_sec as f64 * 1e3 + t.tv_nsec as f64 / 1e6
+    }
+
+    /// CPU milliseconds of the whole process so far (every thread).
+    #[cfg(target_os = "linux")]
+    pub fn process_ms() -> f64 {
+        read(sys::CLOCK_PROCESS_CPUTIME_ID)
+    }
+
+    /// CPU milliseconds of the calling thread so far.
+    #[cfg(target_os = "linux")]
+    pub fn thread_ms() -> f64 {
+        read(sys::CLOCK_THREAD_CPUTIME_ID)
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    pub fn process_ms() -> f64 {
+        f64::NAN
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    pub fn thread_ms() -> f64 {
+        f64::NAN
+    }
+}
+
 #[cfg(feature = "cuda")]
 mod check {
     use std::path::PathBuf;
@@ -51,14 +121,17 @@ mod check {
     use blstrs::Scalar;
     use ff::Field;
     use kernels::backend::cuda::{gpu_count, CudaBackend, PinnedAssignments};
-    use kernels::backend::gpu::{GpuBackend, Phases};
+    use kernels::backend::gpu::{GpuBackend, GpuOptions, Phases};
+    use kernels::backend::Components;
     use kernels::circuits::CircuitSpec;
     use kernels::paramgen::{generate_parameters_seeded_on, GenDevice};
     use kernels::srs::{write_params_file, SrsImage, SrsView};
     use kernels::synth::{OwnedAssignment, VecSink};
-    use kernels::{Backend, CpuBackend, Proof};
+    use kernels::{Assignment, Backend, CpuBackend, Proof};
     use rand_chacha::rand_core::SeedableRng;
     use rayon::prelude::*;
+
+    use super::cpu_clock;
 
     type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
@@ -70,8 +143,11 @@ mod check {
         pinned: bool,
         cpu: u64,
         iters: usize,
+        batch: usize,
+        overlap: bool,
         supraseal: bool,
         phases: bool,
+        wbits_h: Vec<(u32, Option<u32>)>,
         gen: GenDevice,
         gen_check: bool,
     }
@@ -81,8 +157,9 @@ mod check {
         let mut spec = None;
         let mut params = None;
         let (mut seeds, mut cpu, mut iters, mut supraseal, mut phases) = (3, 1, 5, false, false);
-        let (mut par, mut pinned) = (1, false);
+        let (mut par, mut pinned, mut batch, mut overlap) = (1, false, 1, true);
         let (mut gen, mut gen_check) = (GenDevice::Cpu, false);
+        let mut wbits_h = Vec::new();
         while let Some(a) = it.next() {
             let mut value = |name: &str| it.next().ok_or_else(|| format!("`{name}` needs a value"));
             match a.as_str() {
@@ -92,8 +169,19 @@ mod check {
                 "--par" => par = value("--par")?.parse()?,
                 "--pinned" => pinned = true,
                 "--iters" => iters = value("--iters")?.parse()?,
+                "--batch" => batch = value("--batch")?.parse()?,
+                "--no-overlap" => overlap = false,
                 "--supraseal" => supraseal = true,
                 "--phases" => phases = true,
+                "--wbits-h" => {
+                    for w in value("--wbits-h")?.split(',') {
+                        let (bits, chunks) = match w.trim().split_once('/') {
+                            Some((b, c)) => (b.parse()?, Some(c.parse()?)),
+                            None => (w.trim().parse()?, None),
+                        };
+                        wbits_h.push((bits, chunks));
+                    }
+                }
                 "--gen" => gen = value("--gen")?.parse()?,
                 "--gen-check" => gen_check = true,
                 s if !s.starts_with('-') && spec.is_none() => spec = Some(s.parse()?),
@@ -110,8 +198,11 @@ mod check {
             gen_check,
             cpu,
             iters,
+            batch: batch.max(1),
+            overlap,
             supraseal,
             phases,
+            wbits_h,
         })
     }
 
@@ -135,6 +226,125 @@ mod check {
         spec.synthesize_into(seed, VecSink::new())
             .map(|sink| sink.finish())
             .map_err(|e| format!("synthesizing seed {seed}: {e}"))
+    }
+
+    /// Median of each phase over `phases`, on one line.
+    fn phase_line(label: &str, phases: &[Phases]) -> String {
+        let pick = |f: fn(&Phases) -> f64| median(&mut phases.iter().map(f).collect::<Vec<_>>());
+        format!(
+            "phases {label} (median ms, CUDA events): copy-in {:.2}, ntt {:.2}, gathers+split {:.2}, msm h {:.2}, l {:.2}, a {:.2}, b_g1 {:.2}, b_g2 {:.2}, final sums {:.2}; compute {:.2}, span {:.2}; host window sums {:.3}",
+            pick(|p| p.copy_in),
+            pick(|p| p.ntt),
+            pick(|p| p.gather),
+            pick(|p| p.msm_h),
+            pick(|p| p.msm_l),
+            pick(|p| p.msm_a),
+            pick(|p| p.msm_b_g1),
+            pick(|p| p.msm_b_g2),
+            pick(|p| p.final_sums),
+            pick(|p| p.compute),
+            pick(|p| p.span),
+            pick(|p| p.host_sums),
+        )
+    }
+
+    /// Which stage a difference comes from: the device's final sums against sppark's host
+    /// reduction of the same device buckets, and that against the CPU backend's sums `cpu`.
+    fn diagnose(gpu: &GpuBackend, asg: &Assignment<'_>, cpu: &Components) -> Res<String> {
+        let (d, h) = gpu
+            .prove_components_checked(std::slice::from_ref(asg))?
+            .remove(0);
+        let mut line = String::from("diagnosis (device final sums vs host reduction vs cpu):");
+        for (name, dh, hc) in [
+            ("h", d.h == h.h, h.h == cpu.h),
+            ("l", d.l == h.l, h.l == cpu.l),
+            ("a", d.a == h.a, h.a == cpu.a),
+            ("b_g1", d.b_g1 == h.b_g1, h.b_g1 == cpu.b_g1),
+            ("b_g2", d.b_g2 == h.b_g2, h.b_g2 == cpu.b_g2),
+        ] {
+            line += &format!(
+                " {name}: {}{}",
+                if dh { "d=h" } else { "d!=h" },
+                if hc { ",h=cpu" } else { ",h!=cpu" }
+            );
+        }
+        Ok(line)
+    }
+
+    /// Per proof, over timed calls of one shape.
+    #[derive(Default)]
+    struct Timing {
+        wall: Vec<f64>,
+        gpu: Vec<f64>,
+        cpu_process: f64,
+        cpu_thread: f64,
+        proofs: usize,
+        phases: Vec<Phases>,
+        mismatches: usize,
+    }
+
+    impl Timing {
+        fn wall_ms(&self) -> f64 {
+            median(&mut self.wall.clone())
+        }
+        fn wall_min(&self) -> f64 {
+            self.wall.iter().copied().fold(f64::INFINITY, f64::min)
+        }
+        fn gpu_ms(&self) -> f64 {
+            median(&mut self.gpu.clone())
+        }
+        fn cpu_ms(&self) -> f64 {
+            self.cpu_process / self.proofs.max(1) as f64
+        }
+        fn thread_ms(&self) -> f64 {
+            self.cpu_thread / self.proofs.max(1) as f64
+        }
+        fn line(&self, label: &str) -> String {
+            format!(
+                "{label}: wall {:.2} ms/proof (min {:.2}), gpu {:.2} ms/proof (CUDA events), host cpu {:.2} ms/proof (process; calling thread {:.2}) = {:.1} % of gpu",
+                self.wall_ms(),
+                self.wall_min(),
+                self.gpu_ms(),
+                self.cpu_ms(),
+                self.thread_ms(),
+                100.0 * self.cpu_ms() / self.gpu_ms()
+            )
+        }
+    }
+
+    /// Times `iters` calls of `gpu.prove_batch_timed(batch)`; each proof must equal `want`.
+    fn time_ours(
+        gpu: &GpuBackend,
+        batch: &[Assignment<'_>],
+        rs: &[(Scalar, Scalar)],
+        want: &[Vec<u8>],
+        iters: usize,
+    ) -> Res<Timing> {
+        let r: Vec<Scalar> = rs.iter().map(|x| x.0).collect();
+        let s: Vec<Scalar> = rs.iter().map(|x| x.1).collect();
+        let mut t = Timing::default();
+        for _ in 0..iters {
+            let (p0, t0, w0) = (
+                cpu_clock::process_ms(),
+                cpu_clock::thread_ms(),
+                Instant::now(),
+            );
+            let (proofs, phases, times) = gpu.prove_batch_timed(batch, &r, &s)?;
+            let wall = w0.elapsed().as_secs_f64() * 1e3;
+            t.cpu_process += cpu_clock::process_ms() - p0;
+            t.cpu_thread += cpu_clock::thread_ms() - t0;
+            let n = batch.len() as f64;
+            t.wall.push(wall / n);
+            t.gpu.push(times.gpu_ms / n);
+            t.proofs += batch.len();
+            t.phases.extend(phases);
+            t.mismatches += proofs
+                .iter()
+                .zip(want)
+                .filter(|(p, w)| bytes(p) != **w)
+                .count();
+        }
+        Ok(t)
     }
 
     pub fn run() -> Res<bool> {
@@ -181,10 +391,14 @@ mod check {
             view.len_bytes() as f64 / 1e9,
             t.elapsed().as_secs_f64()
         );
-        let gpu = GpuBackend::new(&view)?;
+        let options = GpuOptions {
+            overlap: args.overlap,
+            ..GpuOptions::default()
+        };
+        let gpu = GpuBackend::with_options(&view, options)?;
         let res = gpu.residency();
         println!(
-            "gpu: {:.2} GB resident, scratch {:.2} GB, upload {:.0} ms ({:.1} GB/s, {})",
+            "gpu: {:.2} GB resident, scratch {:.2} GB, upload {:.0} ms ({:.1} GB/s, {}); {} input set(s) ({}), H window {} bits in {} chunk(s)",
             res.srs_bytes as f64 / 1e9,
             res.scratch_bytes as f64 / 1e9,
             res.upload_ms,
@@ -193,7 +407,15 @@ mod check {
                 "page-locked"
             } else {
                 "pageable"
-            }
+            },
+            res.input_sets,
+            if res.input_sets == 2 {
+                "a batch's copies overlap the previous proof"
+            } else {
+                "no copy overlap"
+            },
+            res.h_window_bits,
+            res.h_chunks,
         );
         let cpu = if args.cpu > 0 {
             Some(CpuBackend::new(&image)?)
@@ -201,137 +423,249 @@ mod check {
             None
         };
 
+        // Bit-exactness: every seed proved in batches of `--batch`, verified, the first K
+        // compared with the CPU backend (bytes and the five sums).
         let mut ok = true;
         let (mut verified, mut equal, mut compared) = (0u64, 0u64, 0u64);
-        let mut first: Option<OwnedAssignment> = None;
+        let keep = args.batch.max(1) as u64;
+        let mut kept: Vec<OwnedAssignment> = Vec::new();
+        let mut reference: Vec<Vec<u8>> = Vec::new();
         let all: Vec<u64> = (1..=args.seeds).collect();
-        for chunk in all.chunks(args.par) {
+        for chunk in all.chunks(args.par.max(args.batch)) {
             let synthesized: Vec<(u64, OwnedAssignment)> = chunk
                 .par_iter()
                 .map(|&seed| synth(spec, seed).map(|o| (seed, o)))
                 .collect::<Result<_, String>>()?;
-            for (seed, owned) in synthesized {
-                let asg = owned.as_assignment();
-                let inputs = spec.public_inputs(seed)?;
-                let (r, s) = randomness(seed);
-                let p = gpu
-                    .prove_batch(std::slice::from_ref(&asg), &[r], &[s])?
-                    .remove(0);
-                let good = gpu.verify(&p, &inputs)?;
-                verified += u64::from(good);
-                ok &= good;
-                let mut line = format!("seed {seed}: verify {}", if good { "ok" } else { "FAIL" });
-                if let (Some(cpu), true) = (&cpu, seed <= args.cpu) {
-                    let (gc, _) = gpu.prove_components(&asg)?;
-                    let cc = cpu.components(&asg)?;
-                    let cp = cpu
-                        .prove_batch(std::slice::from_ref(&asg), &[r], &[s])?
-                        .remove(0);
-                    let same = bytes(&cp) == bytes(&p) && gc == cc;
-                    compared += 1;
-                    equal += u64::from(same);
-                    ok &= same;
-                    line += &format!(", cpu {}", if same { "equal" } else { "DIFFERS" });
-                    if !same {
-                        for (name, same) in [
-                            ("h", gc.h == cc.h),
-                            ("l", gc.l == cc.l),
-                            ("a", gc.a == cc.a),
-                            ("b_g1", gc.b_g1 == cc.b_g1),
-                            ("b_g2", gc.b_g2 == cc.b_g2),
-                        ] {
-                            line += &format!(" {name}:{}", if same { "=" } else { "differs" });
+            for group in synthesized.chunks(args.batch) {
+                let asgs: Vec<Assignment<'_>> =
+                    group.iter().map(|(_, o)| o.as_assignment()).collect();
+                let rs: Vec<(Scalar, Scalar)> =
+                    group.iter().map(|(seed, _)| randomness(*seed)).collect();
+                let r: Vec<Scalar> = rs.iter().map(|x| x.0).collect();
+                let s: Vec<Scalar> = rs.iter().map(|x| x.1).collect();
+                let proofs = gpu.prove_batch(&asgs, &r, &s)?;
+                let compare = group.iter().any(|(seed, _)| *seed <= args.cpu);
+                let sums = match (&cpu, compare) {
+                    (Some(_), true) => Some(gpu.prove_components_batch(&asgs)?.0),
+                    _ => None,
+                };
+                for (i, ((seed, _), p)) in group.iter().zip(&proofs).enumerate() {
+                    let seed = *seed;
+                    let inputs = spec.public_inputs(seed)?;
+                    let good = gpu.verify(p, &inputs)?;
+                    verified += u64::from(good);
+                    ok &= good;
+                    let mut line = format!(
+                        "seed {seed} (batch of {}): verify {}",
+                        group.len(),
+                        if good { "ok" } else { "FAIL" }
+                    );
+                    if let (Some(cpu), Some(sums), true) = (&cpu, &sums, seed <= args.cpu) {
+                        let gc = sums[i].0;
+                        let cc = cpu.components(&asgs[i])?;
+                        let cp = cpu
+                            .prove_batch(std::slice::from_ref(&asgs[i]), &[r[i]], &[s[i]])?
+                            .remove(0);
+                        let same = bytes(&cp) == bytes(p) && gc == cc;
+                        compared += 1;
+                        equal += u64::from(same);
+                        ok &= same;
+                        line += &format!(", cpu {}", if same { "equal" } else { "DIFFERS" });
+                        if !same {
+                            for (name, same) in [
+                                ("proof bytes", bytes(&cp) == bytes(p)),
+                                ("h", gc.h == cc.h),
+                                ("l", gc.l == cc.l),
+                                ("a", gc.a == cc.a),
+                                ("b_g1", gc.b_g1 == cc.b_g1),
+                                ("b_g2", gc.b_g2 == cc.b_g2),
+                            ] {
+                                line += &format!(" {name}:{}", if same { "=" } else { "differs" });
+                            }
+                            line += &format!("\n  {}", diagnose(&gpu, &asgs[i], &cc)?);
                         }
                     }
+                    if args.seeds <= 20 || !good || seed % 10 == 0 {
+                        println!("{line}");
+                    }
                 }
-                if args.seeds <= 20 || !good || seed % 10 == 0 {
-                    println!("{line}");
-                }
-                if seed == 1 {
-                    first = Some(owned);
+                for ((seed, _), p) in group.iter().zip(&proofs) {
+                    if *seed <= keep {
+                        reference.push(bytes(p));
+                    }
                 }
             }
+            kept.extend(
+                synthesized
+                    .into_iter()
+                    .filter(|(seed, _)| *seed <= keep)
+                    .map(|(_, owned)| owned),
+            );
         }
-
-        let owned = first.ok_or("no seed proved")?;
-        let pinned = if args.pinned {
-            Some(PinnedAssignments::new(std::slice::from_ref(&owned))?)
-        } else {
-            None
-        };
-        let asg = match &pinned {
-            Some(p) => p.views(std::slice::from_ref(&owned)).remove(0),
-            None => owned.as_assignment(),
-        };
-        let (r, s) = randomness(1);
-        let mut times = Vec::new();
-        let mut phases: Vec<Phases> = Vec::new();
-        for _ in 0..args.iters {
-            let t = Instant::now();
-            let (c, ph) = gpu.prove_components(&asg)?;
-            std::hint::black_box(c);
-            times.push(t.elapsed().as_secs_f64() * 1e3);
-            phases.push(ph);
+        if kept.is_empty() {
+            return Err("no seed proved".into());
         }
-        let gpu_ms = median(&mut times.clone());
-        let gpu_min = times.iter().copied().fold(f64::INFINITY, f64::min);
-        if args.phases && !phases.is_empty() {
-            let pick =
-                |f: fn(&Phases) -> f64| median(&mut phases.iter().map(f).collect::<Vec<_>>());
+        // The device's final reduction against sppark's host reduction of the same buckets.
+        {
+            let (device, host) = gpu
+                .prove_components_checked(&[kept[0].as_assignment()])?
+                .remove(0);
+            let same = device == host;
+            ok &= same;
             println!(
-                "phases (median ms): copy-in {:.2}, ntt {:.2}, gather {:.2}, msm h {:.2}, l {:.2}, a {:.2}, b_g1 {:.2}, b_g2 {:.2}; total {:.2}",
-                pick(|p| p.copy_in),
-                pick(|p| p.ntt),
-                pick(|p| p.gather),
-                pick(|p| p.msm_h),
-                pick(|p| p.msm_l),
-                pick(|p| p.msm_a),
-                pick(|p| p.msm_b_g1),
-                pick(|p| p.msm_b_g2),
-                pick(|p| p.total),
+                "final sums (seed 1): device reduction {} sppark's host reduction of the same buckets",
+                if same { "equals" } else { "DIFFERS from" }
             );
         }
 
-        let mut sup = String::from("-");
-        let mut ratio = String::from("-");
+        // Timing: singles of seed 1, then batches of seeds 1..=B, from page-locked copies with
+        // `--pinned`.
+        let pinned = if args.pinned {
+            Some(PinnedAssignments::new(&kept)?)
+        } else {
+            None
+        };
+        let views: Vec<Assignment<'_>> = match &pinned {
+            Some(p) => p.views(&kept),
+            None => kept.iter().map(|o| o.as_assignment()).collect(),
+        };
+        let rs: Vec<(Scalar, Scalar)> = (1..=views.len() as u64).map(randomness).collect();
+        let single = time_ours(&gpu, &views[..1], &rs[..1], &reference[..1], args.iters)?;
+        ok &= single.mismatches == 0;
+        if args.iters > 0 {
+            println!("{}", single.line("ours, one proof per call"));
+        }
+        let batched = if views.len() > 1 && args.iters > 0 {
+            let t = time_ours(&gpu, &views, &rs, &reference, args.iters)?;
+            ok &= t.mismatches == 0;
+            println!("{}", t.line(&format!("ours, batches of {}", views.len())));
+            Some(t)
+        } else {
+            None
+        };
+        if single.mismatches + batched.as_ref().map_or(0, |t| t.mismatches) > 0 {
+            println!("timed proofs DIFFER from the bytes proved for their seeds");
+        }
+        if args.phases {
+            if !single.phases.is_empty() {
+                println!("{}", phase_line("alone", &single.phases));
+            }
+            if let Some(t) = &batched {
+                println!(
+                    "{}",
+                    phase_line(&format!("in batches of {}", views.len()), &t.phases)
+                );
+            }
+        }
+
+        let (mut sup, mut sup_batch, mut ratio) =
+            (String::from("-"), String::from("-"), String::from("-"));
         if args.supraseal {
             let cuda = CudaBackend::open(&args.params)?;
             let inputs = spec.public_inputs(1)?;
+            let (r, s) = rs[0];
             // The first call waits for supraseal's background SRS load: not timed.
             let p = cuda
-                .prove_batch(std::slice::from_ref(&asg), &[r], &[s])?
-                .remove(0);
-            let ours = gpu
-                .prove_batch(std::slice::from_ref(&asg), &[r], &[s])?
+                .prove_batch(std::slice::from_ref(&views[0]), &[r], &[s])?
                 .remove(0);
             let good = cuda.verify(&p, &inputs)?;
-            let same = bytes(&p) == bytes(&ours);
+            let same = bytes(&p) == reference[0];
             ok &= good && same;
             println!(
                 "supraseal: verify {}, bytes {} to ours",
                 if good { "ok" } else { "FAIL" },
                 if same { "equal" } else { "DIFFERENT" }
             );
-            let mut st = Vec::new();
-            for _ in 0..args.iters {
-                let t = Instant::now();
-                let v = cuda.prove_batch(std::slice::from_ref(&asg), &[r], &[s])?;
-                std::hint::black_box(v);
-                st.push(t.elapsed().as_secs_f64() * 1e3);
-            }
-            let m = median(&mut st);
+            let time_sup = |n: usize| -> Res<(f64, usize)> {
+                let r: Vec<Scalar> = rs[..n].iter().map(|x| x.0).collect();
+                let s: Vec<Scalar> = rs[..n].iter().map(|x| x.1).collect();
+                let mut st = Vec::new();
+                let mut differ = 0;
+                for _ in 0..args.iters {
+                    let t = Instant::now();
+                    let v = cuda.prove_batch(&views[..n], &r, &s)?;
+                    st.push(t.elapsed().as_secs_f64() * 1e3 / n as f64);
+                    differ += v
+                        .iter()
+                        .zip(&reference)
+                        .filter(|(p, w)| bytes(p) != **w)
+                        .count();
+                }
+                Ok((median(&mut st), differ))
+            };
+            let (m, differ) = time_sup(1)?;
+            ok &= differ == 0;
             sup = format!("{m:.1}");
-            ratio = format!("{:.2}", m / gpu_ms);
+            ratio = format!("{:.2}", m / single.wall_ms());
+            let mut line = format!("supraseal: {m:.2} ms/proof alone");
+            if let Some(t) = &batched {
+                let (mb, differ_b) = time_sup(views.len())?;
+                ok &= differ_b == 0;
+                sup_batch = format!("{mb:.1}");
+                ratio += &format!(" ({:.2} batched)", mb / t.wall_ms());
+                line += &format!(", {mb:.2} ms/proof in batches of {}", views.len());
+            }
+            println!("{line}");
         }
 
+        // The H window sweep: the same proof with each window size.
+        if !args.wbits_h.is_empty() {
+            drop(gpu);
+            println!("| H window bits | chunks | msm h ms | compute ms | gpu span ms | wall ms | bytes |");
+            println!("|---|---|---|---|---|---|---|");
+            for &(w, chunks) in &args.wbits_h {
+                let backend = GpuBackend::with_options(
+                    &view,
+                    GpuOptions {
+                        overlap: args.overlap,
+                        h_window_bits: Some(w),
+                        h_chunks: chunks,
+                    },
+                )?;
+                let used = backend.residency().h_chunks;
+                let t = time_ours(
+                    &backend,
+                    &views[..1],
+                    &rs[..1],
+                    &reference[..1],
+                    args.iters.max(1),
+                )?;
+                ok &= t.mismatches == 0;
+                let pick =
+                    |f: fn(&Phases) -> f64| median(&mut t.phases.iter().map(f).collect::<Vec<_>>());
+                println!(
+                    "| {w} | {used} | {:.2} | {:.2} | {:.2} | {:.2} | {} |",
+                    pick(|p| p.msm_h),
+                    pick(|p| p.compute),
+                    pick(|p| p.span),
+                    t.wall_ms(),
+                    if t.mismatches == 0 {
+                        "equal"
+                    } else {
+                        "DIFFERENT"
+                    }
+                );
+            }
+        }
+
+        let (b_gpu, b_wall) = match &batched {
+            Some(t) => (format!("{:.1}", t.gpu_ms()), format!("{:.1}", t.wall_ms())),
+            None => ("-".into(), "-".into()),
+        };
         println!();
-        println!("| circuit | n | seeds verified | cpu bit-exact | upload ms | gpu ms/proof (median, min) | supraseal ms/proof | supraseal/gpu |");
-        println!("|---|---|---|---|---|---|---|---|");
+        println!("| circuit | n | seeds verified | cpu bit-exact | upload ms | gpu ms/proof alone (wall median, min; device) | batch of B: wall, device ms/proof | host cpu ms/proof (% of device) | supraseal ms/proof alone, batched | supraseal/gpu |");
+        println!("|---|---|---|---|---|---|---|---|---|---|");
         println!(
-            "| {spec} | {} | {verified}/{} | {equal}/{compared} | {:.0} | {gpu_ms:.1}, {gpu_min:.1} | {sup} | {ratio} |",
-            asg.a.len(),
+            "| {spec} | {} | {verified}/{} | {equal}/{compared} | {:.0} | {:.1}, {:.1}; {:.1} | B={}: {b_wall}, {b_gpu} | {:.2} ({:.1} %) | {sup}, {sup_batch} | {ratio} |",
+            views[0].a.len(),
             args.seeds,
             res.upload_ms,
+            single.wall_ms(),
+            single.wall_min(),
+            single.gpu_ms(),
+            views.len(),
+            single.cpu_ms(),
+            100.0 * single.cpu_ms() / single.gpu_ms(),
         );
         Ok(ok)
     }

@@ -1,14 +1,18 @@
 //! Our own GPU prover (backend `gpu`) against the CPU backend: the same proof bytes for the same
-//! SRS, assignment, `r` and `s`, and the same five unblinded sums.
+//! SRS, assignment, `r` and `s`, and the same five unblinded sums, one proof per call and in
+//! batches (with and without the copies of the next proof overlapping the current one).
 //!
 //! Without a GPU the tests that need one print `no GPU: skipping ...` and return (CI has none);
-//! `SPLITPROVER_TEST_REQUIRE_GPU=1` turns the skip into a failure on GPU machines.
+//! `SPLITPROVER_TEST_REQUIRE_GPU=1` turns the skip into a failure on GPU machines. The sizing of
+//! the MSM scratch and the final reduction's window weights are host code and tested everywhere.
 #![cfg(feature = "cuda")]
 
 use blstrs::Scalar;
 use ff::Field;
 use kernels::backend::cuda::gpu_count;
-use kernels::backend::gpu::GpuBackend;
+use kernels::backend::gpu::{
+    msm_cover, msm_plan, window_weight_mismatches, GpuBackend, GpuOptions,
+};
 use kernels::circuits::CircuitSpec;
 use kernels::srs::{AlignedBytes, SrsImage, SrsView};
 use kernels::synth::{OwnedAssignment, VecSink};
@@ -85,7 +89,8 @@ fn gpu_proofs_equal_cpu_proofs_bit_for_bit() {
             assert!(gpu.verify(&ours, &inputs).unwrap(), "{spec} seed {seed}");
             let (sums, phases) = gpu.prove_components(&asg).unwrap();
             assert_eq!(sums, cpu.components(&asg).unwrap(), "{spec} seed {seed}");
-            assert!(phases.total > 0.0, "{phases:?}");
+            assert!(phases.compute > 0.0, "{phases:?}");
+            assert!(phases.span >= phases.compute, "{phases:?}");
         }
         // r = s = 0 isolates the sums: A = alpha + a, C = h + l.
         let owned = synthesize(&spec, 9);
@@ -126,11 +131,235 @@ fn a_mismatched_circuit_is_an_error_and_the_backend_keeps_serving() {
         matches!(err.kind(), ErrorKind::ShapeMismatch { .. }),
         "{err}"
     );
+    // one bad circuit fails its whole batch, before anything runs
+    let two = [Scalar::ONE, Scalar::ONE];
+    let err = gpu
+        .prove_batch(&[good.as_assignment(), wrong.as_assignment()], &two, &two)
+        .unwrap_err();
+    assert!(
+        matches!(
+            err.kind(),
+            ErrorKind::ShapeMismatch { .. } | ErrorKind::InvalidDensity { .. }
+        ),
+        "{err}"
+    );
     let proof = gpu
         .prove_batch(&[good.as_assignment()], &one, &one)
         .unwrap()
         .remove(0);
     assert!(gpu.verify(&proof, &spec.public_inputs(1).unwrap()).unwrap());
+}
+
+#[test]
+fn gpu_batches_equal_cpu_proofs_with_and_without_overlap() {
+    if !have_gpu("gpu_batches_equal_cpu_proofs_with_and_without_overlap") {
+        return;
+    }
+    let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(11);
+    for spec in ["bits:300", "sha-chain:1"] {
+        let spec: CircuitSpec = spec.parse().unwrap();
+        let image = image_for(&spec, 4);
+        let cpu = CpuBackend::new(&image).unwrap();
+        let owned: Vec<OwnedAssignment> = (1..=5).map(|seed| synthesize(&spec, seed)).collect();
+        let asgs: Vec<_> = owned.iter().map(|o| o.as_assignment()).collect();
+        let r: Vec<Scalar> = (0..5).map(|_| Scalar::random(&mut rng)).collect();
+        let s: Vec<Scalar> = (0..5).map(|_| Scalar::random(&mut rng)).collect();
+        let want: Vec<Vec<u8>> = asgs
+            .iter()
+            .zip(r.iter().zip(&s))
+            .map(|(a, (r, s))| bytes(&cpu.prove_batch(&[*a], &[*r], &[*s]).unwrap()[0]))
+            .collect();
+        let sums: Vec<_> = asgs.iter().map(|a| cpu.components(a).unwrap()).collect();
+        for overlap in [true, false] {
+            let options = GpuOptions {
+                overlap,
+                ..GpuOptions::default()
+            };
+            let gpu =
+                GpuBackend::with_options(&SrsView::new(image.as_ref()).unwrap(), options).unwrap();
+            let sets = gpu.residency().input_sets;
+            assert_eq!(sets, if overlap { 2 } else { 1 }, "{spec}");
+            // the whole batch, then its odd-sized and single tails
+            for range in [0..5, 1..4, 4..5] {
+                let got = gpu
+                    .prove_batch(&asgs[range.clone()], &r[range.clone()], &s[range.clone()])
+                    .unwrap();
+                for (i, p) in range.clone().zip(&got) {
+                    assert_eq!(bytes(p), want[i], "{spec} overlap {overlap} proof {i}");
+                }
+                let (got, times) = gpu.prove_components_batch(&asgs[range.clone()]).unwrap();
+                assert_eq!(times.input_sets, sets);
+                assert!(times.gpu_ms > 0.0, "{times:?}");
+                for (i, (c, phases)) in range.clone().zip(&got) {
+                    assert_eq!(*c, sums[i], "{spec} overlap {overlap} sums {i}");
+                    assert!(phases.compute > 0.0, "{phases:?}");
+                }
+            }
+            let inputs = spec.public_inputs(3).unwrap();
+            let p = gpu.prove_batch(&asgs[2..3], &r[2..3], &s[2..3]).unwrap();
+            assert!(gpu.verify(&p[0], &inputs).unwrap());
+        }
+    }
+}
+
+#[test]
+fn every_h_window_size_and_chunking_gives_the_same_proof() {
+    if !have_gpu("every_h_window_size_and_chunking_gives_the_same_proof") {
+        return;
+    }
+    let spec: CircuitSpec = "sha-chain:1".parse().unwrap();
+    let image = image_for(&spec, 6);
+    let cpu = CpuBackend::new(&image).unwrap();
+    let owned = synthesize(&spec, 2);
+    let asg = owned.as_assignment();
+    let (r, s) = ([Scalar::from(5u64)], [Scalar::from(7u64)]);
+    let want = bytes(&cpu.prove_batch(&[asg], &r, &s).unwrap()[0]);
+    for (w, chunks) in [
+        (10, None),
+        (11, None),
+        (13, None),
+        (15, None),
+        (18, None),
+        (10, Some(1)),
+        (10, Some(3)),
+        (12, Some(7)),
+    ] {
+        let options = GpuOptions {
+            h_window_bits: Some(w),
+            h_chunks: chunks,
+            ..GpuOptions::default()
+        };
+        let gpu =
+            GpuBackend::with_options(&SrsView::new(image.as_ref()).unwrap(), options).unwrap();
+        assert_eq!(gpu.residency().h_window_bits, w);
+        if let Some(c) = chunks {
+            assert_eq!(gpu.residency().h_chunks, c);
+        }
+        let got = gpu.prove_batch(&[asg], &r, &s).unwrap();
+        assert_eq!(bytes(&got[0]), want, "H window {w} bits, chunks {chunks:?}");
+    }
+    let view = SrsView::new(image.as_ref()).unwrap();
+    let bad = GpuOptions {
+        h_window_bits: Some(9),
+        ..GpuOptions::default()
+    };
+    assert!(matches!(
+        GpuBackend::with_options(&view, bad).unwrap_err().kind(),
+        ErrorKind::ShapeMismatch { .. }
+    ));
+}
+
+/// The device's final reduction against sppark's host-side reduction of the same device buckets
+/// (with several chunks, tails and plain MSMs), and both against the CPU backend's sums.
+#[test]
+fn device_final_sums_equal_spparks_host_reduction() {
+    if !have_gpu("device_final_sums_equal_spparks_host_reduction") {
+        return;
+    }
+    for (spec, chunks) in [
+        ("bits:300", None),
+        ("sha-chain:1", None),
+        ("sha-chain:1", Some(3)),
+    ] {
+        let spec: CircuitSpec = spec.parse().unwrap();
+        let image = image_for(&spec, 8);
+        let cpu = CpuBackend::new(&image).unwrap();
+        let options = GpuOptions {
+            h_chunks: chunks,
+            ..GpuOptions::default()
+        };
+        let gpu =
+            GpuBackend::with_options(&SrsView::new(image.as_ref()).unwrap(), options).unwrap();
+        let owned: Vec<OwnedAssignment> = (1..=3).map(|seed| synthesize(&spec, seed)).collect();
+        let asgs: Vec<_> = owned.iter().map(|o| o.as_assignment()).collect();
+        for (i, (device, host)) in gpu
+            .prove_components_checked(&asgs)
+            .unwrap()
+            .iter()
+            .enumerate()
+        {
+            let want = cpu.components(&asgs[i]).unwrap();
+            assert_eq!(
+                host, &want,
+                "{spec} {chunks:?} {i}: sppark's host reduction"
+            );
+            assert_eq!(device, host, "{spec} {chunks:?} {i}: device final sums");
+        }
+    }
+}
+
+/// sppark's own choices for a few shapes (its `msm_t` constructor and `invoke`).
+#[test]
+fn msm_plans_are_spparks() {
+    let p = msm_plan((1 << 20) - 1, 0);
+    assert_eq!(
+        (p.wbits, p.nwins, p.batch, p.stride),
+        (12, 22, 4, 1 << 18),
+        "{p:?}"
+    );
+    let p = msm_plan(52_000, 0);
+    assert_eq!((p.wbits, p.nwins, p.batch), (10, 26, 1), "{p:?}");
+    let p = msm_plan(100, 0);
+    assert_eq!(
+        (p.wbits, p.nwins, p.batch, p.stride),
+        (10, 26, 1, 128),
+        "{p:?}"
+    );
+    let p = msm_plan(1 << 27, 0);
+    assert_eq!((p.wbits, p.nwins), (18, 15), "{p:?}");
+    assert_eq!(p.batch * p.stride, 1 << 27, "{p:?}");
+    let p = msm_plan((1 << 20) - 1, 14);
+    assert_eq!((p.wbits, p.nwins, p.batch), (14, 19, 1), "{p:?}");
+    assert_eq!(p.digits, 19 * (1 << 20), "{p:?}");
+}
+
+/// The scratch sized for a query of n points covers its plain MSM and every tail MSM (m <= n).
+#[test]
+fn msm_scratch_covers_every_smaller_msm() {
+    let check = |c: &kernels::backend::gpu::MsmPlan, m: usize| {
+        let p = msm_plan(m, 0);
+        assert!(
+            c.buckets >= p.buckets && c.digits >= p.digits && c.temps >= p.temps,
+            "n {} m {m}: cover {c:?} plan {p:?}",
+            c.n
+        );
+    };
+    for n in [1, 31, 193, 1000, 40_000, 131_071] {
+        let c = msm_cover(n);
+        for m in 1..=n {
+            check(&c, m);
+        }
+    }
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
+    for n in [(1 << 20) - 1, 5_000_000, (1 << 23) + 17, (1 << 27) + 12_345] {
+        let c = msm_cover(n);
+        let check = |m: usize| check(&c, m);
+        check(n);
+        for k in 1..usize::BITS - n.leading_zeros() {
+            let t = 1usize << k;
+            for base in [t, t * 2 / 3] {
+                for d in 0..64 {
+                    for m in [base.saturating_sub(d), base + d] {
+                        if (1..=n).contains(&m) {
+                            check(m);
+                        }
+                    }
+                }
+            }
+        }
+        for _ in 0..20_000 {
+            check(rand::Rng::gen_range(&mut rng, 1..=n));
+        }
+    }
+}
+
+/// The device's final reduction weighs each of integrate's segment sums on its own; over
+/// integers it must give what sppark's sequential host loop gives, for every window size.
+#[test]
+fn final_reduction_weights_match_spparks_window_integration() {
+    for seed in [1, 2, 0x5eed] {
+        assert_eq!(window_weight_mismatches(seed), 0, "seed {seed}");
+    }
 }
 
 #[test]

@@ -1,26 +1,33 @@
 //! Our own CUDA prover (backend `gpu`): the SRS resident in device memory, everything per proof
-//! on the GPU (`kernels/cuda/gpu_prover.cu`, over sppark's NTT and Pippenger MSMs).
+//! on the GPU (`kernels/cuda/gpu_prover.cu`, over sppark's NTT and Pippenger kernels).
 //!
 //! - [`GpuBackend::new`] uploads an SRS image's five queries (H, L, A, B_G1, B_G2) to the current
 //!   device once, page-locking the image for the copy when CUDA accepts the mapping (a memfd
-//!   mapping shared with the launcher is accepted). The image is not kept: the launcher's shared
-//!   copy stays the only one on the host, and a restarted gpu-proc uploads it again.
+//!   mapping shared with the launcher is accepted), and allocates every buffer a proof needs:
+//!   two input sets where the device has the room ([`Residency::input_sets`]), so that in a
+//!   batch the next proof's inputs are copied while the current proof computes. The image is not
+//!   kept: the launcher's shared copy stays the only one on the host, and a restarted gpu-proc
+//!   uploads it again.
 //! - A proof copies a/b/c, the assignment and the density bitmaps to the device; the quotient
-//!   (NTTs), the density gathers and the five MSMs run there. The host only blinds the five
-//!   sums with `r` and `s` ([`BlindingKey`]), which is why the bytes equal the CPU backend's.
-//! - [`GpuBackend::prove_components`] returns the sums with per-phase timings, for the check
-//!   example and the bit-exactness suite.
+//!   (NTTs), the density gathers, the 0/1 splits, the five MSMs and their final reductions run
+//!   there. The host combines each MSM's window sums (a few hundred doublings) and blinds the
+//!   five sums with `r` and `s` ([`BlindingKey`]), which is why the bytes equal the CPU
+//!   backend's. In a batch both happen while the device proves the next proof.
+//! - [`GpuBackend::prove_components`] and [`GpuBackend::prove_components_batch`] return the sums
+//!   with per-phase timings from CUDA events ([`Phases`]), for the check example and the
+//!   bit-exactness suite.
 //!
 //! Every input is checked against the SRS lengths before the call into C++ (as for the
 //! supraseal-c2 backend), and the C++ side checks the lengths again; CUDA failures come back as
-//! [`ErrorKind::Cuda`] values.
+//! [`ErrorKind::Cuda`] values, sticky ones as [`ErrorKind::DeviceLost`].
 
 use std::ffi::{c_int, c_void};
-use std::mem::MaybeUninit;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr::NonNull;
 
 use bellperson::groth16::{prepare_verifying_key, verify_proof, PreparedVerifyingKey};
 use blstrs::{Bls12, G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
+use group::{Curve, Group};
 
 use super::cuda::{check_circuit, current_device, gpu_count, is_no_gpu, is_sticky};
 use super::{Assignment, Backend, BlindingKey, Components, Density, Proof};
@@ -76,6 +83,7 @@ mod ffi {
     /// Jacobian points: blstrs' projective points are `repr(transparent)` over blst's
     /// `blst_p1`/`blst_p2`, which is sppark's `jacobian_t` layout.
     #[repr(C)]
+    #[derive(Clone, Copy)]
     pub struct Components {
         pub h: G1Projective,
         pub l: G1Projective,
@@ -85,13 +93,27 @@ mod ffi {
     }
 
     #[repr(C)]
+    pub struct Options {
+        pub double_buffer: c_int,
+        pub wbits_h: u32,
+        pub chunks_h: u32,
+    }
+
+    #[repr(C)]
     #[derive(Default)]
     pub struct Upload {
         pub resident_bytes: usize,
         pub scratch_bytes: usize,
         pub upload_ms: f64,
         pub pinned: c_int,
+        pub input_sets: c_int,
+        pub wbits_h: u32,
+        pub chunks_h: u32,
     }
+
+    /// Called by the C++ side once per proof, in order, with its five sums.
+    pub type OnProof =
+        unsafe extern "C" fn(user: *mut c_void, index: usize, sums: *const Components);
 
     extern "C" {
         pub fn splitprover_gpu_create(
@@ -99,32 +121,42 @@ mod ffi {
             image: *const c_void,
             image_len: usize,
             device: c_int,
+            opts: *const Options,
             out: *mut *mut Context,
             stats: *mut Upload,
         ) -> sppark::Error;
         pub fn splitprover_gpu_destroy(ctx: *mut Context);
-        pub fn splitprover_gpu_prove(
+        pub fn splitprover_gpu_prove_batch(
             ctx: *mut Context,
-            asg: *const Assignment,
+            asgs: *const Assignment,
+            n: usize,
             out: *mut Components,
             phases: *mut super::Phases,
+            times: *mut super::BatchTimes,
+            on_proof: Option<OnProof>,
+            user: *mut c_void,
+            host_sums: *mut Components,
         ) -> sppark::Error;
+        pub fn splitprover_gpu_msm_plan(n: usize, wbits: u32, out: *mut super::MsmPlan);
+        pub fn splitprover_gpu_msm_cover(n: usize, out: *mut super::MsmPlan);
+        pub fn splitprover_gpu_window_check(seed: u64) -> u32;
     }
 }
 
-/// Milliseconds per phase of one GPU proof (host clock; each phase ends with a stream sync).
+/// Milliseconds of one GPU proof, from CUDA events recorded on the device's streams (device
+/// time, not host clocks); `host_sums` is the host's share.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Phases {
-    /// a/b/c, the assignment and the bitmaps copied to the device.
+    /// Copy stream: a/b/c (zero-padded), the assignment and the bitmaps copied to the device.
     pub copy_in: f64,
     /// The quotient's NTTs and the pointwise arithmetic.
     pub ntt: f64,
-    /// The density gathers of A's and B's scalars.
+    /// The density gathers of A's and B's scalars and the 0/1 splits of L, A and B.
     pub gather: f64,
     /// H's MSM.
     pub msm_h: f64,
-    /// L's MSM.
+    /// L's MSM (batch addition of the ones, Pippenger over the rest).
     pub msm_l: f64,
     /// A's MSM.
     pub msm_a: f64,
@@ -132,8 +164,49 @@ pub struct Phases {
     pub msm_b_g1: f64,
     /// B's MSM in G2.
     pub msm_b_g2: f64,
-    /// The whole call.
-    pub total: f64,
+    /// The five MSMs' final reductions on the device and their copy to the host.
+    pub final_sums: f64,
+    /// The compute stream's time for this proof: NTTs to the sums copied back.
+    pub compute: f64,
+    /// From the start of this proof's copies to its sums copied back (a proof alone: its GPU
+    /// time; in a batch its copies overlap the previous proof).
+    pub span: f64,
+    /// Host clock: combining the five MSMs' window sums.
+    pub host_sums: f64,
+}
+
+/// Device time of one call over a batch.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct BatchTimes {
+    /// Milliseconds from the first proof's copies to the last proof's sums copied back.
+    pub gpu_ms: f64,
+    /// Input sets in use: 2 when the copies overlapped the previous proof's computation.
+    pub input_sets: u32,
+}
+
+/// How [`GpuBackend::with_options`] sets up the device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GpuOptions {
+    /// Two input sets where device memory allows, so that a batch's copies overlap the
+    /// previous proof (default); `false` keeps one set (every copy waits for the previous proof).
+    pub overlap: bool,
+    /// The H MSM's window size in bits (10 to 18); `None` takes sppark's choice for the H
+    /// query's length (12 bits at 2^20).
+    pub h_window_bits: Option<u32>,
+    /// The chunks the H MSM's points are taken in (1 to 64); `None` takes sppark's choice (4 at
+    /// 2^20). With the points resident, chunks only bound the digit memory.
+    pub h_chunks: Option<u32>,
+}
+
+impl Default for GpuOptions {
+    fn default() -> Self {
+        GpuOptions {
+            overlap: true,
+            h_window_bits: None,
+            h_chunks: None,
+        }
+    }
 }
 
 /// What [`GpuBackend::new`] measured and holds.
@@ -141,13 +214,67 @@ pub struct Phases {
 pub struct Residency {
     /// SRS bytes resident in device memory.
     pub srs_bytes: u64,
-    /// Per-proof device buffers (a/b/c, assignment, gathers), beside the MSMs' buckets.
+    /// Every other device buffer: input sets, gathers, splits, MSM scratch and accumulators.
     pub scratch_bytes: u64,
     /// Milliseconds the SRS upload took.
     pub upload_ms: f64,
     /// Whether the image was page-locked for the upload (DMA speed) or copied from pageable
     /// memory.
     pub pinned: bool,
+    /// Input sets allocated: 2 when a batch's copies overlap the previous proof.
+    pub input_sets: u32,
+    /// The H MSM's window size in bits.
+    pub h_window_bits: u32,
+    /// The chunks the H MSM takes its points in.
+    pub h_chunks: u32,
+}
+
+/// One Pippenger run's shape as the `gpu` backend plans it (sppark's choice for `n` points):
+/// exposed for the no-GPU sizing tests.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MsmPlan {
+    /// Points.
+    pub n: usize,
+    /// Window size in bits.
+    pub wbits: u32,
+    /// Windows.
+    pub nwins: u32,
+    /// Chunks the points are taken in.
+    pub batch: usize,
+    /// Points per chunk.
+    pub stride: usize,
+    /// Bucket (and histogram) entries.
+    pub buckets: usize,
+    /// Digit entries (`nwins * stride`).
+    pub digits: usize,
+    /// Sort scratch entries (`2 * stride`).
+    pub temps: usize,
+}
+
+/// The plan of an MSM over `n` points (`window_bits` 0: sppark's window size).
+pub fn msm_plan(n: usize, window_bits: u32) -> MsmPlan {
+    let mut out = MsmPlan::default();
+    // SAFETY: a host-only function of two integers writing one plain struct through `out`.
+    unsafe { ffi::splitprover_gpu_msm_plan(n, window_bits, &mut out) };
+    out
+}
+
+/// The largest `buckets`, `digits`, `temps` and `stride` of [`msm_plan`] over every `m <= n`
+/// (what the backend allocates for a query of `n` points: its plain MSM and every tail MSM).
+pub fn msm_cover(n: usize) -> MsmPlan {
+    let mut out = MsmPlan::default();
+    // SAFETY: as for `msm_plan`.
+    unsafe { ffi::splitprover_gpu_msm_cover(n, &mut out) };
+    out
+}
+
+/// Mismatches between sppark's host-side window integration and the per-segment weights the
+/// device's final reduction uses, checked over integers for every window size (0: the identity
+/// holds). For the no-GPU tests.
+pub fn window_weight_mismatches(seed: u64) -> u32 {
+    // SAFETY: a host-only function of one integer.
+    unsafe { ffi::splitprover_gpu_window_check(seed) }
 }
 
 /// The `gpu` backend: one SRS resident on one CUDA device.
@@ -159,8 +286,8 @@ pub struct GpuBackend {
     residency: Residency,
 }
 
-// SAFETY: the context is only reached through `splitprover_gpu_prove`, which serializes on the
-// context's own mutex, and `splitprover_gpu_destroy` in `Drop` (exclusive access); the device
+// SAFETY: the context is only reached through `splitprover_gpu_prove_batch`, which serializes on
+// the context's own mutex, and `splitprover_gpu_destroy` in `Drop` (exclusive access); the device
 // memory it owns is not tied to the creating thread (the runtime's primary context is
 // process-wide, and every entry point selects the context's device first).
 unsafe impl Send for GpuBackend {}
@@ -176,34 +303,123 @@ impl std::fmt::Debug for GpuBackend {
     }
 }
 
+/// A C++ error value as ours: "no GPU", a sticky CUDA error (the process's context is lost), or
+/// another CUDA failure. sppark's `CUDA_OK` reports negated CUDA codes; both signs are taken.
 pub(crate) fn sppark_error(e: sppark::Error, what: &str) -> Error {
-    if is_no_gpu(e.code) {
+    let code = e.code.wrapping_abs();
+    if is_no_gpu(code) {
         return ErrorKind::NoGpu.into();
     }
-    if is_sticky(e.code) {
-        return ErrorKind::DeviceLost(format!(
-            "{what}: {} (cuda error {})",
-            String::from(&e),
-            e.code
-        ))
-        .into();
+    let text = format!("{what}: {} (cuda error {code})", String::from(&e));
+    if is_sticky(code) {
+        return ErrorKind::DeviceLost(text).into();
     }
-    ErrorKind::Cuda(format!(
-        "{what}: {} (cuda error {})",
-        String::from(&e),
-        e.code
-    ))
-    .into()
+    ErrorKind::Cuda(text).into()
+}
+
+impl From<ffi::Components> for Components {
+    fn from(c: ffi::Components) -> Self {
+        Components {
+            h: c.h,
+            l: c.l,
+            a: c.a,
+            b_g1: c.b_g1,
+            b_g2: c.b_g2,
+        }
+    }
+}
+
+fn identity_components() -> ffi::Components {
+    ffi::Components {
+        h: G1Projective::identity(),
+        l: G1Projective::identity(),
+        a: G1Projective::identity(),
+        b_g1: G1Projective::identity(),
+        b_g2: G2Projective::identity(),
+    }
+}
+
+/// The proof of the five sums with `r` and `s`: the group elements of [`BlindingKey::proof`]
+/// (so the same bytes) with three G1 and one G2 scalar multiplications instead of six and one,
+/// since `s A = s alpha + s a + r s delta`:
+/// `A = alpha + a + r delta`, `B = beta + b_g2 + s delta`, `C = s A + r (beta + b_g1) + h + l`.
+fn blind(key: &BlindingKey, c: &Components, r: Scalar, s: Scalar) -> Proof {
+    let g_a = G1Projective::from(key.delta_g1) * r + key.alpha_g1 + c.a;
+    let g_b = G2Projective::from(key.delta_g2) * s + key.beta_g2 + c.b_g2;
+    let g_c = g_a * s + (c.b_g1 + key.beta_g1) * r + c.h + c.l;
+    Proof {
+        a: g_a.to_affine(),
+        b: g_b.to_affine(),
+        c: g_c.to_affine(),
+    }
+}
+
+/// What the per-proof callback blinds with, and where it puts the proofs.
+struct Blinding<'a> {
+    key: &'a BlindingKey,
+    r: &'a [Scalar],
+    s: &'a [Scalar],
+    proofs: Vec<Option<Proof>>,
+    panicked: bool,
+}
+
+/// Blinds proof `index` as soon as its sums are on the host (the device proves the next one
+/// meanwhile). A panic is caught here and reported after the call: none crosses into C++.
+///
+/// # Safety
+///
+/// - `user` is a `Blinding` borrowed mutably for the duration of the call and not otherwise
+///   reached meanwhile;
+/// - `sums` points to a valid, initialised `ffi::Components`.
+unsafe extern "C" fn blind_one(user: *mut c_void, index: usize, sums: *const ffi::Components) {
+    // SAFETY: `user` is the `Blinding` that `prove_batch_timed` passed for this call and keeps
+    // borrowed mutably and otherwise untouched until the call returns; the C++ side calls back
+    // on the calling thread, one call at a time.
+    let state = unsafe { &mut *user.cast::<Blinding<'_>>() };
+    // SAFETY: `sums` points to the C++ side's output element `index`, fully written before the
+    // call and alive for its duration.
+    let sums = Components::from(unsafe { *sums });
+    let (Some(r), Some(s)) = (state.r.get(index), state.s.get(index)) else {
+        state.panicked = true;
+        return;
+    };
+    let key = state.key;
+    match catch_unwind(AssertUnwindSafe(|| blind(key, &sums, *r, *s))) {
+        Ok(p) => {
+            if let Some(slot) = state.proofs.get_mut(index) {
+                *slot = Some(p);
+            }
+        }
+        Err(_) => state.panicked = true,
+    }
 }
 
 impl GpuBackend {
-    /// Uploads the SRS in `srs` to the current CUDA device and allocates what a proof needs.
+    /// Uploads the SRS in `srs` to the current CUDA device and allocates what a proof needs,
+    /// with the default [`GpuOptions`].
     ///
     /// Errors: [`ErrorKind::NoGpu`] without a device or driver; [`ErrorKind::Cuda`] when the
     /// device refuses (out of device memory, with the sizes).
     pub fn new(srs: &SrsView<'_>) -> Result<Self, Error> {
+        Self::with_options(srs, GpuOptions::default())
+    }
+
+    /// [`GpuBackend::new`] with `options` (input double-buffering, the H window size).
+    pub fn with_options(srs: &SrsView<'_>, options: GpuOptions) -> Result<Self, Error> {
         if gpu_count()? == 0 {
             return Err(ErrorKind::NoGpu.into());
+        }
+        let wbits_h = options.h_window_bits.unwrap_or(0);
+        if wbits_h != 0 && !(10..=18).contains(&wbits_h) {
+            return Err(Error::shape(
+                "H MSM window bits (10 to 18)",
+                12,
+                wbits_h as usize,
+            ));
+        }
+        let chunks_h = options.h_chunks.unwrap_or(0);
+        if options.h_chunks.is_some() && !(1..=64).contains(&chunks_h) {
+            return Err(Error::shape("H MSM chunks (1 to 64)", 4, chunks_h as usize));
         }
         let lens = srs.lengths();
         if lens.h < 2 {
@@ -239,19 +455,26 @@ impl GpuBackend {
             b_g2: srs.b_g2().as_ptr(),
             n_inputs: lens.ic,
         };
+        let opts = ffi::Options {
+            double_buffer: c_int::from(options.overlap),
+            wbits_h,
+            chunks_h,
+        };
         let device = current_device()?;
         let image = srs.as_bytes();
         let mut ctx: *mut ffi::Context = std::ptr::null_mut();
         let mut stats = ffi::Upload::default();
         // SAFETY: `raw`'s pointers cover the arrays of `srs` with the lengths given (SrsView
         // checked the layout), `image` is the whole image they lie in, both live across the call
-        // (the C++ side copies and keeps no host pointer); `ctx` and `stats` are writable.
+        // (the C++ side copies and keeps no host pointer); `opts` is read, `ctx` and `stats` are
+        // writable.
         let err = unsafe {
             ffi::splitprover_gpu_create(
                 &raw,
                 image.as_ptr().cast(),
                 image.len(),
                 device,
+                &opts,
                 &mut ctx,
                 &mut stats,
             )
@@ -266,6 +489,9 @@ impl GpuBackend {
             scratch_bytes: stats.scratch_bytes as u64,
             upload_ms: stats.upload_ms,
             pinned: stats.pinned != 0,
+            input_sets: stats.input_sets.max(0) as u32,
+            h_window_bits: stats.wbits_h,
+            h_chunks: stats.chunks_h,
         };
         tracing::info!(
             ?lens,
@@ -273,6 +499,9 @@ impl GpuBackend {
             scratch_bytes = residency.scratch_bytes,
             upload_ms = residency.upload_ms as u64,
             pinned = residency.pinned,
+            input_sets = residency.input_sets,
+            h_window_bits = residency.h_window_bits,
+            h_chunks = residency.h_chunks,
             "gpu backend: SRS resident on the device"
         );
         Ok(GpuBackend {
@@ -301,7 +530,79 @@ impl GpuBackend {
 
     /// The five unblinded sums of one circuit, computed on the GPU, with the phase timings.
     pub fn prove_components(&self, asg: &Assignment<'_>) -> Result<(Components, Phases), Error> {
-        check_circuit(&self.lens, asg)?;
+        let (mut v, _) = self.prove_components_batch(std::slice::from_ref(asg))?;
+        v.pop()
+            .ok_or_else(|| ErrorKind::Cuda("the GPU prover returned no sums".into()).into())
+    }
+
+    /// The five unblinded sums of every circuit of `batch`, proved in one call (copies of
+    /// the next circuit overlapping the current one), with each proof's phases and the batch's
+    /// device time.
+    pub fn prove_components_batch(
+        &self,
+        batch: &[Assignment<'_>],
+    ) -> Result<(Vec<(Components, Phases)>, BatchTimes), Error> {
+        let (sums, phases, times, _) = self.run_batch(batch, None, false)?;
+        Ok((
+            sums.into_iter().map(Components::from).zip(phases).collect(),
+            times,
+        ))
+    }
+
+    /// Proofs of `batch` with `r[i]`, `s[i]`, each blinded on the host while the device
+    /// proves the next, with each proof's phases and the batch's device time.
+    pub fn prove_batch_timed(
+        &self,
+        batch: &[Assignment<'_>],
+        r: &[Scalar],
+        s: &[Scalar],
+    ) -> Result<(Vec<Proof>, Vec<Phases>, BatchTimes), Error> {
+        super::check_randomness(batch, r, s)?;
+        let mut state = Blinding {
+            key: &self.key,
+            r,
+            s,
+            proofs: vec![None; batch.len()],
+            panicked: false,
+        };
+        let (_, phases, times, _) = self.run_batch(batch, Some(&mut state), false)?;
+        if state.panicked {
+            return Err(ErrorKind::Cuda("blinding a proof panicked".into()).into());
+        }
+        let proofs = state
+            .proofs
+            .into_iter()
+            .collect::<Option<Vec<Proof>>>()
+            .ok_or_else(|| Error::from(ErrorKind::Cuda("a proof was not blinded".into())))?;
+        Ok((proofs, phases, times))
+    }
+
+    /// A diagnostic: for every circuit of `batch`, its five sums as the device reduces them (what
+    /// a proof uses) and the same device buckets and partial sums reduced on the host the way
+    /// sppark's own `collect` does. Where the two differ, the device's final reduction is at
+    /// fault; where both differ from the CPU backend's sums, what comes before it. Each proof
+    /// waits for the device before the next starts.
+    pub fn prove_components_checked(
+        &self,
+        batch: &[Assignment<'_>],
+    ) -> Result<Vec<(Components, Components)>, Error> {
+        let (sums, _, _, host) = self.run_batch(batch, None, true)?;
+        Ok(sums
+            .into_iter()
+            .zip(host)
+            .map(|(d, h)| (Components::from(d), Components::from(h)))
+            .collect())
+    }
+
+    fn run_batch(
+        &self,
+        batch: &[Assignment<'_>],
+        blinding: Option<&mut Blinding<'_>>,
+        host_sums: bool,
+    ) -> Result<RunOutput, Error> {
+        for asg in batch {
+            check_circuit(&self.lens, asg)?;
+        }
         fn density(d: &Density<'_>) -> ffi::Density {
             ffi::Density {
                 words: d.words.as_ptr(),
@@ -309,46 +610,76 @@ impl GpuBackend {
                 popcount: d.popcount,
             }
         }
-        let raw = ffi::Assignment {
-            a: asg.a.as_ptr(),
-            b: asg.b.as_ptr(),
-            c: asg.c.as_ptr(),
-            abc_len: asg.a.len(),
-            input: asg.input.as_ptr(),
-            input_len: asg.input.len(),
-            aux: asg.aux.as_ptr(),
-            aux_len: asg.aux.len(),
-            a_aux: density(&asg.a_aux_density),
-            b_input: density(&asg.b_input_density),
-            b_aux: density(&asg.b_aux_density),
+        let raw: Vec<ffi::Assignment> = batch
+            .iter()
+            .map(|asg| ffi::Assignment {
+                a: asg.a.as_ptr(),
+                b: asg.b.as_ptr(),
+                c: asg.c.as_ptr(),
+                abc_len: asg.a.len(),
+                input: asg.input.as_ptr(),
+                input_len: asg.input.len(),
+                aux: asg.aux.as_ptr(),
+                aux_len: asg.aux.len(),
+                a_aux: density(&asg.a_aux_density),
+                b_input: density(&asg.b_input_density),
+                b_aux: density(&asg.b_aux_density),
+            })
+            .collect();
+        let mut out = vec![identity_components(); batch.len()];
+        let mut host = if host_sums {
+            vec![identity_components(); batch.len()]
+        } else {
+            Vec::new()
         };
-        let mut out = MaybeUninit::<ffi::Components>::zeroed();
-        let mut phases = Phases::default();
-        // SAFETY: `check_circuit` established that every slice covers what the lengths in `raw`
-        // say and that the bitmaps hold `bit_len` bits with the popcounts given (the C++ side
-        // reads exactly that much, and re-checks the lengths against the SRS); the slices
-        // outlive the call; `out` and `phases` are writable and of the C++ layouts.
+        let mut phases = vec![Phases::default(); batch.len()];
+        let mut times = BatchTimes::default();
+        let (on_proof, user): (Option<ffi::OnProof>, *mut c_void) = match blinding {
+            Some(state) => (
+                Some(blind_one as ffi::OnProof),
+                (state as *mut Blinding<'_>).cast(),
+            ),
+            None => (None, std::ptr::null_mut()),
+        };
+        // SAFETY: `check_circuit` established for every circuit that each slice covers what the
+        // lengths in `raw` say and that the bitmaps hold `bit_len` bits with the popcounts given
+        // (the C++ side reads exactly that much, and re-checks the lengths against the SRS); the
+        // slices outlive the call; `out` and `phases` hold `raw.len()` writable elements of the
+        // C++ layouts; `user` is null or the `Blinding` that `blind_one` expects, borrowed
+        // mutably for the whole call; `host` is empty (null: no diagnostic) or holds `raw.len()`
+        // writable elements.
+        let host_ptr = if host_sums {
+            host.as_mut_ptr()
+        } else {
+            std::ptr::null_mut()
+        };
         let err = unsafe {
-            ffi::splitprover_gpu_prove(self.ctx.as_ptr(), &raw, out.as_mut_ptr(), &mut phases)
+            ffi::splitprover_gpu_prove_batch(
+                self.ctx.as_ptr(),
+                raw.as_ptr(),
+                raw.len(),
+                out.as_mut_ptr(),
+                phases.as_mut_ptr(),
+                &mut times,
+                on_proof,
+                user,
+                host_ptr,
+            )
         };
         if err.code != 0 {
             return Err(sppark_error(err, "proving on the GPU"));
         }
-        // SAFETY: zero-initialised and then written by the C++ side; every bit pattern is a
-        // value of these plain-data point types (a wrong one fails verification, nothing more).
-        let out = unsafe { out.assume_init() };
-        Ok((
-            Components {
-                h: out.h,
-                l: out.l,
-                a: out.a,
-                b_g1: out.b_g1,
-                b_g2: out.b_g2,
-            },
-            phases,
-        ))
+        Ok((out, phases, times, host))
     }
 }
+
+/// The device's sums, the phases, the batch's time and the diagnostic's host-reduced sums.
+type RunOutput = (
+    Vec<ffi::Components>,
+    Vec<Phases>,
+    BatchTimes,
+    Vec<ffi::Components>,
+);
 
 impl Drop for GpuBackend {
     fn drop(&mut self) {
@@ -373,15 +704,55 @@ impl Backend for GpuBackend {
         r: &[Scalar],
         s: &[Scalar],
     ) -> Result<Vec<Proof>, Error> {
-        super::check_randomness(batch, r, s)?;
-        batch
-            .iter()
-            .zip(r.iter().zip(s))
-            .map(|(asg, (r, s))| {
-                let (components, phases) = self.prove_components(asg)?;
-                tracing::debug!(?phases, "gpu proof");
-                Ok(self.key.proof(&components, *r, *s))
-            })
-            .collect()
+        let (proofs, phases, times) = self.prove_batch_timed(batch, r, s)?;
+        tracing::debug!(n = proofs.len(), ?times, ?phases, "gpu batch");
+        Ok(proofs)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::circuits::CircuitSpec;
+    use crate::srs::SrsImage;
+    use rand_chacha::rand_core::SeedableRng;
+
+    /// The cheaper blinding gives the bytes of the shared one, for random sums and randomness
+    /// (zero included). Needs no GPU.
+    #[test]
+    fn blinding_with_fewer_multiplications_gives_the_same_proof() {
+        let spec: CircuitSpec = "pubinputs:2".parse().unwrap();
+        let params =
+            crate::paramgen::generate_parameters_seeded(spec.circuit(None), 1, &|_| {}).unwrap();
+        let image = SrsImage::from_parameters(&params, spec.circuit_id()).unwrap();
+        let key = BlindingKey::of(&SrsView::new(image.as_ref()).unwrap());
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(9);
+        let bytes = |p: &Proof| {
+            let mut v = Vec::new();
+            p.write(&mut v).unwrap();
+            v
+        };
+        for i in 0..8 {
+            let c = Components {
+                h: G1Projective::random(&mut rng),
+                l: G1Projective::random(&mut rng),
+                a: G1Projective::random(&mut rng),
+                b_g1: G1Projective::random(&mut rng),
+                b_g2: G2Projective::random(&mut rng),
+            };
+            let (r, s) = match i {
+                0 => (Scalar::from(0u64), Scalar::from(0u64)),
+                1 => (Scalar::from(0u64), Scalar::from(3u64)),
+                _ => (
+                    <Scalar as ff::Field>::random(&mut rng),
+                    <Scalar as ff::Field>::random(&mut rng),
+                ),
+            };
+            assert_eq!(
+                bytes(&blind(&key, &c, r, s)),
+                bytes(&key.proof(&c, r, s)),
+                "case {i}"
+            );
+        }
     }
 }
