@@ -2,22 +2,20 @@
 # Pre-compiled synthesis (issue 13) and the gpu backend in the split pipeline (issue 12) on a GPU
 # host (NVIDIA H200, 16 cores), in one invocation:
 #
-#     scripts/h200-synthesis.sh SPLITPROVER SYNTH_BENCH [OUT_DIR]
+#     scripts/h200-synthesis.sh SPLITPROVER [OUT_DIR]
 #
-#   1. SYNTH_BENCH (kernels example `synth_bench`): per circuit, the full and the pre-compiled
-#      synthesis byte for byte, then timed on 1 and 8 threads (per-core cost, latency);
+#   1. `splitprover synth-bench`: per circuit, the full and the pre-compiled synthesis byte for
+#      byte, then timed on 1 and 8 threads (per-core cost, latency);
 #   2. the built-in SHA-256 chain at 2^20 (`sha-chain:38`) through every mode, pre-compiled
 #      synthesis, then the split mode and the capacities with the full synthesis (today's path);
 #   3. the 2 KiB PoRep C2 in the split pipeline and its capacities, pre-compiled then full (every
 #      proof accepted by filecoin-proofs' verify_seal).
-# SPLITPROVER is built with `--features cuda`, SYNTH_BENCH with `cargo build --release -p kernels
-# --features cuda,filecoin --example synth_bench`. BACKEND (default gpu), GPU_CORES (6),
+# SPLITPROVER is built with `--features cuda`. BACKEND (default gpu), GPU_CORES (6),
 # N (96), PN (48), CIRCUIT (sha-chain:38), PCIRCUIT (porep:StackedDrg2KiBV1_1) and THREADS (1,8)
 # make a smaller run (the CPU backend on a dev machine, say).
 set -uo pipefail
 bin="$(realpath "${1:?splitprover binary}")"
-synth="$(realpath "${2:?synth_bench binary}")"
-out="$(realpath -m "${3:-synthesis}")"
+out="$(realpath -m "${2:-synthesis}")"
 work="${WORK:-/tmp/splitprover-synthesis}"
 backend="${BACKEND:-gpu}"
 cores="${GPU_CORES:-6}"
@@ -35,7 +33,7 @@ table() {
 }
 
 step "1. synthesis per circuit: full vs pre-compiled"
-"$synth" "$circuit" "$pcircuit" --iters "${ITERS:-3}" --threads "${THREADS:-1,8}" 2>&1 \
+"$bin" synth-bench "$circuit" "$pcircuit" --work-dir "$work/synth-bench" --iters "${ITERS:-3}" --threads "${THREADS:-1,8}" 2>&1 \
   | tee "$out/synth-bench.txt" | tail -8
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 

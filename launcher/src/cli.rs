@@ -31,6 +31,8 @@ pub enum Command {
     Bench(Box<BenchArgs>),
     /// Render what a bench wrote into a directory: tables, SVG charts, waterfalls side by side.
     Report(ReportArgs),
+    /// Time one synthesis per circuit, full against pre-compiled, per core and on more cores.
+    SynthBench(SynthBenchArgs),
     /// Run the long-lived service from a config file.
     Run(RunArgs),
     /// Send a job to a running service.
@@ -385,6 +387,14 @@ pub fn main() -> ExitCode {
         }
         Command::Bench(a) => commands::bench::run(*a),
         Command::Report(a) => commands::report::run(a),
+        Command::SynthBench(a) => {
+            #[cfg(feature = "filecoin")]
+            let filecoin: commands::synth_bench::FilecoinRequests<'_> =
+                Some(&crate::filecoin::bench::request_bytes);
+            #[cfg(not(feature = "filecoin"))]
+            let filecoin: commands::synth_bench::FilecoinRequests<'_> = None;
+            commands::synth_bench::run(a, filecoin)
+        }
         Command::Hog(a) => commands::bench::hog(a),
         Command::Run(a) => commands::service::run(a),
         Command::Submit(a) => commands::service::submit(a),
@@ -507,6 +517,27 @@ pub struct BenchArgs {
     /// Pipeline options (backend, batch, cores...).
     #[command(flatten)]
     pub pipeline: PipelineArgs,
+}
+
+/// `splitprover synth-bench`.
+#[derive(Debug, Args)]
+pub struct SynthBenchArgs {
+    /// Circuits: built-in specs (`sha-chain:38`) or Filecoin proof kinds
+    /// (`porep:StackedDrg2KiBV1_1`, `post:StackedDrgWindow2KiBV1_2`, `snap:StackedDrg2KiBV1`).
+    #[arg(required = true)]
+    pub circuits: Vec<String>,
+    /// Syntheses per path and thread count (the median is printed).
+    #[arg(long, default_value_t = 3)]
+    pub iters: usize,
+    /// Rayon pool sizes, comma separated (1 is the per-core cost).
+    #[arg(long, default_value = "1")]
+    pub threads: String,
+    /// Run only `full` or `precompiled`, `--iters` times (a workload for `perf record`).
+    #[arg(long)]
+    pub profile: Option<String>,
+    /// Where Filecoin sectors are sealed (default: a temporary directory, removed after).
+    #[arg(long)]
+    pub work_dir: Option<PathBuf>,
 }
 
 /// `splitprover report`.

@@ -4,7 +4,7 @@
 //! over the budget fall back to the full synthesis; a restarted synth-proc maps them again.
 
 mod common;
-use common::{pipeline_settings, serial};
+use common::{cli, pipeline_settings, serial};
 
 use std::time::Duration;
 
@@ -183,4 +183,29 @@ fn matrices_over_the_budget_fall_back_to_the_full_synthesis_and_off_means_off() 
         .exists(),
         "nothing was to be cached"
     );
+}
+
+#[test]
+fn synth_bench_times_both_paths_and_says_they_agree() {
+    let (code, out, err) = cli(
+        &[
+            "synth-bench",
+            "pubinputs:3",
+            "--iters",
+            "1",
+            "--threads",
+            "1,2",
+        ],
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("both paths give the same bytes"), "{err}");
+    let rows: Vec<&str> = out
+        .lines()
+        .filter(|l| l.starts_with("| pubinputs:3 |"))
+        .collect();
+    assert_eq!(rows.len(), 2, "{out}");
+    let (code, _, err) = cli(&["synth-bench", "sha-chain:1", "--threads", "0"], &[]);
+    assert_ne!(code, 0);
+    assert!(err.contains("--threads"), "{err}");
 }

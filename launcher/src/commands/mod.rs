@@ -7,6 +7,7 @@ pub mod report;
 pub mod service;
 pub mod settings;
 pub mod srs;
+pub mod synth_bench;
 
 pub use settings::{for_circuit as settings_for, from_args as settings_from_args};
 

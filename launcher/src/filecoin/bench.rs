@@ -137,6 +137,20 @@ pub fn describe_cache(kind: ProofKind, dir: &Path) -> String {
     }
 }
 
+/// The request bytes of a Filecoin `circuit`, made in `work` as [`make_request`] makes them
+/// (for `splitprover synth-bench`); filecoin-proofs' parent cache goes there too unless set.
+pub fn request_bytes(circuit: &AnyCircuit, work: &Path) -> anyhow::Result<Vec<u8>> {
+    let kind = circuit
+        .filecoin()
+        .with_context(|| format!("`{circuit}` is not a Filecoin proof kind"))?;
+    let parents = work.join("parents");
+    std::fs::create_dir_all(&parents)?;
+    if std::env::var_os("FIL_PROOFS_PARENT_CACHE").is_none() {
+        std::env::set_var("FIL_PROOFS_PARENT_CACHE", &parents);
+    }
+    Ok(make_request(kind, work)?.bytes)
+}
+
 /// `splitprover bench --filecoin KIND`.
 pub fn run_command(args: &BenchArgs, kind: &str) -> anyhow::Result<ExitCode> {
     let kind: ProofKind = kind

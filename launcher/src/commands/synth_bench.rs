@@ -1,0 +1,151 @@
+//! `splitprover synth-bench`: what one synthesis costs, the full path against the pre-compiled
+//! one (`kernels::r1cs`), in this process: per core, and how its latency falls when the sparse
+//! products get more cores.
+//!
+//! For each circuit: its matrices are recorded once (time, MiB, terms), both paths are compared
+//! byte for byte on one witness, then each runs `--iters` times on a rayon pool of each
+//! `--threads` size (the witness pass is single-threaded; the products use the pool). Printed,
+//! as a Markdown table: median seconds of the full synthesis, of the pre-compiled one, of its
+//! sparse products alone (the witness pass is the difference), and the speed-up. Filecoin
+//! requests are made as the Filecoin bench makes them (a sector sealed in `--work-dir`).
+//!
+//! `--profile full|precompiled` runs only that path, `--iters` times, and prints its time per
+//! synthesis: a workload for `perf record` (the profiles in BENCHMARKS.md).
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::Context;
+use kernels::circuits::AnyCircuit;
+use kernels::job::{BuiltinRequest, Job};
+use kernels::r1cs::R1cs;
+use kernels::synth::{Synthesis, VecSink};
+
+use crate::cli::SynthBenchArgs;
+
+/// Makes the request bytes of a Filecoin circuit in a work directory (`None` in a build without
+/// Filecoin support: such a circuit is refused).
+pub type FilecoinRequests<'a> =
+    Option<&'a dyn Fn(&AnyCircuit, &std::path::Path) -> anyhow::Result<Vec<u8>>>;
+
+/// Runs `splitprover synth-bench`.
+pub fn run(args: SynthBenchArgs, filecoin: FilecoinRequests<'_>) -> anyhow::Result<ExitCode> {
+    let threads: Vec<usize> = args
+        .threads
+        .split(',')
+        .map(|t| t.trim().parse().with_context(|| format!("--threads `{t}`")))
+        .collect::<anyhow::Result<_>>()?;
+    anyhow::ensure!(threads.iter().all(|&t| t > 0), "--threads: at least 1 each");
+    let iters = args.iters.max(1);
+    let work = args.work_dir.clone().unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("splitprover-synth-bench-{}", std::process::id()))
+    });
+    let mut rows = Vec::new();
+    for text in &args.circuits {
+        let circuit: AnyCircuit = text.parse().with_context(|| format!("circuit `{text}`"))?;
+        let job = open(&circuit, &work, filecoin)?;
+        let t = Instant::now();
+        let r1cs = kernels::r1cs::compile(&circuit)?;
+        let record_s = t.elapsed().as_secs_f64();
+        kernels::r1cs::check_job(&*job, &r1cs)?;
+        eprintln!(
+            "{circuit}: {} constraints, matrices {} MiB, terms {:?}, {} coefficients, recorded \
+             in {record_s:.2} s; both paths give the same bytes",
+            r1cs.shape().constraints,
+            r1cs.bytes() >> 20,
+            r1cs.nnz(),
+            r1cs.coefficients()
+        );
+        if let Some(path) = &args.profile {
+            let how = match path.as_str() {
+                "full" => Synthesis::Full,
+                "precompiled" => Synthesis::Compiled(&r1cs),
+                other => anyhow::bail!("--profile `{other}`: full or precompiled"),
+            };
+            let t = Instant::now();
+            for _ in 0..iters {
+                let mut sink = VecSink::with_limit(r1cs.shape());
+                job.synthesize_partition_with(0, &mut sink, how)?;
+            }
+            println!(
+                "{circuit} {path}: {:.3} s per synthesis",
+                t.elapsed().as_secs_f64() / iters as f64
+            );
+            continue;
+        }
+        for &t in &threads {
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(t).build()?;
+            let (full, fast, products) = pool.install(|| measure(&*job, &r1cs, iters))?;
+            rows.push(format!(
+                "| {circuit} | {} | {t} | {full:.3} | {fast:.3} | {:.3} | {products:.3} | {:.2}x |",
+                r1cs.shape().constraints,
+                fast - products,
+                full / fast
+            ));
+        }
+    }
+    if args.work_dir.is_none() {
+        let _ = std::fs::remove_dir_all(&work);
+    }
+    if !rows.is_empty() {
+        println!(
+            "| circuit | constraints | threads | full s | pre-compiled s | of it witness s | of \
+             it products s | speed-up |\n|---|---|---|---|---|---|---|---|"
+        );
+        for r in rows {
+            println!("{r}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn open(
+    circuit: &AnyCircuit,
+    work: &std::path::Path,
+    filecoin: FilecoinRequests<'_>,
+) -> anyhow::Result<Arc<dyn Job>> {
+    let bytes = match circuit {
+        AnyCircuit::Builtin(_) => BuiltinRequest {
+            seed: 7,
+            partitions: 1,
+        }
+        .to_bytes(),
+        AnyCircuit::Filecoin(_) => {
+            let make = filecoin.context("this build has no Filecoin support")?;
+            make(circuit, work)?
+        }
+    };
+    Ok(Arc::from(kernels::job::open(circuit, &bytes)?))
+}
+
+/// Median seconds of (full, pre-compiled, the products alone) over `iters` runs; the products
+/// recomputed must equal what the pre-compiled synthesis wrote.
+fn measure(job: &dyn Job, r1cs: &R1cs, iters: usize) -> anyhow::Result<(f64, f64, f64)> {
+    let (mut full, mut fast, mut products) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..iters {
+        let mut sink = VecSink::with_limit(r1cs.shape());
+        let t = Instant::now();
+        job.synthesize_partition(0, &mut sink)?;
+        full.push(t.elapsed().as_secs_f64());
+        let mut sink = VecSink::with_limit(r1cs.shape());
+        let t = Instant::now();
+        job.synthesize_partition_with(0, &mut sink, Synthesis::Compiled(r1cs))?;
+        fast.push(t.elapsed().as_secs_f64());
+        let a = sink.finish();
+        let (mut x, mut y, mut z) = (a.a.clone(), a.b.clone(), a.c.clone());
+        let t = Instant::now();
+        r1cs.evaluate(&a.input, &a.aux, &mut x, &mut y, &mut z)?;
+        products.push(t.elapsed().as_secs_f64());
+        anyhow::ensure!(
+            x == a.a && y == a.b && z == a.c,
+            "the products differ from the pre-compiled synthesis's"
+        );
+    }
+    Ok((median(full), median(fast), median(products)))
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
