@@ -1,56 +1,40 @@
 #!/usr/bin/env bash
-# Our own CUDA prover (backend `gpu`) on a GPU host (NVIDIA H200, 16 cores), in one invocation:
+# Our own CUDA prover (backend `gpu`) on a GPU host (NVIDIA H200), in one invocation:
 #
-#     scripts/h200-gpu.sh SPLITPROVER GPU_CHECK GPU_TEST [OUT_DIR]
+#     scripts/h200-gpu.sh GPU_CHECK [OUT_DIR]
 #
-#   1. GPU_TEST: the kernels test binary `tests/gpu.rs` (bit-exactness with the CPU backend on
-#      three circuit families), with the GPU required (SPLITPROVER_TEST_REQUIRE_GPU=1);
-#   2. `gpu_check` at 2^16 (100 witnesses, each proof compared with the CPU backend's bytes) and
-#      2^20 (against supraseal-c2: time per proof, phases, bytes equal);
-#   3. `gpu_check` at 2^23 (LARGE, default sha-chain:324): SEEDS (default 100) consecutive
-#      witnesses, every proof verified, the first compared with the CPU backend, then timed
-#      against supraseal-c2; the SRS upload time is the restart cost of a gpu-proc;
-#   4. the 2 KiB PoRep C2 through the split pipeline with `--backend gpu` and `--backend cuda`
-#      (every proof accepted by filecoin-proofs' verify_seal).
-# GPU_CHECK and GPU_TEST are built with `cargo build --release -p kernels --features cuda
-# --example gpu_check` and `cargo test --release -p kernels --features cuda --test gpu
-# --no-run`; SPLITPROVER with `--features cuda`.
+# GPU_CHECK is `cargo build --release -p kernels --features cuda --example gpu_check`. With
+# GPU_TEST set to the kernels test binary `tests/gpu.rs` (`cargo test --release -p kernels
+# --features cuda --test gpu --no-run`) its bit-exactness tests run first, the GPU required.
+#   1. a tiny circuit (`pubinputs:8`): the fixed cost per proof, batches of 4;
+#   2. 2^16 (`sha-chain:2`): 16 witnesses, each proof compared with the CPU backend's bytes, one
+#      proof per call and batches of 8, against supraseal-c2;
+#   3. 2^20 (`sha-chain:38`): parameters from the GPU generator, 8 witnesses in batches of 8
+#      (the next proof's copies overlapping the current MSMs), against supraseal-c2, and the H
+#      MSM's window/chunk settings swept (each byte-checked);
+#   4. 2^20 again without the overlap, for the comparison.
+# Every line of gpu_check that compares says `equal`/`verify ok`; a mismatch says `DIFFERS`,
+# `DIFFERENT` or `FAIL` and names the stage at fault (`diagnosis:`).
 set -uo pipefail
-bin="$(realpath "${1:?splitprover binary}")"
-check="$(realpath "${2:?gpu_check binary}")"
-tests="$(realpath "${3:?gpu test binary}")"
-out="$(realpath -m "${4:-gpu-prover}")"
+check="$(realpath "${1:?gpu_check binary}")"
+out="$(realpath -m "${2:-gpu-prover}")"
 work="${WORK:-/tmp/splitprover-gpu}"
-large="${LARGE:-sha-chain:324}"
-seeds="${SEEDS:-100}"
 mkdir -p "$out" "$work"
-export SPLITPROVER_LOG="${SPLITPROVER_LOG:-warn}"
-nproc; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || true
 status=0
-
-echo "=== 1. bit-exactness tests"
-SPLITPROVER_TEST_REQUIRE_GPU=1 "$tests" --test-threads 1 2>&1 | tail -8 | tee "$out/tests.txt"
-[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
-
-echo "=== 2. 2^16 (100 witnesses) and 2^20 against supraseal-c2"
-"$check" sha-chain:2 --params "$work/p16.params" --seeds 100 --cpu 100 --iters 10 --pinned \
-  --supraseal --phases 2>&1 | tail -6 | tee "$out/check-2p16.txt"
-[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
-"$check" sha-chain:38 --params "$work/p20.params" --seeds 5 --cpu 2 --iters 20 --pinned \
-  --supraseal --phases 2>&1 | tail -6 | tee "$out/check-2p20.txt"
-[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
-
-echo "=== 3. $large: $seeds witnesses"
-"$bin" srs generate --circuit "$large" --out "$work/large.params" --seed 1 >/dev/null 2>&1
-"$check" "$large" --params "$work/large.params" --seeds "$seeds" --par 12 --cpu 1 --iters 5 \
-  --pinned --supraseal --phases 2>&1 | tail -8 | tee "$out/check-large.txt"
-[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
-
-echo "=== 4. 2 KiB PoRep C2, split pipeline, gpu then cuda"
-for backend in gpu cuda; do
-  "$bin" bench --filecoin porep:StackedDrg2KiBV1_1 --filecoin-modes split --backend "$backend" \
-    --gpu-cores "${GPU_CORES:-6}" -n "${N:-24}" -j 16 --slots 16 --param-cache "$work/fil-params" \
-    --out-dir "$out/porep-$backend" 2>&1 | tail -6 | tee "$out/porep-$backend.txt"
-  [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
-done
+run() { # name, args...
+  local name=$1; shift
+  "$check" "$@" >"$out/$name.txt" 2>&1; local rc=$?
+  echo "--- $name rc=$rc"; [ $rc -eq 0 ] || status=1
+  grep -E "ms|verify|equal|DIFFER|FAIL|diagnosis|input set|%" "$out/$name.txt" | tail -"${LINES_EACH:-14}"
+}
+if [ -n "${GPU_TEST:-}" ]; then
+  SPLITPROVER_TEST_REQUIRE_GPU=1 "$GPU_TEST" --test-threads 1 >"$out/tests.txt" 2>&1 || status=1
+  tail -3 "$out/tests.txt"
+fi
+run tiny pubinputs:8 --params "$work/pi8" --seeds 4 --cpu 4 --batch 4 --iters 20 --pinned --phases
+run p16 sha-chain:2 --params "$work/p16" --seeds 16 --par 8 --cpu 16 --batch 8 --iters 10 --pinned --supraseal --phases
+run p20 sha-chain:38 --params "$work/p20" --gen gpu --seeds 8 --par 8 --cpu 1 --batch 8 --iters 5 --pinned --supraseal --phases --wbits-h 11,12,13,14,12/1,13/1
+run p20-no-overlap sha-chain:38 --params "$work/p20" --seeds 8 --par 8 --cpu 0 --batch 8 --iters 3 --pinned --no-overlap
+if grep -qE "DIFFER|FAIL|DIFFERENT" "$out"/*.txt; then status=1; echo "MISMATCH: see $out"; fi
 exit "$status"
