@@ -648,6 +648,14 @@ static sp_layout sp_layout_of(const sp_srs& s, int sms, uint32_t wbits_h, uint32
     l.tail_g1 = nmax / 2 + 1;
     l.tail_g2 = s.n_b / 2 + 1;
 
+    // The H MSM by default: its points are resident, so one chunk (digits for all n points at
+    // once) and two bits more per window than sppark's choice, at most 14, from 2^19 points up.
+    // Measured on an H200 at 2^20 (BENCHMARKS.md, the window sweep of `gpu_check --wbits-h`):
+    // 14 bits in 1 chunk 13.3 ms against sppark's 12 bits in 4 chunks 18.5 ms, the same bytes.
+    if (!wbits_h && !chunks_h && s.n_h >= ((size_t)1 << 19)) {
+        wbits_h = std::min(sp_plan(s.n_h).wbits + 2, 14u);
+        chunks_h = 1;
+    }
     l.plan_h = sp_plan(s.n_h, wbits_h, chunks_h);
     size_t b_g1 = l.plan_h.buckets, b_g2 = 0;
     size_t digits = l.plan_h.digits, temps = l.plan_h.temps;

@@ -73,7 +73,7 @@ fn proofs_from_slots_are_bellpersons_for_every_builtin_circuit() {
             &mut synth_proc::ShapeCache::default(),
             &req,
             None,
-            None,
+            r1cs.as_ref(),
         )
         .unwrap();
 
