@@ -881,12 +881,40 @@ fn prover_loop(backend: &dyn Backend, shared: &Shared, rx: mpsc::Receiver<Ready>
 pub fn run_synth_only(
     jobs: &[Arc<dyn Job>],
     threads: usize,
+    cpus: Option<&CpuList>,
     progress: &dyn Fn(usize),
 ) -> Result<LocalRun, Error> {
     at_least_one("threads", threads)?;
     let Some(shape) = common_shape(jobs)? else {
         return Ok(LocalRun::default());
     };
+    // The synthesis threads and the rayon pool their products run on get the synthesis cpus
+    // alone, as synth-proc's workers do: unpinned, a capacity measured on a 16-core host with
+    // 10 synthesis cpus counted all 16 (1.6x too high on an H200 host, BENCHMARKS.md).
+    let restore = match cpus {
+        Some(cpus) => {
+            let before = CpuList::allowed().map_err(|e| invalid("cpus", &e.to_string()))?;
+            pin_rayon(cpus)?;
+            Some(before)
+        }
+        None => None,
+    };
+    let result = synth_only_pinned(jobs, threads, shape, cpus, progress);
+    if let Some(before) = restore {
+        if let Err(e) = pin_rayon(&before) {
+            tracing::warn!(error = %e, "cannot give the rayon pool its cpus back");
+        }
+    }
+    result
+}
+
+fn synth_only_pinned(
+    jobs: &[Arc<dyn Job>],
+    threads: usize,
+    shape: CircuitShape,
+    cpus: Option<&CpuList>,
+    progress: &dyn Fn(usize),
+) -> Result<LocalRun, Error> {
     let items = work_items(jobs);
     let next = AtomicUsize::new(0);
     let stop = AtomicBool::new(false);
@@ -900,6 +928,7 @@ pub fn run_synth_only(
                 thread::Builder::new()
                     .name(format!("synth-{i}"))
                     .spawn_scoped(scope, move || {
+                        pin_or_log(cpus);
                         // Acquire: pairs with the Release store of a failure below.
                         while !stop.load(Ordering::Acquire) {
                             // Relaxed: a ticket counter; each value is taken once, no other
@@ -1207,8 +1236,13 @@ mod tests {
     #[test]
     fn synth_only_and_prove_only_capacities() {
         let done = RefCell::new(0);
-        let run = run_synth_only(&jobs(2), 2, &|d| *done.borrow_mut() = d).unwrap();
+        let run = run_synth_only(&jobs(2), 2, None, &|d| *done.borrow_mut() = d).unwrap();
         assert_eq!(*done.borrow(), 2);
+        // Confined to the synthesis cpus (here: all this process may use), the same work.
+        let all = CpuList::allowed().unwrap();
+        let pinned = run_synth_only(&jobs(2), 2, Some(&all), &|_| {}).unwrap();
+        assert_eq!(TimelineStats::from_timeline(&pinned.timeline).syntheses, 2);
+        assert_eq!(CpuList::allowed().unwrap(), all);
         assert!(run.proofs.is_empty());
         let s = TimelineStats::from_timeline(&run.timeline);
         assert_eq!((s.syntheses, s.proofs, s.gpu_batches), (2, 0, 0));
@@ -1247,7 +1281,10 @@ mod tests {
             ..Default::default()
         };
         assert!(run_inprocess(backend(), &jobs(1), &opts, &|_| {}).is_err());
-        assert!(run_synth_only(&jobs(1), 0, &|_| {}).is_err());
+        assert!(run_synth_only(&jobs(1), 0, None, &|_| {}).is_err());
+        // The synthesis cpus are taken as given: an empty list is refused before any work.
+        let err = run_synth_only(&jobs(1), 1, Some(&CpuList::new()), &|_| {}).unwrap_err();
+        assert!(err.to_string().contains("cannot pin"), "{err}");
         // No jobs is an empty run, not an error.
         assert!(run_monolithic(backend(), &[], 1, &|_| {})
             .unwrap()

@@ -371,16 +371,24 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         rows.push(r);
     }
     if has("synth-only") {
-        let n = one_at_a_time;
+        // A capacity needs every worker busy for most of the run: at least four jobs per
+        // worker (8 jobs on 10 workers measured one synthesis each, with no contention).
+        let n = one_at_a_time
+            .max(4 * synth_threads)
+            .min(n.max(one_at_a_time));
         let jobs: Vec<Arc<dyn kernels::job::Job>> = (0..n as u64)
             .map(|i| workload.open(i))
             .collect::<anyhow::Result<_>>()?;
         let bar = report::progress_bar(n, "synth-only");
-        let run = local::run_synth_only(&jobs, synth_threads, &|d| bar.set_position(d as u64))?;
+        let run =
+            local::run_synth_only(&jobs, synth_threads, Some(&plan.layouts[0].synth), &|d| {
+                bar.set_position(d as u64)
+            })?;
         bar.finish_and_clear();
         let config = format!("{synth_threads} threads");
         let mut r = plain_row(&config, "synth-only", &run.timeline, None, &[], true)?;
         r.synth_threads = synth_threads;
+        r.synth_cpus = plan.layouts[0].synth.to_string();
         r.timeline = Some(write_run_files(
             &args.out_dir,
             "synth-only",
