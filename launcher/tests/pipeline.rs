@@ -70,6 +70,52 @@ fn jobs_with_several_partitions_and_public_inputs_are_proved_and_verified() {
     p.shutdown();
 }
 
+/// Per-partition streaming (the production shape: a 32 GiB PoRep is 10 partitions): with fewer
+/// ring slots than a job has partitions, the GPU proves a job's first partitions while its last
+/// are still to be synthesized, and the proof is assembled when the last one is done.
+#[test]
+fn a_ten_partition_job_streams_through_a_smaller_ring() {
+    use shm_protocol::control::EventKind;
+    let _g = serial();
+    let mut s = settings("sha-chain:1");
+    s.slots = 3;
+    let p = Pipeline::start(s).unwrap();
+    p.wait_ready(Duration::from_secs(60)).unwrap();
+    p.take_timeline();
+    let handles: Vec<_> = (0..2)
+        .map(|i| p.submit("sha-chain:1", 900 + i, 10).unwrap())
+        .collect();
+    let mut ids = Vec::new();
+    for h in handles {
+        let o = h.wait().unwrap();
+        let proofs = o
+            .result
+            .unwrap_or_else(|e| panic!("job {} failed: {e}", o.job_id));
+        assert_eq!(proofs.len(), 10);
+        ids.push(o.job_id);
+    }
+    let events = p.take_timeline();
+    for id in ids {
+        let at = |kind: EventKind| -> Vec<u64> {
+            events
+                .iter()
+                .filter(|e| e.job_id == id && e.kind == kind)
+                .map(|e| e.t_ns)
+                .collect()
+        };
+        let (synth_starts, gpu_starts) = (at(EventKind::SynthStart), at(EventKind::GpuStart));
+        assert_eq!(synth_starts.len(), 10, "job {id}: {events:?}");
+        assert_eq!(gpu_starts.len(), 10, "job {id}");
+        let first_gpu = gpu_starts.iter().min().unwrap();
+        let last_synth = synth_starts.iter().max().unwrap();
+        assert!(
+            first_gpu < last_synth,
+            "job {id}: the GPU started its first partition only after the last synthesis began"
+        );
+    }
+    p.shutdown();
+}
+
 /// Waits for every handle; returns (succeeded, failures).
 fn finish_all(
     handles: Vec<launcher::pipeline::JobHandle>,
