@@ -464,6 +464,15 @@ impl AnyCircuit {
         }
     }
 
+    /// Measures its circuit from the blank circuit ([`crate::r1cs::measure`]): shape, matrix
+    /// sizes and densities, whatever its size.
+    pub fn measure(&self) -> Result<crate::r1cs::Measure, Error> {
+        match self {
+            Self::Builtin(spec) => crate::r1cs::measure(spec.circuit(None)),
+            Self::Filecoin(kind) => kind.measure(),
+        }
+    }
+
     /// The id slots and SRS images carry: [`CircuitSpec::circuit_id`], or for Filecoin the id of
     /// its parameter set (`filecoin::ParamFiles::circuit_id`).
     pub fn circuit_id(&self) -> Result<u64, Error> {

@@ -311,6 +311,205 @@ pub fn record<C: Circuit<Scalar>>(
     })
 }
 
+/// What [`measure`] finds in a circuit: its shape, its matrices' sizes and the densities the SRS
+/// lengths follow, without keeping the matrices (a 32 GiB-sector PoRep partition's would take
+/// tens of GiB; this takes a few bits per variable).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Measure {
+    /// The shape (inputs with `ONE`, aux, constraints without the input constraints).
+    pub shape: CircuitShape,
+    /// Non-zero terms of A, B and C, the input constraints included (as [`R1cs::nnz`]).
+    pub nnz: [u64; 3],
+    /// Entries of the coefficient table ([`R1cs::coefficients`]): 1, -1 and every other
+    /// distinct coefficient.
+    pub coefficients: usize,
+    /// Aux variables that appear in A.
+    pub a_aux: usize,
+    /// Inputs that appear in B.
+    pub b_input: usize,
+    /// Aux variables that appear in B.
+    pub b_aux: usize,
+}
+
+impl Measure {
+    /// Bytes of the pre-compiled matrices' encoding ([`R1cs::bytes`]).
+    pub fn matrix_bytes(&self) -> u64 {
+        Layout::for_counts(self.shape, self.coefficients as u64, self.nnz).total as u64
+    }
+
+    /// The lengths of this circuit's Groth16 parameters (bellperson's: A holds every input and
+    /// the aux used in A; B the inputs and aux used in B, in G1 and in G2).
+    pub fn srs_lengths(&self) -> crate::srs::SrsLengths {
+        crate::srs::SrsLengths {
+            ic: self.shape.inputs,
+            h: self.shape.domain_size() - 1,
+            l: self.shape.aux,
+            a: self.shape.inputs + self.a_aux,
+            b_g1: self.b_input + self.b_aux,
+            b_g2: self.b_input + self.b_aux,
+        }
+    }
+}
+
+/// Measures `circuit` (its blank form will do: no witness closure is called) with the prover's
+/// sequence, as [`record`] does, counting instead of keeping: the terms per matrix, the distinct
+/// coefficients and which variables A and B use.
+pub fn measure<C: Circuit<Scalar>>(circuit: C) -> Result<Measure, Error> {
+    let mut cs = MeasureCs::default();
+    cs.alloc_input(|| "", || Ok(Scalar::ONE))?;
+    circuit.synthesize(&mut cs)?;
+    for i in 0..cs.inputs {
+        cs.enforce(|| "", |lc| lc + Variable(Index::Input(i)), |lc| lc, |lc| lc);
+    }
+    if let Some(e) = cs.error.take() {
+        return Err(SynthesisError::from(e).into());
+    }
+    let shape = CircuitShape {
+        inputs: cs.inputs,
+        aux: cs.aux,
+        constraints: cs.constraints - cs.inputs,
+    };
+    if shape.log_domain_size() >= Scalar::S {
+        return Err(SynthesisError::PolynomialDegreeTooLarge.into());
+    }
+    let ones = |bits: &[u64]| bits.iter().map(|w| w.count_ones() as usize).sum();
+    Ok(Measure {
+        shape,
+        nnz: cs.nnz,
+        coefficients: 2 + cs.coeffs.len(),
+        a_aux: ones(&cs.a_aux),
+        b_input: ones(&cs.b_input),
+        b_aux: ones(&cs.b_aux),
+    })
+}
+
+/// The counting constraint system of [`measure`].
+#[derive(Default)]
+struct MeasureCs {
+    inputs: usize,
+    aux: usize,
+    constraints: usize,
+    nnz: [u64; 3],
+    /// Coefficients other than 1 and -1, by their canonical bytes.
+    coeffs: std::collections::HashSet<[u8; 32]>,
+    a_aux: Vec<u64>,
+    b_input: Vec<u64>,
+    b_aux: Vec<u64>,
+    /// The first variable out of range; every later constraint is skipped.
+    error: Option<io::Error>,
+}
+
+fn set_bit(bits: &mut Vec<u64>, i: usize) {
+    if bits.len() <= i / 64 {
+        bits.resize(i / 64 + 1, 0);
+    }
+    bits[i / 64] |= 1 << (i % 64);
+}
+
+impl MeasureCs {
+    fn row(&mut self, m: usize, lc: &LinearCombination<Scalar>) -> Result<(), io::Error> {
+        let mut coeff = |c: &Scalar| {
+            if *c != Scalar::ONE && *c != -Scalar::ONE {
+                self.coeffs.insert(c.to_repr());
+            }
+        };
+        let mut inputs = Vec::new();
+        for (&i, c) in lc.iter_inputs() {
+            if c.is_zero_vartime() {
+                continue;
+            }
+            if i >= self.inputs {
+                return Err(out_of_range("input", i, self.inputs));
+            }
+            coeff(c);
+            inputs.push(i);
+        }
+        let mut aux = Vec::new();
+        for (&i, c) in lc.iter_aux() {
+            if c.is_zero_vartime() {
+                continue;
+            }
+            if i >= self.aux {
+                return Err(out_of_range("aux", i, self.aux));
+            }
+            coeff(c);
+            aux.push(i);
+        }
+        self.nnz[m] += (inputs.len() + aux.len()) as u64;
+        match m {
+            0 => aux.iter().for_each(|&i| set_bit(&mut self.a_aux, i)),
+            1 => {
+                inputs.iter().for_each(|&i| set_bit(&mut self.b_input, i));
+                aux.iter().for_each(|&i| set_bit(&mut self.b_aux, i));
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+impl ConstraintSystem<Scalar> for MeasureCs {
+    type Root = Self;
+
+    fn alloc<F, A, AR>(&mut self, _: A, _: F) -> Result<Variable, SynthesisError>
+    where
+        F: FnOnce() -> Result<Scalar, SynthesisError>,
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+    {
+        self.aux += 1;
+        Ok(Variable(Index::Aux(self.aux - 1)))
+    }
+
+    fn alloc_input<F, A, AR>(&mut self, _: A, _: F) -> Result<Variable, SynthesisError>
+    where
+        F: FnOnce() -> Result<Scalar, SynthesisError>,
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+    {
+        self.inputs += 1;
+        Ok(Variable(Index::Input(self.inputs - 1)))
+    }
+
+    fn enforce<A, AR, LA, LB, LC>(&mut self, _: A, a: LA, b: LB, c: LC)
+    where
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+        LA: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+        LB: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+        LC: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+    {
+        if self.error.is_some() {
+            return;
+        }
+        let lcs = [
+            a(LinearCombination::zero()),
+            b(LinearCombination::zero()),
+            c(LinearCombination::zero()),
+        ];
+        for (m, lc) in lcs.iter().enumerate() {
+            if let Err(e) = self.row(m, lc) {
+                self.error = Some(e);
+                return;
+            }
+        }
+        self.constraints += 1;
+    }
+
+    fn push_namespace<NR, N>(&mut self, _: N)
+    where
+        NR: Into<String>,
+        N: FnOnce() -> NR,
+    {
+    }
+
+    fn pop_namespace(&mut self) {}
+
+    fn get_root(&mut self) -> &mut Self::Root {
+        self
+    }
+}
+
 /// The recording constraint system of [`record`].
 struct RecordingCs {
     inputs: usize,
@@ -1077,6 +1276,27 @@ mod tests {
         let builder = record(spec.circuit(None), None).unwrap();
         assert_eq!(builder.shape(), spec.shape().unwrap());
         R1cs::from_bytes(Box::new(builder.encode(spec.circuit_id()))).unwrap()
+    }
+
+    #[test]
+    fn a_measure_agrees_with_the_recorded_matrices_and_the_parameters() {
+        for s in ["sha-chain:1", "pubinputs:5", "bits:130"] {
+            let r1cs = compiled(s);
+            let m = measure(spec(s).circuit(None)).unwrap();
+            assert_eq!(m.shape, r1cs.shape(), "{s}");
+            assert_eq!(m.nnz, r1cs.nnz(), "{s}");
+            assert_eq!(m.coefficients, r1cs.coefficients(), "{s}");
+            assert_eq!(m.matrix_bytes(), r1cs.bytes(), "{s}");
+            let d = r1cs.densities();
+            assert_eq!([m.a_aux, m.b_input, m.b_aux], d.each_ref().map(|d| d.popcount), "{s}");
+        }
+        for s in ["pubinputs:5", "bits:130"] {
+            let params =
+                crate::paramgen::generate_parameters_seeded(spec(s).circuit(None), 3, &|_| {})
+                    .unwrap();
+            let m = measure(spec(s).circuit(None)).unwrap();
+            assert_eq!(m.srs_lengths(), crate::srs::SrsLengths::of(&params), "{s}");
+        }
     }
 
     #[test]

@@ -33,6 +33,9 @@ pub enum Command {
     Report(ReportArgs),
     /// Time one synthesis per circuit, full against pre-compiled, per core and on more cores.
     SynthBench(SynthBenchArgs),
+    /// Measure circuits without a witness: shape, densities, and what each takes in memory
+    /// (pre-compiled matrices, SRS image, ring slot), to size a host before generating anything.
+    Shape(ShapeArgs),
     /// Run the long-lived service from a config file.
     Run(RunArgs),
     /// Send a job to a running service.
@@ -395,6 +398,7 @@ pub fn main() -> ExitCode {
             let filecoin: commands::synth_bench::FilecoinRequests<'_> = None;
             commands::synth_bench::run(a, filecoin)
         }
+        Command::Shape(a) => commands::shape::run(a),
         Command::Hog(a) => commands::bench::hog(a),
         Command::Run(a) => commands::service::run(a),
         Command::Submit(a) => commands::service::submit(a),
@@ -538,6 +542,15 @@ pub struct SynthBenchArgs {
     /// Where Filecoin sectors are sealed (default: a temporary directory, removed after).
     #[arg(long)]
     pub work_dir: Option<PathBuf>,
+}
+
+/// `splitprover shape`.
+#[derive(Debug, Args)]
+pub struct ShapeArgs {
+    /// Circuits: built-in specs (`sha-chain:38`) or Filecoin proof kinds
+    /// (`porep:StackedDrg32GiBV1_1`: one partition's circuit).
+    #[arg(required = true)]
+    pub circuits: Vec<String>,
 }
 
 /// `splitprover report`.

@@ -63,6 +63,11 @@ impl ProofKind {
         match self {}
     }
 
+    /// Its circuit measured.
+    pub fn measure(self) -> Result<crate::r1cs::Measure, Error> {
+        match self {}
+    }
+
     /// Its checked `.params` file in `param_cache`.
     pub fn param_file(self, _param_cache: &Path) -> Result<PathBuf, Error> {
         match self {}

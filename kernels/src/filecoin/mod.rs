@@ -275,6 +275,21 @@ impl ProofKind {
         self.visit_blank(Count)
     }
 
+    /// Measures this kind's partition circuit from its blank circuit ([`crate::r1cs::measure`]).
+    pub fn measure(self) -> Result<crate::r1cs::Measure, Error> {
+        struct Measure;
+        impl BlankVisitor for Measure {
+            type Out = crate::r1cs::Measure;
+            fn visit<C: Circuit<Scalar> + Clone + Send>(
+                self,
+                blank: C,
+            ) -> Result<crate::r1cs::Measure, Error> {
+                crate::r1cs::measure(blank)
+            }
+        }
+        self.visit_blank(Measure)
+    }
+
     /// Records the matrices of this kind's partition circuits from its blank circuit
     /// ([`crate::r1cs::record`]), stopping past `limit_bytes`.
     pub fn record_r1cs(self, limit_bytes: Option<u64>) -> Result<crate::r1cs::R1csBuilder, Error> {

@@ -6,6 +6,7 @@ pub mod prove;
 pub mod report;
 pub mod service;
 pub mod settings;
+pub mod shape;
 pub mod srs;
 pub mod synth_bench;
 
