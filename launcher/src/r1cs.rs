@@ -318,7 +318,12 @@ fn write_atomic(
 ) -> std::io::Result<()> {
     let dir = path.parent().expect("cache files live in a directory");
     std::fs::create_dir_all(dir)?;
-    let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
+    // Unique per writer, so two pipelines of one process (tests) or two processes sharing a
+    // cache never write the same temporary file.
+    static WRITERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    // Relaxed: a name counter, no memory depends on it.
+    let n = WRITERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = path.with_extension(format!("tmp.{}.{n}", std::process::id()));
     let result = (|| {
         let file = std::fs::File::create(&tmp)?;
         let mut out = std::io::BufWriter::with_capacity(1 << 20, file);

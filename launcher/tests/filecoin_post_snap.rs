@@ -110,6 +110,7 @@ fn settings(kinds: &[ProofKind]) -> PipelineSettings {
     s.program = PathBuf::from(env!("CARGO_BIN_EXE_splitprover"));
     s.huge_pages = shm_protocol::HugePagePolicy::Plain;
     s.slots = 3;
+    s.synthesis.cache_dir = Some(fil_common::r1cs_cache());
     s
 }
 
