@@ -5,6 +5,7 @@
 //! | `sha-chain:N` | [`ShaChain`]: N chained `sha256_block_no_padding` blocks (38 → 2^20 domain) | the final digest, multipacked (2) |
 //! | `pubinputs:K` | [`PubInputs`]: a MiMC-like cube chain exposing K intermediate values | K |
 //! | `bits:N` | [`Bits`]: N witness bits, boolean-decomposed from 64-bit words (mostly 0/1 assignments) | 1 (the sum of the words) |
+//! | `porep-like:K` | [`PorepLike`]: the shape of one 32 GiB-sector PoRep C2 partition divided by K (1: full size), about 60 % 0/1 assignments | the partition's 327 divided by K (at least 1) |
 //!
 //! Witnesses derive deterministically from a `u64` seed (ChaCha20), and [`CircuitSpec::public_inputs`]
 //! computes the public inputs natively, so a verifier can check a proof from the seed alone.
@@ -250,6 +251,190 @@ impl Circuit<Scalar> for Bits {
     }
 }
 
+/// The shape of a circuit in the terms the prover's cost follows: what [`PorepLike`] copies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PartitionShape {
+    /// Constraints, without the one-per-input constraints.
+    pub constraints: usize,
+    /// Aux variables.
+    pub aux: usize,
+    /// Public inputs, without the leading `ONE`.
+    pub inputs: usize,
+    /// Aux variables that appear in B (the B-in-G1/G2 queries' aux part).
+    pub b_aux: usize,
+}
+
+/// One partition of a 32 GiB-sector PoRep C2 (`porep:StackedDrg32GiBV1_1`), measured with
+/// `splitprover shape porep:StackedDrg32GiBV1_1` (BENCHMARKS.md, production scale).
+pub const POREP_32GIB_PARTITION: PartitionShape = PartitionShape {
+    constraints: 130_278_541,
+    aux: 130_169_893,
+    inputs: 327,
+    b_aux: 33_112_281,
+};
+
+/// A synthetic circuit with the shape of [`POREP_32GIB_PARTITION`] divided by `scale` (at
+/// least one public input): as many constraints, aux variables and public inputs, and the same share of
+/// aux in B, so the SRS, the slot and every MSM have a real partition's sizes; about 60 % of
+/// its aux values are 0 or 1 (a real partition's SHA-256 bits make it more), and its public
+/// inputs are computed natively.
+/// Not a PoRep: its proofs are checked against its own verifying key.
+///
+/// Built from: `b_aux` witness bits, each `b * b = b` (A, B and C use it); the other aux variables
+/// `m = b_x + c * b_y` with `c` from a fixed table, each `m * 1 = b_x + c * b_y` (in A, not in B);
+/// each public input the sum of a window of bits; extra `m * 1 = ...` repeats to reach the
+/// constraint count exactly.
+#[derive(Clone, Debug)]
+pub struct PorepLike {
+    /// The divisor (>= 1).
+    pub scale: usize,
+    /// The witness seed; `None` for parameter generation.
+    pub seed: Option<u64>,
+}
+
+/// Coefficients of [`PorepLike`]'s mixed variables.
+const MIX_COEFFS: usize = 64;
+
+impl PorepLike {
+    /// The shape for `scale`.
+    pub fn shape_for(scale: usize) -> PartitionShape {
+        let full = POREP_32GIB_PARTITION;
+        let scale = scale.max(1);
+        let b_aux = (full.b_aux / scale).max(1);
+        let aux = (full.aux / scale).max(b_aux);
+        let inputs = (full.inputs / scale).clamp(1, b_aux);
+        // Every aux variable constrained (parameter generation refuses an unconstrained one).
+        PartitionShape {
+            constraints: (full.constraints / scale).max(aux + inputs),
+            aux,
+            inputs,
+            b_aux,
+        }
+    }
+
+    fn bits(shape: &PartitionShape, seed: u64) -> Vec<bool> {
+        let mut r = rng(seed);
+        let mut out = Vec::with_capacity(shape.b_aux);
+        while out.len() < shape.b_aux {
+            let w = r.next_u64();
+            out.extend(
+                (0..64)
+                    .map(|i| w >> i & 1 == 1)
+                    .take(shape.b_aux - out.len()),
+            );
+        }
+        out
+    }
+
+    fn window(shape: &PartitionShape, k: usize) -> std::ops::Range<usize> {
+        let w = shape.b_aux / shape.inputs;
+        k * w..(k + 1) * w
+    }
+
+    fn mix(shape: &PartitionShape, j: usize) -> (usize, usize, Scalar) {
+        let x = j % shape.b_aux;
+        let y = (j.wrapping_mul(7) + 3) % shape.b_aux;
+        (x, y, round_constant(1_000 + j % MIX_COEFFS))
+    }
+
+    /// The public inputs, computed natively.
+    pub fn inputs_for(scale: usize, seed: u64) -> Vec<Scalar> {
+        let shape = Self::shape_for(scale);
+        let bits = Self::bits(&shape, seed);
+        (0..shape.inputs)
+            .map(|k| {
+                Scalar::from(bits[Self::window(&shape, k)].iter().filter(|b| **b).count() as u64)
+            })
+            .collect()
+    }
+}
+
+impl Circuit<Scalar> for PorepLike {
+    fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
+        let shape = Self::shape_for(self.scale);
+        let values = self.seed.map(|s| Self::bits(&shape, s));
+        let value = |i: usize| values.as_ref().map(|v| v[i]);
+        let scalar = |b: bool| if b { Scalar::ONE } else { Scalar::ZERO };
+        let mut bits = Vec::with_capacity(shape.b_aux);
+        for i in 0..shape.b_aux {
+            let v = value(i);
+            let b = cs.alloc(
+                || format!("bit {i}"),
+                || v.map(scalar).ok_or(SynthesisError::AssignmentMissing),
+            )?;
+            cs.enforce(
+                || format!("boolean {i}"),
+                |lc| lc + b,
+                |lc| lc + b,
+                |lc| lc + b,
+            );
+            bits.push(b);
+        }
+        // Constraints left for the mixed variables and the repeats, after the bits and inputs.
+        let mixed = shape.aux - shape.b_aux;
+        let mut left = shape.constraints - shape.b_aux - shape.inputs;
+        let mut mix = Vec::with_capacity(mixed);
+        for j in 0..mixed {
+            let (x, y, c) = Self::mix(&shape, j);
+            let v = value(x)
+                .zip(value(y))
+                .map(|(x, y)| scalar(x) + c * scalar(y));
+            let m = cs.alloc(
+                || format!("mix {j}"),
+                || v.ok_or(SynthesisError::AssignmentMissing),
+            )?;
+            // `shape_for` leaves a constraint for each; the check only keeps the count exact.
+            if left > 0 {
+                cs.enforce(
+                    || format!("mix constraint {j}"),
+                    |lc| lc + m,
+                    |lc| lc + CS::one(),
+                    |lc| lc + bits[x] + (c, bits[y]),
+                );
+                left -= 1;
+            }
+            mix.push(m);
+        }
+        for k in 0..shape.inputs {
+            let window = Self::window(&shape, k);
+            let v = values
+                .as_ref()
+                .map(|v| Scalar::from(v[window.clone()].iter().filter(|b| **b).count() as u64));
+            let input = cs.alloc_input(
+                || format!("input {k}"),
+                || v.ok_or(SynthesisError::AssignmentMissing),
+            )?;
+            cs.enforce(
+                || format!("window {k}"),
+                |lc| window.clone().fold(lc, |lc, i| lc + bits[i]),
+                |lc| lc + CS::one(),
+                |lc| lc + input,
+            );
+        }
+        let mut j = 0;
+        while left > 0 {
+            let (x, y, c) = Self::mix(&shape, j % mixed.max(1));
+            match mix.get(j % mixed.max(1)) {
+                Some(&m) => cs.enforce(
+                    || format!("repeat {j}"),
+                    |lc| lc + m,
+                    |lc| lc + CS::one(),
+                    |lc| lc + bits[x] + (c, bits[y]),
+                ),
+                None => cs.enforce(
+                    || format!("repeat {j}"),
+                    |lc| lc + bits[x],
+                    |lc| lc + bits[x],
+                    |lc| lc + bits[x],
+                ),
+            }
+            left -= 1;
+            j += 1;
+        }
+        Ok(())
+    }
+}
+
 /// A built-in circuit with its size knob, parsed from `sha-chain:N`, `pubinputs:K` or `bits:N`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum CircuitSpec {
@@ -268,6 +453,11 @@ pub enum CircuitSpec {
         /// Bits.
         bits: usize,
     },
+    /// [`PorepLike`]: a 32 GiB-sector PoRep partition's shape divided by this.
+    PorepLike {
+        /// The divisor.
+        scale: usize,
+    },
 }
 
 /// Any built-in circuit, as one type (what [`CircuitSpec::circuit`] returns).
@@ -279,6 +469,8 @@ pub enum SpecCircuit {
     PubInputs(PubInputs),
     /// See [`Bits`].
     Bits(Bits),
+    /// See [`PorepLike`].
+    PorepLike(PorepLike),
 }
 
 impl Circuit<Scalar> for SpecCircuit {
@@ -287,6 +479,7 @@ impl Circuit<Scalar> for SpecCircuit {
             Self::ShaChain(c) => c.synthesize(cs),
             Self::PubInputs(c) => c.synthesize(cs),
             Self::Bits(c) => c.synthesize(cs),
+            Self::PorepLike(c) => c.synthesize(cs),
         }
     }
 }
@@ -298,6 +491,7 @@ impl CircuitSpec {
             Self::ShaChain { blocks } => SpecCircuit::ShaChain(ShaChain { blocks, seed }),
             Self::PubInputs { outputs } => SpecCircuit::PubInputs(PubInputs { outputs, seed }),
             Self::Bits { bits } => SpecCircuit::Bits(Bits { bits, seed }),
+            Self::PorepLike { scale } => SpecCircuit::PorepLike(PorepLike { scale, seed }),
         }
     }
 
@@ -315,6 +509,7 @@ impl CircuitSpec {
             }
             Self::PubInputs { outputs } => PubInputs::outputs_for(outputs, seed),
             Self::Bits { bits } => vec![Bits::sum_for(bits, seed)],
+            Self::PorepLike { scale } => PorepLike::inputs_for(scale, seed),
         })
     }
 
@@ -342,6 +537,7 @@ impl fmt::Display for CircuitSpec {
             Self::ShaChain { blocks } => write!(f, "sha-chain:{blocks}"),
             Self::PubInputs { outputs } => write!(f, "pubinputs:{outputs}"),
             Self::Bits { bits } => write!(f, "bits:{bits}"),
+            Self::PorepLike { scale } => write!(f, "porep-like:{scale}"),
         }
     }
 }
@@ -358,7 +554,10 @@ impl FromStr for CircuitSpec {
             .into()
         };
         let (kind, arg) = s.split_once(':').ok_or_else(|| {
-            bad("expected `KIND:N` with KIND one of `sha-chain`, `pubinputs`, `bits`".into())
+            bad(
+                "expected `KIND:N` with KIND one of `sha-chain`, `pubinputs`, `bits`, `porep-like`"
+                    .into(),
+            )
         })?;
         let n: usize = arg
             .trim()
@@ -381,8 +580,12 @@ impl FromStr for CircuitSpec {
             "bits" => Ok(Self::Bits {
                 bits: check(1 << 26)?,
             }),
+            "porep-like" => Ok(Self::PorepLike {
+                scale: check(1 << 20)?,
+            }),
             other => Err(bad(format!(
-                "unknown circuit `{other}` (expected `sha-chain`, `pubinputs` or `bits`)"
+                "unknown circuit `{other}` (expected `sha-chain`, `pubinputs`, `bits` or \
+                 `porep-like`)"
             ))),
         }
     }
@@ -575,5 +778,38 @@ mod tests {
         satisfied_with_inputs("sha-chain:2".parse().unwrap(), 3);
         satisfied_with_inputs("pubinputs:3".parse().unwrap(), 4);
         satisfied_with_inputs("bits:100".parse().unwrap(), 5);
+        // Fewer bits than inputs, no mixed variables, repeats: the small corners of the family.
+        for scale in [1 << 20, 1 << 18, 65_536, 8_192] {
+            satisfied_with_inputs(CircuitSpec::PorepLike { scale }, 6);
+        }
+    }
+
+    #[test]
+    fn porep_like_has_the_partition_shape_divided() {
+        for scale in [4_096, 100_000] {
+            let want = PorepLike::shape_for(scale);
+            let spec = CircuitSpec::PorepLike { scale };
+            let m = crate::r1cs::measure(spec.circuit(None)).unwrap();
+            assert_eq!(m.shape.constraints, want.constraints, "{scale}");
+            assert_eq!(m.shape.aux, want.aux, "{scale}");
+            assert_eq!(m.shape.inputs, want.inputs + 1, "{scale}");
+            assert_eq!(m.b_aux, want.b_aux, "{scale}");
+            let full = POREP_32GIB_PARTITION;
+            let ratio = |a: usize, b: usize| a as f64 / b as f64;
+            assert!(
+                (ratio(m.b_aux, m.shape.aux) - ratio(full.b_aux, full.aux)).abs() < 0.01,
+                "{scale}: B density {}",
+                ratio(m.b_aux, m.shape.aux)
+            );
+        }
+        assert_eq!(PorepLike::shape_for(1), POREP_32GIB_PARTITION);
+        assert_eq!(
+            "porep-like:1024"
+                .parse::<CircuitSpec>()
+                .unwrap()
+                .to_string(),
+            "porep-like:1024"
+        );
+        assert!("porep-like:0".parse::<CircuitSpec>().is_err());
     }
 }

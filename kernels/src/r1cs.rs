@@ -1288,7 +1288,11 @@ mod tests {
             assert_eq!(m.coefficients, r1cs.coefficients(), "{s}");
             assert_eq!(m.matrix_bytes(), r1cs.bytes(), "{s}");
             let d = r1cs.densities();
-            assert_eq!([m.a_aux, m.b_input, m.b_aux], d.each_ref().map(|d| d.popcount), "{s}");
+            assert_eq!(
+                [m.a_aux, m.b_input, m.b_aux],
+                d.each_ref().map(|d| d.popcount),
+                "{s}"
+            );
         }
         for s in ["pubinputs:5", "bits:130"] {
             let params =

@@ -18,15 +18,20 @@ fn proof_bytes(p: &kernels::Proof) -> Vec<u8> {
 fn proofs_from_slots_are_bellpersons_for_every_builtin_circuit() {
     // The full synthesis, the pre-compiled one, and the pre-compiled one into a slot with room
     // to spare (its density words past the circuit's stay zero).
-    let cases = [("sha-chain:1", 5u64), ("pubinputs:4", 6), ("bits:700", 7)]
-        .into_iter()
-        .flat_map(|(t, seed)| {
-            [
-                (t, seed, false, 0),
-                (t, seed, true, 0),
-                (t, seed, true, 130),
-            ]
-        });
+    let cases = [
+        ("sha-chain:1", 5u64),
+        ("pubinputs:4", 6),
+        ("bits:700", 7),
+        ("porep-like:16384", 8),
+    ]
+    .into_iter()
+    .flat_map(|(t, seed)| {
+        [
+            (t, seed, false, 0),
+            (t, seed, true, 0),
+            (t, seed, true, 130),
+        ]
+    });
     for (text, seed, compiled, spare) in cases {
         let text_case = format!("{text} compiled={compiled} spare={spare}");
         let text = text_case.as_str();

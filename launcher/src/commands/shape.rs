@@ -66,20 +66,21 @@ fn pct(part: usize, whole: usize) -> String {
 /// The table of `rows`.
 pub fn table(rows: &[ShapeRow]) -> String {
     let mut out = String::from(
-        "| circuit | constraints | inputs | aux | domain | A over aux | B over aux | \
+        "| circuit | constraints | inputs | aux | domain | A over aux | aux in B | \
          terms A / B / C | matrices MiB | SRS image MiB | slot MiB | measured in s |\n\
          |---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for r in rows {
         let m = &r.measure;
         out.push_str(&format!(
-            "| {} | {} | {} | {} | 2^{} | {} | {} | {} / {} / {} | {} | {} | {} | {:.1} |\n",
+            "| {} | {} | {} | {} | 2^{} | {} | {} ({}) | {} / {} / {} | {} | {} | {} | {:.1} |\n",
             r.circuit,
             m.shape.constraints,
             m.shape.inputs,
             m.shape.aux,
             m.shape.log_domain_size(),
             pct(m.a_aux, m.shape.aux),
+            m.b_aux,
             pct(m.b_aux, m.shape.aux),
             m.nnz[0],
             m.nnz[1],
