@@ -133,6 +133,8 @@ mod tests {
             MappedRequest::open(sealed.fd().try_clone_to_owned().unwrap(), sealed.len()).unwrap();
         assert_eq!(mapped.bytes(), &bytes[..]);
         // A writable mapping cannot be had from it either.
+        // SAFETY: the mapping is expected to fail; were it made, nothing would write through it
+        // and it is dropped at the end of the test, with the memfd still open.
         let w = unsafe { memmap2::MmapOptions::new().map_mut(&sealed.fd) };
         assert!(
             w.is_err(),
