@@ -267,24 +267,7 @@ pub fn record<C: Circuit<Scalar>>(
     circuit: C,
     limit_bytes: Option<u64>,
 ) -> Result<R1csBuilder, Error> {
-    let mut cs = RecordingCs::new(limit_bytes);
-    let run = (|| {
-        cs.alloc_input(|| "", || Ok(Scalar::ONE))?;
-        circuit.synthesize(&mut cs)?;
-        for i in 0..cs.inputs {
-            cs.enforce(|| "", |lc| lc + Variable(Index::Input(i)), |lc| lc, |lc| lc);
-        }
-        Ok::<(), SynthesisError>(())
-    })();
-    if let Some(e) = cs.error.take() {
-        return Err(e);
-    }
-    run?;
-    let shape = CircuitShape {
-        inputs: cs.inputs,
-        aux: cs.aux,
-        constraints: cs.constraints - cs.inputs,
-    };
+    let (shape, mut rec) = walk(circuit, Recorder::new(limit_bytes))?;
     if shape.inputs >= AUX_MARK as usize || shape.inputs + shape.aux > u32::MAX as usize {
         return Err(ErrorKind::R1csFormat(format!(
             "{} inputs and {} aux variables do not fit 32-bit columns",
@@ -294,20 +277,17 @@ pub fn record<C: Circuit<Scalar>>(
     }
     // Aux columns go after the final inputs.
     let inputs = shape.inputs as u64;
-    for m in &mut cs.matrices {
+    for m in &mut rec.matrices {
         m.terms.par_iter_mut().for_each(|t| {
             if *t as u32 & AUX_MARK != 0 {
                 *t = (*t & !u64::from(AUX_MARK)) + inputs;
             }
         });
     }
-    if shape.log_domain_size() >= Scalar::S {
-        return Err(SynthesisError::PolynomialDegreeTooLarge.into());
-    }
     Ok(R1csBuilder {
         shape,
-        coeffs: cs.coeffs,
-        matrices: cs.matrices,
+        coeffs: rec.coeffs,
+        matrices: rec.matrices,
     })
 }
 
@@ -355,15 +335,40 @@ impl Measure {
 /// sequence, as [`record`] does, counting instead of keeping: the terms per matrix, the distinct
 /// coefficients and which variables A and B use.
 pub fn measure<C: Circuit<Scalar>>(circuit: C) -> Result<Measure, Error> {
-    let mut cs = MeasureCs::default();
-    cs.alloc_input(|| "", || Ok(Scalar::ONE))?;
-    circuit.synthesize(&mut cs)?;
-    for i in 0..cs.inputs {
-        cs.enforce(|| "", |lc| lc + Variable(Index::Input(i)), |lc| lc, |lc| lc);
-    }
+    let (shape, counter) = walk(circuit, Counter::default())?;
+    let ones = |bits: &[u64]| bits.iter().map(|w| w.count_ones() as usize).sum();
+    Ok(Measure {
+        shape,
+        nnz: counter.nnz,
+        coefficients: 2 + counter.coeffs.len(),
+        a_aux: ones(&counter.a_aux),
+        b_input: ones(&counter.b_input),
+        b_aux: ones(&counter.b_aux),
+    })
+}
+
+/// Runs `circuit` with the prover's sequence against a [`WalkCs`] feeding `sink`, and returns
+/// the shape it found with the sink.
+fn walk<C: Circuit<Scalar>, S: RowSink>(circuit: C, sink: S) -> Result<(CircuitShape, S), Error> {
+    let mut cs = WalkCs {
+        inputs: 0,
+        aux: 0,
+        constraints: 0,
+        sink,
+        error: None,
+    };
+    let run = (|| {
+        cs.alloc_input(|| "", || Ok(Scalar::ONE))?;
+        circuit.synthesize(&mut cs)?;
+        for i in 0..cs.inputs {
+            cs.enforce(|| "", |lc| lc + Variable(Index::Input(i)), |lc| lc, |lc| lc);
+        }
+        Ok::<(), SynthesisError>(())
+    })();
     if let Some(e) = cs.error.take() {
-        return Err(SynthesisError::from(e).into());
+        return Err(e);
     }
+    run?;
     let shape = CircuitShape {
         inputs: cs.inputs,
         aux: cs.aux,
@@ -372,83 +377,77 @@ pub fn measure<C: Circuit<Scalar>>(circuit: C) -> Result<Measure, Error> {
     if shape.log_domain_size() >= Scalar::S {
         return Err(SynthesisError::PolynomialDegreeTooLarge.into());
     }
-    let ones = |bits: &[u64]| bits.iter().map(|w| w.count_ones() as usize).sum();
-    Ok(Measure {
-        shape,
-        nnz: cs.nnz,
-        coefficients: 2 + cs.coeffs.len(),
-        a_aux: ones(&cs.a_aux),
-        b_input: ones(&cs.b_input),
-        b_aux: ones(&cs.b_aux),
-    })
+    Ok((shape, cs.sink))
 }
 
-/// The counting constraint system of [`measure`].
-#[derive(Default)]
-struct MeasureCs {
-    inputs: usize,
-    aux: usize,
-    constraints: usize,
-    nnz: [u64; 3],
-    /// Coefficients other than 1 and -1, by their canonical bytes.
-    coeffs: std::collections::HashSet<[u8; 32]>,
-    a_aux: Vec<u64>,
-    b_input: Vec<u64>,
-    b_aux: Vec<u64>,
-    /// The first variable out of range; every later constraint is skipped.
-    error: Option<io::Error>,
+/// A column of a constraint's row: an input or an aux variable (by its allocation index).
+#[derive(Clone, Copy)]
+enum Column {
+    Input(usize),
+    Aux(usize),
 }
 
-fn set_bit(bits: &mut Vec<u64>, i: usize) {
-    if bits.len() <= i / 64 {
-        bits.resize(i / 64 + 1, 0);
-    }
-    bits[i / 64] |= 1 << (i % 64);
-}
-
-impl MeasureCs {
-    fn row(&mut self, m: usize, lc: &LinearCombination<Scalar>) -> Result<(), io::Error> {
-        let mut coeff = |c: &Scalar| {
-            if *c != Scalar::ONE && *c != -Scalar::ONE {
-                self.coeffs.insert(c.to_repr());
-            }
-        };
-        let mut inputs = Vec::new();
-        for (&i, c) in lc.iter_inputs() {
-            if c.is_zero_vartime() {
-                continue;
-            }
-            if i >= self.inputs {
-                return Err(out_of_range("input", i, self.inputs));
-            }
-            coeff(c);
-            inputs.push(i);
-        }
-        let mut aux = Vec::new();
-        for (&i, c) in lc.iter_aux() {
-            if c.is_zero_vartime() {
-                continue;
-            }
-            if i >= self.aux {
-                return Err(out_of_range("aux", i, self.aux));
-            }
-            coeff(c);
-            aux.push(i);
-        }
-        self.nnz[m] += (inputs.len() + aux.len()) as u64;
-        match m {
-            0 => aux.iter().for_each(|&i| set_bit(&mut self.a_aux, i)),
-            1 => {
-                inputs.iter().for_each(|&i| set_bit(&mut self.b_input, i));
-                aux.iter().for_each(|&i| set_bit(&mut self.b_aux, i));
-            }
-            _ => {}
-        }
+/// What [`WalkCs`] feeds each non-zero term of each row to: [`Recorder`] keeps the matrices,
+/// [`Counter`] only counts.
+trait RowSink: Send {
+    /// Term `coeff · column` of matrix `m`'s current row (`coeff` is non-zero, `column` in range).
+    fn term(&mut self, m: usize, column: Column, coeff: &Scalar) -> Result<(), Error>;
+    /// Matrix `m`'s current row is complete.
+    fn end_row(&mut self, _m: usize) {}
+    /// A constraint is complete (`constraints` so far, this one included).
+    fn end_constraint(&mut self, _constraints: usize) -> Result<(), Error> {
         Ok(())
     }
 }
 
-impl ConstraintSystem<Scalar> for MeasureCs {
+/// A constraint system that allocates indices, calls no witness closure and walks each
+/// constraint's linear combinations into a [`RowSink`].
+struct WalkCs<S> {
+    inputs: usize,
+    aux: usize,
+    constraints: usize,
+    sink: S,
+    /// The first error; every later call fails fast.
+    error: Option<Error>,
+}
+
+impl<S: RowSink> WalkCs<S> {
+    fn row(&mut self, m: usize, lc: &LinearCombination<Scalar>) -> Result<(), Error> {
+        for (&i, coeff) in lc.iter_inputs() {
+            if coeff.is_zero_vartime() {
+                continue;
+            }
+            if i >= self.inputs {
+                return Err(SynthesisError::from(out_of_range("input", i, self.inputs)).into());
+            }
+            self.sink.term(m, Column::Input(i), coeff)?;
+        }
+        for (&i, coeff) in lc.iter_aux() {
+            if coeff.is_zero_vartime() {
+                continue;
+            }
+            if i >= self.aux {
+                return Err(SynthesisError::from(out_of_range("aux", i, self.aux)).into());
+            }
+            self.sink.term(m, Column::Aux(i), coeff)?;
+        }
+        self.sink.end_row(m);
+        Ok(())
+    }
+
+    fn stopped(&self) -> SynthesisError {
+        SynthesisError::IoError(io::Error::other("the walk over the constraints stopped"))
+    }
+}
+
+fn out_of_range(what: &str, index: usize, len: usize) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("{what} index {index} out of range (len {len})"),
+    )
+}
+
+impl<S: RowSink> ConstraintSystem<Scalar> for WalkCs<S> {
     type Root = Self;
 
     fn alloc<F, A, AR>(&mut self, _: A, _: F) -> Result<Variable, SynthesisError>
@@ -457,6 +456,9 @@ impl ConstraintSystem<Scalar> for MeasureCs {
         A: FnOnce() -> AR,
         AR: Into<String>,
     {
+        if self.error.is_some() {
+            return Err(self.stopped());
+        }
         self.aux += 1;
         Ok(Variable(Index::Aux(self.aux - 1)))
     }
@@ -467,6 +469,9 @@ impl ConstraintSystem<Scalar> for MeasureCs {
         A: FnOnce() -> AR,
         AR: Into<String>,
     {
+        if self.error.is_some() {
+            return Err(self.stopped());
+        }
         self.inputs += 1;
         Ok(Variable(Index::Input(self.inputs - 1)))
     }
@@ -494,6 +499,9 @@ impl ConstraintSystem<Scalar> for MeasureCs {
             }
         }
         self.constraints += 1;
+        if let Err(e) = self.sink.end_constraint(self.constraints) {
+            self.error = Some(e);
+        }
     }
 
     fn push_namespace<NR, N>(&mut self, _: N)
@@ -510,30 +518,22 @@ impl ConstraintSystem<Scalar> for MeasureCs {
     }
 }
 
-/// The recording constraint system of [`record`].
-struct RecordingCs {
-    inputs: usize,
-    aux: usize,
-    constraints: usize,
+/// The sink of [`record`]: the three matrices (aux columns marked, placed after the inputs once
+/// the circuit is done) and the coefficient table.
+struct Recorder {
     coeffs: Vec<Scalar>,
     ids: std::collections::HashMap<[u8; 32], u32>,
     matrices: [Matrix; 3],
     limit_bytes: Option<u64>,
-    /// The first error; every later call fails fast.
-    error: Option<Error>,
 }
 
-impl RecordingCs {
+impl Recorder {
     fn new(limit_bytes: Option<u64>) -> Self {
-        RecordingCs {
-            inputs: 0,
-            aux: 0,
-            constraints: 0,
+        Recorder {
             coeffs: vec![Scalar::ONE, -Scalar::ONE],
             ids: std::collections::HashMap::new(),
             matrices: [Matrix::new(), Matrix::new(), Matrix::new()],
             limit_bytes,
-            error: None,
         }
     }
 
@@ -558,135 +558,85 @@ impl RecordingCs {
         Ok(id)
     }
 
-    fn row(&mut self, m: usize, lc: &LinearCombination<Scalar>) -> Result<(), Error> {
-        for (&i, coeff) in lc.iter_inputs() {
-            if coeff.is_zero_vartime() {
-                continue;
-            }
-            if i >= self.inputs {
-                return Err(SynthesisError::from(out_of_range("input", i, self.inputs)).into());
-            }
-            let id = self.coeff_id(coeff)?;
-            self.matrices[m].terms.push(term(i as u32, id));
-        }
-        for (&i, coeff) in lc.iter_aux() {
-            if coeff.is_zero_vartime() {
-                continue;
-            }
-            if i >= self.aux {
-                return Err(SynthesisError::from(out_of_range("aux", i, self.aux)).into());
-            }
-            // Inputs may still be allocated after this constraint, so an aux column is marked
-            // now and placed after the final inputs once the circuit is done.
-            if i >= AUX_MARK as usize {
-                return Err(ErrorKind::R1csFormat(format!(
-                    "aux variable {i} does not fit the recording's 31-bit index"
-                ))
-                .into());
-            }
-            let id = self.coeff_id(coeff)?;
-            self.matrices[m].terms.push(term(i as u32 | AUX_MARK, id));
-        }
-        self.matrices[m].end_row();
-        Ok(())
-    }
-
     fn bytes(&self) -> u64 {
         HEADER_BYTES as u64
             + 32 * self.coeffs.len() as u64
             + self.matrices.iter().map(Matrix::bytes).sum::<u64>()
     }
+}
 
-    fn stopped(&self) -> SynthesisError {
-        SynthesisError::IoError(io::Error::other("the recording of the matrices stopped"))
+impl RowSink for Recorder {
+    fn term(&mut self, m: usize, column: Column, coeff: &Scalar) -> Result<(), Error> {
+        let column = match column {
+            Column::Input(i) => i as u32,
+            // Inputs may still be allocated after this constraint, so an aux column is marked
+            // now and placed after the final inputs once the circuit is done.
+            Column::Aux(i) if i < AUX_MARK as usize => i as u32 | AUX_MARK,
+            Column::Aux(i) => {
+                return Err(ErrorKind::R1csFormat(format!(
+                    "aux variable {i} does not fit the recording's 31-bit index"
+                ))
+                .into())
+            }
+        };
+        let id = self.coeff_id(coeff)?;
+        self.matrices[m].terms.push(term(column, id));
+        Ok(())
+    }
+
+    fn end_row(&mut self, m: usize) {
+        self.matrices[m].end_row();
+    }
+
+    fn end_constraint(&mut self, constraints: usize) -> Result<(), Error> {
+        let Some(limit) = self.limit_bytes else {
+            return Ok(());
+        };
+        let bytes = self.bytes();
+        if bytes > limit {
+            return Err(ErrorKind::R1csOverBudget {
+                limit,
+                constraints,
+                bytes,
+            }
+            .into());
+        }
+        Ok(())
     }
 }
 
-fn out_of_range(what: &str, index: usize, len: usize) -> io::Error {
-    io::Error::new(
-        io::ErrorKind::InvalidInput,
-        format!("{what} index {index} out of range (len {len})"),
-    )
+/// The sink of [`measure`]: terms per matrix, distinct coefficients and which variables A and B
+/// use (one bit per variable).
+#[derive(Default)]
+struct Counter {
+    nnz: [u64; 3],
+    /// Coefficients other than 1 and -1, by their canonical bytes.
+    coeffs: std::collections::HashSet<[u8; 32]>,
+    a_aux: Vec<u64>,
+    b_input: Vec<u64>,
+    b_aux: Vec<u64>,
 }
 
-impl ConstraintSystem<Scalar> for RecordingCs {
-    type Root = Self;
-
-    fn alloc<F, A, AR>(&mut self, _: A, _: F) -> Result<Variable, SynthesisError>
-    where
-        F: FnOnce() -> Result<Scalar, SynthesisError>,
-        A: FnOnce() -> AR,
-        AR: Into<String>,
-    {
-        if self.error.is_some() {
-            return Err(self.stopped());
-        }
-        self.aux += 1;
-        Ok(Variable(Index::Aux(self.aux - 1)))
+fn set_bit(bits: &mut Vec<u64>, i: usize) {
+    if bits.len() <= i / 64 {
+        bits.resize(i / 64 + 1, 0);
     }
+    bits[i / 64] |= 1 << (i % 64);
+}
 
-    fn alloc_input<F, A, AR>(&mut self, _: A, _: F) -> Result<Variable, SynthesisError>
-    where
-        F: FnOnce() -> Result<Scalar, SynthesisError>,
-        A: FnOnce() -> AR,
-        AR: Into<String>,
-    {
-        if self.error.is_some() {
-            return Err(self.stopped());
+impl RowSink for Counter {
+    fn term(&mut self, m: usize, column: Column, coeff: &Scalar) -> Result<(), Error> {
+        if *coeff != Scalar::ONE && *coeff != -Scalar::ONE {
+            self.coeffs.insert(coeff.to_repr());
         }
-        self.inputs += 1;
-        Ok(Variable(Index::Input(self.inputs - 1)))
-    }
-
-    fn enforce<A, AR, LA, LB, LC>(&mut self, _: A, a: LA, b: LB, c: LC)
-    where
-        A: FnOnce() -> AR,
-        AR: Into<String>,
-        LA: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
-        LB: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
-        LC: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
-    {
-        if self.error.is_some() {
-            return;
+        self.nnz[m] += 1;
+        match (m, column) {
+            (0, Column::Aux(i)) => set_bit(&mut self.a_aux, i),
+            (1, Column::Input(i)) => set_bit(&mut self.b_input, i),
+            (1, Column::Aux(i)) => set_bit(&mut self.b_aux, i),
+            _ => {}
         }
-        let lcs = [
-            a(LinearCombination::zero()),
-            b(LinearCombination::zero()),
-            c(LinearCombination::zero()),
-        ];
-        for (m, lc) in lcs.iter().enumerate() {
-            if let Err(e) = self.row(m, lc) {
-                self.error = Some(e);
-                return;
-            }
-        }
-        self.constraints += 1;
-        if let Some(limit) = self.limit_bytes {
-            let bytes = self.bytes();
-            if bytes > limit {
-                self.error = Some(
-                    ErrorKind::R1csOverBudget {
-                        limit,
-                        constraints: self.constraints,
-                        bytes,
-                    }
-                    .into(),
-                );
-            }
-        }
-    }
-
-    fn push_namespace<NR, N>(&mut self, _: N)
-    where
-        NR: Into<String>,
-        N: FnOnce() -> NR,
-    {
-    }
-
-    fn pop_namespace(&mut self) {}
-
-    fn get_root(&mut self) -> &mut Self::Root {
-        self
+        Ok(())
     }
 }
 
