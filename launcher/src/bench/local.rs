@@ -652,14 +652,7 @@ pub fn with_inprocess<R>(
     at_least_one("max_batch", opts.max_batch)?;
     at_least_one("queue_depth", opts.queue_depth)?;
     let shape = shape_of(&circuit)?;
-    let restore = match &opts.cpus {
-        Some(cpus) => {
-            let before = CpuList::allowed().map_err(|e| invalid("cpus", &e.to_string()))?;
-            pin_rayon(cpus)?;
-            Some(before)
-        }
-        None => None,
-    };
+    let _pinned = RayonPin::to(opts.cpus.as_ref())?;
     let shared = Shared {
         circuit,
         shape,
@@ -729,12 +722,37 @@ pub fn with_inprocess<R>(
             (Ok(r), false) => Ok(r),
         }
     });
-    if let Some(before) = restore {
-        if let Err(e) = pin_rayon(&before) {
-            tracing::warn!(error = %e, "cannot give the rayon pool its cpus back");
+    result
+}
+
+/// The global rayon pool pinned to a cpu list until dropped, when it gets back the cpus the
+/// process had (however the pinned work ends, a panic included).
+struct RayonPin {
+    before: Option<CpuList>,
+}
+
+impl RayonPin {
+    /// Pins the pool to `cpus`; `None` leaves it where it is.
+    fn to(cpus: Option<&CpuList>) -> Result<RayonPin, Error> {
+        let Some(cpus) = cpus else {
+            return Ok(RayonPin { before: None });
+        };
+        let before = CpuList::allowed().map_err(|e| invalid("cpus", &e.to_string()))?;
+        pin_rayon(cpus)?;
+        Ok(RayonPin {
+            before: Some(before),
+        })
+    }
+}
+
+impl Drop for RayonPin {
+    fn drop(&mut self) {
+        if let Some(before) = &self.before {
+            if let Err(e) = pin_rayon(before) {
+                tracing::warn!(error = %e, "cannot give the rayon pool its cpus back");
+            }
         }
     }
-    result
 }
 
 /// Pins every thread of the global rayon pool (the pool the kernels prove on) to `cpus`.
@@ -891,21 +909,8 @@ pub fn run_synth_only(
     // The synthesis threads and the rayon pool their products run on get the synthesis cpus
     // alone, as synth-proc's workers do: unpinned, a capacity measured on a 16-core host with
     // 10 synthesis cpus counted all 16 (1.6x too high on an H200 host, BENCHMARKS.md).
-    let restore = match cpus {
-        Some(cpus) => {
-            let before = CpuList::allowed().map_err(|e| invalid("cpus", &e.to_string()))?;
-            pin_rayon(cpus)?;
-            Some(before)
-        }
-        None => None,
-    };
-    let result = synth_only_pinned(jobs, threads, shape, cpus, progress);
-    if let Some(before) = restore {
-        if let Err(e) = pin_rayon(&before) {
-            tracing::warn!(error = %e, "cannot give the rayon pool its cpus back");
-        }
-    }
-    result
+    let _pinned = RayonPin::to(cpus)?;
+    synth_only_pinned(jobs, threads, shape, cpus, progress)
 }
 
 fn synth_only_pinned(
