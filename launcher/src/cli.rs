@@ -556,8 +556,11 @@ pub struct ShapeArgs {
 /// `splitprover report`.
 #[derive(Debug, Args)]
 pub struct ReportArgs {
-    /// The `--out-dir` of a `splitprover bench`.
-    pub dir: PathBuf,
+    /// The `--out-dir` of a `splitprover bench`, or TIMELINE logs (the `.timeline` files a
+    /// bench writes there, or any log holding `TIMELINE` lines): one table row each, with the
+    /// steady rate.
+    #[arg(required = true)]
+    pub paths: Vec<PathBuf>,
 }
 
 /// `splitprover hog` (hidden).

@@ -77,6 +77,11 @@ pub struct TimelineStats {
     pub s_per_proof: Option<f64>,
     /// `60 × proofs_per_s`.
     pub proofs_per_min: Option<f64>,
+    /// Seconds per proof in steady state: between the completions at one quarter and three
+    /// quarters of the run (sorted `PROOF_DONE` times `t[3n/4] - t[n/4]` over `3n/4 - n/4`
+    /// proofs), so the pipeline's fill before the first proof and its drain are left out;
+    /// `None` under [`STEADY_MIN_PROOFS`] proofs.
+    pub steady_s_per_proof: Option<f64>,
     /// Completed syntheses per second of wall span (the capacity figure of a synthesis-only run).
     pub syntheses_per_s: Option<f64>,
     /// Union of the GPU intervals, seconds.
@@ -127,6 +132,7 @@ impl TimelineStats {
         let proofs = iv.proofs_done.len();
         let per_wall = |count: usize| (wall_ns > 0 && count > 0).then(|| count as f64 / wall_s);
         let proofs_per_s = per_wall(proofs);
+        let steady_s_per_proof = steady_rate(iv.proofs_done.iter().map(|e| e.t_ns).collect());
 
         let busy = union(iv.batches.iter().map(|b| (b.start_ns, b.end_ns)));
         let busy_ns: u64 = busy.iter().map(|(a, b)| b - a).sum();
@@ -153,6 +159,7 @@ impl TimelineStats {
             proofs_per_s,
             s_per_proof: proofs_per_s.map(|r| 1.0 / r),
             proofs_per_min: proofs_per_s.map(|r| 60.0 * r),
+            steady_s_per_proof,
             syntheses_per_s: per_wall(iv.synth.len()),
             gpu_busy_s: ns_to_s(busy_ns),
             gpu_span_s: ns_to_s(gpu_span_ns),
@@ -170,6 +177,21 @@ impl TimelineStats {
             unpaired_ends: iv.unpaired_ends,
         }
     }
+}
+
+/// Fewer proofs than this give no steady rate: the middle half would hold too few completions.
+pub const STEADY_MIN_PROOFS: usize = 8;
+
+/// Seconds per completion over the middle half of `done_ns` (see
+/// [`TimelineStats::steady_s_per_proof`]).
+fn steady_rate(mut done_ns: Vec<u64>) -> Option<f64> {
+    let n = done_ns.len();
+    if n < STEADY_MIN_PROOFS {
+        return None;
+    }
+    done_ns.sort_unstable();
+    let (lo, hi) = (n / 4, 3 * n / 4);
+    Some(ns_to_s(done_ns[hi] - done_ns[lo]) / (hi - lo) as f64)
 }
 
 fn mean(values: impl Iterator<Item = f64>) -> Option<f64> {
@@ -204,6 +226,10 @@ pub struct BenchRow {
     pub wall_s: f64,
     /// Seconds per unit.
     pub s_per_proof: Option<f64>,
+    /// Seconds per proof in steady state ([`TimelineStats::steady_s_per_proof`]); `None` for a
+    /// synthesis-only row and for tables written before it existed.
+    #[serde(default)]
+    pub steady_s_per_proof: Option<f64>,
     /// Units per second.
     pub proofs_per_s: Option<f64>,
     /// Units per minute.
@@ -239,6 +265,7 @@ impl BenchRow {
             proofs: s.proofs,
             wall_s: s.wall_s,
             s_per_proof: s.s_per_proof,
+            steady_s_per_proof: s.steady_s_per_proof,
             proofs_per_s: s.proofs_per_s,
             proofs_per_min: s.proofs_per_min,
             gpu_busy_pct: s.gpu_busy_pct_of_gpu_span,
@@ -262,6 +289,7 @@ impl BenchRow {
         BenchRow {
             proofs: s.syntheses,
             s_per_proof: rate.map(|r| 1.0 / r),
+            steady_s_per_proof: None,
             proofs_per_s: rate,
             proofs_per_min: rate.map(|r| 60.0 * r),
             ..BenchRow::from_stats(config, mode, s)
@@ -278,6 +306,7 @@ pub fn render_table(rows: &[BenchRow]) -> String {
         "proofs",
         "wall s",
         "s/proof",
+        "steady s/proof",
         "proofs/min",
         "gpu busy %",
         "busy % wall",
@@ -299,6 +328,7 @@ pub fn render_table(rows: &[BenchRow]) -> String {
                 r.proofs.to_string(),
                 format!("{:.2}", r.wall_s),
                 opt(r.s_per_proof, 4),
+                opt(r.steady_s_per_proof, 4),
                 opt(r.proofs_per_min, 1),
                 opt(r.gpu_busy_pct, 1),
                 opt(r.gpu_busy_pct_wall, 1),
@@ -766,6 +796,33 @@ mod tests {
         assert!(close(row.proofs_per_s.unwrap(), 4.0));
         assert!(close(row.s_per_proof.unwrap(), 0.25));
         assert_eq!(row.gpu_busy_pct, None);
+    }
+
+    #[test]
+    fn steady_rate_leaves_out_fill_and_drain() {
+        // 12 proofs: the first after 1 s of fill, then one per 100 ms, the last after a 2 s
+        // drain. The middle half (completions 3 to 9) runs at 100 ms each.
+        let mut events = vec![ev(SynthStart, 0, 0, 1, 0)];
+        let mut t = 1000;
+        for j in 0..12u64 {
+            events.push(ev(ProofDone, j, 0, 1, t));
+            t += if j == 10 { 2000 } else { 100 };
+        }
+        let s = TimelineStats::from_timeline(&Timeline::from_events(events.clone()));
+        assert_eq!(s.proofs, 12);
+        assert!(close(s.steady_s_per_proof.unwrap(), 0.100));
+        assert!(s.s_per_proof.unwrap() > 0.3);
+        let row = BenchRow::from_stats("c", "split", &s);
+        assert_eq!(row.steady_s_per_proof, s.steady_s_per_proof);
+        // Under 8 proofs there is no steady rate.
+        events.truncate(1 + STEADY_MIN_PROOFS - 1);
+        let s = TimelineStats::from_timeline(&Timeline::from_events(events));
+        assert_eq!(s.steady_s_per_proof, None);
+        // A table written before the field existed still reads.
+        let mut v = serde_json::to_value(&row).unwrap();
+        v.as_object_mut().unwrap().remove("steady_s_per_proof");
+        let back: BenchRow = serde_json::from_value(v).unwrap();
+        assert_eq!(back.steady_s_per_proof, None);
     }
 
     #[test]

@@ -251,6 +251,36 @@ fn a_tiny_sweep_writes_its_rows_and_a_report_of_valid_svg() {
     let (code, _, stderr) = cli(&["report", dir.path().to_str().unwrap()], &[]);
     assert_eq!(code, 2);
     assert!(stderr.contains("hint: give the --out-dir"), "{stderr}");
+
+    // The runs' TIMELINE logs: one row each, every split run's proofs counted.
+    let mut logs: Vec<String> = std::fs::read_dir(out)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            name.starts_with("sweep-split-") && name.ends_with(".timeline")
+        })
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
+    logs.sort();
+    assert!(!logs.is_empty());
+    let mut args = vec!["report"];
+    args.extend(logs.iter().map(String::as_str));
+    let (code, stdout, stderr) = cli(&args, &[]);
+    assert_eq!(code, 0, "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(stdout.starts_with("config"), "{stdout}");
+    assert!(stdout.lines().next().unwrap().contains("steady s/proof"));
+    assert_eq!(stdout.lines().count(), 2 + logs.len(), "{stdout}");
+    assert!(
+        stdout.lines().skip(2).all(|l| l.contains(" log ")),
+        "{stdout}"
+    );
+    // A file that is no TIMELINE log names itself.
+    let not_a_log = dir.path().join("notes.txt");
+    std::fs::write(&not_a_log, "TIMELINE NOT_AN_EVENT job=1\n").unwrap();
+    let (code, _, stderr) = cli(&["report", not_a_log.to_str().unwrap()], &[]);
+    assert_ne!(code, 0);
+    assert!(stderr.contains("is not a TIMELINE log"), "{stderr}");
 }
 
 #[test]

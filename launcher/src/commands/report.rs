@@ -33,9 +33,18 @@ pub struct Written {
     pub files: Vec<PathBuf>,
 }
 
-/// `splitprover report DIR`.
+/// `splitprover report DIR` or `splitprover report LOG...`.
 pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
-    let dir = &args.dir;
+    if args.paths.iter().all(|p| p.is_file()) {
+        print!("{}", report::render_table(&log_rows(&args.paths)?));
+        return Ok(ExitCode::SUCCESS);
+    }
+    let [dir] = args.paths.as_slice() else {
+        anyhow::bail!(
+            "give one bench directory, or TIMELINE log files only ({} paths given)",
+            args.paths.len()
+        );
+    };
     if dir.join("sweep.json").is_file() {
         let w = render_dir(dir)?;
         print!("{}", w.table);
@@ -62,6 +71,30 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
         dir.display()
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// One row per TIMELINE log: its file name, mode `log`, the figures of its events.
+pub fn log_rows(paths: &[PathBuf]) -> anyhow::Result<Vec<BenchRow>> {
+    paths
+        .iter()
+        .map(|path| {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read `{}`", path.display()))?;
+            let timeline = Timeline::parse_log(&text)
+                .with_context(|| format!("`{}` is not a TIMELINE log", path.display()))?;
+            anyhow::ensure!(
+                !timeline.is_empty(),
+                "`{}` holds no TIMELINE line",
+                path.display()
+            );
+            let name = path.file_name().map_or_else(
+                || path.display().to_string(),
+                |n| n.to_string_lossy().into_owned(),
+            );
+            let stats = report::TimelineStats::from_timeline(&timeline);
+            Ok(BenchRow::from_stats(name, "log", &stats))
+        })
+        .collect()
 }
 
 /// Reads `dir/sweep.json` and writes the report files (see the module doc).
