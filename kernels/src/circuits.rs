@@ -5,7 +5,7 @@
 //! | `sha-chain:N` | [`ShaChain`]: N chained `sha256_block_no_padding` blocks (38 → 2^20 domain) | the final digest, multipacked (2) |
 //! | `pubinputs:K` | [`PubInputs`]: a MiMC-like cube chain exposing K intermediate values | K |
 //! | `bits:N` | [`Bits`]: N witness bits, boolean-decomposed from 64-bit words (mostly 0/1 assignments) | 1 (the sum of the words) |
-//! | `porep-like:K` | [`PorepLike`]: the shape of one 32 GiB-sector PoRep C2 partition divided by K (1: full size), about 60 % 0/1 assignments | the partition's 327 divided by K (at least 1) |
+//! | `porep-like:K` | [`PorepLike`]: the shape of one 32 GiB-sector PoRep C2 partition divided by K (1: full size), its bits the only 0/1 assignments (25 %), the other values distinct | the partition's 327 divided by K (at least 1) |
 //!
 //! Witnesses derive deterministically from a `u64` seed (ChaCha20), and [`CircuitSpec::public_inputs`]
 //! computes the public inputs natively, so a verifier can check a proof from the seed alone.
@@ -14,7 +14,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use bellpepper_core::boolean::{AllocatedBit, Boolean};
-use bellpepper_core::{Circuit, ConstraintSystem, SynthesisError};
+use bellpepper_core::{Circuit, ConstraintSystem, SynthesisError, Variable};
 use bellperson::gadgets::multipack;
 use bellperson::gadgets::sha256::sha256_block_no_padding;
 use blstrs::Scalar;
@@ -275,15 +275,22 @@ pub const POREP_32GIB_PARTITION: PartitionShape = PartitionShape {
 
 /// A synthetic circuit with the shape of [`POREP_32GIB_PARTITION`] divided by `scale` (at
 /// least one public input): as many constraints, aux variables and public inputs, and the same share of
-/// aux in B, so the SRS, the slot and every MSM have a real partition's sizes; about 60 % of
-/// its aux values are 0 or 1 (a real partition's SHA-256 bits make it more), and its public
-/// inputs are computed natively.
+/// aux in B, so the SRS, the slot and every MSM have a real partition's sizes, and its public
+/// inputs are computed natively. Its bits (25 % of the aux) are its only 0/1 values: the other
+/// aux values are distinct, random-looking field elements, so every MSM sees scalars spread as a
+/// real witness's Poseidon values are (a real partition's SHA-256 bits make more of its values
+/// 0 or 1, so this errs on the slow side).
 /// Not a PoRep: its proofs are checked against its own verifying key.
 ///
-/// Built from: `b_aux` witness bits, each `b * b = b` (A, B and C use it); the other aux variables
-/// `m = b_x + c * b_y` with `c` from a fixed table, each `m * 1 = b_x + c * b_y` (in A, not in B);
-/// each public input the sum of a window of bits; extra `m * 1 = ...` repeats to reach the
-/// constraint count exactly.
+/// Built from: `b_aux` witness bits, each `b * b = b` (A, B and C use it); the other aux
+/// variables a chain `m_j = b_x + c * m_{j-1}` (`m_{-1}` a bit) with `c` from a fixed table, each
+/// `m_j * 1 = b_x + c * m_{j-1}` (in A, not in B); each public input the sum of a window of bits;
+/// extra repeats of those constraints to reach the constraint count exactly.
+///
+/// The chain matters: with `m = b_x + c * b_y` (its first version) the non-0/1 values took only
+/// 128 distinct values, and a Pippenger bucket accumulation, one thread per bucket, serialised
+/// ~375,000 additions per bucket: 27 s of GPU time per full-size partition instead of a few
+/// (BENCHMARKS.md, production scale).
 #[derive(Clone, Debug)]
 pub struct PorepLike {
     /// The divisor (>= 1).
@@ -331,6 +338,8 @@ impl PorepLike {
         k * w..(k + 1) * w
     }
 
+    /// Mixed variable `j`'s bit `x`, the bit `y` that starts the chain (read by `j = 0` only)
+    /// and its coefficient.
     fn mix(shape: &PartitionShape, j: usize) -> (usize, usize, Scalar) {
         let x = j % shape.b_aux;
         let y = (j.wrapping_mul(7) + 3) % shape.b_aux;
@@ -373,12 +382,14 @@ impl Circuit<Scalar> for PorepLike {
         // Constraints left for the mixed variables and the repeats, after the bits and inputs.
         let mixed = shape.aux - shape.b_aux;
         let mut left = shape.constraints - shape.b_aux - shape.inputs;
-        let mut mix = Vec::with_capacity(mixed);
+        let mut mix: Vec<Variable> = Vec::with_capacity(mixed);
+        // The chain's previous variable and value (`m_{-1}`: bit `y` of `j = 0`).
+        let (_, y0, _) = Self::mix(&shape, 0);
+        let mut prev_value = value(y0).map(scalar);
         for j in 0..mixed {
-            let (x, y, c) = Self::mix(&shape, j);
-            let v = value(x)
-                .zip(value(y))
-                .map(|(x, y)| scalar(x) + c * scalar(y));
+            let (x, _, c) = Self::mix(&shape, j);
+            let prev = mix.last().copied().unwrap_or(bits[y0]);
+            let v = value(x).zip(prev_value).map(|(x, p)| scalar(x) + c * p);
             let m = cs.alloc(
                 || format!("mix {j}"),
                 || v.ok_or(SynthesisError::AssignmentMissing),
@@ -389,11 +400,12 @@ impl Circuit<Scalar> for PorepLike {
                     || format!("mix constraint {j}"),
                     |lc| lc + m,
                     |lc| lc + CS::one(),
-                    |lc| lc + bits[x] + (c, bits[y]),
+                    |lc| lc + bits[x] + (c, prev),
                 );
                 left -= 1;
             }
             mix.push(m);
+            prev_value = v;
         }
         for k in 0..shape.inputs {
             let window = Self::window(&shape, k);
@@ -413,14 +425,18 @@ impl Circuit<Scalar> for PorepLike {
         }
         let mut j = 0;
         while left > 0 {
-            let (x, y, c) = Self::mix(&shape, j % mixed.max(1));
-            match mix.get(j % mixed.max(1)) {
-                Some(&m) => cs.enforce(
-                    || format!("repeat {j}"),
-                    |lc| lc + m,
-                    |lc| lc + CS::one(),
-                    |lc| lc + bits[x] + (c, bits[y]),
-                ),
+            let i = j % mixed.max(1);
+            let (x, y, c) = Self::mix(&shape, i);
+            match mix.get(i) {
+                Some(&m) => {
+                    let prev = if i == 0 { bits[y] } else { mix[i - 1] };
+                    cs.enforce(
+                        || format!("repeat {j}"),
+                        |lc| lc + m,
+                        |lc| lc + CS::one(),
+                        |lc| lc + bits[x] + (c, prev),
+                    )
+                }
                 None => cs.enforce(
                     || format!("repeat {j}"),
                     |lc| lc + bits[x],
@@ -782,6 +798,31 @@ mod tests {
         for scale in [1 << 20, 1 << 18, 65_536, 8_192] {
             satisfied_with_inputs(CircuitSpec::PorepLike { scale }, 6);
         }
+    }
+
+    #[test]
+    fn porep_likes_values_beyond_its_bits_are_distinct() {
+        // A Pippenger bucket accumulation serialises every point of a repeated scalar: the
+        // values an MSM sees must be spread, as a real witness's are.
+        let spec = CircuitSpec::PorepLike { scale: 4_096 };
+        let shape = PorepLike::shape_for(4_096);
+        let asg = spec
+            .synthesize_into(5, crate::synth::VecSink::new())
+            .unwrap()
+            .finish();
+        let mixed = &asg.aux[shape.b_aux..];
+        assert_eq!(mixed.len(), shape.aux - shape.b_aux);
+        let distinct: std::collections::HashSet<[u8; 32]> =
+            mixed.iter().map(ff::PrimeField::to_repr).collect();
+        // (The chain may meet a value twice at its start, while it is still small.)
+        assert!(
+            distinct.len() * 1000 >= mixed.len() * 999,
+            "{} distinct of {}",
+            distinct.len(),
+            mixed.len()
+        );
+        let bits = &asg.aux[..shape.b_aux];
+        assert!(bits.iter().all(|b| *b == Scalar::ZERO || *b == Scalar::ONE));
     }
 
     #[test]
