@@ -334,3 +334,49 @@ fn porep_as_curio_sends_it_opens_the_same_job() {
     let e = translate(&wrong_size).unwrap_err();
     assert!(e.to_string().contains("sector_size"), "{e}");
 }
+
+/// Our GPU prover on a 2 KiB PoRep partition: the same 192 bytes per partition as the CPU
+/// backend for the same `r` and `s` (the same rng), and filecoin-proofs' `verify_seal` accepts
+/// them. Without a GPU it says so and returns; `SPLITPROVER_TEST_REQUIRE_GPU=1` makes that a
+/// failure.
+#[cfg(feature = "cuda")]
+#[test]
+fn the_gpu_backend_proves_the_cpu_backends_bytes() {
+    use kernels::backend::cuda::gpu_count;
+    use kernels::backend::gpu::GpuBackend;
+    use kernels::srs::SrsView;
+    if gpu_count().expect("gpu_count reports no GPU as 0") == 0 {
+        assert!(
+            std::env::var_os("SPLITPROVER_TEST_REQUIRE_GPU").is_none(),
+            "SPLITPROVER_TEST_REQUIRE_GPU is set but there is no GPU"
+        );
+        println!("no GPU: skipping the_gpu_backend_proves_the_cpu_backends_bytes");
+        return;
+    }
+    let s = sealed();
+    let files = params();
+    let image = SrsImage::from_params_file(&files.params, files.circuit_id(), false).unwrap();
+    let gpu = GpuBackend::new(&SrsView::new(image.as_ref()).unwrap()).unwrap();
+    let cpu = CpuBackend::new(image).unwrap();
+    let job = open_job(s.kind(), &s.c1_json).unwrap();
+    for seed in [1u64, 2, 3] {
+        // The same rng, so the same r and s, for both backends.
+        let prove = |backend: &dyn kernels::Backend| {
+            let t = Instant::now();
+            let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(seed);
+            let bytes = filecoin::prove_job(&*job, backend, &mut rng).unwrap();
+            (bytes, t.elapsed().as_secs_f64())
+        };
+        let (theirs, cpu_s) = prove(&cpu);
+        let (ours, gpu_s) = prove(&gpu);
+        eprintln!("seed {seed}: CPU {cpu_s:.2} s, GPU {gpu_s:.2} s (synthesis included)");
+        assert_eq!(
+            ours, theirs,
+            "seed {seed}: GPU bytes differ from the CPU backend's"
+        );
+        assert!(
+            s.verify(&ours, None).unwrap(),
+            "seed {seed}: verify_seal refused"
+        );
+    }
+}

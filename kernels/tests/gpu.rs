@@ -72,8 +72,9 @@ fn gpu_proofs_equal_cpu_proofs_bit_for_bit() {
         return;
     }
     let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(7);
-    // Inputs only, bits only (0/1 scalars everywhere), and a SHA-256 chain at 2^15.
-    for spec in ["pubinputs:8", "bits:300", "sha-chain:1"] {
+    // Inputs only, bits only (0/1 scalars everywhere), a domain of exactly 2^10 (1,017
+    // constraints and 2 inputs), and a SHA-256 chain at 2^15.
+    for spec in ["pubinputs:8", "bits:300", "bits:1000", "sha-chain:1"] {
         let spec: CircuitSpec = spec.parse().unwrap();
         let image = image_for(&spec, 3);
         let cpu = CpuBackend::new(&image).unwrap();
