@@ -641,6 +641,11 @@ impl GpuBackend {
             ),
             None => (None, std::ptr::null_mut()),
         };
+        let host_ptr = if host_sums {
+            host.as_mut_ptr()
+        } else {
+            std::ptr::null_mut()
+        };
         // SAFETY: `check_circuit` established for every circuit that each slice covers what the
         // lengths in `raw` say and that the bitmaps hold `bit_len` bits with the popcounts given
         // (the C++ side reads exactly that much, and re-checks the lengths against the SRS); the
@@ -648,11 +653,6 @@ impl GpuBackend {
         // C++ layouts; `user` is null or the `Blinding` that `blind_one` expects, borrowed
         // mutably for the whole call; `host` is empty (null: no diagnostic) or holds `raw.len()`
         // writable elements.
-        let host_ptr = if host_sums {
-            host.as_mut_ptr()
-        } else {
-            std::ptr::null_mut()
-        };
         let err = unsafe {
             ffi::splitprover_gpu_prove_batch(
                 self.ctx.as_ptr(),
