@@ -15,8 +15,6 @@
 //! - Expose `hash` as a public input using multiscalar packing.
 //!
 //! ```no_run
-//! # #[cfg(not(feature = "cuda-supraseal"))]
-//! # {
 //! use bellperson::{
 //!     gadgets::{
 //!         boolean::{AllocatedBit, Boolean},
@@ -127,7 +125,6 @@
 //!
 //! // Check the proof!
 //! assert!(groth16::verify_proof(&pvk, &proof, &inputs).unwrap());
-//! # }
 //! ```
 //!
 //! # Roadmap
@@ -139,6 +136,14 @@
 //! be separate crates that pull in the dependencies they require.
 
 #![cfg_attr(all(target_arch = "aarch64", nightly), feature(stdsimd))]
+
+// splitprover patch 4: this copy has no supraseal prover (splitprover proves on the GPU itself;
+// PATCHES.md), so the feature that selected it fails the build instead of compiling stubs.
+#[cfg(feature = "cuda-supraseal")]
+compile_error!(
+    "this vendored bellperson has no `cuda-supraseal` prover (splitprover patch 4): use \
+     splitprover's `gpu` or `supraseal` backend"
+);
 
 #[cfg(test)]
 #[macro_use]

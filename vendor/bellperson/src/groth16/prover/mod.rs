@@ -1,7 +1,4 @@
-#[cfg(not(feature = "cuda-supraseal"))]
 mod native;
-#[cfg(feature = "cuda-supraseal")]
-mod supraseal;
 
 use std::fmt;
 
@@ -13,10 +10,7 @@ use ff::{Field, PrimeField};
 use pairing::MultiMillerLoop;
 use rand_core::RngCore;
 
-#[cfg(not(feature = "cuda-supraseal"))]
 use self::native as prover;
-#[cfg(feature = "cuda-supraseal")]
-use self::supraseal as prover;
 use super::{ParameterSource, Proof};
 use crate::{gpu::GpuName, lc};
 
