@@ -16,19 +16,10 @@ use kernels::synth::{OwnedAssignment, VecSink};
 use kernels::{Backend, CpuBackend, ErrorKind, Proof};
 use rand::SeedableRng;
 
-/// True when a GPU is present; otherwise says the test is skipped.
+/// True when a GPU is present; otherwise says the test is skipped (a failure with
+/// `SPLITPROVER_TEST_REQUIRE_GPU` set).
 fn have_gpu(test: &str) -> bool {
-    match gpu_count() {
-        Ok(0) => {
-            println!("no GPU: skipping {test}");
-            false
-        }
-        Ok(n) => {
-            println!("{n} GPU(s): running {test}");
-            true
-        }
-        Err(e) => panic!("gpu_count failed instead of reporting no GPU: {e}"),
-    }
+    kernels::backend::cuda::gpu_for_test(test)
 }
 
 fn params_for(spec: &CircuitSpec, seed: u64) -> Parameters<Bls12> {

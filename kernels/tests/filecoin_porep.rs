@@ -342,15 +342,9 @@ fn porep_as_curio_sends_it_opens_the_same_job() {
 #[cfg(feature = "cuda")]
 #[test]
 fn the_gpu_backend_proves_the_cpu_backends_bytes() {
-    use kernels::backend::cuda::gpu_count;
     use kernels::backend::gpu::GpuBackend;
     use kernels::srs::SrsView;
-    if gpu_count().expect("gpu_count reports no GPU as 0") == 0 {
-        assert!(
-            std::env::var_os("SPLITPROVER_TEST_REQUIRE_GPU").is_none(),
-            "SPLITPROVER_TEST_REQUIRE_GPU is set but there is no GPU"
-        );
-        println!("no GPU: skipping the_gpu_backend_proves_the_cpu_backends_bytes");
+    if !kernels::backend::cuda::gpu_for_test("the_gpu_backend_proves_the_cpu_backends_bytes") {
         return;
     }
     let s = sealed();

@@ -20,16 +20,7 @@ use kernels::{Backend, CpuBackend, ErrorKind, Proof};
 use rand::SeedableRng;
 
 fn have_gpu(test: &str) -> bool {
-    let n = gpu_count().expect("gpu_count reports no GPU as 0, never as an error");
-    if n == 0 {
-        assert!(
-            std::env::var_os("SPLITPROVER_TEST_REQUIRE_GPU").is_none(),
-            "SPLITPROVER_TEST_REQUIRE_GPU is set but there is no GPU for {test}"
-        );
-        println!("no GPU: skipping {test}");
-        return false;
-    }
-    true
+    kernels::backend::cuda::gpu_for_test(test)
 }
 
 fn image_for(spec: &CircuitSpec, seed: u64) -> AlignedBytes {

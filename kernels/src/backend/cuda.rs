@@ -161,6 +161,31 @@ pub fn gpu_count() -> Result<usize, Error> {
     }
 }
 
+/// The environment variable that turns a GPU test's skip into a failure (set it on GPU hosts,
+/// where a test that silently skipped would hide a broken driver or build).
+pub const REQUIRE_GPU_ENV: &str = "SPLITPROVER_TEST_REQUIRE_GPU";
+
+/// For tests that need a GPU: `true` when there is one; otherwise prints `no GPU: skipping
+/// {test}` and returns `false`, or panics when [`REQUIRE_GPU_ENV`] is set (or when CUDA fails
+/// other than by reporting no device).
+pub fn gpu_for_test(test: &str) -> bool {
+    match gpu_count() {
+        Ok(0) => {
+            assert!(
+                std::env::var_os(REQUIRE_GPU_ENV).is_none(),
+                "{REQUIRE_GPU_ENV} is set but there is no GPU for {test}"
+            );
+            println!("no GPU: skipping {test}");
+            false
+        }
+        Ok(n) => {
+            println!("{n} GPU(s): running {test}");
+            true
+        }
+        Err(e) => panic!("gpu_count failed instead of reporting no GPU ({test}): {e}"),
+    }
+}
+
 /// The CUDA device this process uses (the current device; a gpu-proc sees only its own through
 /// `CUDA_VISIBLE_DEVICES`), as a status display shows it.
 #[derive(Clone, Debug, PartialEq, Eq)]
