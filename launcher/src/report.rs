@@ -36,7 +36,7 @@
 use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
-use shm_protocol::control::EventKind;
+use shm_protocol::control::{EventKind, TimelineEvent};
 
 use crate::timeline::{ns_to_s, union, Timeline};
 
@@ -132,7 +132,7 @@ impl TimelineStats {
         let proofs = iv.proofs_done.len();
         let per_wall = |count: usize| (wall_ns > 0 && count > 0).then(|| count as f64 / wall_s);
         let proofs_per_s = per_wall(proofs);
-        let steady_s_per_proof = steady_rate(iv.proofs_done.iter().map(|e| e.t_ns).collect());
+        let steady_s_per_proof = steady_rate(&iv.proofs_done);
 
         let busy = union(iv.batches.iter().map(|b| (b.start_ns, b.end_ns)));
         let busy_ns: u64 = busy.iter().map(|(a, b)| b - a).sum();
@@ -182,16 +182,17 @@ impl TimelineStats {
 /// Fewer proofs than this give no steady rate: the middle half would hold too few completions.
 pub const STEADY_MIN_PROOFS: usize = 8;
 
-/// Seconds per completion over the middle half of `done_ns` (see
+/// Seconds per completion over the middle half of the completions `done` (see
 /// [`TimelineStats::steady_s_per_proof`]).
-fn steady_rate(mut done_ns: Vec<u64>) -> Option<f64> {
-    let n = done_ns.len();
+fn steady_rate(done: &[TimelineEvent]) -> Option<f64> {
+    let n = done.len();
     if n < STEADY_MIN_PROOFS {
         return None;
     }
-    done_ns.sort_unstable();
+    // A `Timeline` keeps its events in time order, so its completions are already sorted.
+    debug_assert!(done.windows(2).all(|w| w[0].t_ns <= w[1].t_ns));
     let (lo, hi) = (n / 4, 3 * n / 4);
-    Some(ns_to_s(done_ns[hi] - done_ns[lo]) / (hi - lo) as f64)
+    Some(ns_to_s(done[hi].t_ns - done[lo].t_ns) / (hi - lo) as f64)
 }
 
 fn mean(values: impl Iterator<Item = f64>) -> Option<f64> {
