@@ -15,10 +15,7 @@ const CIRCUIT: &str = "pubinputs:2";
 
 fn ring_with_ready_slots(spec: &CircuitSpec, slots: u32) -> Ring {
     let caps = synth_proc::capacity_for(&spec.shape().unwrap());
-    let config = RingConfig {
-        slot_count: slots,
-        slot_bytes: caps.slot_bytes().unwrap(),
-    };
+    let config = RingConfig::uniform(slots, caps.slot_bytes().unwrap());
     let region = Region::create(
         "gpu-proc-test",
         config.region_bytes().unwrap(),

@@ -302,6 +302,12 @@ pub struct CircuitConfig {
     /// for Filecoin circuits.
     #[serde(default)]
     pub srs: Option<PathBuf>,
+    /// Ring slots of this circuit's own size besides `[ring] slots` (which are sized for the
+    /// largest circuit): give a small circuit served beside a large one (a PoSt beside a 32 GiB
+    /// PoRep) its own slots, so that it never takes a large slot while one of its own is free.
+    /// Default 0.
+    #[serde(default)]
+    pub slots: usize,
 }
 
 /// A byte count written as a number or as a string with a unit (`512MiB`, `2GiB`, `4096`).
@@ -558,6 +564,20 @@ mod tests {
             Config::parse("[service]\nsocket_mode = \"rw\"\n").unwrap_err()
         );
         assert!(e.contains("socket_mode"), "{e}");
+    }
+
+    #[test]
+    fn a_circuit_may_have_slots_of_its_own_size() {
+        let c = Config::parse(
+            "[ring]\nslots = 3\n[[circuit]]\nspec = \"sha-chain:38\"\n\
+             [[circuit]]\nspec = \"pubinputs:4\"\nslots = 8\n",
+        )
+        .unwrap();
+        assert_eq!(c.ring.slots, 3);
+        assert_eq!(
+            c.circuit.iter().map(|c| c.slots).collect::<Vec<_>>(),
+            vec![0, 8]
+        );
     }
 
     #[test]

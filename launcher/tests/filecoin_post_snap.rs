@@ -102,6 +102,7 @@ fn settings(kinds: &[ProofKind]) -> PipelineSettings {
         .map(|&k| CircuitSetting {
             spec: AnyCircuit::Filecoin(k),
             params: params(k).params,
+            slots: 0,
         })
         .collect();
     let mut s =

@@ -479,3 +479,84 @@ fn shutdown_with_queued_jobs_is_prompt_and_fails_them_with_the_reason() {
         "12 jobs cannot all finish in 0.3 s on two cores"
     );
 }
+
+/// Slots of two sizes (issue 14: slots sized per circuit): `sha-chain:1` gets the one shared
+/// slot, `pubinputs:4` (a thousand times smaller) two slots of its own. The ring and the status
+/// show both sizes, and while the large slot is held (job 1's synthesis hangs in it) the small
+/// circuit's jobs are still proved, in their own slots: with one slot of one size they would
+/// wait forever.
+#[test]
+fn a_small_circuit_is_proved_in_its_own_slots_while_the_large_slot_is_held() {
+    use launcher::pipeline::CircuitSetting;
+    use shm_protocol::{fault::FAULT_ENV, SlotState};
+    let _g = serial();
+    let mut s = settings("sha-chain:1");
+    s.circuits.push(CircuitSetting {
+        spec: "pubinputs:4".parse().unwrap(),
+        params: srs_for("pubinputs:4"),
+        slots: 2,
+    });
+    s.slots = 1;
+    s.synth_concurrency = 2;
+    s.faults.first_synthesis_deadline = Duration::from_secs(600);
+    s.heartbeat_timeout = Duration::from_secs(600);
+    s.child_env
+        .push((FAULT_ENV.to_owned(), "synth-hang@job=1".to_owned()));
+    let p = Pipeline::start(s).unwrap();
+    p.wait_ready(Duration::from_secs(120)).unwrap();
+    let ring = p.ring();
+    assert_eq!(ring.slot_count(), 3);
+    let (small, large) = (ring.slot_capacity(0), ring.slot_capacity(2));
+    assert_eq!(ring.slot_capacity(1), small);
+    assert!(large > 100 * small, "{small} vs {large}");
+    let status = p.status();
+    assert_eq!(
+        status
+            .slot_classes
+            .iter()
+            .map(|c| (c.slots, c.slot_bytes))
+            .collect::<Vec<_>>(),
+        vec![(2, small), (1, large)]
+    );
+    assert_eq!(status.ring_data_bytes(), 2 * small + large);
+    let text = launcher::commands::service::render_status(&status);
+    assert!(
+        text.contains(&format!(
+            "1 slots x {} MiB + 2 slots x {} MiB",
+            large >> 20,
+            small >> 20
+        )),
+        "{text}"
+    );
+
+    let held = p.submit("sha-chain:1", 1, 1).unwrap();
+    assert_eq!(held.id, 1);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while ring.snapshot()[2].state != Some(SlotState::Writing) {
+        assert!(Instant::now() < deadline, "job 1 never took the large slot");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let small_jobs: Vec<_> = (0..3)
+        .map(|i| p.submit("pubinputs:4", 10 + i, 2).unwrap())
+        .collect();
+    for h in small_jobs {
+        let o = h
+            .wait_timeout(Duration::from_secs(120))
+            .unwrap()
+            .expect("a small job waited for the large slot");
+        let proofs = o
+            .result
+            .unwrap_or_else(|e| panic!("job {} failed: {e}", o.job_id));
+        assert_eq!(proofs.len(), 2);
+    }
+    let snap = ring.snapshot();
+    assert_eq!(snap[2].state, Some(SlotState::Writing), "{snap:?}");
+    assert_eq!(snap[2].meta.map(|m| m.job_id), Some(1), "{snap:?}");
+    // Clean up: the hung synth-proc would only go after the shutdown's grace.
+    p.cancel(1).unwrap();
+    if let Some(&pid) = p.pids().get(&Role::Synth) {
+        kill(pid, libc::SIGKILL);
+    }
+    drop(held);
+    p.shutdown();
+}

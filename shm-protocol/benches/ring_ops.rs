@@ -25,10 +25,7 @@ fn cycle(c: &mut Criterion) {
     let me = std::process::id();
     let mut group = c.benchmark_group("slot_cycle");
     for slots in [4u32, 64] {
-        let config = RingConfig {
-            slot_count: slots,
-            slot_bytes: caps.slot_bytes().expect("caps"),
-        };
+        let config = RingConfig::uniform(slots, caps.slot_bytes().expect("caps"));
         let region = Region::create(
             "ops-bench",
             config.region_bytes().expect("size"),
@@ -40,7 +37,7 @@ fn cycle(c: &mut Criterion) {
         let mut held = Vec::new();
         for _ in 1..slots {
             let mut w = ring
-                .try_acquire_free(me)
+                .try_acquire_free(me, 0)
                 .expect("acquire")
                 .expect("free slot");
             w.begin(SlotMeta::default(), caps).expect("begin");
@@ -50,7 +47,7 @@ fn cycle(c: &mut Criterion) {
         group.bench_with_input(BenchmarkId::from_parameter(slots), &ring, |b, ring| {
             b.iter(|| {
                 let mut w = ring
-                    .try_acquire_free(me)
+                    .try_acquire_free(me, 0)
                     .expect("acquire")
                     .expect("free slot");
                 w.begin(SlotMeta::default(), caps).expect("begin");

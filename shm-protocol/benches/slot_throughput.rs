@@ -70,10 +70,7 @@ fn main() {
         aux: 8 << 20,
     };
     let payload = (3 * caps.n + caps.aux) * 32;
-    let config = RingConfig {
-        slot_count: 1,
-        slot_bytes: caps.slot_bytes().expect("caps"),
-    };
+    let config = RingConfig::uniform(1, caps.slot_bytes().expect("caps"));
     let t = Instant::now();
     let region = Region::create(
         "throughput-bench",
@@ -106,7 +103,7 @@ fn main() {
     for run in 0..runs {
         let pattern = 0x5a ^ run as u8;
         let t = Instant::now();
-        let mut w = ring.acquire_free(me, None).expect("acquire");
+        let mut w = ring.acquire_free(me, 0, None).expect("acquire");
         w.begin(SlotMeta::default(), caps).expect("begin");
         {
             let p = w.parts_mut().expect("parts");

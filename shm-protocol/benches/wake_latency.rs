@@ -29,10 +29,7 @@ fn main() {
         inputs: 2,
         aux: 64,
     };
-    let config = RingConfig {
-        slot_count: 4,
-        slot_bytes: caps.slot_bytes().expect("caps"),
-    };
+    let config = RingConfig::uniform(4, caps.slot_bytes().expect("caps"));
     let region = Region::create(
         "wake-bench",
         config.region_bytes().expect("size"),
@@ -58,7 +55,7 @@ fn main() {
         for _ in 0..samples {
             std::thread::sleep(Duration::from_millis(1));
             let mut w = ring
-                .acquire_free(me, Some(Duration::from_secs(10)))
+                .acquire_free(me, 0, Some(Duration::from_secs(10)))
                 .expect("acquire");
             w.begin(SlotMeta::default(), caps).expect("begin");
             let published = base.elapsed().as_nanos() as u64;

@@ -142,6 +142,14 @@ pub enum ErrorKind {
         /// How long.
         waited: std::time::Duration,
     },
+    /// No slot class of the ring is big enough for a request: waiting would never end.
+    #[error("no slot of this ring fits {need} bytes: its largest slots have {largest}\nhint: size the ring's slot classes for every circuit it serves (`SlotCapacity::slot_bytes`)")]
+    NoSlotFits {
+        /// Bytes asked for.
+        need: u64,
+        /// Bytes of the ring's largest slots.
+        largest: u64,
+    },
     /// The arrays asked for do not fit in one slot.
     #[error("slot too small: the arrays need {need} bytes, a slot has {have}\nhint: size slots with `SlotCapacity::slot_bytes`")]
     SlotTooSmall {

@@ -15,7 +15,7 @@ use crate::state::SlotCtl;
 /// `"SPRVRING"` read as a little-endian `u64`: the first word of every ring.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"SPRVRING");
 /// The layout version this build writes and reads. 0 means "not initialised yet".
-pub const LAYOUT_VERSION: u32 = 1;
+pub const LAYOUT_VERSION: u32 = 2;
 /// Bytes of the ring header at offset 0.
 pub const RING_HEADER_BYTES: usize = 4096;
 /// Bytes of one slot header in the table that follows the ring header.
@@ -34,6 +34,8 @@ pub const ARRAY_ALIGN: u64 = 64;
 pub const SLOT_ALIGN: u64 = 4096;
 /// The most slots a ring may have.
 pub const MAX_SLOTS: u32 = 1 << 16;
+/// The most slot classes (slot sizes) a ring may have.
+pub const MAX_SLOT_CLASSES: usize = 8;
 
 /// Types that may be placed in (or read out of) the shared mapping.
 ///
@@ -59,6 +61,8 @@ unsafe impl ShmSafe for u64 {}
 unsafe impl ShmSafe for Scalar {}
 // SAFETY: repr(C), atomics and byte padding only.
 unsafe impl ShmSafe for RingHeader {}
+// SAFETY: repr(C), atomics and byte padding only.
+unsafe impl ShmSafe for SlotClassWord {}
 // SAFETY: repr(C), atomics, byte padding and an UnsafeCell of bytes accessed only by the
 // slot's owner (CLAIMED writes it, the DONE collector reads it).
 unsafe impl ShmSafe for SlotHeader {}
@@ -98,7 +102,22 @@ pub(crate) struct RingHeader {
     _pad0: [u8; 48],
     /// FREE, READY and DONE events, in that order.
     pub(crate) events: [EventWord; 3],
-    _reserved: [u8; RING_HEADER_BYTES - 320],
+    /// Slot classes in use (1..=[`MAX_SLOT_CLASSES`]).
+    pub(crate) class_count: AtomicU32,
+    _pad1: [u8; 60],
+    /// The slot classes, smallest stride first: the slots of class 0 come first in the slot
+    /// table and the data area, then those of class 1, and so on.
+    pub(crate) classes: [SlotClassWord; MAX_SLOT_CLASSES],
+    _reserved: [u8; RING_HEADER_BYTES - 512],
+}
+
+/// One slot class in the ring header: `slot_count` slots whose data spans are `slot_bytes` each.
+#[repr(C)]
+pub(crate) struct SlotClassWord {
+    pub(crate) slot_count: AtomicU32,
+    _pad: [u8; 4],
+    /// A multiple of [`SLOT_ALIGN`].
+    pub(crate) slot_bytes: AtomicU64,
 }
 
 /// One slot header. Offsets in it are relative to the start of the slot's own data span, so a
@@ -158,6 +177,9 @@ const _: () = {
     assert!(offset_of!(RingHeader, epoch) == 64);
     assert!(offset_of!(RingHeader, ticket) == 72);
     assert!(offset_of!(RingHeader, events) == 128);
+    assert!(offset_of!(RingHeader, class_count) == 320);
+    assert!(offset_of!(RingHeader, classes) == 384);
+    assert!(size_of::<SlotClassWord>() == 16);
     assert!(size_of::<SlotHeader>() == SLOT_HEADER_BYTES);
     assert!(offset_of!(SlotHeader, ctl) == 0);
     assert!(offset_of!(SlotHeader, job_id) == 16);

@@ -20,7 +20,7 @@
 //! The state machine, ownership rules and crash behaviour are described at the top of the
 //! [`ring`] module.
 //!
-//! # Byte layout of a ring (layout version 1, native byte order)
+//! # Byte layout of a ring (layout version 2, native byte order)
 //!
 //! ```text
 //! offset 0      ring header (4096 bytes)
@@ -28,11 +28,11 @@
 //!               8   layout version            u32   0 = not initialised; written LAST
 //!              12   header bytes (4096)       u32
 //!              16   slot header bytes (8192)  u32
-//!              20   slot count                u32
-//!              24   slot bytes (stride)       u64   multiple of 4096
+//!              20   slot count                u32   all classes together
+//!              24   slot bytes                u64   the largest class's (a multiple of 4096)
 //!              32   slots offset (4096)       u64
 //!              40   data offset               u64   4096 + count × 8192
-//!              48   ring bytes                u64   data offset + count × slot bytes
+//!              48   ring bytes                u64   data offset + Σ class count × class bytes
 //!              56   page kind                 u32   1=1G 2=2M 3=THP 4=plain (informational)
 //!              60   result capacity (4096)    u32
 //!              64   epoch                     u64   bumped by the launcher on restart
@@ -40,6 +40,9 @@
 //!             128   FREE event  {seq u32, waiters u32}   one 64-byte line each
 //!             192   READY event
 //!             256   DONE event
+//!             320   class count               u32   1..=8 slot sizes
+//!             384   classes[8] {slot count u32, pad u32, slot bytes u64}   smallest first,
+//!                   each size a multiple of 4096 and larger than the one before
 //! offset 4096   slot header i at 4096 + i × 8192
 //!               0   state word    u64  state:3 | meta:1 | owner pid:23 | generation:37
 //!               8   ticket        u64  claim order: (255 - priority) << 56 | publish sequence
@@ -52,7 +55,8 @@
 //!             240   popcounts[3]     u64
 //!             512   result status u32 (1 proof, 2 failed) · 516 result len u32
 //!            4096   result bytes [4096]
-//! data offset   slot i data span at data offset + i × slot bytes
+//! data offset   the slots' data spans in slot order: class 0's slots (its slot bytes each),
+//!               then class 1's, ...; slot i's span is its class's size
 //!               a[n] b[n] c[n] input[inputs] aux[aux] : blstrs Scalar (4 × u64, Montgomery)
 //!               A-aux[⌈aux/64⌉] B-input[⌈inputs/64⌉] B-aux[⌈aux/64⌉] : u64, LSB first
 //!               each array starts 64-byte aligned (packed in this order by `begin`)
@@ -69,13 +73,13 @@
 //!
 //! # fn main() -> Result<(), shm_protocol::Error> {
 //! let caps = SlotCapacity { n: 8, inputs: 2, aux: 5 };
-//! let config = RingConfig { slot_count: 2, slot_bytes: caps.slot_bytes().unwrap() };
+//! let config = RingConfig::uniform(2, caps.slot_bytes().unwrap());
 //! let region = Region::create("example-ring", config.region_bytes()?, HugePagePolicy::Auto)?;
 //! let ring = Ring::create(region, config)?;
 //! let me = current_owner();
 //!
 //! // producer
-//! let mut w = ring.acquire_free(me, Some(Duration::from_secs(1)))?;
+//! let mut w = ring.acquire_free(me, 0, Some(Duration::from_secs(1)))?;
 //! w.begin(SlotMeta { job_id: 7, partition: 0, ..SlotMeta::default() }, caps)?;
 //! let parts = w.parts_mut()?;
 //! parts.a[0] = blstrs::Scalar::from(3u64);
@@ -122,7 +126,8 @@ pub use region::{pass_to, thp_shmem_available, HugePagePolicy, PageKind, Region,
 #[cfg(not(loom))]
 pub use ring::{
     current_owner, pid_alive, Bitmap, ClaimedSlot, DoneSlot, Published, ReclaimReport,
-    ReclaimedSlot, Ring, RingConfig, SlotPartsMut, SlotSnapshot, SlotView, SlotWriter, StateCounts,
+    ReclaimedSlot, Ring, RingConfig, SlotClass, SlotPartsMut, SlotSnapshot, SlotView, SlotWriter,
+    StateCounts,
 };
 #[cfg(not(loom))]
 pub use slot::{

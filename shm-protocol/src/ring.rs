@@ -3,7 +3,9 @@
 //! # Design
 //!
 //! A ring is a fixed array of slots. Each slot has a header (in the slot table) and a data span
-//! (in the data area) big enough for one synthesized circuit. Ownership of a slot is decided by
+//! (in the data area) big enough for one synthesized circuit. Slots come in up to eight sizes
+//! (slot classes, [`RingConfig::with_classes`]); a producer asks for the bytes its circuit needs
+//! and takes the smallest free slot that fits, a larger one when the fitting class is full. Ownership of a slot is decided by
 //! one 64-bit state word per slot (`state:3 | meta:1 | owner pid:23 | generation:37`, drawn in
 //! the crate docs); every change of owner is a compare-and-swap on that word, and the CAS is the
 //! lock: whoever installs a word owns the slot until it installs the next one.
@@ -72,7 +74,7 @@ use rustix::thread::futex;
 use crate::error::{Error, ErrorKind, Result, SlotField};
 use crate::layout::{
     round_up, EventWord, RingHeader, ShmSafe, SlotHeader, LAYOUT_VERSION, MAGIC, MAX_SLOTS,
-    RESULT_CAPACITY, RING_HEADER_BYTES, SLOT_ALIGN, SLOT_HEADER_BYTES,
+    MAX_SLOT_CLASSES, RESULT_CAPACITY, RING_HEADER_BYTES, SLOT_ALIGN, SLOT_HEADER_BYTES,
 };
 use crate::region::{PageKind, Region};
 use crate::slot::{
@@ -82,41 +84,170 @@ use crate::slot::{
 use crate::state::{self, SlotState, SlotTable, Word, MAX_OWNER};
 use crate::sync::Ordering;
 
-/// Shape of a ring: how many slots and how big each slot's data span is.
+/// One size of slot: `slot_count` slots whose data spans are `slot_bytes` each (rounded up to
+/// 4096 by the ring).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RingConfig {
-    /// Number of slots (1..=65536).
+pub struct SlotClass {
+    /// Slots of this size.
     pub slot_count: u32,
-    /// Bytes of each slot's data span; rounded up to 4096. Size it with
-    /// [`SlotCapacity::slot_bytes`].
+    /// Bytes of each slot's data span; size it with [`SlotCapacity::slot_bytes`].
     pub slot_bytes: u64,
 }
 
+/// Shape of a ring: its slot classes, one size of slot each (a ring serving circuits of very
+/// different sizes gives the small ones small slots, so that a PoSt partition does not take a
+/// PoRep-sized slot). A producer asks for the bytes it needs and gets the smallest free slot that
+/// fits (see [`Ring::acquire_free`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RingConfig {
+    /// The classes, smallest first; `classes[..class_count]` are used.
+    classes: [SlotClass; MAX_SLOT_CLASSES],
+    class_count: usize,
+}
+
+/// Where one class's slots lie: indices `first..first + count`, data spans of `stride` bytes
+/// from byte `offset` of the region on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct ClassSpan {
+    first: usize,
+    count: usize,
+    stride: u64,
+    offset: u64,
+}
+
+/// A ring's computed geometry: the class spans, where the data area starts, the ring's bytes.
+struct Geometry {
+    spans: Vec<ClassSpan>,
+    data_offset: u64,
+    total: u64,
+}
+
 impl RingConfig {
-    fn geometry(&self) -> Result<(u64, u64, u64)> {
-        if self.slot_count == 0 || self.slot_count > MAX_SLOTS {
+    /// `slot_count` slots of `slot_bytes` each: one class.
+    pub fn uniform(slot_count: u32, slot_bytes: u64) -> RingConfig {
+        let mut classes = [SlotClass {
+            slot_count: 0,
+            slot_bytes: 0,
+        }; MAX_SLOT_CLASSES];
+        classes[0] = SlotClass {
+            slot_count,
+            slot_bytes,
+        };
+        RingConfig {
+            classes,
+            class_count: 1,
+        }
+    }
+
+    /// Slots of several sizes. Classes are ordered by size (smallest first), classes whose
+    /// rounded sizes are equal are merged, classes of no slots are dropped. Errors: no slot at
+    /// all, more than [`MAX_SLOT_CLASSES`] sizes, a size that overflows.
+    pub fn with_classes(classes: &[SlotClass]) -> Result<RingConfig> {
+        let invalid = |why: String| Error::from(ErrorKind::InvalidConfig(why));
+        let mut merged: Vec<SlotClass> = Vec::new();
+        for c in classes.iter().filter(|c| c.slot_count > 0) {
+            let bytes = round_up(c.slot_bytes.max(1), SLOT_ALIGN)
+                .ok_or_else(|| invalid(format!("slot size {} overflows", c.slot_bytes)))?;
+            match merged.iter_mut().find(|m| m.slot_bytes == bytes) {
+                Some(m) => {
+                    m.slot_count = m
+                        .slot_count
+                        .checked_add(c.slot_count)
+                        .ok_or_else(|| invalid("slot count overflows".into()))?
+                }
+                None => merged.push(SlotClass {
+                    slot_count: c.slot_count,
+                    slot_bytes: bytes,
+                }),
+            }
+        }
+        if merged.is_empty() {
+            return Err(invalid("a ring needs at least one slot".into()));
+        }
+        if merged.len() > MAX_SLOT_CLASSES {
+            return Err(invalid(format!(
+                "{} slot sizes: a ring has at most {MAX_SLOT_CLASSES}",
+                merged.len()
+            )));
+        }
+        merged.sort_by_key(|c| c.slot_bytes);
+        let mut out = RingConfig::uniform(0, 0);
+        out.classes[..merged.len()].copy_from_slice(&merged);
+        out.class_count = merged.len();
+        Ok(out)
+    }
+
+    /// The classes, smallest first.
+    pub fn classes(&self) -> &[SlotClass] {
+        &self.classes[..self.class_count]
+    }
+
+    /// Slots in all.
+    pub fn slot_count(&self) -> u64 {
+        self.classes().iter().map(|c| u64::from(c.slot_count)).sum()
+    }
+
+    /// Bytes of the largest slots' data spans (as given; the ring rounds them up to 4096).
+    pub fn slot_bytes(&self) -> u64 {
+        self.classes()
+            .iter()
+            .map(|c| c.slot_bytes)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Bytes of every slot's data span together (rounded as the ring rounds them).
+    pub fn data_bytes(&self) -> Result<u64> {
+        self.geometry()
+            .map(|g| g.spans.iter().map(|c| c.stride * c.count as u64).sum())
+    }
+
+    fn geometry(&self) -> Result<Geometry> {
+        let count = self.slot_count();
+        if count == 0 || count > u64::from(MAX_SLOTS) {
             return Err(ErrorKind::InvalidConfig(format!(
-                "slot count {} is not in 1..={MAX_SLOTS}",
-                self.slot_count
+                "slot count {count} is not in 1..={MAX_SLOTS}"
             ))
             .into());
         }
         let overflow = || Error::from(ErrorKind::InvalidConfig("ring size overflows".into()));
-        let stride = round_up(self.slot_bytes.max(1), SLOT_ALIGN).ok_or_else(overflow)?;
-        let data_offset =
-            RING_HEADER_BYTES as u64 + u64::from(self.slot_count) * SLOT_HEADER_BYTES as u64;
-        let total = stride
-            .checked_mul(u64::from(self.slot_count))
-            .and_then(|d| d.checked_add(data_offset))
-            .filter(|&t| usize::try_from(t).is_ok())
-            .ok_or_else(overflow)?;
-        Ok((stride, data_offset, total))
+        let data_offset = RING_HEADER_BYTES as u64 + count * SLOT_HEADER_BYTES as u64;
+        let mut spans = Vec::with_capacity(self.class_count);
+        let (mut first, mut offset) = (0usize, data_offset);
+        for c in self.classes() {
+            let stride = round_up(c.slot_bytes.max(1), SLOT_ALIGN).ok_or_else(overflow)?;
+            if spans.last().is_some_and(|p: &ClassSpan| p.stride >= stride) {
+                return Err(ErrorKind::InvalidConfig(
+                    "slot classes must grow strictly in size".into(),
+                )
+                .into());
+            }
+            spans.push(ClassSpan {
+                first,
+                count: c.slot_count as usize,
+                stride,
+                offset,
+            });
+            first += c.slot_count as usize;
+            offset = stride
+                .checked_mul(u64::from(c.slot_count))
+                .and_then(|d| d.checked_add(offset))
+                .ok_or_else(overflow)?;
+        }
+        if usize::try_from(offset).is_err() {
+            return Err(overflow());
+        }
+        Ok(Geometry {
+            spans,
+            data_offset,
+            total: offset,
+        })
     }
 
     /// Bytes of region this ring needs: create the [`Region`] with at least this size.
     pub fn region_bytes(&self) -> Result<usize> {
         // `geometry` checked that the total fits a usize.
-        self.geometry().map(|(_, _, total)| total as usize)
+        self.geometry().map(|g| g.total as usize)
     }
 }
 
@@ -125,15 +256,15 @@ impl RingConfig {
 pub struct Ring {
     region: Region,
     slot_count: usize,
-    slot_bytes: u64,
-    data_offset: usize,
+    /// The slot classes, smallest first (1..=[`MAX_SLOT_CLASSES`]).
+    classes: Vec<ClassSpan>,
 }
 
 impl fmt::Debug for Ring {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Ring")
             .field("slot_count", &self.slot_count)
-            .field("slot_bytes", &self.slot_bytes)
+            .field("classes", &self.config().classes())
             .field("page_kind", &self.region.page_kind())
             .finish()
     }
@@ -189,7 +320,11 @@ impl Ring {
     /// Lays a new ring over a fresh region: writes the header and all slot headers (FREE,
     /// generation 0) and finally the layout version.
     pub fn create(region: Region, config: RingConfig) -> Result<Ring> {
-        let (stride, data_offset, total) = config.geometry()?;
+        let Geometry {
+            spans,
+            data_offset,
+            total,
+        } = config.geometry()?;
         if (region.len() as u64) < total {
             return Err(ErrorKind::TooSmall {
                 need: total,
@@ -197,11 +332,11 @@ impl Ring {
             }
             .into());
         }
+        let largest = spans.last().map_or(0, |c| c.stride);
         let ring = Ring {
             region,
-            slot_count: config.slot_count as usize,
-            slot_bytes: stride,
-            data_offset: data_offset as usize,
+            slot_count: config.slot_count() as usize,
+            classes: spans,
         };
         let h = ring.header();
         // Relaxed: nobody else can read the header before the version store below.
@@ -218,8 +353,15 @@ impl Ring {
             .store(RING_HEADER_BYTES as u32, Ordering::Relaxed);
         h.slot_header_bytes
             .store(SLOT_HEADER_BYTES as u32, Ordering::Relaxed); // Relaxed: published by the Release store of `version`
-        h.slot_count.store(config.slot_count, Ordering::Relaxed);
-        h.slot_bytes.store(stride, Ordering::Relaxed);
+        h.slot_count
+            .store(ring.slot_count as u32, Ordering::Relaxed); // Relaxed: published by the Release store of `version`
+        h.slot_bytes.store(largest, Ordering::Relaxed);
+        h.class_count
+            .store(ring.classes.len() as u32, Ordering::Relaxed); // Relaxed: published by the Release store of `version`
+        for (word, class) in h.classes.iter().zip(&ring.classes) {
+            word.slot_count.store(class.count as u32, Ordering::Relaxed); // Relaxed: published by the Release store of `version`
+            word.slot_bytes.store(class.stride, Ordering::Relaxed);
+        }
         h.slots_offset
             .store(RING_HEADER_BYTES as u64, Ordering::Relaxed); // Relaxed: published by the Release store of `version`
         h.data_offset.store(data_offset, Ordering::Relaxed);
@@ -243,7 +385,7 @@ impl Ring {
         h.version.store(LAYOUT_VERSION, Ordering::Release);
         tracing::info!(
             slots = ring.slot_count,
-            slot_bytes = stride,
+            classes = ?ring.config().classes(),
             ring_bytes = total,
             page_kind = %ring.region.page_kind(),
             "ring created"
@@ -309,17 +451,53 @@ impl Ring {
                 format!("{rc}, expected {RESULT_CAPACITY}"),
             ));
         }
-        let config = RingConfig {
-            slot_count: h.slot_count.load(Ordering::Relaxed), // Relaxed: ordered by the Acquire load of `version`
-            slot_bytes: h.slot_bytes.load(Ordering::Relaxed),
-        };
-        let (stride, data_offset, total) = config
+        let class_count = h.class_count.load(Ordering::Relaxed) as usize; // Relaxed: ordered by the Acquire load of `version`
+        if !(1..=MAX_SLOT_CLASSES).contains(&class_count) {
+            return Err(bad(
+                "class_count",
+                format!("{class_count} is not in 1..={MAX_SLOT_CLASSES}"),
+            ));
+        }
+        let mut config = RingConfig::uniform(0, 0);
+        for (k, word) in h.classes[..class_count].iter().enumerate() {
+            let class = SlotClass {
+                slot_count: word.slot_count.load(Ordering::Relaxed), // Relaxed: ordered by the Acquire load of `version`
+                slot_bytes: word.slot_bytes.load(Ordering::Relaxed),
+            };
+            if class.slot_count == 0 || class.slot_bytes % SLOT_ALIGN != 0 || class.slot_bytes == 0
+            {
+                return Err(bad(
+                    "classes",
+                    format!(
+                        "class {k}: {} slots of {} bytes (expected at least one slot, a \
+                         non-zero multiple of {SLOT_ALIGN})",
+                        class.slot_count, class.slot_bytes
+                    ),
+                ));
+            }
+            config.classes[k] = class;
+        }
+        config.class_count = class_count;
+        let Geometry {
+            spans,
+            data_offset,
+            total,
+        } = config
             .geometry()
-            .map_err(|e| bad("slot_count", e.to_string()))?;
-        if stride != config.slot_bytes {
+            .map_err(|e| bad("classes", e.to_string()))?;
+        let count = h.slot_count.load(Ordering::Relaxed); // Relaxed: ordered by the Acquire load of `version`
+        if u64::from(count) != config.slot_count() {
+            return Err(bad(
+                "slot_count",
+                format!("{count}, but the classes hold {}", config.slot_count()),
+            ));
+        }
+        let largest = spans.last().map_or(0, |c| c.stride);
+        let sb = h.slot_bytes.load(Ordering::Relaxed); // Relaxed: ordered by the Acquire load of `version`
+        if sb != largest {
             return Err(bad(
                 "slot_bytes",
-                format!("{} is not a multiple of {SLOT_ALIGN}", config.slot_bytes),
+                format!("{sb}, but the largest class has {largest}"),
             ));
         }
         let so = h.slots_offset.load(Ordering::Relaxed); // Relaxed: ordered by the Acquire load of `version`
@@ -342,13 +520,12 @@ impl Ring {
         }
         let ring = Ring {
             region,
-            slot_count: config.slot_count as usize,
-            slot_bytes: stride,
-            data_offset: data_offset as usize,
+            slot_count: count as usize,
+            classes: spans,
         };
         tracing::info!(
             slots = ring.slot_count,
-            slot_bytes = stride,
+            classes = ?ring.config().classes(),
             epoch = ring.epoch(),
             page_kind = %ring.region.page_kind(),
             "ring opened"
@@ -377,15 +554,30 @@ impl Ring {
         }
     }
 
+    /// The class slot `index` belongs to.
+    fn class_of(&self, index: usize) -> &ClassSpan {
+        assert!(
+            index < self.slot_count,
+            "slot index {index} checked by every caller"
+        );
+        self.classes
+            .iter()
+            .find(|c| index < c.first + c.count)
+            .expect("the classes cover every slot index (geometry)")
+    }
+
     /// Base of slot `index`'s data span in this process.
     fn slot_data(&self, index: usize) -> *mut u8 {
-        debug_assert!(index < self.slot_count);
-        // SAFETY: `data_offset + index * slot_bytes` is inside the region (geometry checked).
-        unsafe {
-            self.region
-                .as_mut_ptr()
-                .add(self.data_offset + index * self.slot_bytes as usize)
-        }
+        let class = self.class_of(index);
+        let offset = class.offset + (index - class.first) as u64 * class.stride;
+        // SAFETY: the class's spans lie inside the region (geometry checked against
+        // `ring_bytes` and the region's length), and `index` is one of the class's slots.
+        unsafe { self.region.as_mut_ptr().add(offset as usize) }
+    }
+
+    /// Bytes of slot `index`'s data span (its class's size). Panics on an index out of range.
+    pub fn slot_capacity(&self, index: usize) -> u64 {
+        self.class_of(index).stride
     }
 
     fn check_index(&self, index: usize) -> Result<()> {
@@ -417,10 +609,15 @@ impl Ring {
 
     /// The ring's shape (slot bytes as rounded).
     pub fn config(&self) -> RingConfig {
-        RingConfig {
-            slot_count: self.slot_count as u32,
-            slot_bytes: self.slot_bytes,
+        let mut config = RingConfig::uniform(0, 0);
+        for (k, c) in self.classes.iter().enumerate() {
+            config.classes[k] = SlotClass {
+                slot_count: c.count as u32,
+                slot_bytes: c.stride,
+            };
         }
+        config.class_count = self.classes.len();
+        config
     }
 
     /// Number of slots.
@@ -428,9 +625,9 @@ impl Ring {
         self.slot_count
     }
 
-    /// Bytes of each slot's data span.
+    /// Bytes of the largest slots' data spans (every slot's, in a ring of one class).
     pub fn slot_bytes(&self) -> u64 {
-        self.slot_bytes
+        self.classes.last().map_or(0, |c| c.stride)
     }
 
     /// Page kind of the region.
@@ -453,25 +650,46 @@ impl Ring {
 
     // ----- producer side -----
 
-    /// Takes a FREE slot for writing without blocking.
-    pub fn try_acquire_free(&self, owner: u32) -> Result<Option<SlotWriter<'_>>> {
+    /// Takes a FREE slot of at least `need` data bytes for writing without blocking: the
+    /// smallest such slot that is free (a slot of a larger class when the fitting class is
+    /// full). `need` is what the arrays take ([`SlotCapacity::slot_bytes`]; 0 takes any slot).
+    /// Errors with [`ErrorKind::NoSlotFits`] when no class is big enough, since no wait would
+    /// help.
+    pub fn try_acquire_free(&self, owner: u32, need: u64) -> Result<Option<SlotWriter<'_>>> {
         let owner = check_owner(owner)?;
-        Ok(
-            state::try_take_free(self, owner, 0).map(|(index, word)| SlotWriter {
+        let largest = self.slot_bytes();
+        if need > largest {
+            return Err(ErrorKind::NoSlotFits { need, largest }.into());
+        }
+        Ok(self
+            .classes
+            .iter()
+            .filter(|c| c.stride >= need)
+            .find_map(|c| state::try_take_free(self, owner, c.first..c.first + c.count))
+            .map(|(index, word)| SlotWriter {
                 ring: self,
                 index,
                 word,
                 plan: None,
                 priority: 0,
-            }),
-        )
+            }))
     }
 
-    /// Takes a FREE slot for writing, sleeping until one is free or `timeout` passes
-    /// (`None`: wait forever). This is the backpressure on producers.
-    pub fn acquire_free(&self, owner: u32, timeout: Option<Duration>) -> Result<SlotWriter<'_>> {
+    /// Takes a FREE slot of at least `need` data bytes for writing (as
+    /// [`Ring::try_acquire_free`]), sleeping until one is free or `timeout` passes (`None`:
+    /// wait forever). This is the backpressure on producers.
+    pub fn acquire_free(
+        &self,
+        owner: u32,
+        need: u64,
+        timeout: Option<Duration>,
+    ) -> Result<SlotWriter<'_>> {
         check_owner(owner)?;
-        self.wait_for(Event::Free, timeout, || self.try_acquire_free(owner))
+        let largest = self.slot_bytes();
+        if need > largest {
+            return Err(ErrorKind::NoSlotFits { need, largest }.into());
+        }
+        self.wait_for(Event::Free, timeout, || self.try_acquire_free(owner, need))
     }
 
     // ----- consumer side -----
@@ -595,6 +813,7 @@ impl Ring {
                     generation: word.generation(),
                     owner: (word.owner() != 0).then_some(word.owner()),
                     meta,
+                    slot_bytes: self.slot_capacity(index),
                 }
             })
             .collect()
@@ -764,7 +983,11 @@ impl Ring {
     /// The validator: copy the header once, check geometry against the slot span, recount
     /// bitmaps.
     fn validate_slot(&self, index: usize) -> Result<SlotLayout> {
-        let layout = check_geometry(&self.read_raw_layout(index), self.slot_bytes, index)?;
+        let layout = check_geometry(
+            &self.read_raw_layout(index),
+            self.slot_capacity(index),
+            index,
+        )?;
         let base = self.slot_data(index);
         check_densities(&layout, index, |which| {
             let f = which.field();
@@ -984,12 +1207,9 @@ impl<'r> SlotWriter<'r> {
         let (offsets, capacities, total) = caps
             .plan()
             .ok_or_else(|| ErrorKind::InvalidConfig(format!("capacities {caps:?} overflow")))?;
-        if total > self.ring.slot_bytes {
-            return Err(ErrorKind::SlotTooSmall {
-                need: total,
-                have: self.ring.slot_bytes,
-            }
-            .into());
+        let have = self.ring.slot_capacity(self.index);
+        if total > have {
+            return Err(ErrorKind::SlotTooSmall { need: total, have }.into());
         }
         still_owned(self.ring, self.index, self.word)?;
         let h = self.ring.slot_header(self.index);
@@ -1020,7 +1240,7 @@ impl<'r> SlotWriter<'r> {
                 density_bits: [caps.aux as u64, caps.inputs as u64, caps.aux as u64],
                 popcounts: [0; 3],
             },
-            self.ring.slot_bytes,
+            have,
             self.index,
         )?;
         let base = self.ring.slot_data(self.index);
@@ -1519,6 +1739,8 @@ pub struct SlotSnapshot {
     pub owner: Option<u32>,
     /// Meta, once `begin` ran and if it was read consistently.
     pub meta: Option<SlotMeta>,
+    /// Bytes of the slot's data span (its class's size).
+    pub slot_bytes: u64,
 }
 
 /// Number of slots per state.
@@ -1637,10 +1859,7 @@ mod tests {
     };
 
     fn ring(slots: u32) -> Ring {
-        let config = RingConfig {
-            slot_count: slots,
-            slot_bytes: CAPS.slot_bytes().unwrap(),
-        };
+        let config = RingConfig::uniform(slots, CAPS.slot_bytes().unwrap());
         let region = Region::create(
             "ring-test",
             config.region_bytes().unwrap(),
@@ -1670,7 +1889,9 @@ mod tests {
 
     /// Writes a slot whose contents derive from `job` and publishes it.
     fn produce(ring: &Ring, job: u64) -> Published {
-        let mut w = ring.acquire_free(ME, Some(Duration::from_secs(5))).unwrap();
+        let mut w = ring
+            .acquire_free(ME, 0, Some(Duration::from_secs(5)))
+            .unwrap();
         w.begin(meta(job), CAPS).unwrap();
         let p = w.parts_mut().unwrap();
         for (k, s) in p.a.iter_mut().chain(p.aux.iter_mut()).enumerate() {
@@ -1758,6 +1979,163 @@ mod tests {
         assert_eq!(ring.try_claim_ready(ME).unwrap().unwrap().meta(), meta(8));
     }
 
+    /// Sizes of the two classes of [`two_sizes`]: the small one fits `SMALL`, the large `CAPS`.
+    const SMALL: SlotCapacity = SlotCapacity {
+        n: 4,
+        inputs: 1,
+        aux: 2,
+    };
+    const BIG: SlotCapacity = SlotCapacity {
+        n: 300,
+        inputs: 3,
+        aux: 200,
+    };
+
+    /// A ring of two small slots and one large one.
+    fn two_sizes() -> Ring {
+        let config = RingConfig::with_classes(&[
+            SlotClass {
+                slot_count: 1,
+                slot_bytes: BIG.slot_bytes().unwrap(),
+            },
+            SlotClass {
+                slot_count: 2,
+                slot_bytes: SMALL.slot_bytes().unwrap(),
+            },
+        ])
+        .unwrap();
+        let region = Region::create(
+            "ring-classes",
+            config.region_bytes().unwrap(),
+            HugePagePolicy::Plain,
+        )
+        .unwrap();
+        Ring::create(region, config).unwrap()
+    }
+
+    #[test]
+    fn classes_are_sorted_merged_and_checked() {
+        let c = |slot_count, slot_bytes| SlotClass {
+            slot_count,
+            slot_bytes,
+        };
+        let config =
+            RingConfig::with_classes(&[c(1, 10_000), c(2, 100), c(0, 1 << 30), c(3, 4096)])
+                .unwrap();
+        // 100 and 4096 both round to one page: one class of 5 slots; the empty class is gone.
+        assert_eq!(config.classes(), &[c(5, 4096), c(1, 12_288)]);
+        assert_eq!(config.slot_count(), 6);
+        assert_eq!(config.slot_bytes(), 12_288);
+        assert_eq!(config.data_bytes().unwrap(), 5 * 4096 + 12_288);
+        assert_eq!(
+            config.region_bytes().unwrap(),
+            RING_HEADER_BYTES + 6 * SLOT_HEADER_BYTES + 5 * 4096 + 12_288
+        );
+        let invalid = |r: Result<RingConfig>| matches!(kind(r), ErrorKind::InvalidConfig(_));
+        assert!(invalid(RingConfig::with_classes(&[])));
+        assert!(invalid(RingConfig::with_classes(&[c(0, 4096)])));
+        let nine: Vec<_> = (1..=9).map(|k| c(1, k * 4096)).collect();
+        assert!(invalid(RingConfig::with_classes(&nine)));
+        assert!(invalid(RingConfig::with_classes(&[c(1, u64::MAX)])));
+        // The uniform ring is one class.
+        assert_eq!(RingConfig::uniform(3, 5000).classes(), &[c(3, 5000)]);
+    }
+
+    #[test]
+    fn a_producer_gets_the_smallest_free_slot_that_fits() {
+        let ring = two_sizes();
+        let small = SMALL.slot_bytes().unwrap();
+        let big = BIG.slot_bytes().unwrap();
+        assert_eq!(ring.slot_count(), 3);
+        assert_eq!(ring.slot_bytes(), round_up(big, SLOT_ALIGN).unwrap());
+        assert_eq!(ring.slot_capacity(0), 4096);
+        assert_eq!(ring.slot_capacity(2), ring.slot_bytes());
+        // Small requests fill the small class first, then spill into the large slot.
+        let w0 = ring.try_acquire_free(ME, small).unwrap().unwrap();
+        let w1 = ring.try_acquire_free(ME, small).unwrap().unwrap();
+        assert_eq!((w0.index(), w1.index()), (0, 1));
+        // A large request never gets a small slot.
+        let w2 = ring.try_acquire_free(ME, big).unwrap().unwrap();
+        assert_eq!(w2.index(), 2);
+        assert!(ring.try_acquire_free(ME, small).unwrap().is_none());
+        drop(w2);
+        let mut spilled = ring.try_acquire_free(ME, small).unwrap().unwrap();
+        assert_eq!(
+            spilled.index(),
+            2,
+            "a small request spills into the large slot"
+        );
+        drop(w0);
+        assert!(
+            ring.try_acquire_free(ME, big).unwrap().is_none(),
+            "the free small slot does not fit"
+        );
+        // Each slot lays out its arrays inside its own span: the small slot refuses BIG.
+        spilled.begin(meta(1), BIG).unwrap();
+        let mut w = ring.try_acquire_free(ME, 0).unwrap().unwrap();
+        assert_eq!(w.index(), 0);
+        assert!(matches!(
+            kind(w.begin(meta(2), BIG)),
+            ErrorKind::SlotTooSmall { have: 4096, .. }
+        ));
+        drop(w);
+        // Written, published, claimed and viewed in the large slot, as in a uniform ring.
+        let p = spilled.parts_mut().unwrap();
+        p.a[299] = Scalar::from(7u64);
+        spilled
+            .publish(SlotLengths {
+                n: 300,
+                inputs: 3,
+                aux: 200,
+                ..SlotLengths::default()
+            })
+            .unwrap();
+        let claimed = ring.try_claim_ready(ME).unwrap().unwrap();
+        assert_eq!(claimed.index(), 2);
+        assert_eq!(claimed.view().unwrap().a()[299], Scalar::from(7u64));
+        let snap = ring.snapshot();
+        assert_eq!(
+            snap.iter().map(|s| s.slot_bytes).collect::<Vec<_>>(),
+            vec![4096, 4096, ring.slot_bytes()]
+        );
+    }
+
+    #[test]
+    fn a_request_no_slot_fits_fails_at_once() {
+        let ring = two_sizes();
+        let too_big = ring.slot_bytes() + 1;
+        assert!(matches!(
+            kind(ring.try_acquire_free(ME, too_big)),
+            ErrorKind::NoSlotFits { need, largest } if need == too_big && largest == ring.slot_bytes()
+        ));
+        // The blocking call does not wait for a slot that can never come.
+        let t = Instant::now();
+        assert!(matches!(
+            kind(ring.acquire_free(ME, too_big, None)),
+            ErrorKind::NoSlotFits { .. }
+        ));
+        assert!(t.elapsed() < Duration::from_secs(5));
+    }
+
+    #[test]
+    fn a_ring_of_several_sizes_opens_with_its_classes() {
+        let ring = two_sizes();
+        let dup = ring.region().fd().try_clone_to_owned().unwrap();
+        // SAFETY: a region made by `create`, used by this test only.
+        let opened = Ring::open(unsafe { Region::from_inherited_fd(dup) }.unwrap()).unwrap();
+        assert_eq!(opened.config(), ring.config());
+        assert_eq!(opened.config().classes().len(), 2);
+        assert_eq!(opened.slot_capacity(1), 4096);
+        // Data spans do not overlap: the last byte of slot 1 is before the first of slot 2.
+        let base = |r: &Ring, i| r.slot_data(i) as usize - r.region().as_ptr() as usize;
+        assert_eq!(base(&opened, 1) + 4096, base(&opened, 2));
+        assert_eq!(base(&opened, 0), base(&ring, 0));
+        assert_eq!(
+            base(&opened, 2) as u64 + opened.slot_capacity(2),
+            opened.config().region_bytes().unwrap() as u64
+        );
+    }
+
     #[test]
     fn open_validates_the_header() {
         let ring = ring(3);
@@ -1784,6 +2162,11 @@ mod tests {
             h.magic.store(MAGIC, Ordering::Relaxed);
             h.version.store(LAYOUT_VERSION, Ordering::Relaxed); // Relaxed: single-threaded test setup
             h.slot_count.store(3, Ordering::Relaxed);
+            h.class_count.store(1, Ordering::Relaxed); // Relaxed: single-threaded test setup
+            h.classes[0].slot_count.store(3, Ordering::Relaxed);
+            h.classes[0]
+                .slot_bytes
+                .store(ring.slot_bytes(), Ordering::Relaxed); // Relaxed: single-threaded test setup
             kind(r)
         };
         assert!(matches!(
@@ -1791,8 +2174,8 @@ mod tests {
             ErrorKind::NotInitialised
         )); // Relaxed: single-threaded test setup
         assert!(matches!(
-            reopen(&|h| h.version.store(2, Ordering::Relaxed)),
-            ErrorKind::VersionMismatch { found: 2, .. }
+            reopen(&|h| h.version.store(1, Ordering::Relaxed)),
+            ErrorKind::VersionMismatch { found: 1, .. }
         ));
         assert!(matches!(
             reopen(&|h| h.magic.store(1, Ordering::Relaxed)),
@@ -1801,7 +2184,48 @@ mod tests {
         assert!(matches!(
             reopen(&|h| h.slot_count.store(4, Ordering::Relaxed)),
             ErrorKind::BadHeader {
-                field: "data_offset",
+                field: "slot_count",
+                ..
+            }
+        )); // Relaxed: single-threaded test setup
+        assert!(matches!(
+            reopen(&|h| h.classes[0].slot_count.store(4, Ordering::Relaxed)),
+            ErrorKind::BadHeader {
+                field: "slot_count",
+                ..
+            }
+        )); // Relaxed: single-threaded test setup
+        assert!(matches!(
+            reopen(&|h| h.class_count.store(0, Ordering::Relaxed)),
+            ErrorKind::BadHeader {
+                field: "class_count",
+                ..
+            }
+        )); // Relaxed: single-threaded test setup
+        assert!(matches!(
+            reopen(&|h| h.class_count.store(9, Ordering::Relaxed)),
+            ErrorKind::BadHeader {
+                field: "class_count",
+                ..
+            }
+        )); // Relaxed: single-threaded test setup
+        assert!(matches!(
+            reopen(&|h| h.classes[0].slot_bytes.store(4097, Ordering::Relaxed)),
+            ErrorKind::BadHeader {
+                field: "classes",
+                ..
+            }
+        )); // Relaxed: single-threaded test setup
+        assert!(matches!(
+            reopen(&|h| {
+                // Two classes whose sizes do not grow: the geometry refuses them.
+                h.class_count.store(2, Ordering::Relaxed); // Relaxed: single-threaded test setup
+                h.classes[0].slot_count.store(2, Ordering::Relaxed);
+                h.classes[1].slot_count.store(1, Ordering::Relaxed);
+                h.classes[1].slot_bytes.store(4096, Ordering::Relaxed);
+            }),
+            ErrorKind::BadHeader {
+                field: "classes",
                 ..
             }
         )); // Relaxed: single-threaded test setup
@@ -1826,7 +2250,7 @@ mod tests {
     fn stale_handles_cannot_touch_reclaimed_slots() {
         let ring = ring(2);
         // a producer dies mid-write
-        let mut w = ring.try_acquire_free(ME).unwrap().unwrap();
+        let mut w = ring.try_acquire_free(ME, 0).unwrap().unwrap();
         w.begin(meta(1), CAPS).unwrap();
         let (index, gen) = (w.index(), w.generation());
         let stale_writer = SlotWriter {
@@ -1877,7 +2301,7 @@ mod tests {
     #[test]
     fn dropped_handles_give_slots_back() {
         let ring = ring(1);
-        drop(ring.try_acquire_free(ME).unwrap().unwrap());
+        drop(ring.try_acquire_free(ME, 0).unwrap().unwrap());
         assert_eq!(ring.counts().free, 1);
         produce(&ring, 3);
         drop(ring.try_claim_ready(ME).unwrap().unwrap());
@@ -1899,7 +2323,7 @@ mod tests {
     #[test]
     fn protocol_misuse_is_an_error() {
         let ring = ring(1);
-        let mut w = ring.try_acquire_free(ME).unwrap().unwrap();
+        let mut w = ring.try_acquire_free(ME, 0).unwrap().unwrap();
         assert!(matches!(kind(w.a_mut()), ErrorKind::Protocol { .. }));
         let big = SlotCapacity { n: 1 << 20, ..CAPS };
         assert!(matches!(
@@ -1925,7 +2349,7 @@ mod tests {
             "{e}"
         );
         assert_eq!(ring.counts().free, 1);
-        let mut w = ring.try_acquire_free(ME).unwrap().unwrap();
+        let mut w = ring.try_acquire_free(ME, 0).unwrap().unwrap();
         w.begin(meta(0), CAPS).unwrap();
         assert_eq!(
             w.density_mut(Density::BAux).unwrap()[0],
@@ -1944,7 +2368,7 @@ mod tests {
             "{e}"
         );
         assert!(matches!(
-            kind(ring.try_acquire_free(0)),
+            kind(ring.try_acquire_free(0, 0)),
             ErrorKind::InvalidOwner { .. }
         ));
         assert!(matches!(
@@ -2004,10 +2428,10 @@ mod tests {
     #[test]
     fn waits_time_out_and_wake_across_threads() {
         let ring = ring(1);
-        let w = ring.try_acquire_free(ME).unwrap().unwrap();
+        let w = ring.try_acquire_free(ME, 0).unwrap().unwrap();
         let t0 = Instant::now();
         let e = ring
-            .acquire_free(ME, Some(Duration::from_millis(30)))
+            .acquire_free(ME, 0, Some(Duration::from_millis(30)))
             .unwrap_err();
         assert!(
             e.is_timeout() && t0.elapsed() >= Duration::from_millis(30),
@@ -2092,8 +2516,8 @@ mod tests {
         child.wait().unwrap();
         assert!(!pid_alive(dead));
         assert!(pid_alive(std::process::id()));
-        ring.try_acquire_free(dead).unwrap().unwrap().leak();
-        ring.try_acquire_free(std::process::id())
+        ring.try_acquire_free(dead, 0).unwrap().unwrap().leak();
+        ring.try_acquire_free(std::process::id(), 0)
             .unwrap()
             .unwrap()
             .leak();

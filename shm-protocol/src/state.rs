@@ -229,22 +229,25 @@ pub(crate) trait SlotTable {
     fn next_ticket(&self) -> u64;
 }
 
-/// FREE → WRITING(owner) on the first free slot from `start` on.
+/// FREE → WRITING(owner) on the first free slot of `range` (one slot class of the ring; the
+/// end is clamped to the table).
 pub(crate) fn try_take_free<T: SlotTable + ?Sized>(
     table: &T,
     owner: u32,
-    start: usize,
+    range: std::ops::Range<usize>,
 ) -> Option<(usize, Word)> {
-    let n = table.slot_count();
-    for k in 0..n {
-        let index = (start + k) % n;
-        let ctl = table.ctl(index);
-        let mut word = ctl.load();
-        while word.is(SlotState::Free) {
-            match ctl.transition(word, word.successor(SlotState::Writing, false, owner)) {
-                Ok(new) => return Some((index, new)),
-                Err(found) => word = found,
-            }
+    let end = range.end.min(table.slot_count());
+    (range.start..end).find_map(|index| try_take(table, owner, index))
+}
+
+/// FREE → WRITING(owner) on slot `index` if it is free.
+fn try_take<T: SlotTable + ?Sized>(table: &T, owner: u32, index: usize) -> Option<(usize, Word)> {
+    let ctl = table.ctl(index);
+    let mut word = ctl.load();
+    while word.is(SlotState::Free) {
+        match ctl.transition(word, word.successor(SlotState::Writing, false, owner)) {
+            Ok(new) => return Some((index, new)),
+            Err(found) => word = found,
         }
     }
     None
@@ -426,8 +429,10 @@ mod tests {
     #[test]
     fn ready_slots_are_claimed_oldest_first() {
         let t = table(3);
-        let mut writers: Vec<_> = (0..3).map(|_| try_take_free(&t, 9, 0).unwrap()).collect();
-        assert!(try_take_free(&t, 9, 0).is_none());
+        let mut writers: Vec<_> = (0..3)
+            .map(|_| try_take_free(&t, 9, 0..usize::MAX).unwrap())
+            .collect();
+        assert!(try_take_free(&t, 9, 0..usize::MAX).is_none());
         // publish in the order 2, 0, 1
         for &i in &[2usize, 0, 1] {
             let (index, word) = writers[i];
@@ -445,7 +450,7 @@ mod tests {
         let prios = [2u8, 2, 4, 2, 4];
         let mut slots = Vec::new();
         for &p in &prios {
-            let (index, word) = try_take_free(&t, 9, 0).unwrap();
+            let (index, word) = try_take_free(&t, 9, 0..usize::MAX).unwrap();
             publish(&t, index, word, p).unwrap();
             slots.push(index);
         }
@@ -462,7 +467,7 @@ mod tests {
     fn a_requeued_slot_keeps_its_priority_and_place() {
         let t = table(3);
         let publish_at = |p: u8| {
-            let (index, word) = try_take_free(&t, 9, 0).unwrap();
+            let (index, word) = try_take_free(&t, 9, 0..usize::MAX).unwrap();
             publish(&t, index, word, p).unwrap();
             index
         };
@@ -494,7 +499,7 @@ mod tests {
     #[test]
     fn stale_word_cannot_transition_after_reclaim() {
         let t = table(1);
-        let (i, w) = try_take_free(&t, 42, 0).unwrap();
+        let (i, w) = try_take_free(&t, 42, 0..usize::MAX).unwrap();
         let moved = reclaim_owner(&t, 42, |_, w| w);
         assert_eq!(moved.len(), 1);
         assert!(moved[0].to.is(SlotState::Free));
@@ -507,14 +512,14 @@ mod tests {
             "reclaim is idempotent"
         );
         // the slot is usable again and the generation moved on
-        let (_, w2) = try_take_free(&t, 43, 0).unwrap();
+        let (_, w2) = try_take_free(&t, 43, 0..usize::MAX).unwrap();
         assert_eq!(w2.generation(), w.generation() + 2);
     }
 
     #[test]
     fn claimed_reclaims_to_ready_and_done_to_unowned() {
         let t = table(2);
-        let (i, w) = try_take_free(&t, 1, 0).unwrap();
+        let (i, w) = try_take_free(&t, 1, 0..usize::MAX).unwrap();
         publish(&t, i, w, 0).unwrap();
         let (ci, cw) = try_take_ready(&t, 2).unwrap();
         assert_eq!(reclaim_owner(&t, 2, |_, _| ()).len(), 1);
@@ -597,7 +602,7 @@ mod loom_tests {
     /// [`produce`] at claim `priority`.
     fn produce_at(t: &Table, owner: u32, value: u64, priority: u8) {
         let (i, w) = loop {
-            if let Some(got) = try_take_free(t, owner, 0) {
+            if let Some(got) = try_take_free(t, owner, 0..usize::MAX) {
                 break got;
             }
             thread::yield_now();
@@ -709,7 +714,8 @@ mod loom_tests {
             let dying = {
                 let t = t.clone();
                 thread::spawn(move || {
-                    let (i, w) = try_take_free(&*t, 11, 0).expect("2 free slots, 2 producers");
+                    let (i, w) =
+                        try_take_free(&*t, 11, 0..usize::MAX).expect("2 free slots, 2 producers");
                     // SAFETY (model): WRITING(11).
                     t.payload[i].with_mut(|p| unsafe { *p = 111 });
                     (i, w)

@@ -99,10 +99,7 @@ fn reserved_2m_pages_are_used() {
     assert_eq!(inherited.page_kind(), PageKind::Huge2M);
 
     // a ring on huge pages reports them too
-    let config = RingConfig {
-        slot_count: 2,
-        slot_bytes: 1 << 20,
-    };
+    let config = RingConfig::uniform(2, 1 << 20);
     let ring = Ring::create(region, config).expect("ring");
     assert_eq!(ring.page_kind(), PageKind::Huge2M);
     assert_eq!(ring.page_kind().to_string(), "2 MiB huge pages");

@@ -203,7 +203,7 @@ fn child(role: &str) -> TestResult {
 
 fn produce(ring: &Ring, job: u64, die_mid_write: bool) -> TestResult {
     let mut w = ring
-        .acquire_free(current_owner(), Some(Duration::from_secs(30)))
+        .acquire_free(current_owner(), 0, Some(Duration::from_secs(30)))
         .map_err(|e| e.to_string())?;
     w.begin(
         SlotMeta {
@@ -312,10 +312,7 @@ fn spawn(
 }
 
 fn new_ring(slots: u32) -> Result<Ring, String> {
-    let config = RingConfig {
-        slot_count: slots,
-        slot_bytes: CAPS.slot_bytes().ok_or("caps overflow")?,
-    };
+    let config = RingConfig::uniform(slots, CAPS.slot_bytes().ok_or("caps overflow")?);
     let bytes = config.region_bytes().map_err(|e| e.to_string())?;
     let region = Region::create("multiprocess-test", bytes, HugePagePolicy::Auto)
         .map_err(|e| e.to_string())?;

@@ -32,7 +32,7 @@
 //!
 //! let spec: kernels::circuits::CircuitSpec = "pubinputs:2".parse()?;
 //! let caps = synth_proc::capacity_for(&spec.shape()?);
-//! let config = RingConfig { slot_count: 1, slot_bytes: caps.slot_bytes().unwrap() };
+//! let config = RingConfig::uniform(1, caps.slot_bytes().unwrap());
 //! let region = Region::create("doc", config.region_bytes()?, HugePagePolicy::Plain)?;
 //! let ring = Ring::create(region, config)?;
 //! let req = SynthRequest { job_id: 1, partition: 0, circuit: spec.to_string(),
@@ -315,10 +315,15 @@ fn synthesize_into_slot(
     // The job, before a slot is taken: a bad request must not hold one.
     let job = jobs.job(req.job_id, spec, request)?;
     let owner = shm_protocol::current_owner();
+    // The smallest free slot this circuit fits (a ring of several slot sizes keeps its large
+    // slots for the large circuits); none that fits at all is this job's error, at once (a
+    // size that overflows fits none).
+    let caps = capacity_for(shape);
+    let need = caps.slot_bytes().unwrap_or(u64::MAX);
     let mut writer = match stop {
-        None => ring.acquire_free(owner, None)?,
+        None => ring.acquire_free(owner, need, None)?,
         Some(stop) => loop {
-            match ring.acquire_free(owner, Some(Duration::from_millis(200))) {
+            match ring.acquire_free(owner, need, Some(Duration::from_millis(200))) {
                 Ok(w) => break w,
                 Err(e) if e.is_timeout() => match stop() {
                     Some(why) => return Err(why),
@@ -336,7 +341,7 @@ fn synthesize_into_slot(
     };
     #[cfg(feature = "fault-injection")]
     let meta = mislabel(meta, req);
-    writer.begin(meta, capacity_for(shape))?;
+    writer.begin(meta, caps)?;
     // Claimed by the gpu-procs before READY slots of lower priority (the job table's priority,
     // cuzk's scale 1..=4; the clamp only guards the cast).
     writer.set_claim_priority(req.priority.clamp(0, i32::from(u8::MAX)) as u8);

@@ -47,10 +47,7 @@ fn proofs_from_slots_are_bellpersons_for_every_builtin_circuit() {
         let mut caps = synth_proc::capacity_for(&spec.shape().unwrap());
         caps.aux += spare;
         caps.n += spare;
-        let config = RingConfig {
-            slot_count: 1,
-            slot_bytes: caps.slot_bytes().unwrap(),
-        };
+        let config = RingConfig::uniform(1, caps.slot_bytes().unwrap());
         let region = Region::create(
             "slot-proofs",
             config.region_bytes().unwrap(),
@@ -127,10 +124,7 @@ fn a_circuit_larger_than_its_slot_is_an_error_and_the_slot_goes_back_to_free() {
     let shape = spec.shape().unwrap();
     let mut caps = synth_proc::capacity_for(&shape);
     caps.aux -= 1; // one aux variable short
-    let config = RingConfig {
-        slot_count: 1,
-        slot_bytes: caps.slot_bytes().unwrap(),
-    };
+    let config = RingConfig::uniform(1, caps.slot_bytes().unwrap());
     let region = Region::create(
         "slot-full",
         config.region_bytes().unwrap(),
@@ -139,7 +133,7 @@ fn a_circuit_larger_than_its_slot_is_an_error_and_the_slot_goes_back_to_free() {
     .unwrap();
     let ring = Ring::create(region, config).unwrap();
     {
-        let mut w = ring.acquire_free(current_owner(), None).unwrap();
+        let mut w = ring.acquire_free(current_owner(), 0, None).unwrap();
         w.begin(shm_protocol::SlotMeta::default(), caps).unwrap();
         let sink = synth_proc::SlotSink::new(w.parts_mut().unwrap());
         let err = spec

@@ -322,7 +322,7 @@ fn status_of(s: &Service) -> pb::GetStatusResponse {
         total_proofs_completed: completed,
         total_proofs_failed: failed,
         uptime_seconds: s.uptime().as_secs(),
-        pinned_memory_bytes: status.ring_slots as u64 * status.slot_bytes + srs_bytes,
+        pinned_memory_bytes: status.ring_data_bytes() + srs_bytes,
         pinned_memory_limit_bytes: huge_page_pool_bytes(),
         pipeline_json: serde_json::to_string(&status).unwrap_or_default(),
     }

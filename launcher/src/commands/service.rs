@@ -592,13 +592,7 @@ pub fn render_status(s: &PipelineStatus) -> String {
     use std::fmt::Write as _;
     let mut o = String::new();
     let _ = writeln!(o, "pinning:   {}", s.pin_mode);
-    let _ = writeln!(
-        o,
-        "ring:      {} slots x {} MiB, {}",
-        s.ring_slots,
-        s.slot_bytes >> 20,
-        s.ring_pages
-    );
+    let _ = writeln!(o, "ring:      {}, {}", s.ring_text(), s.ring_pages);
     let sl = &s.slots;
     let _ = writeln!(
         o,

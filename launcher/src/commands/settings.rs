@@ -74,7 +74,11 @@ pub fn from_config(config: &Config) -> anyhow::Result<PipelineSettings> {
             &config.cache_dir,
             &config.param_cache,
         )?;
-        circuits.push(CircuitSetting { spec, params });
+        circuits.push(CircuitSetting {
+            spec,
+            params,
+            slots: c.slots,
+        });
     }
     let mut s = PipelineSettings::for_circuit(circuits[0].spec, circuits[0].params.clone())?;
     s.circuits = circuits;

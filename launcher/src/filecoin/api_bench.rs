@@ -122,10 +122,12 @@ pub fn run(
         crate::pipeline::CircuitSetting {
             spec: AnyCircuit::Filecoin(kind),
             params: porep_params.to_owned(),
+            slots: 0,
         },
         crate::pipeline::CircuitSetting {
             spec: AnyCircuit::Filecoin(winning_kind),
             params: winning_files.params.clone(),
+            slots: 0,
         },
     ];
     let pipeline = Pipeline::start(settings)?;

@@ -70,7 +70,9 @@ use shm_protocol::control::{
     SynthConfig, TimelineEvent, ToGpu, ToSynth, FIRST_R1CS_FD, RING_FD,
 };
 use shm_protocol::request::SealedRequest;
-use shm_protocol::{HugePagePolicy, Region, Ring, RingConfig, SlotResult, SlotState, StateCounts};
+use shm_protocol::{
+    HugePagePolicy, Region, Ring, RingConfig, SlotClass, SlotResult, SlotState, StateCounts,
+};
 
 use crate::jobs::{Attempt, JobCounters, JobOutcome, JobSpec, JobSummary, JobTable, Phase};
 pub use crate::jobs::{
@@ -101,6 +103,11 @@ pub struct CircuitSetting {
     pub spec: AnyCircuit,
     /// Its SRS file (bellperson `Parameters` format).
     pub params: PathBuf,
+    /// Ring slots of this circuit's own size, besides the shared slots (which the largest
+    /// circuit sizes): a small circuit served beside a large one gets slots that fit it, so
+    /// its partitions do not take large slots (they spill into those only when their own are
+    /// all busy). 0: none.
+    pub slots: usize,
 }
 
 /// One gpu-proc.
@@ -175,9 +182,10 @@ pub struct PipelineSettings {
     pub program: PathBuf,
     /// Circuits served.
     pub circuits: Vec<CircuitSetting>,
-    /// Ring slots.
+    /// Shared ring slots, sized for the largest circuit (more of other sizes:
+    /// [`CircuitSetting::slots`]).
     pub slots: usize,
-    /// Bytes per slot (default: what the largest circuit needs).
+    /// Bytes per shared slot (default: what the largest circuit needs).
     pub slot_bytes: Option<u64>,
     /// Huge pages for the ring and the SRS.
     pub huge_pages: HugePagePolicy,
@@ -224,6 +232,7 @@ impl PipelineSettings {
             circuits: vec![CircuitSetting {
                 spec: spec.into(),
                 params,
+                slots: 0,
             }],
             slots: 4,
             slot_bytes: None,
@@ -310,6 +319,45 @@ pub struct ChildStatus {
     pub state: String,
 }
 
+/// One size of ring slot in a status.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SlotClassLine {
+    /// Slots of this size.
+    pub slots: usize,
+    /// Bytes of each slot's data.
+    pub slot_bytes: u64,
+}
+
+impl PipelineStatus {
+    /// Bytes of all slots' data (the ring's page-locked part).
+    pub fn ring_data_bytes(&self) -> u64 {
+        if self.slot_classes.is_empty() {
+            return self.ring_slots as u64 * self.slot_bytes;
+        }
+        self.slot_classes
+            .iter()
+            .map(|c| c.slots as u64 * c.slot_bytes)
+            .sum()
+    }
+
+    /// The slot sizes as text: `3 slots x 15984 MiB + 8 slots x 112 MiB`.
+    pub fn ring_text(&self) -> String {
+        let classes = if self.slot_classes.is_empty() {
+            vec![SlotClassLine {
+                slots: self.ring_slots,
+                slot_bytes: self.slot_bytes,
+            }]
+        } else {
+            self.slot_classes.iter().rev().copied().collect()
+        };
+        classes
+            .iter()
+            .map(|c| format!("{} slots x {} MiB", c.slots, c.slot_bytes >> 20))
+            .collect::<Vec<_>>()
+            .join(" + ")
+    }
+}
+
 /// A snapshot of the whole pipeline.
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct PipelineStatus {
@@ -317,10 +365,13 @@ pub struct PipelineStatus {
     pub pin_mode: String,
     /// Page kind of the ring.
     pub ring_pages: String,
-    /// Slots and bytes per slot.
+    /// Slots in all.
     pub ring_slots: usize,
-    /// Bytes per slot.
+    /// Bytes of the largest slots (every slot's in a ring of one slot size).
     pub slot_bytes: u64,
+    /// The ring's slot sizes, smallest first.
+    #[serde(default)]
+    pub slot_classes: Vec<SlotClassLine>,
     /// Slots by state.
     pub slots: SlotCounts,
     /// The children.
@@ -645,6 +696,7 @@ impl Pipeline {
         // Every circuit counted once: the memory model, the SRS check and the slot size need it.
         let mut counted = Vec::new();
         let mut slot_bytes = 0u64;
+        let mut own_classes = Vec::new();
         for c in &settings.circuits {
             let t = Instant::now();
             let circuit_error = |source| PipelineError::Circuit {
@@ -658,6 +710,13 @@ impl Pipeline {
                 .slot_bytes()
                 .ok_or(PipelineError::SlotOverflow(c.spec))?;
             slot_bytes = slot_bytes.max(need);
+            if c.slots > 0 {
+                own_classes.push(SlotClass {
+                    slot_count: u32::try_from(c.slots)
+                        .map_err(|_| PipelineError::TooManySlots(c.slots))?,
+                    slot_bytes: need,
+                });
+            }
             counted.push((c, id, shape));
         }
         if let Some(explicit) = settings.slot_bytes {
@@ -669,6 +728,7 @@ impl Pipeline {
             }
             slot_bytes = explicit;
         }
+        let ring_config = ring_config(settings.slots, slot_bytes, &own_classes)?;
         let layout = layout_for(&settings)?;
         let synth_concurrency = match settings.synth_concurrency {
             0 => layout.synth().len().max(1),
@@ -676,7 +736,7 @@ impl Pipeline {
         };
         // Nothing large is allocated before the configuration is known to fit the host.
         if settings.memory_check {
-            let plan = memory_plan(&settings, &counted, slot_bytes, synth_concurrency);
+            let plan = memory_plan(&settings, &counted, &ring_config, synth_concurrency);
             let host = memory::HostMemory::read();
             let huge = settings.huge_pages != HugePagePolicy::Plain;
             plan.check(&host, huge).map_err(PipelineError::Memory)?;
@@ -710,19 +770,14 @@ impl Pipeline {
         }
         let srs = Arc::new(Mutex::new(SrsSet::new(srs)));
         // The ring.
-        let ring_config = RingConfig {
-            slot_count: u32::try_from(settings.slots)
-                .map_err(|_| PipelineError::TooManySlots(settings.slots))?,
-            slot_bytes,
-        };
         let region = ring_config
             .region_bytes()
             .and_then(|bytes| Region::create("splitprover-ring", bytes, settings.huge_pages))
             .map_err(PipelineError::Ring)?;
         let ring = Arc::new(Ring::create(region, ring_config).map_err(PipelineError::Ring)?);
         tracing::info!(
-            slots = settings.slots,
-            slot_mib = slot_bytes >> 20,
+            slots = ring.slot_count(),
+            classes = %ring_text(&ring_config),
             pages = %ring.page_kind(),
             "ring created"
         );
@@ -1169,6 +1224,16 @@ impl Pipeline {
             ring_pages: self.ring.page_kind().to_string(),
             ring_slots: self.ring.slot_count(),
             slot_bytes: self.ring.slot_bytes(),
+            slot_classes: self
+                .ring
+                .config()
+                .classes()
+                .iter()
+                .map(|c| SlotClassLine {
+                    slots: c.slot_count as usize,
+                    slot_bytes: c.slot_bytes,
+                })
+                .collect(),
             slots: self.ring.counts().into(),
             children,
             jobs: core
@@ -1494,11 +1559,33 @@ fn visible_device(ours: Option<&str>, device: u32) -> String {
     }
 }
 
+/// The ring of `shared` slots of `slot_bytes` (the largest circuit's size) and the circuits'
+/// own slot classes; classes of one size are merged.
+fn ring_config(shared: usize, slot_bytes: u64, own: &[SlotClass]) -> Result<RingConfig> {
+    let mut classes = vec![SlotClass {
+        slot_count: u32::try_from(shared).map_err(|_| PipelineError::TooManySlots(shared))?,
+        slot_bytes,
+    }];
+    classes.extend_from_slice(own);
+    RingConfig::with_classes(&classes).map_err(PipelineError::Ring)
+}
+
+/// `3 slots x 15.61 GiB + 8 slots x 112.0 MiB`, largest first.
+fn ring_text(config: &RingConfig) -> String {
+    config
+        .classes()
+        .iter()
+        .rev()
+        .map(|c| format!("{} slots x {}", c.slot_count, memory::gib(c.slot_bytes)))
+        .collect::<Vec<_>>()
+        .join(" + ")
+}
+
 /// The memory model of `settings` ([`memory`]), from the counted circuits.
 fn memory_plan(
     settings: &PipelineSettings,
     counted: &[(&CircuitSetting, u64, CircuitShape)],
-    slot_bytes: u64,
+    ring_config: &RingConfig,
     synth_concurrency: usize,
 ) -> memory::MemoryPlan {
     use memory::gib;
@@ -1538,17 +1625,8 @@ fn memory_plan(
             );
         }
     }
-    let ring = RingConfig {
-        slot_count: settings.slots.min(u32::MAX as usize) as u32,
-        slot_bytes,
-    }
-    .region_bytes()
-    .map_or(u64::MAX, |b| b as u64);
-    plan.add(
-        format!("ring: {} slots x {}", settings.slots, gib(slot_bytes)),
-        ring,
-        true,
-    );
+    let ring = ring_config.region_bytes().map_or(u64::MAX, |b| b as u64);
+    plan.add(format!("ring: {}", ring_text(ring_config)), ring, true);
     plan.add(
         format!(
             "synthesis: {synth_concurrency} workers x {}",
@@ -2543,6 +2621,31 @@ fn dispatch(core: Arc<Mutex<Core>>, events: mpsc::Receiver<ChildEvent>) {
 mod tests {
     use super::{visible_device, FaultSettings};
     use std::time::Duration;
+
+    #[test]
+    fn the_ring_has_the_shared_slots_and_each_circuits_own() {
+        use super::{ring_config, ring_text, SlotClass};
+        let own = |slot_count, slot_bytes| SlotClass {
+            slot_count,
+            slot_bytes,
+        };
+        let gib = 1u64 << 30;
+        // Three shared 16 GiB slots, eight of a PoSt's size, and a second circuit of the
+        // largest size whose own two slots join the shared class.
+        let c = ring_config(3, 16 * gib, &[own(8, 100 << 20), own(2, 16 * gib)]).unwrap();
+        assert_eq!(
+            c.classes(),
+            &[own(8, 100 << 20), own(5, 16 * gib)],
+            "smallest first, equal sizes merged"
+        );
+        assert_eq!(ring_text(&c), "5 slots x 16.00 GiB + 8 slots x 100.0 MiB");
+        assert_eq!(c.data_bytes().unwrap(), 5 * 16 * gib + 8 * (100 << 20));
+        // One size: the ring of before.
+        assert_eq!(
+            ring_config(4, 4096, &[]).unwrap().classes(),
+            &[own(4, 4096)]
+        );
+    }
 
     #[test]
     fn admission_refuses_large_requests_and_named_partition_counts_over_the_limit() {
