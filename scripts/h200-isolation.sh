@@ -10,7 +10,9 @@
 # every pipeline start measures its GPU-only capacity first (the baseline of the GPU-time column).
 # Every proof is checked with filecoin-proofs' verifier. Per kind, the tables, SVG charts and the
 # recommended `[cpus]` layout are in OUT_DIR/<family> (report.md). BACKEND (gpu), GPU_CORES (2),
-# N (24), MODES, PARAMS (a parameter cache to reuse) and LIMIT (seconds per kind) change the run.
+# N (24), MODES, PARAMS (a parameter cache to reuse), LIMIT (seconds per kind), NEIGHBOUR (both,
+# off or on) and EXTRA (more bench flags, e.g. `--sweep-gpu-cores 2,4,6` for the layout sweep)
+# change the run.
 set -uo pipefail
 bin="$(realpath "${1:?splitprover binary}")"
 out="$(realpath -m "${2:-isolation}")"
@@ -30,8 +32,8 @@ for kind in $kinds; do
   timeout "${LIMIT:-600}" "$bin" bench --filecoin "$kind" --backend "${BACKEND:-gpu}" \
     --filecoin-modes "${MODES:-monolithic,inprocess,split,gpu-only}" --monolithic-proofs 3 \
     --gpu-cores "${GPU_CORES:-2}" --slots 24 -n "${N:-24}" --per-client 2 \
-    --sweep-clients "$clients" --noisy-neighbour both --gpu-only-proofs 8 \
-    --param-cache "${PARAMS:-$work/fil-params}" --out-dir "$dir" >"$dir/bench.log" 2>&1 || status=1
+    --sweep-clients "$clients" --noisy-neighbour "${NEIGHBOUR:-both}" --gpu-only-proofs 8 \
+    --param-cache "${PARAMS:-$work/fil-params}" --out-dir "$dir" ${EXTRA:-} >"$dir/bench.log" 2>&1 || status=1
   if [ -f "$dir/report.md" ]; then grep '^| ' "$dir/report.md" | cut -d'|' -f3-17; else tail -20 "$dir/bench.log"; fi
 done
 exit "$status"
