@@ -171,10 +171,16 @@ impl RingConfig {
             )));
         }
         merged.sort_by_key(|c| c.slot_bytes);
+        Ok(RingConfig::from_classes(&merged))
+    }
+
+    /// A config holding `classes` as they are (at most [`MAX_SLOT_CLASSES`]; the callers
+    /// order them).
+    fn from_classes(classes: &[SlotClass]) -> RingConfig {
         let mut out = RingConfig::uniform(0, 0);
-        out.classes[..merged.len()].copy_from_slice(&merged);
-        out.class_count = merged.len();
-        Ok(out)
+        out.classes[..classes.len()].copy_from_slice(classes);
+        out.class_count = classes.len();
+        out
     }
 
     /// The classes, smallest first.
@@ -458,7 +464,7 @@ impl Ring {
                 format!("{class_count} is not in 1..={MAX_SLOT_CLASSES}"),
             ));
         }
-        let mut config = RingConfig::uniform(0, 0);
+        let mut classes = Vec::with_capacity(class_count);
         for (k, word) in h.classes[..class_count].iter().enumerate() {
             let class = SlotClass {
                 slot_count: word.slot_count.load(Ordering::Relaxed), // Relaxed: ordered by the Acquire load of `version`
@@ -475,9 +481,9 @@ impl Ring {
                     ),
                 ));
             }
-            config.classes[k] = class;
+            classes.push(class);
         }
-        config.class_count = class_count;
+        let config = RingConfig::from_classes(&classes);
         let Geometry {
             spans,
             data_offset,
@@ -609,15 +615,15 @@ impl Ring {
 
     /// The ring's shape (slot bytes as rounded).
     pub fn config(&self) -> RingConfig {
-        let mut config = RingConfig::uniform(0, 0);
-        for (k, c) in self.classes.iter().enumerate() {
-            config.classes[k] = SlotClass {
+        let classes: Vec<SlotClass> = self
+            .classes
+            .iter()
+            .map(|c| SlotClass {
                 slot_count: c.count as u32,
                 slot_bytes: c.stride,
-            };
-        }
-        config.class_count = self.classes.len();
-        config
+            })
+            .collect();
+        RingConfig::from_classes(&classes)
     }
 
     /// Number of slots.
@@ -685,10 +691,7 @@ impl Ring {
         timeout: Option<Duration>,
     ) -> Result<SlotWriter<'_>> {
         check_owner(owner)?;
-        let largest = self.slot_bytes();
-        if need > largest {
-            return Err(ErrorKind::NoSlotFits { need, largest }.into());
-        }
+        // `wait_for` returns the first attempt's error at once: a `NoSlotFits` never waits.
         self.wait_for(Event::Free, timeout, || self.try_acquire_free(owner, need))
     }
 
@@ -2181,61 +2184,44 @@ mod tests {
             reopen(&|h| h.magic.store(1, Ordering::Relaxed)),
             ErrorKind::BadMagic { found: 1, .. }
         ));
-        assert!(matches!(
-            reopen(&|h| h.slot_count.store(4, Ordering::Relaxed)),
-            ErrorKind::BadHeader {
-                field: "slot_count",
-                ..
-            }
-        )); // Relaxed: single-threaded test setup
-        assert!(matches!(
-            reopen(&|h| h.classes[0].slot_count.store(4, Ordering::Relaxed)),
-            ErrorKind::BadHeader {
-                field: "slot_count",
-                ..
-            }
-        )); // Relaxed: single-threaded test setup
-        assert!(matches!(
-            reopen(&|h| h.class_count.store(0, Ordering::Relaxed)),
-            ErrorKind::BadHeader {
-                field: "class_count",
-                ..
-            }
-        )); // Relaxed: single-threaded test setup
-        assert!(matches!(
-            reopen(&|h| h.class_count.store(9, Ordering::Relaxed)),
-            ErrorKind::BadHeader {
-                field: "class_count",
-                ..
-            }
-        )); // Relaxed: single-threaded test setup
-        assert!(matches!(
-            reopen(&|h| h.classes[0].slot_bytes.store(4097, Ordering::Relaxed)),
-            ErrorKind::BadHeader {
-                field: "classes",
-                ..
-            }
-        )); // Relaxed: single-threaded test setup
-        assert!(matches!(
-            reopen(&|h| {
+        // Relaxed (every tamper): single-threaded test setup.
+        type Tamper<'a> = &'a dyn Fn(&RingHeader);
+        let bad_headers: [(Tamper<'_>, &str); 7] = [
+            (&|h| h.slot_count.store(4, Ordering::Relaxed), "slot_count"),
+            (
+                &|h| h.classes[0].slot_count.store(4, Ordering::Relaxed),
+                "slot_count",
+            ),
+            (
+                &|h| h.class_count.store(0, Ordering::Relaxed),
+                "class_count",
+            ),
+            (
+                &|h| h.class_count.store(9, Ordering::Relaxed),
+                "class_count",
+            ),
+            (
+                &|h| h.classes[0].slot_bytes.store(4097, Ordering::Relaxed),
+                "classes",
+            ),
+            (
                 // Two classes whose sizes do not grow: the geometry refuses them.
-                h.class_count.store(2, Ordering::Relaxed); // Relaxed: single-threaded test setup
-                h.classes[0].slot_count.store(2, Ordering::Relaxed);
-                h.classes[1].slot_count.store(1, Ordering::Relaxed);
-                h.classes[1].slot_bytes.store(4096, Ordering::Relaxed);
-            }),
-            ErrorKind::BadHeader {
-                field: "classes",
-                ..
+                &|h| {
+                    h.class_count.store(2, Ordering::Relaxed);
+                    h.classes[0].slot_count.store(2, Ordering::Relaxed);
+                    h.classes[1].slot_count.store(1, Ordering::Relaxed);
+                    h.classes[1].slot_bytes.store(4096, Ordering::Relaxed);
+                },
+                "classes",
+            ),
+            (&|h| h.slot_count.store(0, Ordering::Relaxed), "slot_count"),
+        ];
+        for (k, (tamper, want)) in bad_headers.into_iter().enumerate() {
+            match reopen(tamper) {
+                ErrorKind::BadHeader { field, .. } => assert_eq!(field, want, "tamper {k}"),
+                other => panic!("tamper {k}: {other:?}"),
             }
-        )); // Relaxed: single-threaded test setup
-        assert!(matches!(
-            reopen(&|h| h.slot_count.store(0, Ordering::Relaxed)),
-            ErrorKind::BadHeader {
-                field: "slot_count",
-                ..
-            }
-        ));
+        }
 
         let small = Region::create("small", 4096, HugePagePolicy::Plain).unwrap();
         assert!(matches!(kind(Ring::open(small)), ErrorKind::NotInitialised));
