@@ -37,6 +37,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <ctime>
+#include <cstdio>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -463,18 +465,26 @@ struct sp_phases {
     double compute;      // compute stream: start of the NTTs to the sums copied back
     double span;         // copy start to the sums copied back
     double host_sums;    // host clock: the window combination of the five sums
+    // CPU time of the calling thread (CLOCK_THREAD_CPUTIME_ID), milliseconds:
+    double cpu_issue;    // queueing the proof's copies, kernels and events
+    double cpu_wait;     // the two waits on the device (split counts, sums)
+    double cpu_finish;   // the window combination and the phase times, after the wait
+    double cpu_blind;    // written by the Rust side: blinding the sums into the proof
 };
 
 // One batch: device milliseconds from the first copy to the last sums copied back.
 struct sp_batch_times {
     double gpu;
     uint32_t input_sets;
+    uint32_t front_graphs;     // proofs whose front half ran as one CUDA graph launch
+    char graph_error[200];     // why the context stopped using graphs ("" while it does)
 };
 
 struct sp_options {
     int double_buffer;   // 0: one input set (no copy overlap); otherwise two where memory allows
     uint32_t wbits_h;    // 0: sppark's window size for the H MSM; otherwise 10..=18
     uint32_t chunks_h;   // 0: sppark's chunking of the H MSM; otherwise 1..=64 chunks
+    int no_graphs;       // nonzero: launch the front half kernel by kernel (no CUDA graph)
 };
 
 struct sp_upload {
@@ -715,6 +725,7 @@ template<class B> struct sp_job_buf {
 };
 
 // Timing events of one proof, on the copy stream (COPY0, COPY1) and the compute stream.
+// `vec` (a, b, c landed on the device) let each NTT start as soon as its own vector is in.
 enum { EV_COPY0, EV_COPY1, EV_START, EV_NTT, EV_GATHER, EV_H, EV_L, EV_A, EV_B1, EV_B2,
        EV_DONE, EV_COUNT };
 
@@ -722,12 +733,30 @@ enum { EV_COPY0, EV_COPY1, EV_START, EV_NTT, EV_GATHER, EV_H, EV_L, EV_A, EV_B1,
 // while the next one's are being recorded.
 struct sp_flight {
     cudaEvent_t ev[EV_COUNT] = {};
+    cudaEvent_t vec[3] = {};           // copy stream: a, b, c copied
     cudaEvent_t counted = nullptr;     // the split counts are on the host
     uint32_t* counts = nullptr;        // page-locked: the big-scalar counts of L, A, B
     unsigned char* results = nullptr;  // page-locked: the final sums
     uint32_t nwins[SP_JOBS] = {}, wbits[SP_JOBS] = {};
     size_t big[3] = {};
     sp_components host_sums;           // the diagnostic's sums (`splitprover_gpu_prove_batch`)
+    double cpu_issue = 0, cpu_wait = 0; // this proof's host CPU so far (ms), for its phases
+};
+
+// CPU milliseconds of the calling thread.
+static double sp_cpu_ms()
+{
+    timespec t{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+// Adds the calling thread's CPU time from construction to destruction to `acc`.
+struct sp_cpu_span {
+    double& acc;
+    double t0;
+    explicit sp_cpu_span(double& a) : acc(a), t0(sp_cpu_ms()) {}
+    ~sp_cpu_span() { acc += sp_cpu_ms() - t0; }
 };
 
 struct GpuContext {
@@ -771,6 +800,15 @@ struct GpuContext {
     sp_flight fl[2];
     void* pinned = nullptr;
 
+    // The front half of a proof (NTTs, gathers, splits, H MSM) captured once per input set and
+    // flight (the buffers and events it names) and replayed with one launch. `key` is what the
+    // capture depends on beyond those: B's input popcount (an offset into B's scalars).
+    struct front_graph { cudaGraphExec_t exec = nullptr; size_t key = 0; };
+    front_graph front[2][2];   // [set][flight]
+    bool graphs = true;        // false: by option, or after a capture failed (graph_error)
+    bool capturing = false;    // the front half is being captured: events are graph nodes
+    std::string graph_error;
+
     GpuContext(const gpu_t& g) : gpu(g) {}
     ~GpuContext()
     {
@@ -781,11 +819,28 @@ struct GpuContext {
         for (auto& f : fl) {
             for (cudaEvent_t e : f.ev)
                 if (e) (void)cudaEventDestroy(e);
+            for (cudaEvent_t e : f.vec)
+                if (e) (void)cudaEventDestroy(e);
             if (f.counted) (void)cudaEventDestroy(f.counted);
         }
         if (pinned) (void)cudaFreeHost(pinned);
+        for (auto& row : front)
+            for (auto& g : row)
+                if (g.exec) (void)cudaGraphExecDestroy(g.exec);
     }
 };
+
+// An event record or wait that, while the front half is captured, becomes a graph node on an
+// event the host or the copy stream sees (rather than a dependency inside the capture).
+static void sp_record_ext(const GpuContext& ctx, cudaEvent_t e, cudaStream_t s)
+{
+    CUDA_OK(ctx.capturing ? cudaEventRecordWithFlags(e, s, cudaEventRecordExternal)
+                          : cudaEventRecord(e, s));
+}
+static void sp_wait_ext(const GpuContext& ctx, cudaStream_t s, cudaEvent_t e)
+{
+    CUDA_OK(cudaStreamWaitEvent(s, e, ctx.capturing ? cudaEventWaitExternal : 0));
+}
 
 // sppark's CUDA_OK throws the negated CUDA code; errors leave here with the CUDA code itself
 // (what the Rust side tests for "no GPU" and for sticky errors).
@@ -883,6 +938,7 @@ RustError::by_value splitprover_gpu_create(const sp_srs* srs, const void* image,
             delete ctx;
             return RustError{cudaErrorMemoryAllocation, msg};
         }
+        ctx->graphs = !opts->no_graphs;
         ctx->nsets = opts->double_buffer
                      && srs_bytes + one_set + L.set_bytes() + SP_RESERVE <= free_b ? 2 : 1;
 
@@ -958,6 +1014,8 @@ RustError::by_value splitprover_gpu_create(const sp_srs* srs, const void* image,
                 sp_event(&ctx->fl[f].ev[e], e == EV_DONE ? cudaEventBlockingSync
                                                          : cudaEventDefault);
             sp_event(&ctx->fl[f].counted, cudaEventBlockingSync | cudaEventDisableTiming);
+            for (auto& e : ctx->fl[f].vec)
+                sp_event(&e, cudaEventDisableTiming);
         }
         sp_event(&ctx->ev_fork, cudaEventDisableTiming);
         sp_event(&ctx->ev_join1, cudaEventDisableTiming);
@@ -1215,6 +1273,8 @@ static bucket_fp2_t::mem_t* sp_result_g2(unsigned char* base)
 // The copies of one proof on the copy stream, once its input set's previous reader is done.
 static void sp_issue_copy(GpuContext& ctx, const sp_assignment& a, int set, sp_flight& fl)
 {
+    fl.cpu_issue = fl.cpu_wait = 0;
+    sp_cpu_span cpu(fl.cpu_issue);
     stream_t& s = *ctx.s_copy;
     const sp_srs& L = ctx.lens;
     sp_set& st = ctx.sets[set];
@@ -1228,6 +1288,7 @@ static void sp_issue_copy(GpuContext& ctx, const sp_assignment& a, int set, sp_f
             s.HtoD(dst, src[i], n);
         if (n < dom)
             CUDA_OK(cudaMemsetAsync(dst + n, 0, (dom - n) * sizeof(fr_t), s));
+        CUDA_OK(cudaEventRecord(fl.vec[i], s));
     }
     size_t w_aux = sp_words(L.n_l), w_inp = sp_words(L.n_inputs);
     if (L.n_inputs)
@@ -1247,12 +1308,15 @@ static void sp_issue_copy(GpuContext& ctx, const sp_assignment& a, int set, sp_f
 // queued to the host), the H MSM.
 static void sp_issue_front(GpuContext& ctx, const sp_assignment& a, int set, sp_flight& fl)
 {
+    sp_cpu_span cpu(fl.cpu_issue);
     stream_t& m = *ctx.s_main;
     const sp_srs& L = ctx.lens;
     sp_set& st = ctx.sets[set];
     size_t dom = ctx.domain;
-    CUDA_OK(cudaStreamWaitEvent(m, fl.ev[EV_COPY1], 0));
-    CUDA_OK(cudaEventRecord(fl.ev[EV_START], m));
+    // each NTT waits for its own vector only (a proof alone overlaps b's and c's copies, and
+    // the assignment's, with the NTTs of a and b); the gathers wait for all of the copies
+    sp_wait_ext(ctx, m, fl.vec[0]);
+    sp_record_ext(ctx, fl.ev[EV_START], m);
 
     // the quotient's coefficients, in place of a; b and c on their own streams
     fr_t* d_a = st.abc.ptr;
@@ -1261,6 +1325,8 @@ static void sp_issue_front(GpuContext& ctx, const sp_assignment& a, int set, sp_
     CUDA_OK(cudaEventRecord(ctx.ev_fork, m));
     CUDA_OK(cudaStreamWaitEvent(*ctx.s_n1, ctx.ev_fork, 0));
     CUDA_OK(cudaStreamWaitEvent(*ctx.s_n2, ctx.ev_fork, 0));
+    sp_wait_ext(ctx, *ctx.s_n1, fl.vec[1]);
+    sp_wait_ext(ctx, *ctx.s_n2, fl.vec[2]);
     stream_t* ss[3] = {&m, ctx.s_n1.get(), ctx.s_n2.get()};
     fr_t* dd[3] = {d_a, d_b, d_c};
     for (int i = 0; i < 3; i++) {
@@ -1277,13 +1343,14 @@ static void sp_issue_front(GpuContext& ctx, const sp_assignment& a, int set, sp_
     sp_check_launch();
     sp_ntt::NTT_internal(d_a, ctx.lg_domain, NTT::InputOutputOrder::NN,
                          NTT::Direction::inverse, NTT::Type::coset, m);
-    CUDA_OK(cudaEventRecord(fl.ev[EV_NTT], m));
+    sp_record_ext(ctx, fl.ev[EV_NTT], m);
 
     // A's scalars: the inputs, then the aux A uses; B's: the inputs and aux B uses
     size_t w_aux = sp_words(L.n_l), w_inp = sp_words(L.n_inputs);
     const uint64_t* d_w_a = st.words.ptr;
     const uint64_t* d_w_bi = d_w_a + w_aux;
     const uint64_t* d_w_ba = d_w_bi + w_inp;
+    sp_wait_ext(ctx, m, fl.ev[EV_COPY1]);
     if (L.n_inputs)
         CUDA_OK(cudaMemcpyAsync(ctx.d_sc_a.ptr, st.input.ptr, L.n_inputs * sizeof(fr_t),
                                 cudaMemcpyDeviceToDevice, m));
@@ -1296,15 +1363,70 @@ static void sp_issue_front(GpuContext& ctx, const sp_assignment& a, int set, sp_
     for (int q = 0; q < 3; q++)
         if (nq[q])
             sp_classify_query(ctx, q, sc[q], nq[q], fl.counts, m);
-    CUDA_OK(cudaEventRecord(fl.counted, m));
-    CUDA_OK(cudaEventRecord(fl.ev[EV_GATHER], m));
+    sp_record_ext(ctx, fl.counted, m);
+    sp_record_ext(ctx, fl.ev[EV_GATHER], m);
 
     // H: the first domain - 1 coefficients (the last is zero for a valid witness)
     sp_pippenger(ctx, ctx.job_g1[SP_JOB_H], ctx.d_part_g1.ptr, ctx.d_h.ptr, d_a,
                  ctx.lay.plan_h, m);
+    sp_record_ext(ctx, fl.ev[EV_H], m);
+}
+
+// The front half of proof `a` on input set `set` with flight `f`: one launch of its captured
+// graph (captured now if this set and flight have none for `a`'s key), or kernel by kernel
+// when graphs are off. A capture or instantiation that fails turns graphs off for the context
+// (why: `graph_error`) and the proof goes on kernel by kernel; nothing was queued by it.
+static bool sp_launch_front(GpuContext& ctx, const sp_assignment& a, int set, int f)
+{
+    sp_flight& fl = ctx.fl[f];
     fl.nwins[SP_JOB_H] = ctx.lay.plan_h.nwins;
     fl.wbits[SP_JOB_H] = ctx.lay.plan_h.wbits;
-    CUDA_OK(cudaEventRecord(fl.ev[EV_H], m));
+    if (!ctx.graphs) {
+        sp_issue_front(ctx, a, set, fl);
+        return false;
+    }
+    stream_t& m = *ctx.s_main;
+    GpuContext::front_graph& g = ctx.front[set][f];
+    size_t key = a.b_input.popcount + 1;
+    if (!g.exec || g.key != key) {
+        if (g.exec) {
+            (void)cudaGraphExecDestroy(g.exec);
+            g.exec = nullptr;
+        }
+        cudaGraph_t graph = nullptr;
+        std::string why;
+        CUDA_OK(cudaStreamBeginCapture(m, cudaStreamCaptureModeRelaxed));
+        ctx.capturing = true;
+        try {
+            sp_issue_front(ctx, a, set, fl);
+        } catch (const cuda_error& e) {
+            why = std::string("capturing the front half: ") + e.what();
+        }
+        ctx.capturing = false;
+        cudaError_t rc = cudaStreamEndCapture(m, &graph);
+        if (why.empty() && rc != cudaSuccess)
+            why = std::string("ending the capture: ") + cudaGetErrorString(rc);
+        if (why.empty()) {
+            rc = cudaGraphInstantiate(&g.exec, graph, 0);
+            if (rc != cudaSuccess) {
+                g.exec = nullptr;
+                why = std::string("instantiating the front half: ") + cudaGetErrorString(rc);
+            }
+        }
+        if (graph)
+            (void)cudaGraphDestroy(graph);
+        if (!why.empty()) {
+            (void)cudaGetLastError();
+            ctx.graphs = false;
+            ctx.graph_error = why;
+            sp_issue_front(ctx, a, set, fl);
+            return false;
+        }
+        g.key = key;
+    }
+    sp_cpu_span cpu(fl.cpu_issue);
+    CUDA_OK(cudaGraphLaunch(g.exec, m));
+    return true;
 }
 
 // The diagnostic: one window sum from integrate's 2 * NT partial sums of a row (summed over the
@@ -1389,7 +1511,11 @@ static void sp_issue_back(GpuContext& ctx, int set, sp_flight& fl, bool host_sum
     stream_t& m = *ctx.s_main;
     const sp_srs& L = ctx.lens;
     sp_set& st = ctx.sets[set];
-    CUDA_OK(cudaEventSynchronize(fl.counted));
+    {
+        sp_cpu_span wait(fl.cpu_wait);
+        CUDA_OK(cudaEventSynchronize(fl.counted));
+    }
+    sp_cpu_span cpu(fl.cpu_issue);
     const size_t nq[3] = {L.n_l, L.n_a, L.n_b};
     for (int q = 0; q < 3; q++) {
         size_t big = nq[q] ? fl.counts[q] : 0;
@@ -1480,7 +1606,11 @@ static double sp_elapsed(cudaEvent_t from, cudaEvent_t to)
 // Waits for a flight's results and turns them into the five sums and the phase times.
 static void sp_finish(sp_flight& fl, sp_components& out, sp_phases& ph)
 {
-    CUDA_OK(cudaEventSynchronize(fl.ev[EV_DONE]));
+    {
+        sp_cpu_span wait(fl.cpu_wait);
+        CUDA_OK(cudaEventSynchronize(fl.ev[EV_DONE]));
+    }
+    double cpu0 = sp_cpu_ms();
     auto t0 = std::chrono::steady_clock::now();
     const bucket_t* r1 = (const bucket_t*)fl.results;
     point_t* g1[SP_G1_JOBS] = {&out.h, &out.l, &out.a, &out.b_g1};
@@ -1503,6 +1633,9 @@ static void sp_finish(sp_flight& fl, sp_components& out, sp_phases& ph)
     ph.final_sums = sp_elapsed(e[EV_B2], e[EV_DONE]);
     ph.compute = sp_elapsed(e[EV_START], e[EV_DONE]);
     ph.span = sp_elapsed(e[EV_COPY0], e[EV_DONE]);
+    ph.cpu_issue = fl.cpu_issue;
+    ph.cpu_wait = fl.cpu_wait;
+    ph.cpu_finish = sp_cpu_ms() - cpu0;
 }
 
 static bool sp_matches(const GpuContext& ctx, const sp_assignment& a)
@@ -1543,12 +1676,15 @@ RustError::by_value splitprover_gpu_prove_batch(GpuContext* ctx, const sp_assign
         ctx->gpu.select();
         const int nsets = ctx->nsets;
         times->input_sets = nsets;
+        times->front_graphs = 0;
+        times->graph_error[0] = 0;
         CUDA_OK(cudaEventRecord(ctx->ev_batch, *ctx->s_copy));
         sp_issue_copy(*ctx, asgs[0], 0, ctx->fl[0]);
         for (size_t i = 0; i < n; i++) {
             int set = (int)(i % nsets);
             sp_flight& fl = ctx->fl[i % 2];
-            sp_issue_front(*ctx, asgs[i], set, fl);
+            if (sp_launch_front(*ctx, asgs[i], set, (int)(i % 2)))
+                times->front_graphs++;
             if (i > 0) {
                 sp_finish(ctx->fl[(i - 1) % 2], out[i - 1], ph[i - 1]);
                 if (host_sums)
@@ -1569,6 +1705,7 @@ RustError::by_value splitprover_gpu_prove_batch(GpuContext* ctx, const sp_assign
         if (on_proof)
             on_proof(user, n - 1, &out[n - 1]);
         times->gpu = sp_elapsed(ctx->ev_batch, last.ev[EV_DONE]);
+        snprintf(times->graph_error, sizeof(times->graph_error), "%s", ctx->graph_error.c_str());
     } catch (const cuda_error& e) {
         for (auto* s : {ctx->s_main.get(), ctx->s_n1.get(), ctx->s_n2.get(), ctx->s_copy.get()})
             (void)cudaStreamSynchronize(*s);

@@ -5,7 +5,8 @@
 //! cargo build --release -p kernels --features cuda --example gpu_check
 //! gpu_check SPEC --params FILE [--seeds N] [--par P] [--cpu K] [--iters I] [--batch B]
 //!           [--pinned] [--no-overlap] [--supraseal] [--phases] [--wbits-h W[/C],...]
-//!           [--gen cpu|gpu] [--gen-check]
+//!           [--gen cpu|gpu] [--gen-check] [--no-graphs] [--compare-graphs]
+//!           [--consecutive N]
 //! gpu_check sha-chain:2  --params p16 --seeds 100 --cpu 100 --batch 8   # 100 witnesses at 2^16
 //! gpu_check sha-chain:38 --params p20 --seeds 8 --cpu 8 --batch 8 --iters 10 --pinned \
 //!           --supraseal --phases
@@ -26,7 +27,15 @@
 //!   the bytes proved before for its seed. Printed per proof: wall time, device time (CUDA
 //!   events: the proof's span alone, the batch's span divided by B in a batch) and the host
 //!   CPU time of the process (`CLOCK_PROCESS_CPUTIME_ID`) against that device time.
-//! - `--phases` prints the median phases of our prover (CUDA events), alone and in a batch.
+//! - `--phases` prints the median phases of our prover (CUDA events), alone and in a batch,
+//!   and the calling thread's CPU time per proof by stage (queueing, waiting on the device,
+//!   combining the window sums, blinding).
+//! - The front half of every proof runs as one CUDA graph launch (`GpuOptions::graphs`);
+//!   `--no-graphs` launches it kernel by kernel, `--compare-graphs` times both in one run
+//!   (the same proofs, byte for byte).
+//! - `--consecutive N` proves N more proofs one per call, cycling over the kept witnesses with
+//!   fresh random `r` and `s` each, verifies every one, and with `--supraseal` does the same
+//!   with supraseal-c2 (the regression run for the batch-addition race found at 2^23).
 //! - `--supraseal` times supraseal-c2 (backend `cuda`) on the same assignments, alone and in a
 //!   batch; its proofs must verify and equal ours byte for byte.
 //! - `--wbits-h W[/C],...` opens the backend again with each H window size in bits (and, after a
@@ -150,6 +159,9 @@ mod check {
         wbits_h: Vec<(u32, Option<u32>)>,
         gen: GenDevice,
         gen_check: bool,
+        graphs: bool,
+        compare_graphs: bool,
+        consecutive: usize,
     }
 
     fn parse_args() -> Res<Args> {
@@ -160,6 +172,7 @@ mod check {
         let (mut par, mut pinned, mut batch, mut overlap) = (1, false, 1, true);
         let (mut gen, mut gen_check) = (GenDevice::Cpu, false);
         let mut wbits_h = Vec::new();
+        let (mut graphs, mut compare_graphs, mut consecutive) = (true, false, 0);
         while let Some(a) = it.next() {
             let mut value = |name: &str| it.next().ok_or_else(|| format!("`{name}` needs a value"));
             match a.as_str() {
@@ -184,6 +197,9 @@ mod check {
                 }
                 "--gen" => gen = value("--gen")?.parse()?,
                 "--gen-check" => gen_check = true,
+                "--no-graphs" => graphs = false,
+                "--compare-graphs" => compare_graphs = true,
+                "--consecutive" => consecutive = value("--consecutive")?.parse()?,
                 s if !s.starts_with('-') && spec.is_none() => spec = Some(s.parse()?),
                 other => return Err(format!("unknown argument `{other}`").into()),
             }
@@ -196,6 +212,9 @@ mod check {
             pinned,
             gen,
             gen_check,
+            graphs,
+            compare_graphs,
+            consecutive,
             cpu,
             iters,
             batch: batch.max(1),
@@ -232,7 +251,7 @@ mod check {
     fn phase_line(label: &str, phases: &[Phases]) -> String {
         let pick = |f: fn(&Phases) -> f64| median(&mut phases.iter().map(f).collect::<Vec<_>>());
         format!(
-            "phases {label} (median ms, CUDA events): copy-in {:.2}, ntt {:.2}, gathers+split {:.2}, msm h {:.2}, l {:.2}, a {:.2}, b_g1 {:.2}, b_g2 {:.2}, final sums {:.2}; compute {:.2}, span {:.2}; host window sums {:.3}",
+            "phases {label} (median ms, CUDA events): copy-in {:.2}, ntt {:.2}, gathers+split {:.2}, msm h {:.2}, l {:.2}, a {:.2}, b_g1 {:.2}, b_g2 {:.2}, final sums {:.2}; compute {:.2}, span {:.2}; host window sums {:.3}; calling thread cpu ms: issue {:.3}, wait {:.3}, finish {:.3}, blind {:.3}",
             pick(|p| p.copy_in),
             pick(|p| p.ntt),
             pick(|p| p.gather),
@@ -245,6 +264,10 @@ mod check {
             pick(|p| p.compute),
             pick(|p| p.span),
             pick(|p| p.host_sums),
+            pick(|p| p.cpu_issue),
+            pick(|p| p.cpu_wait),
+            pick(|p| p.cpu_finish),
+            pick(|p| p.cpu_blind),
         )
     }
 
@@ -281,6 +304,8 @@ mod check {
         proofs: usize,
         phases: Vec<Phases>,
         mismatches: usize,
+        front_graphs: usize,
+        graph_error: Option<String>,
     }
 
     impl Timing {
@@ -301,13 +326,19 @@ mod check {
         }
         fn line(&self, label: &str) -> String {
             format!(
-                "{label}: wall {:.2} ms/proof (min {:.2}), gpu {:.2} ms/proof (CUDA events), host cpu {:.2} ms/proof (process; calling thread {:.2}) = {:.1} % of gpu",
+                "{label}: wall {:.2} ms/proof (min {:.2}), gpu {:.2} ms/proof (CUDA events), host cpu {:.2} ms/proof (process; calling thread {:.2}) = {:.1} % of gpu; front half as a graph in {}/{} proofs{}",
                 self.wall_ms(),
                 self.wall_min(),
                 self.gpu_ms(),
                 self.cpu_ms(),
                 self.thread_ms(),
-                100.0 * self.cpu_ms() / self.gpu_ms()
+                100.0 * self.cpu_ms() / self.gpu_ms(),
+                self.front_graphs,
+                self.proofs,
+                match &self.graph_error {
+                    Some(e) => format!(" (graphs off: {e})"),
+                    None => String::new(),
+                }
             )
         }
     }
@@ -337,6 +368,10 @@ mod check {
             t.wall.push(wall / n);
             t.gpu.push(times.gpu_ms / n);
             t.proofs += batch.len();
+            t.front_graphs += times.front_graphs as usize;
+            if times.graph_error.is_some() {
+                t.graph_error = times.graph_error.clone();
+            }
             t.phases.extend(phases);
             t.mismatches += proofs
                 .iter()
@@ -393,6 +428,7 @@ mod check {
         );
         let options = GpuOptions {
             overlap: args.overlap,
+            graphs: args.graphs,
             ..GpuOptions::default()
         };
         let gpu = GpuBackend::with_options(&view, options)?;
@@ -558,6 +594,80 @@ mod check {
             }
         }
 
+        // Consecutive proofs, one per call, fresh randomness each, every one verified.
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0xc0de);
+        let inputs: Vec<Vec<Scalar>> = (1..=views.len() as u64)
+            .map(|seed| spec.public_inputs(seed))
+            .collect::<Result<_, _>>()?;
+        let consecutive = |backend: &dyn Backend,
+                           verify: &dyn Fn(&Proof, &[Scalar]) -> Res<bool>,
+                           rng: &mut rand_chacha::ChaCha8Rng|
+         -> Res<(usize, f64)> {
+            let t = Instant::now();
+            let mut good = 0;
+            for i in 0..args.consecutive {
+                let k = i % views.len();
+                let (r, s) = (Scalar::random(&mut *rng), Scalar::random(&mut *rng));
+                let p = backend
+                    .prove_batch(std::slice::from_ref(&views[k]), &[r], &[s])?
+                    .remove(0);
+                if verify(&p, &inputs[k])? {
+                    good += 1;
+                } else {
+                    println!("consecutive proof {i} (seed {}): verify FAIL", k + 1);
+                }
+            }
+            Ok((good, t.elapsed().as_secs_f64()))
+        };
+        if args.consecutive > 0 {
+            let verify = |p: &Proof, x: &[Scalar]| -> Res<bool> { Ok(gpu.verify(p, x)?) };
+            let (good, secs) = consecutive(&gpu, &verify, &mut rng)?;
+            ok &= good == args.consecutive;
+            println!(
+                "consecutive (ours): {good}/{} verified, {:.1} s ({:.1} ms/proof, one per call, {} witnesses)",
+                args.consecutive,
+                secs,
+                secs * 1e3 / args.consecutive as f64,
+                views.len()
+            );
+        }
+
+        if args.compare_graphs {
+            let other = GpuBackend::with_options(
+                &view,
+                GpuOptions {
+                    graphs: !args.graphs,
+                    ..options
+                },
+            )?;
+            let label = if args.graphs { "no graphs" } else { "graphs" };
+            let t1 = time_ours(&other, &views[..1], &rs[..1], &reference[..1], args.iters)?;
+            ok &= t1.mismatches == 0;
+            println!(
+                "{}",
+                t1.line(&format!("ours ({label}), one proof per call"))
+            );
+            println!("{}", phase_line(&format!("alone, {label}"), &t1.phases));
+            if views.len() > 1 {
+                let tb = time_ours(&other, &views, &rs, &reference, args.iters)?;
+                ok &= tb.mismatches == 0;
+                println!(
+                    "{}",
+                    tb.line(&format!("ours ({label}), batches of {}", views.len()))
+                );
+                println!(
+                    "{}",
+                    phase_line(
+                        &format!("in batches of {}, {label}", views.len()),
+                        &tb.phases
+                    )
+                );
+            }
+            if t1.mismatches > 0 {
+                println!("proofs with {label} DIFFER from the bytes proved before");
+            }
+        }
+
         let (mut sup, mut sup_batch, mut ratio) =
             (String::from("-"), String::from("-"), String::from("-"));
         if args.supraseal {
@@ -606,6 +716,18 @@ mod check {
                 line += &format!(", {mb:.2} ms/proof in batches of {}", views.len());
             }
             println!("{line}");
+            if args.consecutive > 0 {
+                let verify = |p: &Proof, x: &[Scalar]| -> Res<bool> { Ok(cuda.verify(p, x)?) };
+                let (good, secs) = consecutive(&cuda, &verify, &mut rng)?;
+                ok &= good == args.consecutive;
+                println!(
+                    "consecutive (supraseal): {good}/{} verified, {:.1} s ({:.1} ms/proof, one per call, {} witnesses)",
+                    args.consecutive,
+                    secs,
+                    secs * 1e3 / args.consecutive as f64,
+                    views.len()
+                );
+            }
         }
 
         // The H window sweep: the same proof with each window size.
@@ -620,6 +742,7 @@ mod check {
                         overlap: args.overlap,
                         h_window_bits: Some(w),
                         h_chunks: chunks,
+                        graphs: args.graphs,
                     },
                 )?;
                 let used = backend.residency().h_chunks;

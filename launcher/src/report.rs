@@ -101,10 +101,25 @@ pub struct TimelineStats {
     pub mean_gpu_s: Option<f64>,
     /// Mean partitions per GPU batch.
     pub mean_batch: Option<f64>,
+    /// GPU time by batch size, smallest first (see [`BatchSizeGpu`]).
+    pub gpu_by_batch: Vec<BatchSizeGpu>,
     /// Mean time in the ring (`SLOT_PUBLISH` → `GPU_CLAIM`), seconds.
     pub mean_ring_wait_s: Option<f64>,
     /// End events that had no open start (see [`crate::timeline`]'s pairing rules).
     pub unpaired_ends: usize,
+}
+
+/// The GPU batches of one size: a batch of one pays its copies and the host's finish alone,
+/// while in a batch of ten the next proof's copies overlap the current one's MSMs, so GPU time
+/// per partition depends on the batch size, and two runs compare fairly only size for size.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct BatchSizeGpu {
+    /// Partitions per batch.
+    pub size: usize,
+    /// Batches of this size.
+    pub batches: usize,
+    /// Their summed length divided among their partitions, seconds.
+    pub mean_gpu_s: f64,
 }
 
 impl TimelineStats {
@@ -149,6 +164,21 @@ impl TimelineStats {
 
         let proofs_in_batches: usize = iv.batches.iter().map(|b| b.members.len()).sum();
         let batch_ns: u64 = iv.batches.iter().map(|b| b.duration_ns()).sum();
+        let mut by_size: std::collections::BTreeMap<usize, (usize, u64)> = Default::default();
+        for b in &iv.batches {
+            let e = by_size.entry(b.members.len()).or_default();
+            e.0 += 1;
+            e.1 += b.duration_ns();
+        }
+        let gpu_by_batch = by_size
+            .into_iter()
+            .filter(|&(size, _)| size > 0)
+            .map(|(size, (batches, ns))| BatchSizeGpu {
+                size,
+                batches,
+                mean_gpu_s: ns_to_s(ns) / (size * batches) as f64,
+            })
+            .collect();
 
         TimelineStats {
             proofs,
@@ -173,6 +203,7 @@ impl TimelineStats {
                 .then(|| ns_to_s(batch_ns) / proofs_in_batches as f64),
             mean_batch: (!iv.batches.is_empty())
                 .then(|| proofs_in_batches as f64 / iv.batches.len() as f64),
+            gpu_by_batch,
             mean_ring_wait_s: mean(iv.ring_wait.iter().map(|s| s.duration_s())),
             unpaired_ends: iv.unpaired_ends,
         }
@@ -251,6 +282,9 @@ pub struct BenchRow {
     pub mean_ring_wait_s: Option<f64>,
     /// Mean partitions per GPU batch.
     pub mean_batch: Option<f64>,
+    /// GPU time by batch size.
+    #[serde(default)]
+    pub gpu_by_batch: Vec<BatchSizeGpu>,
 }
 
 impl BenchRow {
@@ -277,6 +311,7 @@ impl BenchRow {
             max_idle_gap_s: s.idle_gaps.max_s,
             mean_ring_wait_s: s.mean_ring_wait_s,
             mean_batch: s.mean_batch,
+            gpu_by_batch: s.gpu_by_batch.clone(),
         }
     }
 
@@ -474,6 +509,15 @@ pub struct SweepRow {
     /// `row.mean_gpu_s / gpu_only_mean_gpu_s`: how much the GPU side slows down under load.
     #[serde(default)]
     pub gpu_vs_gpu_only: Option<f64>,
+    /// The same ratio size for size: this row's batches of each size that the GPU-only run
+    /// also made, against that run's GPU time per partition at the same size (see
+    /// [`BatchSizeGpu`]: a row fed one partition at a time is not slowed by its neighbours for
+    /// paying its copies alone).
+    #[serde(default)]
+    pub gpu_vs_gpu_only_same_batch: Option<f64>,
+    /// The share of this row's partitions that `gpu_vs_gpu_only_same_batch` covers, percent.
+    #[serde(default)]
+    pub same_batch_pct: Option<f64>,
     /// Median job latency (submission to proof), seconds.
     #[serde(default)]
     pub latency_p50_s: Option<f64>,
@@ -509,6 +553,8 @@ impl SweepRow {
             neighbour_detail: None,
             gpu_only_mean_gpu_s: None,
             gpu_vs_gpu_only: None,
+            gpu_vs_gpu_only_same_batch: None,
+            same_batch_pct: None,
             latency_p50_s: None,
             latency_p99_s: None,
             latency_mean_s: None,
@@ -526,13 +572,34 @@ impl SweepRow {
         self
     }
 
-    /// Sets the GPU-only baseline and the ratio to it.
-    pub fn with_baseline(mut self, gpu_only_mean_gpu_s: Option<f64>) -> Self {
-        self.gpu_only_mean_gpu_s = gpu_only_mean_gpu_s;
-        self.gpu_vs_gpu_only = match (self.row.mean_gpu_s, gpu_only_mean_gpu_s) {
-            (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+    /// Sets the GPU-only baseline (its mean GPU time per partition and its batches by size)
+    /// and the ratios to it.
+    pub fn with_baseline(mut self, baseline: Option<(f64, &[BatchSizeGpu])>) -> Self {
+        self.gpu_only_mean_gpu_s = baseline.map(|b| b.0);
+        self.gpu_vs_gpu_only = match (self.row.mean_gpu_s, baseline) {
+            (Some(a), Some((b, _))) if b > 0.0 => Some(a / b),
             _ => None,
         };
+        let (mut ours, mut theirs, mut covered) = (0.0, 0.0, 0usize);
+        for b in &self.row.gpu_by_batch {
+            let same = baseline.and_then(|(_, by)| by.iter().find(|g| g.size == b.size));
+            if let Some(g) = same.filter(|g| g.mean_gpu_s > 0.0) {
+                let n = b.size * b.batches;
+                ours += b.mean_gpu_s * n as f64;
+                theirs += g.mean_gpu_s * n as f64;
+                covered += n;
+            }
+        }
+        let all: usize = self
+            .row
+            .gpu_by_batch
+            .iter()
+            .map(|b| b.size * b.batches)
+            .sum();
+        if covered > 0 && theirs > 0.0 {
+            self.gpu_vs_gpu_only_same_batch = Some(ours / theirs);
+            self.same_batch_pct = Some(100.0 * covered as f64 / all as f64);
+        }
         self
     }
 }
@@ -574,6 +641,7 @@ pub fn render_sweep_table(rows: &[SweepRow]) -> String {
         "gpu busy %",
         "gpu s/part",
         "gpu/gpu-only",
+        "same batch",
         "p50 s",
         "p99 s",
         "synth s",
@@ -597,6 +665,7 @@ pub fn render_sweep_table(rows: &[SweepRow]) -> String {
                 opt(r.row.gpu_busy_pct, 1),
                 opt(r.row.mean_gpu_s, 4),
                 opt(r.gpu_vs_gpu_only, 3),
+                same_batch(r, "-"),
                 opt(r.latency_p50_s, 2),
                 opt(r.latency_p99_s, 2),
                 opt(r.row.mean_synth_s, 3),
@@ -605,6 +674,14 @@ pub fn render_sweep_table(rows: &[SweepRow]) -> String {
         })
         .collect();
     aligned(&header, &cells, 3)
+}
+
+/// `gpu_vs_gpu_only_same_batch` and the share it covers (`0.998 (31%)`), `none` where undefined.
+fn same_batch(r: &SweepRow, none: &str) -> String {
+    match (r.gpu_vs_gpu_only_same_batch, r.same_batch_pct) {
+        (Some(x), Some(p)) => format!("{x:.3} ({p:.0}%)"),
+        _ => none.to_string(),
+    }
 }
 
 /// `header` and `cells` as aligned columns, the first `text_cols` left-aligned, the others
@@ -653,8 +730,9 @@ fn aligned(header: &[&str], cells: &[Vec<String>], text_cols: usize) -> String {
 pub fn sweep_markdown(rows: &[SweepRow]) -> String {
     let mut out = String::from(
         "| layout | mode | neighbour | jobs in flight | synth workers | jobs | s/proof | \
-         proofs/min | GPU busy % | GPU s/partition | GPU / GPU-only | p50 s | p99 s | mean \
-         synth s | prover CPU / GPU |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+         proofs/min | GPU busy % | GPU s/partition | GPU / GPU-only | same batch size (share) | \
+         p50 s | p99 s | mean synth s | prover CPU / GPU |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     let opt = |v: Option<f64>, digits: usize| {
         v.map_or_else(|| "–".to_string(), |v| format!("{v:.digits$}"))
@@ -662,7 +740,7 @@ pub fn sweep_markdown(rows: &[SweepRow]) -> String {
     for r in rows {
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             r.layout.replace('|', "/"),
             r.row.mode,
             if r.neighbour { "hog" } else { "–" },
@@ -678,6 +756,7 @@ pub fn sweep_markdown(rows: &[SweepRow]) -> String {
             opt(r.row.gpu_busy_pct, 1),
             opt(r.row.mean_gpu_s, 4),
             opt(r.gpu_vs_gpu_only, 3),
+            same_batch(r, "–"),
             opt(r.latency_p50_s, 2),
             opt(r.latency_p99_s, 2),
             opt(r.row.mean_synth_s, 3),
@@ -898,12 +977,56 @@ mod tests {
         assert_eq!(percentile(&[f64::NAN, 1.0], 50.0), Some(1.0));
     }
 
+    /// GPU time per partition by batch size, and the ratio to a baseline taken size for size
+    /// over the sizes both runs made.
+    #[test]
+    fn gpu_time_compares_size_for_size() {
+        let stats = TimelineStats::from_timeline(&sample());
+        let sizes: Vec<(usize, usize)> = stats
+            .gpu_by_batch
+            .iter()
+            .map(|b| (b.size, b.batches))
+            .collect();
+        assert_eq!(sizes, [(1, 1), (2, 1)]);
+        let by = |v: &[(usize, usize, f64)]| -> Vec<BatchSizeGpu> {
+            v.iter()
+                .map(|&(size, batches, mean_gpu_s)| BatchSizeGpu {
+                    size,
+                    batches,
+                    mean_gpu_s,
+                })
+                .collect()
+        };
+        // 15 singles at 23 ms and 3 batches of ten at 19.5 ms; the GPU-only run made batches
+        // of ten (19.6 ms) and one of eight.
+        let row = BenchRow {
+            mean_gpu_s: Some((15.0 * 0.023 + 30.0 * 0.0195) / 45.0),
+            gpu_by_batch: by(&[(1, 15, 0.023), (10, 3, 0.0195)]),
+            ..BenchRow::from_stats("c", "split", &TimelineStats::default())
+        };
+        let base = by(&[(8, 1, 0.0197), (10, 4, 0.0196)]);
+        let r = SweepRow::new(row.clone(), "l").with_baseline(Some((0.0196, &base)));
+        assert!(r.gpu_vs_gpu_only.unwrap() > 1.05);
+        assert!(close(
+            r.gpu_vs_gpu_only_same_batch.unwrap(),
+            0.0195 / 0.0196
+        ));
+        assert!(close(r.same_batch_pct.unwrap(), 100.0 * 30.0 / 45.0));
+        assert!(render_sweep_table(std::slice::from_ref(&r)).contains("0.995 (67%)"));
+        // No size in common: no same-batch ratio.
+        let r = SweepRow::new(row, "l").with_baseline(Some((0.0196, &base[..1])));
+        assert_eq!(
+            (r.gpu_vs_gpu_only_same_batch, r.same_batch_pct),
+            (None, None)
+        );
+    }
+
     #[test]
     fn sweep_rows_round_trip_through_json_and_render() {
         let stats = TimelineStats::from_timeline(&sample());
         let mut r = SweepRow::new(BenchRow::from_stats("c", "split", &stats), "gpu 1 core")
             .with_latencies(&[0.5, 0.25, 1.0, 0.75])
-            .with_baseline(Some(0.010));
+            .with_baseline(Some((0.010, &[])));
         r.clients = 4;
         r.neighbour = true;
         assert_eq!(r.latency_p50_s, Some(0.5));

@@ -329,13 +329,17 @@ pub unsafe fn page_lock(ptr: *mut u8, len: usize) -> Result<PageLock, Error> {
     Ok(PageLock { ptr: nn, len })
 }
 
-/// Copies of synthesized assignments in one page-locked buffer (a, b, c, input, aux back to
-/// back), as gpu-proc proves from its page-locked ring: for checks and benches that compare
-/// pageable and page-locked proving.
+/// Copies of synthesized assignments in page-locked buffers (a, b, c, input, aux back to
+/// back; the three density bitmaps back to back in a second one), as gpu-proc proves from its
+/// page-locked ring: for checks and benches that compare pageable and page-locked proving. (A
+/// bitmap left pageable costs the host the whole copy's duration at 2^24: CUDA's staged copy of
+/// pageable memory waits for the stream to reach it.)
 pub struct PinnedAssignments {
-    // Declared first so that it is dropped (unregistered) before `slab` is freed.
+    // Declared first so that they are dropped (unregistered) before the slabs are freed.
     lock: PageLock,
+    words_lock: PageLock,
     slab: Vec<Scalar>,
+    words: Vec<u64>,
 }
 
 impl std::fmt::Debug for PinnedAssignments {
@@ -360,11 +364,31 @@ impl PinnedAssignments {
                 slab.extend_from_slice(part);
             }
         }
+        let mut words: Vec<u64> = Vec::new();
+        for o in owned {
+            let v = o.as_assignment();
+            for d in [&v.a_aux_density, &v.b_input_density, &v.b_aux_density] {
+                words.extend_from_slice(d.words);
+            }
+        }
+        // One word at least, so that the registered range is never empty.
+        if words.is_empty() {
+            words.push(0);
+        }
         let len = std::mem::size_of_val(slab.as_slice());
         // SAFETY: `slab` is owned by the returned value, never resized, and freed only after
         // `lock` is dropped (field order), so the range stays mapped while registered.
         let lock = unsafe { page_lock(slab.as_mut_ptr().cast::<u8>(), len) }?;
-        Ok(PinnedAssignments { lock, slab })
+        let words_len = std::mem::size_of_val(words.as_slice());
+        // SAFETY: as for `slab`: `words` is owned by the returned value, never resized, and
+        // freed only after `words_lock` is dropped.
+        let words_lock = unsafe { page_lock(words.as_mut_ptr().cast::<u8>(), words_len) }?;
+        Ok(PinnedAssignments {
+            lock,
+            words_lock,
+            slab,
+            words,
+        })
     }
 
     /// Views of the copies, in the order of `owned` (the same slice `new` was given: its
@@ -376,6 +400,12 @@ impl PinnedAssignments {
             rest = tail;
             head
         };
+        let mut rest_words = self.words.as_slice();
+        let mut take_words = |n: usize| {
+            let (head, tail) = rest_words.split_at(n.min(rest_words.len()));
+            rest_words = tail;
+            head
+        };
         owned
             .iter()
             .map(|o| {
@@ -385,6 +415,13 @@ impl PinnedAssignments {
                 v.c = take(o.c.len());
                 v.input = take(o.input.len());
                 v.aux = take(o.aux.len());
+                for d in [
+                    &mut v.a_aux_density,
+                    &mut v.b_input_density,
+                    &mut v.b_aux_density,
+                ] {
+                    d.words = take_words(d.words.len());
+                }
                 v
             })
             .collect()
@@ -392,7 +429,7 @@ impl PinnedAssignments {
 
     /// Bytes page-locked.
     pub fn len_bytes(&self) -> usize {
-        self.lock.len()
+        self.lock.len() + self.words_lock.len()
     }
 }
 

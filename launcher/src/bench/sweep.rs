@@ -476,7 +476,7 @@ impl Ctx<'_> {
         if plan.gpu_only_proofs > 0 {
             let (timeline, latencies) = self.gpu_only(engine, plan.gpu_only_proofs)?;
             let stats = TimelineStats::from_timeline(&timeline);
-            baseline = stats.mean_gpu_s;
+            baseline = stats.mean_gpu_s.map(|m| (m, stats.gpu_by_batch.clone()));
             let row = self.row(
                 mode.capacity_name(),
                 0,
@@ -515,7 +515,7 @@ impl Ctx<'_> {
                 let l = level(engine, self.workload, self.tickets, total, c, &label)?;
                 // A level of fewer jobs than clients runs with one client per job.
                 let c = c.min(total);
-                rows.push(self.row(mode.name(), c, hog.as_ref(), l, baseline)?);
+                rows.push(self.row(mode.name(), c, hog.as_ref(), l, baseline.as_ref())?);
             }
             drop(hog);
         }
@@ -568,7 +568,7 @@ impl Ctx<'_> {
         clients: usize,
         hog: Option<&Hog>,
         level: Level,
-        baseline: Option<f64>,
+        baseline: Option<&(f64, Vec<report::BatchSizeGpu>)>,
     ) -> anyhow::Result<SweepRow> {
         let l = self.layout;
         let timeline = &level.timeline;
@@ -618,7 +618,8 @@ impl Ctx<'_> {
         row.proofs_per_s = rate;
         row.s_per_proof = rate.map(|r| 1.0 / r);
         row.proofs_per_min = rate.map(|r| 60.0 * r);
-        let mut r = SweepRow::new(row, &l.name).with_baseline(baseline);
+        let mut r =
+            SweepRow::new(row, &l.name).with_baseline(baseline.map(|(m, by)| (*m, by.as_slice())));
         if clients > 0 {
             // A capacity row has no client, so no job latency.
             r = r.with_latencies(&level.latencies);

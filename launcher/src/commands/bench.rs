@@ -269,9 +269,27 @@ fn ratio_lines(rows: &[SweepRow]) -> Vec<String> {
             out.push(format!("  split / inprocess throughput = {:.2}", a / b));
         }
         if let Some(g) = s.gpu_vs_gpu_only {
+            let same = match (s.gpu_vs_gpu_only_same_batch, s.same_batch_pct) {
+                (Some(x), Some(p)) => {
+                    format!(" ({x:.3} at equal batch sizes, over {p:.0}% of the partitions)")
+                }
+                _ => String::new(),
+            };
             out.push(format!(
-                "  GPU time per partition split / gpu-only = {g:.3}"
+                "  GPU time per partition split / gpu-only = {g:.3}{same}"
             ));
+            let sizes: Vec<String> = s
+                .row
+                .gpu_by_batch
+                .iter()
+                .map(|b| format!("{}x{} {:.4}", b.batches, b.size, b.mean_gpu_s))
+                .collect();
+            if !sizes.is_empty() {
+                out.push(format!(
+                    "  split batches (count x size, GPU s/partition): {}",
+                    sizes.join(", ")
+                ));
+            }
         }
     }
     out
