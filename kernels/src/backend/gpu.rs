@@ -10,8 +10,12 @@
 //!   uploads it again.
 //! - A proof copies a/b/c, the assignment and the density bitmaps to the device; the quotient
 //!   (NTTs), the density gathers, the 0/1 splits, the five MSMs and their final reductions run
-//!   there. The host combines each MSM's window sums (a few hundred doublings) and blinds the
-//!   five sums with `r` and `s` ([`BlindingKey`]), which is why the bytes equal the CPU
+//!   there; each of a/b/c's NTTs starts as soon as its own vector has landed. The front half
+//!   (NTTs, gathers, splits, the H MSM) is one CUDA graph launch per proof
+//!   ([`GpuOptions::graphs`]); the back half, whose MSM plans follow the split counts, is
+//!   launched kernel by kernel. The host combines each MSM's window sums (a few hundred
+//!   doublings) and blinds the five sums with `r` and `s` ([`BlindingKey`], the two `delta`
+//!   multiplications through byte tables, `FixedBase`), which is why the bytes equal the CPU
 //!   backend's. In a batch both happen while the device proves the next proof.
 //! - [`GpuBackend::prove_components`] and [`GpuBackend::prove_components_batch`] return the sums
 //!   with per-phase timings from CUDA events ([`Phases`]), for the check example and the
@@ -200,7 +204,7 @@ pub struct Phases {
     pub cpu_wait: f64,
     /// Combining the window sums and reading the phase times, after the wait.
     pub cpu_finish: f64,
-    /// Blinding the sums into the proof (on the Rust side, [`FixedBase`]).
+    /// Blinding the sums into the proof (on the Rust side, `FixedBase`).
     pub cpu_blind: f64,
 }
 
