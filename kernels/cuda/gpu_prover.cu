@@ -1387,7 +1387,7 @@ static bool sp_launch_front(GpuContext& ctx, const sp_assignment& a, int set, in
     }
     stream_t& m = *ctx.s_main;
     GpuContext::front_graph& g = ctx.front[set][f];
-    size_t key = a.b_input.popcount + 1;
+    size_t key = a.b_input.popcount;
     if (!g.exec || g.key != key) {
         if (g.exec) {
             (void)cudaGraphExecDestroy(g.exec);

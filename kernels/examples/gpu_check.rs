@@ -68,57 +68,21 @@ fn main() -> std::process::ExitCode {
 /// CPU time of this process and of the calling thread, in milliseconds.
 #[cfg(feature = "cuda")]
 mod cpu_clock {
-    #[cfg(target_os = "linux")]
-    mod sys {
-        /// `struct timespec` on 64-bit Linux: `time_t` and `long` are both 64 bits.
-        #[repr(C)]
-        pub struct Timespec {
-            pub tv_sec: i64,
-            pub tv_nsec: i64,
-        }
-        extern "C" {
-            pub fn clock_gettime(clock: i32, tp: *mut Timespec) -> i32;
-        }
-        pub const CLOCK_PROCESS_CPUTIME_ID: i32 = 2;
-        pub const CLOCK_THREAD_CPUTIME_ID: i32 = 3;
-    }
+    use rustix::time::{clock_gettime, ClockId};
 
-    #[cfg(target_os = "linux")]
-    fn read(clock: i32) -> f64 {
-        const _: () = assert!(std::mem::size_of::<usize>() == 8, "64-bit Linux timespec");
-        let mut t = sys::Timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: clock_gettime writes one timespec through a valid, writable pointer; the
-        // clock ids are Linux's constants for this process's and this thread's CPU time.
-        let rc = unsafe { sys::clock_gettime(clock, &mut t) };
-        if rc != 0 {
-            return f64::NAN;
-        }
+    fn read(clock: ClockId) -> f64 {
+        let t = clock_gettime(clock);
         t.tv_sec as f64 * 1e3 + t.tv_nsec as f64 / 1e6
     }
 
     /// CPU milliseconds of the whole process so far (every thread).
-    #[cfg(target_os = "linux")]
     pub fn process_ms() -> f64 {
-        read(sys::CLOCK_PROCESS_CPUTIME_ID)
+        read(ClockId::ProcessCPUTime)
     }
 
     /// CPU milliseconds of the calling thread so far.
-    #[cfg(target_os = "linux")]
     pub fn thread_ms() -> f64 {
-        read(sys::CLOCK_THREAD_CPUTIME_ID)
-    }
-
-    #[cfg(not(target_os = "linux"))]
-    pub fn process_ms() -> f64 {
-        f64::NAN
-    }
-
-    #[cfg(not(target_os = "linux"))]
-    pub fn thread_ms() -> f64 {
-        f64::NAN
+        read(ClockId::ThreadCPUTime)
     }
 }
 
@@ -599,10 +563,11 @@ mod check {
         let inputs: Vec<Vec<Scalar>> = (1..=views.len() as u64)
             .map(|seed| spec.public_inputs(seed))
             .collect::<Result<_, _>>()?;
-        let consecutive = |backend: &dyn Backend,
+        let consecutive = |label: &str,
+                           backend: &dyn Backend,
                            verify: &dyn Fn(&Proof, &[Scalar]) -> Res<bool>,
                            rng: &mut rand_chacha::ChaCha8Rng|
-         -> Res<(usize, f64)> {
+         -> Res<bool> {
             let t = Instant::now();
             let mut good = 0;
             for i in 0..args.consecutive {
@@ -617,19 +582,18 @@ mod check {
                     println!("consecutive proof {i} (seed {}): verify FAIL", k + 1);
                 }
             }
-            Ok((good, t.elapsed().as_secs_f64()))
-        };
-        if args.consecutive > 0 {
-            let verify = |p: &Proof, x: &[Scalar]| -> Res<bool> { Ok(gpu.verify(p, x)?) };
-            let (good, secs) = consecutive(&gpu, &verify, &mut rng)?;
-            ok &= good == args.consecutive;
+            let secs = t.elapsed().as_secs_f64();
             println!(
-                "consecutive (ours): {good}/{} verified, {:.1} s ({:.1} ms/proof, one per call, {} witnesses)",
+                "consecutive ({label}): {good}/{} verified, {secs:.1} s ({:.1} ms/proof, one per call, {} witnesses)",
                 args.consecutive,
-                secs,
                 secs * 1e3 / args.consecutive as f64,
                 views.len()
             );
+            Ok(good == args.consecutive)
+        };
+        if args.consecutive > 0 {
+            let verify = |p: &Proof, x: &[Scalar]| -> Res<bool> { Ok(gpu.verify(p, x)?) };
+            ok &= consecutive("ours", &gpu, &verify, &mut rng)?;
         }
 
         if args.compare_graphs {
@@ -718,15 +682,7 @@ mod check {
             println!("{line}");
             if args.consecutive > 0 {
                 let verify = |p: &Proof, x: &[Scalar]| -> Res<bool> { Ok(cuda.verify(p, x)?) };
-                let (good, secs) = consecutive(&cuda, &verify, &mut rng)?;
-                ok &= good == args.consecutive;
-                println!(
-                    "consecutive (supraseal): {good}/{} verified, {:.1} s ({:.1} ms/proof, one per call, {} witnesses)",
-                    args.consecutive,
-                    secs,
-                    secs * 1e3 / args.consecutive as f64,
-                    views.len()
-                );
+                ok &= consecutive("supraseal", &cuda, &verify, &mut rng)?;
             }
         }
 

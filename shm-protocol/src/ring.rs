@@ -1862,13 +1862,16 @@ mod tests {
     };
 
     fn ring(slots: u32) -> Ring {
-        let config = RingConfig::uniform(slots, CAPS.slot_bytes().unwrap());
-        let region = Region::create(
+        ring_of(
             "ring-test",
-            config.region_bytes().unwrap(),
-            HugePagePolicy::Plain,
+            RingConfig::uniform(slots, CAPS.slot_bytes().unwrap()),
         )
-        .unwrap();
+    }
+
+    /// A ring of `config` in a plain-page region named `name`.
+    fn ring_of(name: &str, config: RingConfig) -> Ring {
+        let region =
+            Region::create(name, config.region_bytes().unwrap(), HugePagePolicy::Plain).unwrap();
         Ring::create(region, config).unwrap()
     }
 
@@ -2007,13 +2010,7 @@ mod tests {
             },
         ])
         .unwrap();
-        let region = Region::create(
-            "ring-classes",
-            config.region_bytes().unwrap(),
-            HugePagePolicy::Plain,
-        )
-        .unwrap();
-        Ring::create(region, config).unwrap()
+        ring_of("ring-classes", config)
     }
 
     #[test]

@@ -623,6 +623,7 @@ mod loom_tests {
         })?;
         // SAFETY (model): CLAIMED(owner) makes this thread the only one touching the slot.
         let v = t.payload[i].with(|p| unsafe { *p });
+        // SAFETY (model): as above, this thread alone writes the claimed slot's result.
         t.result[i].with_mut(|r| unsafe { *r = v });
         t.ctl(i)
             .transition(w, w.successor(SlotState::Done, true, 0))
@@ -662,6 +663,7 @@ mod loom_tests {
                 assert_eq!(w.generation(), 4, "FREE→WRITING→READY→CLAIMED→DONE");
                 // SAFETY (model): all threads joined.
                 let r = t.result[i].with(|r| unsafe { *r });
+                // SAFETY (model): all threads joined.
                 let p = t.payload[i].with(|p| unsafe { *p });
                 assert_eq!(r, p, "the result belongs to the slot's own payload");
             }
@@ -773,8 +775,9 @@ mod loom_tests {
                 let t = t.clone();
                 thread::spawn(move || loop {
                     if let Some((i, w)) = try_take_ready(&*t, 22) {
-                        // SAFETY (model): CLAIMED(22).
+                        // SAFETY (model): CLAIMED(22): this thread alone reads the payload.
                         let v = t.payload[i].with(|p| unsafe { *p });
+                        // SAFETY (model): CLAIMED(22): this thread alone writes the result.
                         t.result[i].with_mut(|r| unsafe { *r = v + 2000 });
                         t.ctl(i)
                             .transition(w, w.successor(SlotState::Done, true, 0))
