@@ -16,7 +16,12 @@
 //   - the final sums: every Pippenger's per-window sums and the batch additions' partial sums
 //     are reduced on the device (`sp_final`); what comes back is, per MSM, one point per window
 //     and one for the ones. The host combines the windows (Horner: `wbits` doublings between
-//     windows, `sp_horner`) and the Rust side blinds with r and s.
+//     windows, `sp_horner`; H's and L's in one chain, `sp_horner2`) and the Rust side blinds
+//     with r and s.
+// Each half (up to the H MSM, and from the counts on) is one CUDA graph launch: the front half's
+// graph is captured once per input set and flight, the back half's once per shape as well
+// (`sp_back_key`: each tail MSM runs over its count rounded up, zeros past it, so that its plan
+// and launches do not follow the count itself).
 //
 // Why the window combination stays on the host: it is a chain of about 250 dependent doublings
 // per MSM (the top window must be multiplied by 2^(wbits (nwins - 1))), which no amount of
@@ -41,6 +46,7 @@
 #include <cstdio>
 #include <memory>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #if defined(FEATURE_BLS12_381)
@@ -214,6 +220,17 @@ template __global__ void sp_gather<affine_t::mem_t>(affine_t::mem_t*, const affi
     const uint64_t*, const uint32_t*, const uint32_t*, size_t);
 template __global__ void sp_gather<affine_fp2_t::mem_t>(affine_fp2_t::mem_t*,
     const affine_fp2_t::mem_t*, const uint64_t*, const uint32_t*, const uint32_t*, size_t);
+
+// sc[*count..m) = 0: the padding of a tail MSM's scalars past the gathered ones, whose count
+// (the gather's total, on the device) a replayed graph does not know. A zero scalar has no
+// digits, so the padding's points are never read.
+__global__ void sp_zero_past(fr_t* sc, const uint32_t* count, size_t m)
+{
+    uint64_t* w = (uint64_t*)sc;
+    for (size_t i = *count * 4 + threadIdx.x + (size_t)blockIdx.x * blockDim.x; i < m * 4;
+         i += (size_t)blockDim.x * gridDim.x)
+        w[i] = 0;
+}
 
 // The 0/1 split. Filecoin circuits assign mostly bits, and a scalar 0 or 1 needs no
 // multiplication: `ones` marks the scalars equal to one (their points are only added, by
@@ -477,6 +494,7 @@ struct sp_batch_times {
     double gpu;
     uint32_t input_sets;
     uint32_t front_graphs;     // proofs whose front half ran as one CUDA graph launch
+    uint32_t back_graphs;      // proofs whose back half ran as one CUDA graph launch
     char graph_error[200];     // why the context stopped using graphs ("" while it does)
 };
 
@@ -507,7 +525,9 @@ struct sp_msm_plan {
     size_t temps;            // 2 * stride (uint2)
 };
 
-// Called once per proof of a batch, in order, as soon as its sums are on the host.
+// Called once per proof of a batch, in order, as soon as its sums are on the host. The sums it
+// gets (and the batch's `out`) hold h + l in `h` and the identity in `l`: a proof uses them
+// summed, and one chain of doublings less is host CPU saved per proof.
 typedef void (*sp_on_proof)(void* user, size_t index, const sp_components* sums);
 
 static int sp_lg2(size_t n) { int r = 0; while (n >>= 1) r++; return r; }
@@ -729,16 +749,33 @@ template<class B> struct sp_job_buf {
 enum { EV_COPY0, EV_COPY1, EV_START, EV_NTT, EV_GATHER, EV_H, EV_L, EV_A, EV_B1, EV_B2,
        EV_DONE, EV_COUNT };
 
+// What the host records of one MSM, for its final sums and its window combination.
+struct sp_job_rec {
+    uint32_t nwins = 0, wbits = 0;
+    bool pippenger = false, split = false;
+};
+
+// The shape of a proof's back half: per query (L, A, B) `SP_PLAIN` for a plain MSM over all
+// its scalars, otherwise the size its tail MSM runs at (`sp_tail_size`; 0: no tail).
+static const size_t SP_PLAIN = SIZE_MAX;
+struct sp_back_key {
+    size_t tail[3] = {SP_PLAIN - 1, SP_PLAIN - 1, SP_PLAIN - 1};   // matches no real shape
+    bool operator==(const sp_back_key& o) const
+    {
+        return tail[0] == o.tail[0] && tail[1] == o.tail[1] && tail[2] == o.tail[2];
+    }
+};
+
 // A proof in flight: two alternate, so that one proof's events and host results are read
 // while the next one's are being recorded.
 struct sp_flight {
     cudaEvent_t ev[EV_COUNT] = {};
     cudaEvent_t vec[3] = {};           // copy stream: a, b, c copied
     cudaEvent_t counted = nullptr;     // the split counts are on the host
+    cudaEvent_t done = nullptr;        // the last proof of a batch is done (a blocking wait)
     uint32_t* counts = nullptr;        // page-locked: the big-scalar counts of L, A, B
     unsigned char* results = nullptr;  // page-locked: the final sums
     uint32_t nwins[SP_JOBS] = {}, wbits[SP_JOBS] = {};
-    size_t big[3] = {};
     sp_components host_sums;           // the diagnostic's sums (`splitprover_gpu_prove_batch`)
     double cpu_issue = 0, cpu_wait = 0; // this proof's host CPU so far (ms), for its phases
 };
@@ -802,11 +839,29 @@ struct GpuContext {
 
     // The front half of a proof (NTTs, gathers, splits, H MSM) captured once per input set and
     // flight (the buffers and events it names) and replayed with one launch. `key` is what the
-    // capture depends on beyond those: B's input popcount (an offset into B's scalars).
-    struct front_graph { cudaGraphExec_t exec = nullptr; size_t key = 0; };
+    // capture depends on beyond those: B's input popcount (an offset into B's scalars) and the
+    // length of a/b/c (where their zero padding starts).
+    struct front_graph {
+        cudaGraphExec_t exec = nullptr;
+        std::pair<size_t, size_t> key{0, 0};
+    };
     front_graph front[2][2];   // [set][flight]
+    // The back half (L, A, B_G1, B_G2 MSMs, final sums) captured per input set, flight and
+    // shape (`sp_back_key`: per query a plain MSM or the padded size of its tail), once that
+    // shape has come twice (`recent`), a few shapes per set and flight, the least recently used
+    // replaced. `rec` is what the host keeps of the captured MSMs (window counts and sizes).
+    struct back_graph {
+        cudaGraphExec_t exec = nullptr;
+        sp_back_key key;
+        sp_job_rec rec[SP_JOBS];
+        uint64_t used = 0;
+    };
+    static const int BACK_GRAPHS = 4;
+    back_graph back[2][2][BACK_GRAPHS];   // [set][flight][shape]
+    sp_back_key recent[8];
+    uint64_t back_clock = 0;
     bool graphs = true;        // false: by option, or after a capture failed (graph_error)
-    bool capturing = false;    // the front half is being captured: events are graph nodes
+    bool capturing = false;    // a half is being captured: host-visible events are graph nodes
     std::string graph_error;
 
     GpuContext(const gpu_t& g) : gpu(g) {}
@@ -822,11 +877,16 @@ struct GpuContext {
             for (cudaEvent_t e : f.vec)
                 if (e) (void)cudaEventDestroy(e);
             if (f.counted) (void)cudaEventDestroy(f.counted);
+            if (f.done) (void)cudaEventDestroy(f.done);
         }
         if (pinned) (void)cudaFreeHost(pinned);
         for (auto& row : front)
             for (auto& g : row)
                 if (g.exec) (void)cudaGraphExecDestroy(g.exec);
+        for (auto& row : back)
+            for (auto& f : row)
+                for (auto& g : f)
+                    if (g.exec) (void)cudaGraphExecDestroy(g.exec);
     }
 };
 
@@ -1009,11 +1069,13 @@ RustError::by_value splitprover_gpu_create(const sp_srs* srs, const void* image,
             unsigned char* base = (unsigned char*)ctx->pinned + f * per_flight;
             ctx->fl[f].counts = (uint32_t*)base;
             ctx->fl[f].results = base + counts_b;
-            // The two events a host thread waits on block it instead of spinning.
+            // The events a host thread waits on while the device works block it instead of
+            // spinning: `counted` every proof, `done` only for the last of a batch (a proof
+            // before it is finished by the time the host reads it: EV_DONE, not blocking).
             for (int e = 0; e < EV_COUNT; e++)
-                sp_event(&ctx->fl[f].ev[e], e == EV_DONE ? cudaEventBlockingSync
-                                                         : cudaEventDefault);
+                sp_event(&ctx->fl[f].ev[e], cudaEventDefault);
             sp_event(&ctx->fl[f].counted, cudaEventBlockingSync | cudaEventDisableTiming);
+            sp_event(&ctx->fl[f].done, cudaEventBlockingSync | cudaEventDisableTiming);
             for (auto& e : ctx->fl[f].vec)
                 sp_event(&e, cudaEventDisableTiming);
         }
@@ -1193,26 +1255,21 @@ static void sp_pippenger(GpuContext& ctx, sp_job_buf<B>& job, typename B::mem_t*
     }
 }
 
-// What the host records of one MSM, for its final sums and its window combination.
-struct sp_job_rec {
-    uint32_t nwins = 0, wbits = 0;
-    bool pippenger = false, split = false;
-};
-
-// One query's MSM: a plain Pippenger when big == SIZE_MAX, otherwise the batch addition of the
+// One query's MSM: a plain Pippenger when tail == SP_PLAIN, otherwise the batch addition of the
 // points whose scalar is one (query q's bitmap) and a Pippenger over the big scalars' points,
-// gathered into `tail` (the tail scalars are gathered too unless `scalars_ready`: B_G2 reuses
-// B_G1's).
+// gathered into `tail_pts` (the tail scalars are gathered too unless `scalars_ready`: B_G2 reuses
+// B_G1's). The tail MSM runs over `tail` (at least the big count) scalars, the gathered ones
+// and zeros, so that its plan and launches depend on `tail` only and not on the count itself.
 template<class B, class A>
 static sp_job_rec sp_msm_query(GpuContext& ctx, sp_job_buf<B>& job, typename B::mem_t* d_part,
-                               const A* d_pts, const fr_t* d_sc, size_t n, int q, size_t big,
-                               A* tail, bool scalars_ready, stream_t& s)
+                               const A* d_pts, const fr_t* d_sc, size_t n, int q, size_t tail,
+                               A* tail_pts, bool scalars_ready, stream_t& s)
 {
     typedef typename A::mem_t affine_h;
     sp_job_rec rec;
     if (!n)
         return rec;
-    if (big == SIZE_MAX) {
+    if (tail == SP_PLAIN) {
         sp_msm_plan p = sp_plan(n);
         sp_pippenger(ctx, job, d_part, d_pts, d_sc, p, s);
         rec.nwins = p.nwins;
@@ -1225,15 +1282,23 @@ static sp_job_rec sp_msm_query(GpuContext& ctx, sp_job_buf<B>& job, typename B::
                   (size_t)0, job.split.ptr, (const affine_h*)d_pts, (uint32_t)n,
                   (const uint32_t*)sb.ones.ptr, false, ctx.sid);
     rec.split = true;
-    if (big) {
+    if (tail) {
+        if (tail > ctx.d_tail_sc.len || tail > n / 2 + 1)
+            throw cuda_error{cudaErrorInvalidValue,
+                             std::string("a tail MSM exceeds the scratch sized for it")};
         size_t nwords = sp_words(n);
-        if (!scalars_ready)
+        if (!scalars_ready) {
             sp_gather_launch(ctx, ctx.d_tail_sc.ptr, d_sc, sb.big.ptr, nwords, sb.offsets.ptr,
                              sb.tiles.ptr, s);
-        sp_gather_launch(ctx, (affine_h*)tail, (const affine_h*)d_pts, sb.big.ptr, nwords,
+            // the big count is the scan's total, after the tile sums
+            sp_zero_past<<<sp_blocks(ctx, tail / 8 + 1, 4), 256, 0, s>>>(
+                ctx.d_tail_sc.ptr, sb.tiles.ptr + sp_tiles(nwords), tail);
+            sp_check_launch();
+        }
+        sp_gather_launch(ctx, (affine_h*)tail_pts, (const affine_h*)d_pts, sb.big.ptr, nwords,
                          sb.offsets.ptr, sb.tiles.ptr, s);
-        sp_msm_plan p = sp_plan(big);
-        sp_pippenger(ctx, job, d_part, tail, ctx.d_tail_sc.ptr, p, s);
+        sp_msm_plan p = sp_plan(tail);
+        sp_pippenger(ctx, job, d_part, tail_pts, ctx.d_tail_sc.ptr, p, s);
         rec.nwins = p.nwins;
         rec.wbits = p.wbits;
         rec.pippenger = true;
@@ -1282,12 +1347,12 @@ static void sp_issue_copy(GpuContext& ctx, const sp_assignment& a, int set, sp_f
     CUDA_OK(cudaEventRecord(fl.ev[EV_COPY0], s));
     size_t n = a.abc_len, dom = ctx.domain;
     const fr_t* src[3] = {a.a, a.b, a.c};
+    // only copies here: the zero padding up to the domain is a kernel (a memset), which would
+    // wait for SMs behind the current proof's MSMs; the front half writes it
     for (int i = 0; i < 3; i++) {
         fr_t* dst = st.abc.ptr + i * dom;
         if (n)
             s.HtoD(dst, src[i], n);
-        if (n < dom)
-            CUDA_OK(cudaMemsetAsync(dst + n, 0, (dom - n) * sizeof(fr_t), s));
         CUDA_OK(cudaEventRecord(fl.vec[i], s));
     }
     size_t w_aux = sp_words(L.n_l), w_inp = sp_words(L.n_inputs);
@@ -1330,6 +1395,10 @@ static void sp_issue_front(GpuContext& ctx, const sp_assignment& a, int set, sp_
     stream_t* ss[3] = {&m, ctx.s_n1.get(), ctx.s_n2.get()};
     fr_t* dd[3] = {d_a, d_b, d_c};
     for (int i = 0; i < 3; i++) {
+        // a, b, c zero-padded to the domain (the copy wrote the first abc_len)
+        if (a.abc_len < dom)
+            CUDA_OK(cudaMemsetAsync(dd[i] + a.abc_len, 0, (dom - a.abc_len) * sizeof(fr_t),
+                                    *ss[i]));
         sp_ntt::NTT_internal(dd[i], ctx.lg_domain, NTT::InputOutputOrder::NR,
                              NTT::Direction::inverse, NTT::Type::standard, *ss[i]);
         sp_ntt::NTT_internal(dd[i], ctx.lg_domain, NTT::InputOutputOrder::RN,
@@ -1372,6 +1441,42 @@ static void sp_issue_front(GpuContext& ctx, const sp_assignment& a, int set, sp_
     sp_record_ext(ctx, fl.ev[EV_H], m);
 }
 
+// Captures what `issue` queues on the compute stream into `exec`. On failure (why returned,
+// nothing queued) graphs are off for the context from now on.
+template<class F> static std::string sp_capture(GpuContext& ctx, cudaGraphExec_t& exec,
+                                                const char* what, F&& issue)
+{
+    stream_t& m = *ctx.s_main;
+    cudaGraph_t graph = nullptr;
+    std::string why;
+    CUDA_OK(cudaStreamBeginCapture(m, cudaStreamCaptureModeRelaxed));
+    ctx.capturing = true;
+    try {
+        issue();
+    } catch (const cuda_error& e) {
+        why = std::string("capturing the ") + what + ": " + e.what();
+    }
+    ctx.capturing = false;
+    cudaError_t rc = cudaStreamEndCapture(m, &graph);
+    if (why.empty() && rc != cudaSuccess)
+        why = std::string("ending the capture of the ") + what + ": " + cudaGetErrorString(rc);
+    if (why.empty()) {
+        rc = cudaGraphInstantiate(&exec, graph, 0);
+        if (rc != cudaSuccess) {
+            exec = nullptr;
+            why = std::string("instantiating the ") + what + ": " + cudaGetErrorString(rc);
+        }
+    }
+    if (graph)
+        (void)cudaGraphDestroy(graph);
+    if (!why.empty()) {
+        (void)cudaGetLastError();
+        ctx.graphs = false;
+        ctx.graph_error = why;
+    }
+    return why;
+}
+
 // The front half of proof `a` on input set `set` with flight `f`: one launch of its captured
 // graph (captured now if this set and flight have none for `a`'s key), or kernel by kernel
 // when graphs are off. A capture or instantiation that fails turns graphs off for the context
@@ -1387,38 +1492,14 @@ static bool sp_launch_front(GpuContext& ctx, const sp_assignment& a, int set, in
     }
     stream_t& m = *ctx.s_main;
     GpuContext::front_graph& g = ctx.front[set][f];
-    size_t key = a.b_input.popcount;
+    std::pair<size_t, size_t> key{a.b_input.popcount, a.abc_len};
     if (!g.exec || g.key != key) {
         if (g.exec) {
             (void)cudaGraphExecDestroy(g.exec);
             g.exec = nullptr;
         }
-        cudaGraph_t graph = nullptr;
-        std::string why;
-        CUDA_OK(cudaStreamBeginCapture(m, cudaStreamCaptureModeRelaxed));
-        ctx.capturing = true;
-        try {
-            sp_issue_front(ctx, a, set, fl);
-        } catch (const cuda_error& e) {
-            why = std::string("capturing the front half: ") + e.what();
-        }
-        ctx.capturing = false;
-        cudaError_t rc = cudaStreamEndCapture(m, &graph);
-        if (why.empty() && rc != cudaSuccess)
-            why = std::string("ending the capture: ") + cudaGetErrorString(rc);
-        if (why.empty()) {
-            rc = cudaGraphInstantiate(&g.exec, graph, 0);
-            if (rc != cudaSuccess) {
-                g.exec = nullptr;
-                why = std::string("instantiating the front half: ") + cudaGetErrorString(rc);
-            }
-        }
-        if (graph)
-            (void)cudaGraphDestroy(graph);
-        if (!why.empty()) {
-            (void)cudaGetLastError();
-            ctx.graphs = false;
-            ctx.graph_error = why;
+        if (!sp_capture(ctx, g.exec, "front half", [&] { sp_issue_front(ctx, a, set, fl); })
+                 .empty()) {
             sp_issue_front(ctx, a, set, fl);
             return false;
         }
@@ -1504,46 +1585,43 @@ static void sp_host_sum(GpuContext& ctx, P& out, const sp_job_buf<B>& job, const
     out.add(P(one));
 }
 
-// The rest of a proof, once the split counts are on the host: the L, A, B_G1 and B_G2 MSMs,
-// the input set released, the final sums and their copy to the flight's host results.
-static void sp_issue_back(GpuContext& ctx, int set, sp_flight& fl, bool host_sums)
+// The size a tail MSM over `big` scalars (at most `cap`) runs at: `big` rounded up to a
+// sixteenth of its power of two (at most 6.25 % more scalars, all zero), so that proofs of one
+// circuit share a few shapes and their back halves replay a captured graph.
+static size_t sp_tail_size(size_t big, size_t cap)
+{
+    if (!big)
+        return 0;
+    size_t step = std::max<size_t>(((size_t)1 << sp_lg2(big)) / 16, 1);
+    return std::min((big + step - 1) / step * step, cap);
+}
+
+// The back half's launches for shape `key`: the L, A, B_G1 and B_G2 MSMs, the input set
+// released, the final sums and their copy to the flight's host results. Reads rec[H] (the
+// front half's plan), fills rec[L..B2].
+static void sp_issue_back_kernels(GpuContext& ctx, int set, sp_flight& fl,
+                                  const sp_back_key& key, sp_job_rec* rec)
 {
     stream_t& m = *ctx.s_main;
     const sp_srs& L = ctx.lens;
     sp_set& st = ctx.sets[set];
-    {
-        sp_cpu_span wait(fl.cpu_wait);
-        CUDA_OK(cudaEventSynchronize(fl.counted));
-    }
-    sp_cpu_span cpu(fl.cpu_issue);
-    const size_t nq[3] = {L.n_l, L.n_a, L.n_b};
-    for (int q = 0; q < 3; q++) {
-        size_t big = nq[q] ? fl.counts[q] : 0;
-        if (big > nq[q])
-            throw cuda_error{cudaErrorInvalidValue, std::string("a split count exceeds its query")};
-        // a query with more big scalars than half gets a plain MSM
-        fl.big[q] = big > nq[q] / 2 ? SIZE_MAX : big;
-    }
-    sp_job_rec rec[SP_JOBS];
-    rec[SP_JOB_H].nwins = fl.nwins[SP_JOB_H];
-    rec[SP_JOB_H].wbits = fl.wbits[SP_JOB_H];
-    rec[SP_JOB_H].pippenger = true;
     rec[SP_JOB_L] = sp_msm_query(ctx, ctx.job_g1[SP_JOB_L], ctx.d_part_g1.ptr, ctx.d_l.ptr,
-                                 st.aux.ptr, L.n_l, 0, fl.big[0], ctx.d_tail_g1.ptr, false, m);
-    CUDA_OK(cudaEventRecord(fl.ev[EV_L], m));
+                                 st.aux.ptr, L.n_l, 0, key.tail[0], ctx.d_tail_g1.ptr, false, m);
+    sp_record_ext(ctx, fl.ev[EV_L], m);
     rec[SP_JOB_A] = sp_msm_query(ctx, ctx.job_g1[SP_JOB_A], ctx.d_part_g1.ptr, ctx.d_a.ptr,
-                                 ctx.d_sc_a.ptr, L.n_a, 1, fl.big[1], ctx.d_tail_g1.ptr, false, m);
-    CUDA_OK(cudaEventRecord(fl.ev[EV_A], m));
+                                 ctx.d_sc_a.ptr, L.n_a, 1, key.tail[1], ctx.d_tail_g1.ptr, false,
+                                 m);
+    sp_record_ext(ctx, fl.ev[EV_A], m);
     rec[SP_JOB_B1] = sp_msm_query(ctx, ctx.job_g1[SP_JOB_B1], ctx.d_part_g1.ptr, ctx.d_b_g1.ptr,
-                                  ctx.d_sc_b.ptr, L.n_b, 2, fl.big[2], ctx.d_tail_g1.ptr, false,
+                                  ctx.d_sc_b.ptr, L.n_b, 2, key.tail[2], ctx.d_tail_g1.ptr, false,
                                   m);
-    CUDA_OK(cudaEventRecord(fl.ev[EV_B1], m));
+    sp_record_ext(ctx, fl.ev[EV_B1], m);
     // the same split serves G2 (the tail scalars gathered for B_G1 are still in place)
     rec[SP_JOB_B2] = sp_msm_query(ctx, ctx.job_g2, ctx.d_part_g2.ptr, ctx.d_b_g2.ptr,
-                                  ctx.d_sc_b.ptr, L.n_b, 2, fl.big[2], ctx.d_tail_g2.ptr, true,
+                                  ctx.d_sc_b.ptr, L.n_b, 2, key.tail[2], ctx.d_tail_g2.ptr, true,
                                   m);
-    CUDA_OK(cudaEventRecord(fl.ev[EV_B2], m));
-    CUDA_OK(cudaEventRecord(ctx.released[set], m));
+    sp_record_ext(ctx, fl.ev[EV_B2], m);
+    sp_record_ext(ctx, ctx.released[set], m);
 
     // the final sums: G1 on the compute stream, G2 beside it
     sp_final_batch<bucket_t> g1{};
@@ -1552,16 +1630,12 @@ static void sp_issue_back(GpuContext& ctx, int set, sp_flight& fl, bool host_sum
     for (int j = 0; j < SP_G1_JOBS; j++) {
         g1.job[j] = sp_final_of(ctx, ctx.job_g1[j], rec[j], sp_result_g1(ctx.d_results.ptr, j));
         blocks += rec[j].nwins + 1;
-        fl.nwins[j] = rec[j].nwins;
-        fl.wbits[j] = rec[j].wbits;
     }
     g1.njobs = SP_G1_JOBS;
     sp_final_batch<bucket_fp2_t> g2{};
     g2.nbits = g1.nbits;
     g2.job[0] = sp_final_of(ctx, ctx.job_g2, rec[SP_JOB_B2], sp_result_g2(ctx.d_results.ptr));
     g2.njobs = 1;
-    fl.nwins[SP_JOB_B2] = rec[SP_JOB_B2].nwins;
-    fl.wbits[SP_JOB_B2] = rec[SP_JOB_B2].wbits;
     sp_fork(ctx.ev_fork, m, *ctx.s_n1);
     sp_final<bucket_fp2_t><<<rec[SP_JOB_B2].nwins + 1, MSM_NTHREADS, 0, *ctx.s_n1>>>(g2);
     sp_check_launch();
@@ -1570,7 +1644,85 @@ static void sp_issue_back(GpuContext& ctx, int set, sp_flight& fl, bool host_sum
     sp_fork(ctx.ev_join1, *ctx.s_n1, m);
     CUDA_OK(cudaMemcpyAsync(fl.results, ctx.d_results.ptr, ctx.lay.results_bytes,
                             cudaMemcpyDeviceToHost, m));
-    CUDA_OK(cudaEventRecord(fl.ev[EV_DONE], m));
+    sp_record_ext(ctx, fl.ev[EV_DONE], m);
+}
+
+// The back half of shape `key` on input set `set` with flight `f` as one graph launch: replayed
+// when captured before, captured now when the shape came before (a shape seen once costs no
+// capture). False: nothing queued, the caller launches kernel by kernel.
+static bool sp_launch_back(GpuContext& ctx, int set, int f, const sp_back_key& key,
+                           sp_job_rec* rec)
+{
+    auto& row = ctx.back[set][f];
+    GpuContext::back_graph* g = nullptr;
+    for (auto& c : row)
+        if (c.exec && c.key == key)
+            g = &c;
+    if (!g) {
+        bool seen = false;
+        for (const auto& k : ctx.recent)
+            seen |= k == key;
+        if (!seen) {
+            ctx.recent[ctx.back_clock % 8] = key;
+            ctx.back_clock++;
+            return false;
+        }
+        g = &row[0];
+        for (auto& c : row)
+            if (!c.exec || c.used < g->used)
+                g = &c;
+        if (g->exec) {
+            (void)cudaGraphExecDestroy(g->exec);
+            g->exec = nullptr;
+        }
+        // rec[H] (the front half's plan) is an input of the final sums, and the same always
+        sp_flight& fl = ctx.fl[f];
+        if (!sp_capture(ctx, g->exec, "back half",
+                        [&] { sp_issue_back_kernels(ctx, set, fl, key, rec); }).empty())
+            return false;
+        g->key = key;
+        for (int j = 0; j < SP_JOBS; j++)
+            g->rec[j] = rec[j];
+    }
+    g->used = ++ctx.back_clock;
+    for (int j = SP_JOB_L; j < SP_JOBS; j++)
+        rec[j] = g->rec[j];
+    CUDA_OK(cudaGraphLaunch(g->exec, *ctx.s_main));
+    return true;
+}
+
+// The rest of a proof, once the split counts are on the host: its shape from the counts, then
+// the back half (one graph launch where it can, kernel by kernel otherwise).
+static bool sp_issue_back(GpuContext& ctx, int set, int f, bool host_sums)
+{
+    sp_flight& fl = ctx.fl[f];
+    const sp_srs& L = ctx.lens;
+    {
+        sp_cpu_span wait(fl.cpu_wait);
+        CUDA_OK(cudaEventSynchronize(fl.counted));
+    }
+    sp_cpu_span cpu(fl.cpu_issue);
+    const size_t nq[3] = {L.n_l, L.n_a, L.n_b};
+    sp_back_key key;
+    for (int q = 0; q < 3; q++) {
+        size_t big = nq[q] ? fl.counts[q] : 0;
+        if (big > nq[q])
+            throw cuda_error{cudaErrorInvalidValue, std::string("a split count exceeds its query")};
+        // a query with more big scalars than half gets a plain MSM
+        key.tail[q] = big > nq[q] / 2 ? SP_PLAIN : sp_tail_size(big, nq[q] / 2);
+    }
+    sp_job_rec rec[SP_JOBS];
+    rec[SP_JOB_H].nwins = fl.nwins[SP_JOB_H];
+    rec[SP_JOB_H].wbits = fl.wbits[SP_JOB_H];
+    rec[SP_JOB_H].pippenger = true;
+    // the diagnostic reads the accumulators after each proof: kernel by kernel
+    bool graph = ctx.graphs && !host_sums && sp_launch_back(ctx, set, f, key, rec);
+    if (!graph)
+        sp_issue_back_kernels(ctx, set, fl, key, rec);
+    for (int j = 0; j < SP_JOBS; j++) {
+        fl.nwins[j] = rec[j].nwins;
+        fl.wbits[j] = rec[j].wbits;
+    }
     if (host_sums) {
         // the diagnostic waits here, before the next proof's MSMs overwrite the accumulators
         point_t* g1[SP_G1_JOBS] = {&fl.host_sums.h, &fl.host_sums.l, &fl.host_sums.a,
@@ -1579,6 +1731,7 @@ static void sp_issue_back(GpuContext& ctx, int set, sp_flight& fl, bool host_sum
             sp_host_sum(ctx, *g1[j], ctx.job_g1[j], rec[j]);
         sp_host_sum(ctx, fl.host_sums.b_g2, ctx.job_g2, rec[SP_JOB_B2]);
     }
+    return graph;
 }
 
 // Horner over one MSM's window sums (host buckets, as the device wrote them): the top window
@@ -1596,6 +1749,33 @@ static void sp_horner(P& out, const B* r, uint32_t nwins, uint32_t wbits)
     out.add(P(r[nwins]));
 }
 
+// out = the sum of two MSMs from their window sums in one chain of doublings: going down the
+// bit positions, each MSM's window is added at its own position (window y of a w-bit plan at
+// bit y * w), so the doublings are those of the longer plan alone. For h + l, which a proof
+// only uses summed.
+template<class B, class P>
+static void sp_horner2(P& out, const B* r0, uint32_t nw0, uint32_t wb0, const B* r1,
+                       uint32_t nw1, uint32_t wb1)
+{
+    out.inf();
+    uint32_t top = 0;
+    if (nw0)
+        top = (nw0 - 1) * wb0;
+    if (nw1)
+        top = std::max(top, (nw1 - 1) * wb1);
+    if (nw0 || nw1)
+        for (uint32_t bit = top + 1; bit-- > 0;) {
+            if (bit != top)
+                out.dbl();
+            if (nw0 && bit % wb0 == 0 && bit / wb0 < nw0)
+                out.add(P(r0[bit / wb0]));
+            if (nw1 && bit % wb1 == 0 && bit / wb1 < nw1)
+                out.add(P(r1[bit / wb1]));
+        }
+    out.add(P(r0[nw0]));
+    out.add(P(r1[nw1]));
+}
+
 static double sp_elapsed(cudaEvent_t from, cudaEvent_t to)
 {
     float ms = 0;
@@ -1603,19 +1783,30 @@ static double sp_elapsed(cudaEvent_t from, cudaEvent_t to)
     return ms;
 }
 
-// Waits for a flight's results and turns them into the five sums and the phase times.
-static void sp_finish(sp_flight& fl, sp_components& out, sp_phases& ph)
+// Waits for a flight's results and turns them into the five sums and the phase times; with
+// `merge_hl`, out.h is h + l and out.l the identity (one chain of doublings less). `last`: the
+// proof's `done` was recorded (a blocking wait); otherwise it is finished already.
+static void sp_finish(sp_flight& fl, sp_components& out, sp_phases& ph, bool merge_hl,
+                      bool last)
 {
     {
         sp_cpu_span wait(fl.cpu_wait);
-        CUDA_OK(cudaEventSynchronize(fl.ev[EV_DONE]));
+        CUDA_OK(cudaEventSynchronize(last ? fl.done : fl.ev[EV_DONE]));
     }
     double cpu0 = sp_cpu_ms();
     auto t0 = std::chrono::steady_clock::now();
     const bucket_t* r1 = (const bucket_t*)fl.results;
     point_t* g1[SP_G1_JOBS] = {&out.h, &out.l, &out.a, &out.b_g1};
-    for (int j = 0; j < SP_G1_JOBS; j++)
-        sp_horner(*g1[j], r1 + (size_t)j * (SP_NW_MAX + 1), fl.nwins[j], fl.wbits[j]);
+    auto res = [&](int j) { return r1 + (size_t)j * (SP_NW_MAX + 1); };
+    int j0 = 0;
+    if (merge_hl) {
+        sp_horner2(out.h, res(SP_JOB_H), fl.nwins[SP_JOB_H], fl.wbits[SP_JOB_H], res(SP_JOB_L),
+                   fl.nwins[SP_JOB_L], fl.wbits[SP_JOB_L]);
+        out.l.inf();
+        j0 = SP_JOB_L + 1;
+    }
+    for (int j = j0; j < SP_G1_JOBS; j++)
+        sp_horner(*g1[j], res(j), fl.nwins[j], fl.wbits[j]);
     const bucket_fp2_t* r2 =
         (const bucket_fp2_t*)(fl.results + (size_t)SP_G1_JOBS * (SP_NW_MAX + 1) * sizeof(bucket_t));
     sp_horner(out.b_g2, r2, fl.nwins[SP_JOB_B2], fl.wbits[SP_JOB_B2]);
@@ -1649,10 +1840,13 @@ static bool sp_matches(const GpuContext& ctx, const sp_assignment& a)
 }
 
 // Proves n circuits in order (`host_sums`, when not null, also gets every proof's five sums
-// reduced on the host from the same device accumulators: a diagnostic). With two input sets, proof i+1's copies run on the copy stream
-// while proof i computes; each proof's window combination runs on the host while the device
-// computes the next. The host order below is what makes that safe with plain events:
-//   copy(0); for i: front(i); finish(i-1); copy(i+1) [two sets]; back(i); copy(i+1) [one set]
+// reduced on the host from the same device accumulators: a diagnostic). With two input sets,
+// proof i+1's copies run on the copy stream while proof i computes; each proof's window
+// combination and blinding run on the host while the device computes the next. The host order
+// below is what makes that safe with plain events, and waits on the device once per proof:
+//   copy(0); for i: front(i); back(i); finish(i-1); copy(i+1)
+//   - back(i) waits for proof i's split counts, recorded on the compute stream after all of
+//     back(i-1): finish(i-1) then finds proof i-1 done and does not block;
 //   - copy(i+1) writes input set (i+1) % nsets after waiting for `released` of that set, whose
 //     last record (back(i-1) with two sets, back(i) with one) is already queued;
 //   - front(i) waits for copy(i)'s last event, recorded before;
@@ -1675,31 +1869,34 @@ RustError::by_value splitprover_gpu_prove_batch(GpuContext* ctx, const sp_assign
     try {
         ctx->gpu.select();
         const int nsets = ctx->nsets;
+        // a proof blinded by the callback uses h and l only summed
+        const bool merge_hl = on_proof != nullptr && host_sums == nullptr;
         times->input_sets = nsets;
         times->front_graphs = 0;
+        times->back_graphs = 0;
         times->graph_error[0] = 0;
         CUDA_OK(cudaEventRecord(ctx->ev_batch, *ctx->s_copy));
         sp_issue_copy(*ctx, asgs[0], 0, ctx->fl[0]);
         for (size_t i = 0; i < n; i++) {
             int set = (int)(i % nsets);
-            sp_flight& fl = ctx->fl[i % 2];
             if (sp_launch_front(*ctx, asgs[i], set, (int)(i % 2)))
                 times->front_graphs++;
+            if (sp_issue_back(*ctx, set, (int)(i % 2), host_sums != nullptr))
+                times->back_graphs++;
+            if (i + 1 == n)
+                CUDA_OK(cudaEventRecord(ctx->fl[i % 2].done, *ctx->s_main));
             if (i > 0) {
-                sp_finish(ctx->fl[(i - 1) % 2], out[i - 1], ph[i - 1]);
+                sp_finish(ctx->fl[(i - 1) % 2], out[i - 1], ph[i - 1], merge_hl, false);
                 if (host_sums)
                     host_sums[i - 1] = ctx->fl[(i - 1) % 2].host_sums;
                 if (on_proof)
                     on_proof(user, i - 1, &out[i - 1]);
             }
-            if (nsets == 2 && i + 1 < n)
-                sp_issue_copy(*ctx, asgs[i + 1], (int)((i + 1) % 2), ctx->fl[(i + 1) % 2]);
-            sp_issue_back(*ctx, set, fl, host_sums != nullptr);
-            if (nsets == 1 && i + 1 < n)
-                sp_issue_copy(*ctx, asgs[i + 1], 0, ctx->fl[(i + 1) % 2]);
+            if (i + 1 < n)
+                sp_issue_copy(*ctx, asgs[i + 1], (int)((i + 1) % nsets), ctx->fl[(i + 1) % 2]);
         }
         sp_flight& last = ctx->fl[(n - 1) % 2];
-        sp_finish(last, out[n - 1], ph[n - 1]);
+        sp_finish(last, out[n - 1], ph[n - 1], merge_hl, true);
         if (host_sums)
             host_sums[n - 1] = last.host_sums;
         if (on_proof)
@@ -1721,6 +1918,11 @@ RustError::by_value splitprover_gpu_prove_batch(GpuContext* ctx, const sp_assign
 extern "C" void splitprover_gpu_msm_plan(size_t n, uint32_t wbits, sp_msm_plan* out)
 {
     *out = sp_plan(n, wbits);
+}
+
+extern "C" size_t splitprover_gpu_tail_size(size_t big, size_t cap)
+{
+    return sp_tail_size(big, cap);
 }
 
 extern "C" void splitprover_gpu_msm_cover(size_t n, sp_msm_plan* out)

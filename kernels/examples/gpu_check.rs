@@ -84,6 +84,54 @@ mod cpu_clock {
     pub fn thread_ms() -> f64 {
         read(ClockId::ThreadCPUTime)
     }
+
+    /// Nanoseconds on a CPU so far of every thread of this process, by thread id with its
+    /// name (`/proc/self/task/*/schedstat`; empty where the kernel has none).
+    pub fn threads_ns() -> std::collections::BTreeMap<u32, (String, u64)> {
+        let mut out = std::collections::BTreeMap::new();
+        let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+            return out;
+        };
+        for entry in dir.flatten() {
+            let Some(tid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|t| t.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            let path = entry.path();
+            let ns = std::fs::read_to_string(path.join("schedstat"))
+                .ok()
+                .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok());
+            let name = std::fs::read_to_string(path.join("comm")).unwrap_or_default();
+            if let Some(ns) = ns {
+                out.insert(tid, (name.trim().to_string(), ns));
+            }
+        }
+        out
+    }
+
+    /// The threads that ran between two `threads_ns` readings, most CPU first, as
+    /// "name (tid) ms" per `per` (proofs), the calling thread marked.
+    pub fn threads_line(
+        before: &std::collections::BTreeMap<u32, (String, u64)>,
+        after: &std::collections::BTreeMap<u32, (String, u64)>,
+        per: usize,
+    ) -> String {
+        let me = rustix::thread::gettid().as_raw_nonzero().get() as u32;
+        let mut used: Vec<(f64, String)> = after
+            .iter()
+            .filter_map(|(tid, (name, ns))| {
+                let was = before.get(tid).map_or(0, |b| b.1);
+                let ms = (ns - was.min(*ns)) as f64 / 1e6 / per.max(1) as f64;
+                let mark = if *tid == me { ", calling" } else { "" };
+                (ms >= 0.001).then(|| (ms, format!("{name} ({tid}{mark}) {ms:.3}")))
+            })
+            .collect();
+        used.sort_by(|a, b| b.0.total_cmp(&a.0));
+        used.into_iter().map(|u| u.1).collect::<Vec<_>>().join(", ")
+    }
 }
 
 #[cfg(feature = "cuda")]
@@ -265,10 +313,12 @@ mod check {
         gpu: Vec<f64>,
         cpu_process: f64,
         cpu_thread: f64,
+        threads: String,
         proofs: usize,
         phases: Vec<Phases>,
         mismatches: usize,
         front_graphs: usize,
+        back_graphs: usize,
         graph_error: Option<String>,
     }
 
@@ -290,7 +340,7 @@ mod check {
         }
         fn line(&self, label: &str) -> String {
             format!(
-                "{label}: wall {:.2} ms/proof (min {:.2}), gpu {:.2} ms/proof (CUDA events), host cpu {:.2} ms/proof (process; calling thread {:.2}) = {:.1} % of gpu; front half as a graph in {}/{} proofs{}",
+                "{label}: wall {:.2} ms/proof (min {:.2}), gpu {:.2} ms/proof (CUDA events), host cpu {:.2} ms/proof (process; calling thread {:.2}) = {:.1} % of gpu; front half as a graph in {}/{} proofs, back half in {}{}{}",
                 self.wall_ms(),
                 self.wall_min(),
                 self.gpu_ms(),
@@ -299,9 +349,15 @@ mod check {
                 100.0 * self.cpu_ms() / self.gpu_ms(),
                 self.front_graphs,
                 self.proofs,
+                self.back_graphs,
                 match &self.graph_error {
                     Some(e) => format!(" (graphs off: {e})"),
                     None => String::new(),
+                },
+                if self.threads.is_empty() {
+                    String::new()
+                } else {
+                    format!("; cpu ms/proof by thread (the calling one also compares bytes): {}", self.threads)
                 }
             )
         }
@@ -318,6 +374,7 @@ mod check {
         let r: Vec<Scalar> = rs.iter().map(|x| x.0).collect();
         let s: Vec<Scalar> = rs.iter().map(|x| x.1).collect();
         let mut t = Timing::default();
+        let threads0 = cpu_clock::threads_ns();
         for _ in 0..iters {
             let (p0, t0, w0) = (
                 cpu_clock::process_ms(),
@@ -333,6 +390,7 @@ mod check {
             t.gpu.push(times.gpu_ms / n);
             t.proofs += batch.len();
             t.front_graphs += times.front_graphs as usize;
+            t.back_graphs += times.back_graphs as usize;
             if times.graph_error.is_some() {
                 t.graph_error = times.graph_error.clone();
             }
@@ -343,6 +401,7 @@ mod check {
                 .filter(|(p, w)| bytes(p) != **w)
                 .count();
         }
+        t.threads = cpu_clock::threads_line(&threads0, &cpu_clock::threads_ns(), t.proofs);
         Ok(t)
     }
 

@@ -11,7 +11,7 @@ use blstrs::Scalar;
 use ff::Field;
 use kernels::backend::cuda::gpu_count;
 use kernels::backend::gpu::{
-    msm_cover, msm_plan, window_weight_mismatches, GpuBackend, GpuOptions,
+    msm_cover, msm_plan, tail_size, window_weight_mismatches, GpuBackend, GpuOptions,
 };
 use kernels::circuits::CircuitSpec;
 use kernels::srs::{AlignedBytes, SrsImage, SrsView};
@@ -342,6 +342,39 @@ fn msm_scratch_covers_every_smaller_msm() {
         for _ in 0..20_000 {
             check(rand::Rng::gen_range(&mut rng, 1..=n));
         }
+    }
+}
+
+/// A tail MSM runs over its count padded by less than a sixteenth, never past the half of its
+/// query that the tail buffers hold, and the counts of one power of two share at most seventeen
+/// sizes (2^k + j 2^k / 16 for j = 0..=16: so few back-half shapes per query and octave).
+#[test]
+fn tail_sizes_pad_little_and_stay_in_the_tail_buffers() {
+    assert_eq!(tail_size(0, 100), 0);
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(4);
+    let mut bigs: Vec<usize> = (1..5000).collect();
+    bigs.extend((0..20_000).map(|_| rand::Rng::gen_range(&mut rng, 1..1usize << 27)));
+    for k in 4..27 {
+        bigs.extend([(1usize << k) - 1, 1 << k, (1 << k) + 1]);
+    }
+    for big in bigs {
+        for cap in [big, big + 1, big + big / 32, 2 * big] {
+            let t = tail_size(big, cap);
+            assert!(t >= big && t <= cap, "big {big} cap {cap}: {t}");
+            assert!(
+                t - big <= big / 16,
+                "big {big} cap {cap}: {t} pads too much"
+            );
+        }
+    }
+    for k in [4u32, 10, 20, 23] {
+        let lo = 1usize << k;
+        let mut sizes: Vec<usize> = (lo..2 * lo)
+            .step_by((lo / 4096).max(1))
+            .map(|b| tail_size(b, usize::MAX))
+            .collect();
+        sizes.dedup();
+        assert!(sizes.len() <= 17, "2^{k}: {} sizes", sizes.len());
     }
 }
 

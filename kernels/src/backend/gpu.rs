@@ -12,11 +12,14 @@
 //!   (NTTs), the density gathers, the 0/1 splits, the five MSMs and their final reductions run
 //!   there; each of a/b/c's NTTs starts as soon as its own vector has landed. The front half
 //!   (NTTs, gathers, splits, the H MSM) is one CUDA graph launch per proof
-//!   ([`GpuOptions::graphs`]); the back half, whose MSM plans follow the split counts, is
-//!   launched kernel by kernel. The host combines each MSM's window sums (a few hundred
-//!   doublings) and blinds the five sums with `r` and `s` ([`BlindingKey`], the two `delta`
-//!   multiplications through byte tables, `FixedBase`), which is why the bytes equal the CPU
-//!   backend's. In a batch both happen while the device proves the next proof.
+//!   ([`GpuOptions::graphs`]); so is the back half (the other four MSMs and the final sums),
+//!   whose shape follows the split counts: each tail MSM runs over its count rounded up to a
+//!   sixteenth of its power of two, zeros past the count, so that proofs of one circuit share a
+//!   few shapes, each captured once it has come twice. The host combines each MSM's window
+//!   sums (a few hundred doublings; H's and L's in one chain) and blinds the five sums with `r`
+//!   and `s` ([`Blinder`]: the group elements of [`BlindingKey::proof`] with fewer
+//!   multiplications), which is why the bytes equal the CPU backend's. In a batch both happen
+//!   while the device proves the next proof, and the host waits on the device once per proof.
 //! - [`GpuBackend::prove_components`] and [`GpuBackend::prove_components_batch`] return the sums
 //!   with per-phase timings from CUDA events ([`Phases`]), for the check example and the
 //!   bit-exactness suite.
@@ -31,8 +34,9 @@ use std::ptr::NonNull;
 
 use bellperson::groth16::{prepare_verifying_key, verify_proof, PreparedVerifyingKey};
 use blstrs::{Bls12, G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
-use group::{Curve, Group};
+use group::Group;
 
+use super::blind::Blinder;
 use super::cuda::{check_circuit, current_device, gpu_count, is_no_gpu, is_sticky};
 use super::{Assignment, Backend, BlindingKey, Components, Density, Proof};
 use crate::srs::{SrsLengths, SrsView};
@@ -109,6 +113,7 @@ mod ffi {
         pub gpu: f64,
         pub input_sets: u32,
         pub front_graphs: u32,
+        pub back_graphs: u32,
         pub graph_error: [std::ffi::c_char; 200],
     }
 
@@ -118,6 +123,7 @@ mod ffi {
                 gpu: 0.0,
                 input_sets: 0,
                 front_graphs: 0,
+                back_graphs: 0,
                 graph_error: [0; 200],
             }
         }
@@ -163,6 +169,7 @@ mod ffi {
         ) -> sppark::Error;
         pub fn splitprover_gpu_msm_plan(n: usize, wbits: u32, out: *mut super::MsmPlan);
         pub fn splitprover_gpu_msm_cover(n: usize, out: *mut super::MsmPlan);
+        pub fn splitprover_gpu_tail_size(big: usize, cap: usize) -> usize;
         pub fn splitprover_gpu_window_check(seed: u64) -> u32;
     }
 }
@@ -204,7 +211,7 @@ pub struct Phases {
     pub cpu_wait: f64,
     /// Combining the window sums and reading the phase times, after the wait.
     pub cpu_finish: f64,
-    /// Blinding the sums into the proof (on the Rust side, `FixedBase`).
+    /// Blinding the sums into the proof (on the Rust side, [`Blinder`]).
     pub cpu_blind: f64,
 }
 
@@ -217,6 +224,9 @@ pub struct BatchTimes {
     pub input_sets: u32,
     /// Proofs whose front half (NTTs, gathers, splits, H MSM) ran as one CUDA graph launch.
     pub front_graphs: u32,
+    /// Proofs whose back half (L, A, B_G1, B_G2 MSMs and final sums) ran as one CUDA graph
+    /// launch: a shape (the padded tail sizes) is captured the second time it comes.
+    pub back_graphs: u32,
     /// Why the context stopped capturing graphs (a failed capture: it launches kernel by
     /// kernel from then on, with the same results); `None` while it uses them or when
     /// [`GpuOptions::graphs`] is off.
@@ -235,6 +245,7 @@ impl From<&ffi::BatchTimes> for BatchTimes {
             gpu_ms: t.gpu,
             input_sets: t.input_sets,
             front_graphs: t.front_graphs,
+            back_graphs: t.back_graphs,
             graph_error: (!bytes.is_empty()).then(|| String::from_utf8_lossy(&bytes).into_owned()),
         }
     }
@@ -329,6 +340,14 @@ pub fn msm_cover(n: usize) -> MsmPlan {
     out
 }
 
+/// The size a tail MSM over `big` scalars of a query of `2 cap` or `2 cap + 1` runs at: `big`
+/// rounded up to a sixteenth of its power of two, at most `cap` (zeros past `big`), so that
+/// proofs of one circuit share a few back-half shapes, each one CUDA graph.
+pub fn tail_size(big: usize, cap: usize) -> usize {
+    // SAFETY: a host-only function of two integers.
+    unsafe { ffi::splitprover_gpu_tail_size(big, cap) }
+}
+
 /// Mismatches between sppark's host-side window integration and the per-segment weights the
 /// device's final reduction uses, checked over integers for every window size (0: the identity
 /// holds). For the no-GPU tests.
@@ -401,84 +420,6 @@ fn identity_components() -> ffi::Components {
     }
 }
 
-/// `k 256^j P` for every byte position `j` of a scalar (32) and byte value `k` (1 to 255), in
-/// affine form: `x P` is then one mixed addition per nonzero byte of `x` (at most 32) instead of
-/// a scalar multiplication's 255 doublings. 8,160 points: 0.8 MB in G1, 1.6 MB in G2, built once
-/// per backend.
-///
-/// The lookups depend on the scalar's bytes (not constant-time): what they could leak to an
-/// observer of this host's caches is `r` and `s`, i.e. the proofs' zero-knowledge towards that
-/// observer, not their soundness. gpu-proc runs alone on its own cores.
-struct FixedBase<G: Curve> {
-    table: Vec<G::AffineRepr>,
-}
-
-impl<G> FixedBase<G>
-where
-    G: Curve + for<'a> std::ops::AddAssign<&'a G::AffineRepr>,
-    G::AffineRepr: Copy,
-{
-    fn new(p: G) -> Self {
-        let mut points = Vec::with_capacity(32 * 255);
-        let mut base = p;
-        for _ in 0..32 {
-            let mut k_base = base;
-            for _ in 0..255 {
-                points.push(k_base);
-                k_base += base;
-            }
-            base = k_base; // 256 times the previous base
-        }
-        let mut table = vec![p.to_affine(); points.len()];
-        G::batch_normalize(&points, &mut table);
-        FixedBase { table }
-    }
-
-    fn mul(&self, x: &Scalar) -> G {
-        let mut acc = G::identity();
-        for (j, &k) in x.to_bytes_le().iter().enumerate() {
-            if k != 0 {
-                acc += &self.table[j * 255 + k as usize - 1];
-            }
-        }
-        acc
-    }
-}
-
-/// The blinding key and fixed-base tables of its two `delta`s (the two of the four scalar
-/// multiplications per proof whose base never changes).
-struct Blinder {
-    key: BlindingKey,
-    delta_g1: FixedBase<G1Projective>,
-    delta_g2: FixedBase<G2Projective>,
-}
-
-impl Blinder {
-    fn new(key: BlindingKey) -> Self {
-        Blinder {
-            delta_g1: FixedBase::new(G1Projective::from(key.delta_g1)),
-            delta_g2: FixedBase::new(G2Projective::from(key.delta_g2)),
-            key,
-        }
-    }
-}
-
-/// The proof of the five sums with `r` and `s`: the group elements of [`BlindingKey::proof`]
-/// (so the same bytes) with two variable-base G1 multiplications and two fixed-base ones
-/// ([`FixedBase`]) instead of six and one, since `s A = s alpha + s a + r s delta`:
-/// `A = alpha + a + r delta`, `B = beta + b_g2 + s delta`, `C = s A + r (beta + b_g1) + h + l`.
-fn blind(b: &Blinder, c: &Components, r: Scalar, s: Scalar) -> Proof {
-    let key = &b.key;
-    let g_a = b.delta_g1.mul(&r) + key.alpha_g1 + c.a;
-    let g_b = b.delta_g2.mul(&s) + key.beta_g2 + c.b_g2;
-    let g_c = g_a * s + (c.b_g1 + key.beta_g1) * r + c.h + c.l;
-    Proof {
-        a: g_a.to_affine(),
-        b: g_b.to_affine(),
-        c: g_c.to_affine(),
-    }
-}
-
 /// What the per-proof callback blinds with, and where it puts the proofs.
 struct Blinding<'a> {
     key: &'a Blinder,
@@ -518,7 +459,7 @@ unsafe extern "C" fn blind_one(user: *mut c_void, index: usize, sums: *const ffi
     };
     let key = state.key;
     let t0 = thread_cpu_ms();
-    match catch_unwind(AssertUnwindSafe(|| blind(key, &sums, *r, *s))) {
+    match catch_unwind(AssertUnwindSafe(|| key.proof(&sums, *r, *s))) {
         Ok(p) => {
             if let Some(slot) = state.proofs.get_mut(index) {
                 *slot = Some(p);
@@ -859,74 +800,5 @@ impl Backend for GpuBackend {
         let (proofs, phases, times) = self.prove_batch_timed(batch, r, s)?;
         tracing::debug!(n = proofs.len(), ?times, ?phases, "gpu batch");
         Ok(proofs)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::circuits::CircuitSpec;
-    use crate::srs::SrsImage;
-    use rand_chacha::rand_core::SeedableRng;
-
-    /// The fixed-base tables multiply as the group does: zero, one, minus one, byte
-    /// boundaries and random scalars, in G1 and G2. Needs no GPU.
-    #[test]
-    fn fixed_base_tables_multiply_like_the_group() {
-        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
-        let p1 = G1Projective::random(&mut rng);
-        let p2 = G2Projective::random(&mut rng);
-        let (t1, t2) = (FixedBase::new(p1), FixedBase::new(p2));
-        let mut scalars: Vec<Scalar> = [0u64, 1, 2, 255, 256, 257, 65535, 65536, u64::MAX]
-            .iter()
-            .map(|&x| Scalar::from(x))
-            .collect();
-        scalars.push(-Scalar::from(1u64));
-        scalars.extend((0..6).map(|_| <Scalar as ff::Field>::random(&mut rng)));
-        for x in &scalars {
-            assert_eq!(t1.mul(x), p1 * x, "G1, {x:?}");
-            assert_eq!(t2.mul(x), p2 * x, "G2, {x:?}");
-        }
-    }
-
-    /// The cheaper blinding gives the bytes of the shared one, for random sums and randomness
-    /// (zero included). Needs no GPU.
-    #[test]
-    fn blinding_with_fewer_multiplications_gives_the_same_proof() {
-        let spec: CircuitSpec = "pubinputs:2".parse().unwrap();
-        let params =
-            crate::paramgen::generate_parameters_seeded(spec.circuit(None), 1, &|_| {}).unwrap();
-        let image = SrsImage::from_parameters(&params, spec.circuit_id()).unwrap();
-        let key = BlindingKey::of(&SrsView::new(image.as_ref()).unwrap());
-        let blinder = Blinder::new(key);
-        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(9);
-        let bytes = |p: &Proof| {
-            let mut v = Vec::new();
-            p.write(&mut v).unwrap();
-            v
-        };
-        for i in 0..8 {
-            let c = Components {
-                h: G1Projective::random(&mut rng),
-                l: G1Projective::random(&mut rng),
-                a: G1Projective::random(&mut rng),
-                b_g1: G1Projective::random(&mut rng),
-                b_g2: G2Projective::random(&mut rng),
-            };
-            let (r, s) = match i {
-                0 => (Scalar::from(0u64), Scalar::from(0u64)),
-                1 => (Scalar::from(0u64), Scalar::from(3u64)),
-                2 => (-Scalar::from(1u64), Scalar::from(256u64)),
-                _ => (
-                    <Scalar as ff::Field>::random(&mut rng),
-                    <Scalar as ff::Field>::random(&mut rng),
-                ),
-            };
-            assert_eq!(
-                bytes(&blind(&blinder, &c, r, s)),
-                bytes(&key.proof(&c, r, s)),
-                "case {i}"
-            );
-        }
     }
 }

@@ -3,6 +3,7 @@
 //! Implementations: [`cpu::CpuBackend`] (the reference, bit-exact with bellperson's CPU prover)
 //! and, with the `cuda` feature, the supraseal-c2 backend in `cuda`.
 
+pub mod blind;
 pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;
