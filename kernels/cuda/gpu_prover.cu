@@ -16,7 +16,7 @@
 //   - the final sums: every Pippenger's per-window sums and the batch additions' partial sums
 //     are reduced on the device (`sp_final`); what comes back is, per MSM, one point per window
 //     and one for the ones. The host combines the windows (Horner: `wbits` doublings between
-//     windows, `sp_horner`; H's and L's in one chain, `sp_horner2`) and the Rust side blinds
+//     windows, `sp_horner`; H's and L's in one chain) and the Rust side blinds
 //     with r and s.
 // Each half (up to the H MSM, and from the counts on) is one CUDA graph launch: the front half's
 // graph is captured once per input set and flight, the back half's once per shape as well
@@ -859,7 +859,8 @@ struct GpuContext {
     static const int BACK_GRAPHS = 4;
     back_graph back[2][2][BACK_GRAPHS];   // [set][flight][shape]
     sp_back_key recent[8];
-    uint64_t back_clock = 0;
+    uint32_t recent_next = 0;   // where the next shape seen once goes in `recent`
+    uint64_t back_clock = 0;    // the back graphs' use order (least recently used replaced)
     bool graphs = true;        // false: by option, or after a capture failed (graph_error)
     bool capturing = false;    // a half is being captured: host-visible events are graph nodes
     std::string graph_error;
@@ -1663,8 +1664,7 @@ static bool sp_launch_back(GpuContext& ctx, int set, int f, const sp_back_key& k
         for (const auto& k : ctx.recent)
             seen |= k == key;
         if (!seen) {
-            ctx.recent[ctx.back_clock % 8] = key;
-            ctx.back_clock++;
+            ctx.recent[ctx.recent_next++ % 8] = key;
             return false;
         }
         g = &row[0];
@@ -1683,10 +1683,11 @@ static bool sp_launch_back(GpuContext& ctx, int set, int f, const sp_back_key& k
         g->key = key;
         for (int j = 0; j < SP_JOBS; j++)
             g->rec[j] = rec[j];
+    } else {
+        for (int j = SP_JOB_L; j < SP_JOBS; j++)
+            rec[j] = g->rec[j];
     }
     g->used = ++ctx.back_clock;
-    for (int j = SP_JOB_L; j < SP_JOBS; j++)
-        rec[j] = g->rec[j];
     CUDA_OK(cudaGraphLaunch(g->exec, *ctx.s_main));
     return true;
 }
@@ -1734,46 +1735,38 @@ static bool sp_issue_back(GpuContext& ctx, int set, int f, bool host_sums)
     return graph;
 }
 
-// Horner over one MSM's window sums (host buckets, as the device wrote them): the top window
-// first, `wbits` doublings before each lower one, then the ones.
-template<class B, class P>
-static void sp_horner(P& out, const B* r, uint32_t nwins, uint32_t wbits)
-{
-    out.inf();
-    for (uint32_t y = nwins; y-- > 0;) {
-        if (y != nwins - 1)
-            for (uint32_t i = 0; i < wbits; i++)
-                out.dbl();
-        out.add(P(r[y]));
-    }
-    out.add(P(r[nwins]));
-}
+// One MSM's window sums as the device wrote them (host buckets): `nwins` windows of `wbits`
+// bits, then the ones.
+template<class B> struct sp_windows {
+    const B* r;
+    uint32_t nwins, wbits;
+};
 
-// out = the sum of two MSMs from their window sums in one chain of doublings: going down the
-// bit positions, each MSM's window is added at its own position (window y of a w-bit plan at
-// bit y * w), so the doublings are those of the longer plan alone. For h + l, which a proof
-// only uses summed.
+// out = the sum of the MSMs in m[0..k) from their window sums, in one chain of doublings: going
+// down the bit positions, each MSM's window is added at its own position (window y of a w-bit
+// plan at bit y * w), so the doublings are those of the longest plan alone (Horner for k = 1;
+// h + l, which a proof only uses summed, for k = 2).
 template<class B, class P>
-static void sp_horner2(P& out, const B* r0, uint32_t nw0, uint32_t wb0, const B* r1,
-                       uint32_t nw1, uint32_t wb1)
+static void sp_horner(P& out, const sp_windows<B>* m, int k)
 {
     out.inf();
     uint32_t top = 0;
-    if (nw0)
-        top = (nw0 - 1) * wb0;
-    if (nw1)
-        top = std::max(top, (nw1 - 1) * wb1);
-    if (nw0 || nw1)
+    bool any = false;
+    for (int j = 0; j < k; j++)
+        if (m[j].nwins) {
+            top = std::max(top, (m[j].nwins - 1) * m[j].wbits);
+            any = true;
+        }
+    if (any)
         for (uint32_t bit = top + 1; bit-- > 0;) {
             if (bit != top)
                 out.dbl();
-            if (nw0 && bit % wb0 == 0 && bit / wb0 < nw0)
-                out.add(P(r0[bit / wb0]));
-            if (nw1 && bit % wb1 == 0 && bit / wb1 < nw1)
-                out.add(P(r1[bit / wb1]));
+            for (int j = 0; j < k; j++)
+                if (m[j].nwins && bit % m[j].wbits == 0 && bit / m[j].wbits < m[j].nwins)
+                    out.add(P(m[j].r[bit / m[j].wbits]));
         }
-    out.add(P(r0[nw0]));
-    out.add(P(r1[nw1]));
+    for (int j = 0; j < k; j++)
+        out.add(P(m[j].r[m[j].nwins]));
 }
 
 static double sp_elapsed(cudaEvent_t from, cudaEvent_t to)
@@ -1797,19 +1790,21 @@ static void sp_finish(sp_flight& fl, sp_components& out, sp_phases& ph, bool mer
     auto t0 = std::chrono::steady_clock::now();
     const bucket_t* r1 = (const bucket_t*)fl.results;
     point_t* g1[SP_G1_JOBS] = {&out.h, &out.l, &out.a, &out.b_g1};
-    auto res = [&](int j) { return r1 + (size_t)j * (SP_NW_MAX + 1); };
+    sp_windows<bucket_t> w1[SP_G1_JOBS];
+    for (int j = 0; j < SP_G1_JOBS; j++)
+        w1[j] = {r1 + (size_t)j * (SP_NW_MAX + 1), fl.nwins[j], fl.wbits[j]};
     int j0 = 0;
     if (merge_hl) {
-        sp_horner2(out.h, res(SP_JOB_H), fl.nwins[SP_JOB_H], fl.wbits[SP_JOB_H], res(SP_JOB_L),
-                   fl.nwins[SP_JOB_L], fl.wbits[SP_JOB_L]);
+        sp_horner(out.h, &w1[SP_JOB_H], 2);   // H and L are adjacent jobs
         out.l.inf();
         j0 = SP_JOB_L + 1;
     }
     for (int j = j0; j < SP_G1_JOBS; j++)
-        sp_horner(*g1[j], res(j), fl.nwins[j], fl.wbits[j]);
-    const bucket_fp2_t* r2 =
-        (const bucket_fp2_t*)(fl.results + (size_t)SP_G1_JOBS * (SP_NW_MAX + 1) * sizeof(bucket_t));
-    sp_horner(out.b_g2, r2, fl.nwins[SP_JOB_B2], fl.wbits[SP_JOB_B2]);
+        sp_horner(*g1[j], &w1[j], 1);
+    const sp_windows<bucket_fp2_t> w2{
+        (const bucket_fp2_t*)(fl.results + (size_t)SP_G1_JOBS * (SP_NW_MAX + 1) * sizeof(bucket_t)),
+        fl.nwins[SP_JOB_B2], fl.wbits[SP_JOB_B2]};
+    sp_horner(out.b_g2, &w2, 1);
     ph.host_sums = std::chrono::duration<double, std::milli>(
                        std::chrono::steady_clock::now() - t0).count();
     const cudaEvent_t* e = fl.ev;

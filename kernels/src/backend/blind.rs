@@ -5,93 +5,56 @@
 
 use std::sync::OnceLock;
 
-use blstrs::{G1Affine, G1Projective, G2Projective, Scalar};
+use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use ff::{Field, PrimeField};
 use group::prime::PrimeCurveAffine;
 use group::{Curve, Group};
 
 use super::{BlindingKey, Components, Proof};
+use crate::paramgen::{g1_mul, g1_table, g2_mul, g2_table, FixedBase};
 
-/// `k 256^j P` for every byte position `j` of a scalar (32) and byte value `k` (1 to 255), in
-/// affine form: `x P` is then one mixed addition per nonzero byte of `x` (at most 32) instead of
-/// a scalar multiplication's 255 doublings. 8,160 points: 0.8 MB in G1, 1.6 MB in G2, built once
-/// per backend.
-///
-/// The lookups depend on the scalar's bytes (not constant-time): what they could leak to an
-/// observer of this host's caches is `r` and `s`, i.e. the proofs' zero-knowledge towards that
-/// observer, not their soundness. gpu-proc runs alone on its own cores.
-pub(crate) struct FixedBase<G: Curve> {
-    table: Vec<G::AffineRepr>,
-}
+/// Window bits of the blinding's fixed-base combs (`paramgen`'s signed-digit tables): at most 30
+/// additions per product, 7,680 points per base (0.7 MB in G1, 1.5 MB in G2).
+const COMB_WINDOW: usize = 9;
 
-impl<G> FixedBase<G>
-where
-    G: Curve + for<'a> std::ops::AddAssign<&'a G::AffineRepr>,
-    G::AffineRepr: Copy,
-{
-    pub(crate) fn new(p: G) -> Self {
-        let mut points = Vec::with_capacity(32 * 255);
-        let mut base = p;
-        for _ in 0..32 {
-            let mut k_base = base;
-            for _ in 0..255 {
-                points.push(k_base);
-                k_base += base;
-            }
-            base = k_base; // 256 times the previous base
-        }
-        let mut table = vec![p.to_affine(); points.len()];
-        G::batch_normalize(&points, &mut table);
-        FixedBase { table }
-    }
-
-    pub(crate) fn mul(&self, x: &Scalar) -> G {
-        let mut acc = G::identity();
-        for (j, &k) in x.to_bytes_le().iter().enumerate() {
-            if k != 0 {
-                acc += &self.table[j * 255 + k as usize - 1];
-            }
-        }
-        acc
-    }
-}
-
-/// The blinding key and fixed-base tables of its two `delta`s (the two of the four scalar
+/// The blinding key and fixed-base combs of its two `delta`s (the two of the four scalar
 /// multiplications per proof whose base never changes): what turns the five sums into a proof
 /// with fewer multiplications than [`BlindingKey::proof`], for the same bytes.
+///
+/// The comb lookups and [`mul2`]'s digits depend on `r` and `s` (not constant-time): what they
+/// could leak to an observer of this host's caches is the proofs' zero-knowledge towards that
+/// observer, not their soundness. gpu-proc runs alone on its own cores.
 pub struct Blinder {
     key: BlindingKey,
-    delta_g1: FixedBase<G1Projective>,
-    delta_g2: FixedBase<G2Projective>,
+    delta_g1: FixedBase<G1Affine>,
+    delta_g2: FixedBase<G2Affine>,
 }
 
 impl Blinder {
-    /// The tables of `key`'s two deltas (about 2.4 MB; built once per backend).
+    /// The combs of `key`'s two deltas (about 2.2 MB; built once per backend).
     pub fn new(key: BlindingKey) -> Self {
         Blinder {
-            delta_g1: FixedBase::new(G1Projective::from(key.delta_g1)),
-            delta_g2: FixedBase::new(G2Projective::from(key.delta_g2)),
+            delta_g1: g1_table(G1Projective::from(key.delta_g1), COMB_WINDOW),
+            delta_g2: g2_table(G2Projective::from(key.delta_g2), COMB_WINDOW),
             key,
         }
     }
-}
 
-/// The proof of the five sums with `r` and `s`: the group elements of [`BlindingKey::proof`]
-/// (so the same bytes) with one two-point variable-base G1 multiplication ([`mul2`]) and two
-/// fixed-base ones ([`FixedBase`]) instead of six single ones, since
-/// `s A = s alpha + s a + r s delta`: `A = alpha + a + r delta`, `B = beta + b_g2 + s delta`,
-/// `C = s A + r (beta + b_g1) + h + l`.
-pub(crate) fn blind(b: &Blinder, c: &Components, r: Scalar, s: Scalar) -> Proof {
-    let key = &b.key;
-    let g_a = b.delta_g1.mul(&r) + key.alpha_g1 + c.a;
-    let g_b = b.delta_g2.mul(&s) + key.beta_g2 + c.b_g2;
-    let g_c = mul2(&g_a, &s, &(c.b_g1 + key.beta_g1), &r) + c.h + c.l;
-    let mut ac = [G1Affine::identity(); 2];
-    G1Projective::batch_normalize(&[g_a, g_c], &mut ac);
-    Proof {
-        a: ac[0],
-        b: g_b.to_affine(),
-        c: ac[1],
+    /// The proof of `c` with `r` and `s`: the group elements of [`BlindingKey::proof`] (so the
+    /// same bytes) with one two-point variable-base G1 multiplication ([`mul2`]) and two
+    /// fixed-base ones instead of six single ones, since `s A = s alpha + s a + r s delta`:
+    /// `A = alpha + a + r delta`, `B = beta + b_g2 + s delta`, `C = s A + r (beta + b_g1) + h + l`.
+    pub fn proof(&self, c: &Components, r: Scalar, s: Scalar) -> Proof {
+        let key = &self.key;
+        let mut digits = Vec::new();
+        let g_a = g1_mul(&self.delta_g1, &r, &mut digits) + key.alpha_g1 + c.a;
+        let g_b = g2_mul(&self.delta_g2, &s, &mut digits) + key.beta_g2 + c.b_g2;
+        let g_c = mul2(&g_a, &s, &(c.b_g1 + key.beta_g1), &r) + c.h + c.l;
+        Proof {
+            a: g_a.to_affine(),
+            b: g_b.to_affine(),
+            c: g_c.to_affine(),
+        }
     }
 }
 
@@ -166,9 +129,8 @@ fn wnaf5(mut k: u128) -> ([i8; 130], usize) {
 
 /// `s p + r q` in G1, not constant-time: the four halves of `s` and `r` ([`split`]) against
 /// `p`, `phi(p)`, `q`, `phi(q)` in one chain of 128 doublings, with width-5 NAF digits against
-/// eight odd multiples of each base. About half the work of
-/// blst's two GLV multiplications: their doublings are shared. The same leak argument as
-/// [`FixedBase`]'s applies to `r` and `s`.
+/// eight odd multiples of each base. About two thirds of the time of blst's two GLV
+/// multiplications: their doublings are shared. The leak argument of [`Blinder`] applies.
 pub fn mul2(p: &G1Projective, s: &Scalar, q: &G1Projective, r: &Scalar) -> G1Projective {
     let (s0, s1) = split(s);
     let (r0, r1) = split(r);
@@ -185,8 +147,8 @@ pub fn mul2(p: &G1Projective, s: &Scalar, q: &G1Projective, r: &Scalar) -> G1Pro
             odd[at + 8 + i] = phi(&odd[at + i]);
         }
     }
-    // Jacobian, not affine: blstrs normalizes a batch one inversion per point, which costs
-    // more than the mixed additions would save
+    // Jacobian, not affine: by operation count, normalising the 32 (one inversion and about
+    // seven multiplications each) costs about what the mixed additions would save
     let len = digits.iter().map(|d| d.1).max().unwrap_or(0);
     let mut acc = G1Projective::identity();
     for i in (0..len).rev() {
@@ -203,13 +165,6 @@ pub fn mul2(p: &G1Projective, s: &Scalar, q: &G1Projective, r: &Scalar) -> G1Pro
     acc
 }
 
-impl Blinder {
-    /// The proof of `c` with `r` and `s`: the bytes of [`BlindingKey::proof`].
-    pub fn proof(&self, c: &Components, r: Scalar, s: Scalar) -> Proof {
-        blind(self, c, r, s)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -218,14 +173,15 @@ mod tests {
     use group::Group;
     use rand_chacha::rand_core::SeedableRng;
 
-    /// The fixed-base tables multiply as the group does: zero, one, minus one, byte
-    /// boundaries and random scalars, in G1 and G2. Needs no GPU.
+    /// The blinding's fixed-base combs multiply as the group does: zero, one, minus one, byte
+    /// and window boundaries and random scalars, in G1 and G2. Needs no GPU.
     #[test]
     fn fixed_base_tables_multiply_like_the_group() {
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
         let p1 = G1Projective::random(&mut rng);
         let p2 = G2Projective::random(&mut rng);
-        let (t1, t2) = (FixedBase::new(p1), FixedBase::new(p2));
+        let (t1, t2) = (g1_table(p1, COMB_WINDOW), g2_table(p2, COMB_WINDOW));
+        let mut digits = Vec::new();
         let mut scalars: Vec<Scalar> = [0u64, 1, 2, 255, 256, 257, 65535, 65536, u64::MAX]
             .iter()
             .map(|&x| Scalar::from(x))
@@ -233,8 +189,8 @@ mod tests {
         scalars.push(-Scalar::from(1u64));
         scalars.extend((0..6).map(|_| <Scalar as ff::Field>::random(&mut rng)));
         for x in &scalars {
-            assert_eq!(t1.mul(x), p1 * x, "G1, {x:?}");
-            assert_eq!(t2.mul(x), p2 * x, "G2, {x:?}");
+            assert_eq!(g1_mul(&t1, x, &mut digits), p1 * x, "G1, {x:?}");
+            assert_eq!(g2_mul(&t2, x, &mut digits), p2 * x, "G2, {x:?}");
         }
     }
 
@@ -340,7 +296,7 @@ mod tests {
                 ),
             };
             assert_eq!(
-                bytes(&blind(&blinder, &c, r, s)),
+                bytes(&blinder.proof(&c, r, s)),
                 bytes(&key.proof(&c, r, s)),
                 "case {i}"
             );

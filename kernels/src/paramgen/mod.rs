@@ -91,14 +91,17 @@ fn no_cuda() -> Error {
 /// Points per parallel work item (and per batch inversion).
 const CHUNK: usize = 1024;
 
-/// A signed-digit fixed-base comb table: `table[j][k] = (k + 1) * 2^(j w) * base`.
-struct FixedBase<A> {
+/// A signed-digit fixed-base comb table: `table[j][k] = (k + 1) * 2^(j w) * base`. Built by
+/// `g1_table`/`g2_table`; used here for the parameters and by the blinding
+/// (`backend::blind`) for its two fixed bases.
+pub(crate) struct FixedBase<A> {
     w: usize,
     windows: usize,
     table: Vec<A>,
 }
 
-fn window_for(count: usize) -> usize {
+/// The comb's window size for `count` multiplications by one base.
+pub(crate) fn window_for(count: usize) -> usize {
     match count {
         0..=1023 => 6,
         1024..=65535 => 9,
@@ -143,9 +146,9 @@ fn signed_digits(s: &Scalar, w: usize, windows: usize, out: &mut Vec<i64>) {
 }
 
 macro_rules! fixed_base_impl {
-    ($build:ident, $mul_all:ident, $proj:ty, $affine:ty, $to_affine:path) => {
-        fn $build(base: $proj, count: usize) -> FixedBase<$affine> {
-            let w = window_for(count);
+    ($build:ident, $mul_one:ident, $mul_all:ident, $proj:ty, $affine:ty, $to_affine:path) => {
+        /// The comb table of `base` with `w`-bit windows (`window_for`).
+        pub(crate) fn $build(base: $proj, w: usize) -> FixedBase<$affine> {
             // 255-bit scalars plus a final carry digit.
             let windows = 256usize.div_ceil(w) + 1;
             let per = 1usize << (w - 1);
@@ -173,6 +176,29 @@ macro_rules! fixed_base_impl {
             FixedBase { w, windows, table }
         }
 
+        /// `s * base`: one addition per nonzero signed digit (`digits` is scratch).
+        pub(crate) fn $mul_one(
+            fb: &FixedBase<$affine>,
+            s: &Scalar,
+            digits: &mut Vec<i64>,
+        ) -> $proj {
+            let per = 1usize << (fb.w - 1);
+            signed_digits(s, fb.w, fb.windows, digits);
+            let mut acc = <$proj>::identity();
+            for (j, &d) in digits.iter().enumerate() {
+                if d == 0 {
+                    continue;
+                }
+                let p = &fb.table[j * per + (d.unsigned_abs() as usize - 1)];
+                if d > 0 {
+                    acc += p;
+                } else {
+                    acc -= p;
+                }
+            }
+            acc
+        }
+
         /// `scalars[i] * base` for every i, in parallel, normalised to affine.
         fn $mul_all(
             fb: &FixedBase<$affine>,
@@ -180,30 +206,12 @@ macro_rules! fixed_base_impl {
             tick: &(dyn Fn(u64) + Sync),
         ) -> Vec<$affine> {
             let mut out = vec![<$affine>::default(); scalars.len()];
-            let per = 1usize << (fb.w - 1);
             out.par_chunks_mut(CHUNK)
                 .zip(scalars.par_chunks(CHUNK))
                 .for_each(|(o, sc)| {
                     let mut digits = Vec::with_capacity(fb.windows);
-                    let proj: Vec<$proj> = sc
-                        .iter()
-                        .map(|s| {
-                            signed_digits(s, fb.w, fb.windows, &mut digits);
-                            let mut acc = <$proj>::identity();
-                            for (j, &d) in digits.iter().enumerate() {
-                                if d == 0 {
-                                    continue;
-                                }
-                                let p = &fb.table[j * per + (d.unsigned_abs() as usize - 1)];
-                                if d > 0 {
-                                    acc += p;
-                                } else {
-                                    acc -= p;
-                                }
-                            }
-                            acc
-                        })
-                        .collect();
+                    let proj: Vec<$proj> =
+                        sc.iter().map(|s| $mul_one(fb, s, &mut digits)).collect();
                     $to_affine(&proj, o);
                     tick(sc.len() as u64);
                 });
@@ -253,8 +261,22 @@ batch_affine_impl!(
     blst::blst_p2_affine,
     blst::blst_p2s_to_affine
 );
-fixed_base_impl!(g1_table, g1_mul_all, G1Projective, G1Affine, g1_to_affine);
-fixed_base_impl!(g2_table, g2_mul_all, G2Projective, G2Affine, g2_to_affine);
+fixed_base_impl!(
+    g1_table,
+    g1_mul,
+    g1_mul_all,
+    G1Projective,
+    G1Affine,
+    g1_to_affine
+);
+fixed_base_impl!(
+    g2_table,
+    g2_mul,
+    g2_mul_all,
+    G2Projective,
+    G2Affine,
+    g2_to_affine
+);
 
 /// Evaluates the QAP polynomials of every variable at tau while the circuit synthesizes.
 struct EvalCs<'l> {
@@ -541,7 +563,10 @@ pub fn generate_with_trapdoor_on<C: Circuit<Scalar> + Clone>(
         done: 0,
         total: 2,
     });
-    let (t1, t2) = rayon::join(|| g1_table(t.g1, g1_count), || g2_table(t.g2, b_sc.len()));
+    let (t1, t2) = rayon::join(
+        || g1_table(t.g1, window_for(g1_count)),
+        || g2_table(t.g2, window_for(b_sc.len())),
+    );
     progress(GenProgress {
         phase: GenPhase::Tables,
         done: 2,
@@ -668,8 +693,8 @@ mod tests {
                 }
             })
             .collect();
-        let t = g1_table(g, sc.len());
-        let t2 = g2_table(g2, 10);
+        let t = g1_table(g, window_for(sc.len()));
+        let t2 = g2_table(g2, window_for(10));
         let out = g1_mul_all(&t, &sc, &|_| {});
         let out2 = g2_mul_all(&t2, &sc[..10], &|_| {});
         for (i, s) in sc.iter().enumerate() {
