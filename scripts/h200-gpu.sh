@@ -15,6 +15,10 @@
 #           8 (the next proof's copies overlapping the current MSMs), against supraseal-c2,
 #           with and without the front half as a CUDA graph (`--compare-graphs`);
 #   p20-no-overlap  2^20 again without the overlap, for the comparison;
+#   p16-device  2^16 with every proof finished on the device (the default below 2^20 is the
+#           host), each proof compared with the CPU backend's bytes;
+#   p20-finish  2^20 finished on the device (the default there) and on the host in one run
+#           (`--compare-finish`), with the phases and the host CPU per proof of both;
 #   wbits   the H MSM's window/chunk settings swept at 2^20 (each byte-checked);
 #   p23     2^23 (`sha-chain:324`, 8,372,677 constraints): CONSECUTIVE (default 100) proofs
 #           one per call with each backend, every one verified (the supraseal-c2 race);
@@ -49,6 +53,8 @@ run tiny pubinputs:8 --params "$work/pi8" --seeds 4 --cpu 4 --batch 4 --iters 20
 run p10 bits:1000 --params "$work/b1000" --seeds 3 --cpu 3 --batch 3 --iters 5 --pinned --phases
 run p16 sha-chain:2 --params "$work/p16" --seeds 16 --par 8 --cpu 16 --batch 8 --iters 10 --pinned --supraseal --phases
 run p20 sha-chain:38 --params "$work/p20" --gen gpu --seeds 8 --par 8 --cpu 1 --batch 8 --iters 10 --pinned --supraseal --phases --compare-graphs
+run p16-device sha-chain:2 --params "$work/p16" --seeds 16 --par 8 --cpu 16 --batch 8 --iters 10 --pinned --phases --finish device
+run p20-finish sha-chain:38 --params "$work/p20" --gen gpu --seeds 8 --par 8 --cpu 1 --batch 8 --iters 20 --pinned --phases --compare-finish
 run p20-no-overlap sha-chain:38 --params "$work/p20" --gen gpu --seeds 8 --par 8 --cpu 0 --batch 8 --iters 3 --pinned --no-overlap
 run wbits sha-chain:38 --params "$work/p20" --gen gpu --seeds 1 --cpu 0 --iters 5 --pinned --wbits-h 11,12,13,14,12/1,13/1
 run p23 sha-chain:324 --params "$work/p23" --gen gpu --seeds 4 --par 4 --cpu 0 --iters 2 --pinned --supraseal --phases --consecutive "$n"

@@ -7,30 +7,35 @@
 // per-MSM accumulators, four streams, the events and the page-locked host results.
 //
 // One proof, all of it queued on the device without a host wait but one (the tail sizes):
-//   - copy stream: a/b/c (zero-padded to the domain), the assignment and the density bitmaps;
-//   - compute stream: the quotient H (iNTT, coset NTT of a, b and c on three streams, then
-//     (a*b - c) / Z on the coset, coset iNTT); the density gathers of A's and B's scalars; the
-//     0/1 split of the L, A and B scalars (bitmaps of ones and of "big" scalars, their counts
-//     copied back); the H MSM; then, once the host has the counts, the L, A, B_G1 and B_G2 MSMs
-//     (a batch addition of the points whose scalar is one, Pippenger over the others);
-//   - the final sums: every Pippenger's per-window sums and the batch additions' partial sums
-//     are reduced on the device (`sp_final`); what comes back is, per MSM, one point per window
-//     and one for the ones. The host combines the windows (Horner: `wbits` doublings between
-//     windows, `sp_horner`; H's and L's in one chain) and the Rust side blinds
-//     with r and s.
-// Each half (up to the H MSM, and from the counts on) is one CUDA graph launch: the front half's
-// graph is captured once per input set and flight, the back half's once per shape as well
-// (`sp_back_key`: each tail MSM runs over its count rounded up, zeros past it, so that its plan
-// and launches do not follow the count itself).
+//   - copy stream: the blinding input of the device's finishing, the assignment and the density
+//     bitmaps, then a/b/c (zero-padded to the domain by the front half);
+//   - compute stream, front half: the density gathers of A's and B's scalars and the 0/1 split
+//     of the L, A and B scalars (bitmaps of ones and of "big" scalars, their counts copied back
+//     to the host), then the quotient H (iNTT, coset NTT of a, b and c on three streams, each
+//     as soon as its own vector has landed, then (a*b - c) / Z on the coset, coset iNTT);
+//   - compute stream, back half (issued once the host has the counts, while the NTTs run): the
+//     L, A, B_G1 and B_G2 MSMs (a batch addition of the points whose scalar is one, Pippenger
+//     over the others), then the H MSM;
+//   - side stream, beside the H MSM: the four MSMs' final sums (`sp_final`: every Pippenger's
+//     per-window sums and the batch additions' partial sums reduced to one point per window and
+//     one for the ones) and, with `device_finish`, `sp_side`: their window chains (Horner) and
+//     the blinding, x = L + s (A + pa) + r (B_G1 + pb1) and B_G2 + pb2, affine;
+//   - then H's final sums; the host combines H's windows (`sp_horner`) and adds them to C.
+//   Without `device_finish` the host combines every MSM's windows (H's and L's in one chain)
+//   and the Rust side blinds with r and s.
+// Each half is one CUDA graph launch: the front half's graph is captured once per input set and
+// flight, the back half's once per shape as well (`sp_back_key`: each tail MSM runs over its
+// count rounded up, zeros past it, so that its plan and launches do not follow the count itself).
 //
-// Why the window combination stays on the host: it is a chain of about 250 dependent doublings
-// per MSM (the top window must be multiplied by 2^(wbits (nwins - 1))), which no amount of
-// parallelism shortens. On the device that chain would run on one warp at single-thread latency
-// (we estimate about a millisecond per G1 MSM, three times that in G2, on the critical path); on
-// the host it is a few hundred blst-speed doublings (well under a millisecond per proof, printed
-// as `host_sums`) and, in a batch, runs while the device proves the next proof.
+// Where the window chains run: each is about 250 dependent doublings (the top window must be
+// multiplied by 2^(wbits (nwins - 1))), which no parallelism shortens. On the device a chain runs
+// at single-thread latency (measured on an H200: 2.1 ms per G1 chain, 3.0 ms in G2, 4.4 ms for a
+// G1 multiplication by a full scalar); on the host blst does one in well under a millisecond but
+// it is host CPU per proof. So the device finishes where the H MSM hides its chains: from 2^20
+// up (`SP_DEVICE_FINISH_LG`), the H MSM taking 13 ms there against about 7 ms of chains; H's own
+// chain, which nothing follows on the device, stays on the host.
 // Everything else of sppark's host-side `collect` (the 256 partial sums of every window, the
-// batch additions' 8 x SMs partial sums) is parallel work and moved here to the device.
+// batch additions' 8 x SMs partial sums) is parallel work and done on the device.
 //
 // The MSMs drive sppark's kernels (breakdown, sort, accumulate, integrate, batch_addition) with
 // exactly the window size, chunking and launch shapes that sppark's `msm_t` chooses for the same
@@ -46,6 +51,7 @@
 #include <cstdio>
 #include <memory>
 #include <mutex>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -427,6 +433,236 @@ template __global__ void sp_fold<bucket_fp2_t>(bucket_fp2_t::mem_t*, const bucke
 template __global__ void sp_final<bucket_t>(sp_final_batch<bucket_t>);
 template __global__ void sp_final<bucket_fp2_t>(sp_final_batch<bucket_fp2_t>);
 
+// ---------------------------------------------------------------------------------------------
+// Finishing a proof on the device (`sp_side`): the window combination of the L, A, B_G1 and B_G2
+// sums, the blinding terms added to them, and the two variable-base multiplications of the
+// blinding, by one block of four warps on a stream of its own while the H MSM runs. Each warp
+// walks one chain of about 250 dependent doublings at single-thread latency (milliseconds: the
+// H MSM at 2^20 takes 13 ms, so from there up the chains are hidden); all 32 lanes of a warp do
+// the same work (a G2 value takes a pair of lanes), so no lane diverges inside the field
+// arithmetic, and one lane (a pair in G2) stores. The math below is written once for both
+// passes: the host pass runs it in `splitprover_gpu_side_check`, the no-GPU test of the chain
+// order, the window indexing, the scalar bits and the identity's encoding.
+//
+// What the device computes for a proof with blinding terms `pa`, `pb1`, `pb2` and scalars r, s
+// (`sp_blind`; all zero and the identity when a caller wants the plain sums):
+//   l = L,  a = A + pa,  b1 = B_G1 + pb1,  b2 = B_G2 + pb2,  x = l + s a + r b1   (all affine)
+// With pa = alpha + r delta, pb1 = beta, pb2 = beta + s delta (G2) this is the proof's A and B
+// and C - H, since C = H + L + s A + r (beta + B_G1) (kernels/src/backend/blind.rs).
+
+// A Jacobian point as blst lays it out (blst_p1 / blst_p2), and an affine one (blst_p1_affine /
+// blst_p2_affine; the identity is all zero). In the device pass an Fp2 `mem_t` is read and written
+// by a pair of lanes, each its own half.
+template<class F> struct sp_jac_mem { typename F::mem_t X, Y, Z; };
+template<class F> struct sp_aff_mem { typename F::mem_t X, Y; };
+
+// One proof's blinding input to `sp_side` (mirrored as `Blind` in kernels/src/backend/gpu.rs).
+struct sp_blind {
+    uint64_t r[4], s[4];       // canonical integers, little-endian words
+    sp_jac_mem<fp_t> pa, pb1;  // added to A's and to B_G1's sums
+    sp_jac_mem<fp2_t> pb2;     // added to B_G2's sum
+};
+
+// What `sp_side` writes (mirrored as `DeviceSums`).
+struct sp_dev_sums {
+    sp_aff_mem<fp_t> l, a, b1, x;
+    sp_aff_mem<fp2_t> b2;
+};
+
+// The field of a bucket type.
+template<class B> struct sp_field;
+template<> struct sp_field<bucket_t> { typedef fp_t type; };
+template<> struct sp_field<bucket_fp2_t> { typedef fp2_t type; };
+template<class B> using sp_field_t = typename sp_field<B>::type;
+
+// xyzz_t keeps its coordinates private; like gpu_paramgen.cu this code reads them as the four
+// field elements they are, in declaration order: X, Y, ZZZ, ZZ.
+template<class B> __host__ __device__ __forceinline__ sp_field_t<B>* sp_xyzz(B& p)
+{   return reinterpret_cast<sp_field_t<B>*>(&p);   }
+template<class B> __host__ __device__ __forceinline__ const sp_field_t<B>* sp_xyzz(const B& p)
+{   return reinterpret_cast<const sp_field_t<B>*>(&p);   }
+
+// p = 2 p (dbl-2008-s-1 for a = 0: 6M + 3S, against about 13 for a doubling through `add`). The
+// identity (ZZ = ZZZ = 0) stays the identity; no point of a prime-order group has Y = 0.
+template<class B> __host__ __device__ __forceinline__ void sp_dbl(B& p)
+{
+    typedef sp_field_t<B> F;
+    F* c = sp_xyzz(p);
+    F u = c[1] + c[1];
+    F v = u^2;
+    F w = u * v;
+    F s = c[0] * v;
+    F m = c[0]^2;
+    m = m + m + m;
+    F x3 = m^2;
+    x3 -= s;
+    x3 -= s;
+    F wy = w * c[1];
+    s -= x3;
+    s *= m;
+    c[1] = s - wy;
+    c[0] = x3;
+    c[3] *= v;
+    c[2] *= w;
+}
+
+// acc += p, complete (infinity and doubling handled); G2 by sppark's unified addition on the
+// device, as its kernels do.
+template<class B> __host__ __device__ __forceinline__ void sp_addx(B& acc, const B& p)
+{
+#ifdef __CUDA_ARCH__
+    if constexpr (B::degree == 2)
+        acc.uadd(p);
+    else
+        acc.add(p);
+#else
+    acc.add(p);
+#endif
+}
+
+// out = sum over y of w[y] 2^(y wbits), plus w[nwins] (the ones): Horner from the top window,
+// the same chain as the host's `sp_horner` for one MSM.
+// `W`: the device's bucket memory (`B::mem_t`), or `B` itself in the host pass.
+template<class B, class W> __host__ __device__ void sp_chain(B& out, const W* w,
+                                                             uint32_t nwins, uint32_t wbits)
+{
+    out.inf();
+    for (uint32_t y = nwins; y-- > 0;) {
+        if (y + 1 != nwins)
+            for (uint32_t i = 0; i < wbits; i++)
+                sp_dbl(out);
+        B t;
+        t = w[y];
+        sp_addx(out, t);
+    }
+    B t;
+    t = w[nwins];
+    sp_addx(out, t);
+}
+
+// A Jacobian point (Z = 0: the identity) in XYZZ: (X, Y, Z^3, Z^2).
+template<class B> __host__ __device__ B sp_from_jac(const sp_jac_mem<sp_field_t<B>>& j)
+{
+    typedef sp_field_t<B> F;
+    B p;
+    F* c = sp_xyzz(p);
+    F z = j.Z;
+    c[0] = j.X;
+    c[1] = j.Y;
+    c[3] = z^2;
+    c[2] = c[3] * z;
+    return p;
+}
+
+// Affine coordinates with one inversion: x = X ZZZ / (ZZ ZZZ), y = Y ZZ / (ZZ ZZZ); the identity
+// becomes (0, 0), blst's encoding of it (the inverse of zero is zero).
+template<class B> __host__ __device__ void sp_affine(sp_field_t<B>& x, sp_field_t<B>& y,
+                                                    const B& p)
+{
+    typedef sp_field_t<B> F;
+    const F* c = sp_xyzz(p);
+    F inv = 1u / (c[3] * c[2]);
+    x = c[0] * c[2];
+    y = c[1] * c[3];
+    x *= inv;
+    y *= inv;
+}
+
+// out = k p for the canonical integer k (four little-endian words): the base made affine once,
+// then double-and-add over all 256 bits with mixed additions. G1 only.
+__host__ __device__ void sp_mul(bucket_t& out, const bucket_t& p, const uint64_t k[4])
+{
+    out.inf();
+    if (p.is_inf())
+        return;
+    fp_t x, y;
+    sp_affine(x, y, p);
+    const affine_t base(x, y);
+    uint64_t w[4] = {k[0], k[1], k[2], k[3]};
+    for (int bit = 255; bit >= 0; bit--) {
+        sp_dbl(out);
+        if ((w[bit / 64] >> (bit % 64)) & 1)
+            out.add(base);
+    }
+}
+
+// The device's finishing of one proof, after its L, A, B_G1 and B_G2 final sums: the window
+// sums `w[j]` of job j (L, A, B_G1 in G1, `w2` of B_G2), each `nwins[j]` windows of `wbits[j]`
+// bits then the ones.
+struct sp_side_args {
+    const bucket_t::mem_t* w[3];
+    const bucket_fp2_t::mem_t* w2;
+    uint32_t nwins[4], wbits[4];
+    const sp_blind* blind;
+    sp_dev_sums* out;
+};
+
+// One block of four warps: warps 0-2 combine L, A and B_G1 (adding pa to A and pb1 to B_G1),
+// warp 3 combines B_G2 (adding pb2) and stores it; then warps 1 and 2 multiply a by s and b1 by
+// r while warp 0 stores l; then warp 0 sums x = l + s a + r b1 and warps 1 and 2 store a and b1.
+__launch_bounds__(128)
+__global__ void sp_side(sp_side_args args)
+{
+#ifdef __CUDA_ARCH__
+    const uint32_t warp = threadIdx.x / WARP_SZ, lane = threadIdx.x % WARP_SZ;
+    __shared__ uint4 raw[5 * sizeof(bucket_t::mem_t) / sizeof(uint4)];
+    auto* sh = reinterpret_cast<bucket_t::mem_t*>(raw);   // l, a, b1, s a, r b1
+    const sp_blind& bl = *args.blind;
+    if (warp < 3) {
+        bucket_t p;
+        sp_chain(p, args.w[warp], args.nwins[warp], args.wbits[warp]);
+        if (warp == 1)
+            sp_addx(p, sp_from_jac<bucket_t>(bl.pa));
+        else if (warp == 2)
+            sp_addx(p, sp_from_jac<bucket_t>(bl.pb1));
+        if (lane == 0)
+            sh[warp] = p;
+    } else {
+        bucket_fp2_t p;
+        sp_chain(p, args.w2, args.nwins[3], args.wbits[3]);
+        sp_addx(p, sp_from_jac<bucket_fp2_t>(bl.pb2));
+        fp2_t x, y;
+        sp_affine(x, y, p);
+        if (lane < 2) {
+            args.out->b2.X = x;
+            args.out->b2.Y = y;
+        }
+    }
+    __syncthreads();
+    if (warp == 1 || warp == 2) {
+        bucket_t p, m;
+        p = sh[warp];
+        sp_mul(m, p, warp == 1 ? bl.s : bl.r);
+        if (lane == 0)
+            sh[warp + 2] = m;
+    }
+    __syncthreads();
+    if (warp < 3) {
+        bucket_t p;
+        p = sh[warp];
+        sp_aff_mem<fp_t>* dst[3] = {&args.out->l, &args.out->a, &args.out->b1};
+        fp_t x, y;
+        sp_affine(x, y, p);
+        if (lane == 0) {
+            dst[warp]->X = x;
+            dst[warp]->Y = y;
+        }
+        if (warp == 0) {
+            bucket_t t;
+            t = sh[3];
+            sp_addx(p, t);
+            t = sh[4];
+            sp_addx(p, t);
+            sp_affine(x, y, p);
+            if (lane == 0) {
+                args.out->x.X = x;
+                args.out->x.Y = y;
+            }
+        }
+    }
+#endif
+}
+
 #ifndef __CUDA_ARCH__
 
 // ---------------------------------------------------------------------------------------------
@@ -469,10 +705,14 @@ struct sp_assignment {
     sp_density a_aux, b_input, b_aux;
 };
 
-// The five unblinded sums, Jacobian (blst_p1 / blst_p2 layout).
+// The five sums, Jacobian (blst_p1 / blst_p2 layout). With the device finishing (`finished`),
+// `dev` holds what `sp_side` wrote (with the caller's blinding terms: the proof's A and B and
+// C - H) and l, a, b_g1, b_g2 the same values as Jacobian points; h is H's sum alone.
 struct sp_components {
     point_t h, l, a, b_g1;
     point_fp2_t b_g2;
+    sp_dev_sums dev;
+    uint32_t finished, pad;
 };
 
 // Milliseconds of one proof, from CUDA events on the device streams (the copy stream for
@@ -487,6 +727,7 @@ struct sp_phases {
     double cpu_wait;     // the two waits on the device (split counts, sums)
     double cpu_finish;   // the window combination and the phase times, after the wait
     double cpu_blind;    // written by the Rust side: blinding the sums into the proof
+    double side;         // the side stream: the final sums of L, A, B_G1, B_G2 (and `sp_side`)
 };
 
 // One batch: device milliseconds from the first copy to the last sums copied back.
@@ -503,6 +744,7 @@ struct sp_options {
     uint32_t wbits_h;    // 0: sppark's window size for the H MSM; otherwise 10..=18
     uint32_t chunks_h;   // 0: sppark's chunking of the H MSM; otherwise 1..=64 chunks
     int no_graphs;       // nonzero: launch the front half kernel by kernel (no CUDA graph)
+    int finish;          // 0: on the device from 2^20 up (SP_DEVICE_FINISH_LG); 1: device; 2: host
 };
 
 struct sp_upload {
@@ -513,6 +755,7 @@ struct sp_upload {
     int input_sets;          // 2: the next proof's copies overlap the current one
     uint32_t wbits_h;        // the H MSM's window size
     uint32_t chunks_h;       // the H MSM's chunks
+    int device_finish;       // 1: `sp_side` finishes every proof on the device
 };
 
 // Shape of one Pippenger run (mirrored as `MsmPlan` for the no-GPU tests).
@@ -525,9 +768,10 @@ struct sp_msm_plan {
     size_t temps;            // 2 * stride (uint2)
 };
 
-// Called once per proof of a batch, in order, as soon as its sums are on the host. The sums it
-// gets (and the batch's `out`) hold h + l in `h` and the identity in `l`: a proof uses them
-// summed, and one chain of doublings less is host CPU saved per proof.
+// Called once per proof of a batch, in order, as soon as its sums are on the host. Finished on
+// the host, the sums it gets (and the batch's `out`) hold h + l in `h` and the identity in `l`: a
+// proof uses them summed, and one chain of doublings less is host CPU saved per proof. Finished
+// on the device, `dev` holds the proof but for C's H, which is `h`.
 typedef void (*sp_on_proof)(void* user, size_t index, const sp_components* sums);
 
 static int sp_lg2(size_t n) { int r = 0; while (n >>= 1) r++; return r; }
@@ -704,7 +948,8 @@ static sp_layout sp_layout_of(const sp_srs& s, int sms, uint32_t wbits_h, uint32
     l.parts = (size_t)sms * BATCH_ADD_BLOCK_SIZE / WARP_SZ;
     l.acc_g1 = (size_t)SP_NW_MAX * 2 * SP_NT(bucket_t);
     l.acc_g2 = (size_t)SP_NW_MAX * 2 * SP_NT(bucket_fp2_t);
-    l.results_bytes = (SP_NW_MAX + 1) * (SP_G1_JOBS * sizeof(bucket_t) + sizeof(bucket_fp2_t));
+    l.results_bytes = (SP_NW_MAX + 1) * (SP_G1_JOBS * sizeof(bucket_t) + sizeof(bucket_fp2_t))
+                    + sizeof(sp_dev_sums);
     return l;
 }
 
@@ -746,8 +991,8 @@ template<class B> struct sp_job_buf {
 
 // Timing events of one proof, on the copy stream (COPY0, COPY1) and the compute stream.
 // `vec` (a, b, c landed on the device) let each NTT start as soon as its own vector is in.
-enum { EV_COPY0, EV_COPY1, EV_START, EV_NTT, EV_GATHER, EV_H, EV_L, EV_A, EV_B1, EV_B2,
-       EV_DONE, EV_COUNT };
+enum { EV_COPY0, EV_COPY1, EV_START, EV_GATHER, EV_NTT, EV_L, EV_A, EV_B1, EV_B2, EV_H,
+       EV_SIDE0, EV_SIDE1, EV_DONE, EV_COUNT };
 
 // What the host records of one MSM, for its final sums and its window combination.
 struct sp_job_rec {
@@ -771,10 +1016,13 @@ struct sp_back_key {
 struct sp_flight {
     cudaEvent_t ev[EV_COUNT] = {};
     cudaEvent_t vec[3] = {};           // copy stream: a, b, c copied
+    cudaEvent_t assign = nullptr;      // copy stream: the assignment and the bitmaps copied
     cudaEvent_t counted = nullptr;     // the split counts are on the host
     cudaEvent_t done = nullptr;        // the last proof of a batch is done (a blocking wait)
     uint32_t* counts = nullptr;        // page-locked: the big-scalar counts of L, A, B
     unsigned char* results = nullptr;  // page-locked: the final sums
+    sp_blind* blind = nullptr;         // page-locked: this proof's blinding input to `sp_side`
+    sp_blind* d_blind = nullptr;       // its device copy
     uint32_t nwins[SP_JOBS] = {}, wbits[SP_JOBS] = {};
     sp_components host_sums;           // the diagnostic's sums (`splitprover_gpu_prove_batch`)
     double cpu_issue = 0, cpu_wait = 0; // this proof's host CPU so far (ms), for its phases
@@ -831,7 +1079,13 @@ struct GpuContext {
     sp_buf<unsigned char> d_results;
 
     std::unique_ptr<stream_t> s_main, s_n1, s_n2, s_copy;
+    // The side stream (highest priority: its single block must start while the H MSM fills the
+    // device): the final sums of L, A, B_G1, B_G2 and `sp_side`.
+    cudaStream_t s_side = nullptr;
+    bool device_finish = false;
+    sp_buf<sp_blind> d_blind;          // one per flight
     cudaEvent_t ev_fork = nullptr, ev_join1 = nullptr, ev_join2 = nullptr;
+    cudaEvent_t ev_side_fork = nullptr, ev_side_join = nullptr;
     cudaEvent_t ev_batch = nullptr;
     cudaEvent_t released[2] = {};      // an input set's last reader is done
     sp_flight fl[2];
@@ -870,13 +1124,19 @@ struct GpuContext {
     {
         for (auto* s : {s_main.get(), s_n1.get(), s_n2.get(), s_copy.get()})
             if (s) (void)cudaStreamSynchronize(*s);
-        for (cudaEvent_t e : {ev_fork, ev_join1, ev_join2, ev_batch, released[0], released[1]})
+        if (s_side) {
+            (void)cudaStreamSynchronize(s_side);
+            (void)cudaStreamDestroy(s_side);
+        }
+        for (cudaEvent_t e : {ev_fork, ev_join1, ev_join2, ev_side_fork, ev_side_join, ev_batch,
+                              released[0], released[1]})
             if (e) (void)cudaEventDestroy(e);
         for (auto& f : fl) {
             for (cudaEvent_t e : f.ev)
                 if (e) (void)cudaEventDestroy(e);
             for (cudaEvent_t e : f.vec)
                 if (e) (void)cudaEventDestroy(e);
+            if (f.assign) (void)cudaEventDestroy(f.assign);
             if (f.counted) (void)cudaEventDestroy(f.counted);
             if (f.done) (void)cudaEventDestroy(f.done);
         }
@@ -944,6 +1204,11 @@ static void sp_event(cudaEvent_t* e, unsigned flags)
 
 static std::string sp_mib(size_t b) { return std::to_string(b >> 20) + " MiB"; }
 
+// From this domain size up (lg2) the device finishes a proof by default (`sp_side`): the H MSM
+// (13 ms at 2^20 on an H200) then outlasts the side stream's chains (about 7 ms), so they cost
+// no device time and save the host its window sums and most of the blinding.
+#define SP_DEVICE_FINISH_LG 20
+
 // Device memory left free beside a second input set (NTT twiddles, the runtime's own needs).
 static const size_t SP_RESERVE = (size_t)1 << 30;
 
@@ -966,6 +1231,8 @@ RustError::by_value splitprover_gpu_create(const sp_srs* srs, const void* image,
         return RustError{cudaErrorInvalidValue, "the H window size must be 10 to 18 bits"};
     if (opts->chunks_h > 64)
         return RustError{cudaErrorInvalidValue, "the H MSM takes 1 to 64 chunks"};
+    if (opts->finish < 0 || opts->finish > 2)
+        return RustError{cudaErrorInvalidValue, "finish: 0 (by size), 1 (device) or 2 (host)"};
 
     GpuContext* ctx = nullptr;
     try {
@@ -1007,6 +1274,11 @@ RustError::by_value splitprover_gpu_create(const sp_srs* srs, const void* image,
         ctx->s_n1.reset(new stream_t(gpu.id()));
         ctx->s_n2.reset(new stream_t(gpu.id()));
         ctx->s_copy.reset(new stream_t(gpu.id()));
+        int least = 0, greatest = 0;
+        CUDA_OK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+        CUDA_OK(cudaStreamCreateWithPriority(&ctx->s_side, cudaStreamNonBlocking, greatest));
+        ctx->device_finish = opts->finish == 1
+                             || (opts->finish == 0 && ctx->lg_domain >= SP_DEVICE_FINISH_LG);
         stream_t& s = *ctx->s_copy;
 
         auto t0 = std::chrono::steady_clock::now();
@@ -1062,14 +1334,18 @@ RustError::by_value splitprover_gpu_create(const sp_srs* srs, const void* image,
         ctx->job_g2.acc_ones.alloc(L.parts);
         ctx->job_g2.split.alloc(L.parts);
         ctx->d_results.alloc(L.results_bytes);
+        ctx->d_blind.alloc(2);
 
-        // Page-locked host memory of the two flights: counts, then the results.
-        size_t counts_b = 64, per_flight = counts_b + L.results_bytes;
+        // Page-locked host memory of the two flights: counts, the blinding input, the results.
+        size_t counts_b = 64, blind_b = (sizeof(sp_blind) + 63) / 64 * 64;
+        size_t per_flight = counts_b + blind_b + L.results_bytes;
         CUDA_OK(cudaMallocHost(&ctx->pinned, 2 * per_flight));
         for (int f = 0; f < 2; f++) {
             unsigned char* base = (unsigned char*)ctx->pinned + f * per_flight;
             ctx->fl[f].counts = (uint32_t*)base;
-            ctx->fl[f].results = base + counts_b;
+            ctx->fl[f].blind = (sp_blind*)(base + counts_b);
+            ctx->fl[f].d_blind = ctx->d_blind.ptr + f;
+            ctx->fl[f].results = base + counts_b + blind_b;
             // The events a host thread waits on while the device works block it instead of
             // spinning: `counted` every proof, `done` only for the last of a batch (a proof
             // before it is finished by the time the host reads it: EV_DONE, not blocking).
@@ -1079,8 +1355,11 @@ RustError::by_value splitprover_gpu_create(const sp_srs* srs, const void* image,
             sp_event(&ctx->fl[f].done, cudaEventBlockingSync | cudaEventDisableTiming);
             for (auto& e : ctx->fl[f].vec)
                 sp_event(&e, cudaEventDisableTiming);
+            sp_event(&ctx->fl[f].assign, cudaEventDisableTiming);
         }
         sp_event(&ctx->ev_fork, cudaEventDisableTiming);
+        sp_event(&ctx->ev_side_fork, cudaEventDisableTiming);
+        sp_event(&ctx->ev_side_join, cudaEventDisableTiming);
         sp_event(&ctx->ev_join1, cudaEventDisableTiming);
         sp_event(&ctx->ev_join2, cudaEventDisableTiming);
         sp_event(&ctx->ev_batch, cudaEventDefault);
@@ -1100,6 +1379,7 @@ RustError::by_value splitprover_gpu_create(const sp_srs* srs, const void* image,
         stats->input_sets = ctx->nsets;
         stats->wbits_h = L.plan_h.wbits;
         stats->chunks_h = (uint32_t)L.plan_h.batch;
+        stats->device_finish = ctx->device_finish;
         ctx->s_main->sync();
     } catch (const cuda_error& e) {
         delete ctx;
@@ -1195,10 +1475,13 @@ template<class B> static dim3 sp_acc_block(const GpuContext& ctx)
 // device-resident points and scalars, chunk by chunk: signed digits and their sort, the batch
 // addition of window 0's +-1 digits, the bucket accumulation and the row integration; then each
 // chunk's row sums and partial sums are added into the job's accumulators. All on stream s,
-// nothing waited for.
+// nothing waited for. `coop_blocks` (0: one per SM) is the grid of the bucket accumulation, a
+// cooperative launch whose blocks must all be resident at once: one SM fewer leaves room for
+// `sp_side`'s block, which runs beside the H MSM for milliseconds.
 template<class B, class A>
 static void sp_pippenger(GpuContext& ctx, sp_job_buf<B>& job, typename B::mem_t* d_part,
-                         const A* d_pts, const fr_t* d_sc, const sp_msm_plan& p, stream_t& s)
+                         const A* d_pts, const fr_t* d_sc, const sp_msm_plan& p, stream_t& s,
+                         int coop_blocks = 0)
 {
     typedef typename B::mem_t bucket_h;
     typedef typename A::mem_t affine_h;
@@ -1243,7 +1526,8 @@ static void sp_pippenger(GpuContext& ctx, sp_job_buf<B>& job, typename B::mem_t*
         batch_addition<B><<<ctx.sms, BATCH_ADD_BLOCK_SIZE, 0, s>>>(d_part, pts, num,
                                                                    digits[0], hist[0][0]);
         sp_check_launch();
-        s.launch_coop(accumulate<B, affine_h>, dim3(ctx.sms), sp_acc_block<B>(ctx), (size_t)0,
+        s.launch_coop(accumulate<B, affine_h>, dim3(coop_blocks ? coop_blocks : ctx.sms),
+                      sp_acc_block<B>(ctx), (size_t)0,
                       buckets, p.nwins, p.wbits, const_cast<affine_h*>(pts), digits, hist,
                       ctx.sid);
         integrate<B><<<p.nwins, MSM_NTHREADS, sizeof(B) * MSM_NTHREADS / B::degree, s>>>(
@@ -1335,9 +1619,18 @@ static bucket_fp2_t::mem_t* sp_result_g2(unsigned char* base)
 {
     return (bucket_fp2_t::mem_t*)(base + (size_t)SP_G1_JOBS * (SP_NW_MAX + 1) * sizeof(bucket_t));
 }
+// `sp_side`'s output, at the end of the results.
+static sp_dev_sums* sp_dev_out(unsigned char* base, const sp_layout& lay)
+{
+    return (sp_dev_sums*)(base + lay.results_bytes - sizeof(sp_dev_sums));
+}
 
-// The copies of one proof on the copy stream, once its input set's previous reader is done.
-static void sp_issue_copy(GpuContext& ctx, const sp_assignment& a, int set, sp_flight& fl)
+// The copies of one proof on the copy stream, once its input set's previous reader is done:
+// the blinding input of `sp_side` (`blind`, or zeros: the plain sums), the assignment and the
+// bitmaps first (the gathers and splits need them, and the host waits for the split counts),
+// then a, b and c, each NTT waiting for its own vector.
+static void sp_issue_copy(GpuContext& ctx, const sp_assignment& a, const sp_blind* blind,
+                          int set, sp_flight& fl)
 {
     fl.cpu_issue = fl.cpu_wait = 0;
     sp_cpu_span cpu(fl.cpu_issue);
@@ -1346,15 +1639,15 @@ static void sp_issue_copy(GpuContext& ctx, const sp_assignment& a, int set, sp_f
     sp_set& st = ctx.sets[set];
     CUDA_OK(cudaStreamWaitEvent(s, ctx.released[set], 0));
     CUDA_OK(cudaEventRecord(fl.ev[EV_COPY0], s));
-    size_t n = a.abc_len, dom = ctx.domain;
-    const fr_t* src[3] = {a.a, a.b, a.c};
-    // only copies here: the zero padding up to the domain is a kernel (a memset), which would
-    // wait for SMs behind the current proof's MSMs; the front half writes it
-    for (int i = 0; i < 3; i++) {
-        fr_t* dst = st.abc.ptr + i * dom;
-        if (n)
-            s.HtoD(dst, src[i], n);
-        CUDA_OK(cudaEventRecord(fl.vec[i], s));
+    if (ctx.device_finish) {
+        // the flight's previous proof is finished (its host results were read), so neither
+        // copy of its blinding input is still in use
+        if (blind)
+            *fl.blind = *blind;
+        else
+            memset((void*)fl.blind, 0, sizeof(sp_blind));
+        CUDA_OK(cudaMemcpyAsync(fl.d_blind, fl.blind, sizeof(sp_blind), cudaMemcpyHostToDevice,
+                                s));
     }
     size_t w_aux = sp_words(L.n_l), w_inp = sp_words(L.n_inputs);
     if (L.n_inputs)
@@ -1367,11 +1660,23 @@ static void sp_issue_copy(GpuContext& ctx, const sp_assignment& a, int set, sp_f
     }
     if (w_inp)
         s.HtoD(st.words.ptr + w_aux, a.b_input.words, w_inp);
+    CUDA_OK(cudaEventRecord(fl.assign, s));
+    size_t n = a.abc_len, dom = ctx.domain;
+    const fr_t* src[3] = {a.a, a.b, a.c};
+    // only copies here: the zero padding up to the domain is a kernel (a memset), which would
+    // wait for SMs behind the current proof's MSMs; the front half writes it
+    for (int i = 0; i < 3; i++) {
+        fr_t* dst = st.abc.ptr + i * dom;
+        if (n)
+            s.HtoD(dst, src[i], n);
+        CUDA_OK(cudaEventRecord(fl.vec[i], s));
+    }
     CUDA_OK(cudaEventRecord(fl.ev[EV_COPY1], s));
 }
 
-// A proof up to the H MSM: the quotient's NTTs, the gathers, the three splits (their counts
-// queued to the host), the H MSM.
+// The front half of a proof: the density gathers and the three splits first (their counts
+// queued to the host, which then issues the back half while the NTTs run), then the quotient's
+// NTTs, each of a, b, c starting once its own copy has landed.
 static void sp_issue_front(GpuContext& ctx, const sp_assignment& a, int set, sp_flight& fl)
 {
     sp_cpu_span cpu(fl.cpu_issue);
@@ -1379,15 +1684,34 @@ static void sp_issue_front(GpuContext& ctx, const sp_assignment& a, int set, sp_
     const sp_srs& L = ctx.lens;
     sp_set& st = ctx.sets[set];
     size_t dom = ctx.domain;
-    // each NTT waits for its own vector only (a proof alone overlaps b's and c's copies, and
-    // the assignment's, with the NTTs of a and b); the gathers wait for all of the copies
-    sp_wait_ext(ctx, m, fl.vec[0]);
+    sp_wait_ext(ctx, m, fl.assign);
     sp_record_ext(ctx, fl.ev[EV_START], m);
+
+    // A's scalars: the inputs, then the aux A uses; B's: the inputs and aux B uses
+    size_t w_aux = sp_words(L.n_l), w_inp = sp_words(L.n_inputs);
+    const uint64_t* d_w_a = st.words.ptr;
+    const uint64_t* d_w_bi = d_w_a + w_aux;
+    const uint64_t* d_w_ba = d_w_bi + w_inp;
+    if (L.n_inputs)
+        CUDA_OK(cudaMemcpyAsync(ctx.d_sc_a.ptr, st.input.ptr, L.n_inputs * sizeof(fr_t),
+                                cudaMemcpyDeviceToDevice, m));
+    sp_gather_dense(ctx, ctx.d_sc_a.ptr + L.n_inputs, st.aux.ptr, d_w_a, w_aux, m);
+    sp_gather_dense(ctx, ctx.d_sc_b.ptr, st.input.ptr, d_w_bi, w_inp, m);
+    sp_gather_dense(ctx, ctx.d_sc_b.ptr + a.b_input.popcount, st.aux.ptr, d_w_ba, w_aux, m);
+    // the splits of L, A and B: only their counts go to the host
+    const fr_t* sc[3] = {st.aux.ptr, ctx.d_sc_a.ptr, ctx.d_sc_b.ptr};
+    const size_t nq[3] = {L.n_l, L.n_a, L.n_b};
+    for (int q = 0; q < 3; q++)
+        if (nq[q])
+            sp_classify_query(ctx, q, sc[q], nq[q], fl.counts, m);
+    sp_record_ext(ctx, fl.counted, m);
+    sp_record_ext(ctx, fl.ev[EV_GATHER], m);
 
     // the quotient's coefficients, in place of a; b and c on their own streams
     fr_t* d_a = st.abc.ptr;
     fr_t* d_b = d_a + dom;
     fr_t* d_c = d_b + dom;
+    sp_wait_ext(ctx, m, fl.vec[0]);
     CUDA_OK(cudaEventRecord(ctx.ev_fork, m));
     CUDA_OK(cudaStreamWaitEvent(*ctx.s_n1, ctx.ev_fork, 0));
     CUDA_OK(cudaStreamWaitEvent(*ctx.s_n2, ctx.ev_fork, 0));
@@ -1414,32 +1738,6 @@ static void sp_issue_front(GpuContext& ctx, const sp_assignment& a, int set, sp_
     sp_ntt::NTT_internal(d_a, ctx.lg_domain, NTT::InputOutputOrder::NN,
                          NTT::Direction::inverse, NTT::Type::coset, m);
     sp_record_ext(ctx, fl.ev[EV_NTT], m);
-
-    // A's scalars: the inputs, then the aux A uses; B's: the inputs and aux B uses
-    size_t w_aux = sp_words(L.n_l), w_inp = sp_words(L.n_inputs);
-    const uint64_t* d_w_a = st.words.ptr;
-    const uint64_t* d_w_bi = d_w_a + w_aux;
-    const uint64_t* d_w_ba = d_w_bi + w_inp;
-    sp_wait_ext(ctx, m, fl.ev[EV_COPY1]);
-    if (L.n_inputs)
-        CUDA_OK(cudaMemcpyAsync(ctx.d_sc_a.ptr, st.input.ptr, L.n_inputs * sizeof(fr_t),
-                                cudaMemcpyDeviceToDevice, m));
-    sp_gather_dense(ctx, ctx.d_sc_a.ptr + L.n_inputs, st.aux.ptr, d_w_a, w_aux, m);
-    sp_gather_dense(ctx, ctx.d_sc_b.ptr, st.input.ptr, d_w_bi, w_inp, m);
-    sp_gather_dense(ctx, ctx.d_sc_b.ptr + a.b_input.popcount, st.aux.ptr, d_w_ba, w_aux, m);
-    // the splits of L, A and B: only their counts go to the host, before the H MSM starts
-    const fr_t* sc[3] = {st.aux.ptr, ctx.d_sc_a.ptr, ctx.d_sc_b.ptr};
-    const size_t nq[3] = {L.n_l, L.n_a, L.n_b};
-    for (int q = 0; q < 3; q++)
-        if (nq[q])
-            sp_classify_query(ctx, q, sc[q], nq[q], fl.counts, m);
-    sp_record_ext(ctx, fl.counted, m);
-    sp_record_ext(ctx, fl.ev[EV_GATHER], m);
-
-    // H: the first domain - 1 coefficients (the last is zero for a valid witness)
-    sp_pippenger(ctx, ctx.job_g1[SP_JOB_H], ctx.d_part_g1.ptr, ctx.d_h.ptr, d_a,
-                 ctx.lay.plan_h, m);
-    sp_record_ext(ctx, fl.ev[EV_H], m);
 }
 
 // Captures what `issue` queues on the compute stream into `exec`. On failure (why returned,
@@ -1597,13 +1895,15 @@ static size_t sp_tail_size(size_t big, size_t cap)
     return std::min((big + step - 1) / step * step, cap);
 }
 
-// The back half's launches for shape `key`: the L, A, B_G1 and B_G2 MSMs, the input set
-// released, the final sums and their copy to the flight's host results. Reads rec[H] (the
-// front half's plan), fills rec[L..B2].
+// The back half's launches for shape `key`: the L, A, B_G1 and B_G2 MSMs, then the H MSM on the
+// compute stream while the side stream reduces the other four (their final sums, and with
+// `device_finish` the window chains and the blinding of `sp_side`); H's final sums, the input
+// set released, everything copied to the flight's host results. Fills rec[L..B2].
 static void sp_issue_back_kernels(GpuContext& ctx, int set, sp_flight& fl,
                                   const sp_back_key& key, sp_job_rec* rec)
 {
     stream_t& m = *ctx.s_main;
+    cudaStream_t side = ctx.s_side;
     const sp_srs& L = ctx.lens;
     sp_set& st = ctx.sets[set];
     rec[SP_JOB_L] = sp_msm_query(ctx, ctx.job_g1[SP_JOB_L], ctx.d_part_g1.ptr, ctx.d_l.ptr,
@@ -1622,27 +1922,60 @@ static void sp_issue_back_kernels(GpuContext& ctx, int set, sp_flight& fl,
                                   ctx.d_sc_b.ptr, L.n_b, 2, key.tail[2], ctx.d_tail_g2.ptr, true,
                                   m);
     sp_record_ext(ctx, fl.ev[EV_B2], m);
-    sp_record_ext(ctx, ctx.released[set], m);
 
-    // the final sums: G1 on the compute stream, G2 beside it
+    // The side stream: the four MSMs' final sums (each job's accumulators and result area are
+    // its own, which the H MSM does not touch), then `sp_side`.
+    CUDA_OK(cudaEventRecord(ctx.ev_side_fork, m));
+    CUDA_OK(cudaStreamWaitEvent(side, ctx.ev_side_fork, 0));
+    sp_record_ext(ctx, fl.ev[EV_SIDE0], side);
+    const uint32_t nbits = (uint32_t)fr_t::bit_length();
     sp_final_batch<bucket_t> g1{};
-    g1.nbits = (uint32_t)fr_t::bit_length();
+    g1.nbits = nbits;
     uint32_t blocks = 0;
-    for (int j = 0; j < SP_G1_JOBS; j++) {
-        g1.job[j] = sp_final_of(ctx, ctx.job_g1[j], rec[j], sp_result_g1(ctx.d_results.ptr, j));
+    for (int j = SP_JOB_L; j < SP_G1_JOBS; j++) {
+        g1.job[g1.njobs++] = sp_final_of(ctx, ctx.job_g1[j], rec[j],
+                                         sp_result_g1(ctx.d_results.ptr, j));
         blocks += rec[j].nwins + 1;
     }
-    g1.njobs = SP_G1_JOBS;
+    sp_final<bucket_t><<<blocks, MSM_NTHREADS, 0, side>>>(g1);
+    sp_check_launch();
     sp_final_batch<bucket_fp2_t> g2{};
-    g2.nbits = g1.nbits;
+    g2.nbits = nbits;
     g2.job[0] = sp_final_of(ctx, ctx.job_g2, rec[SP_JOB_B2], sp_result_g2(ctx.d_results.ptr));
     g2.njobs = 1;
-    sp_fork(ctx.ev_fork, m, *ctx.s_n1);
-    sp_final<bucket_fp2_t><<<rec[SP_JOB_B2].nwins + 1, MSM_NTHREADS, 0, *ctx.s_n1>>>(g2);
+    sp_final<bucket_fp2_t><<<rec[SP_JOB_B2].nwins + 1, MSM_NTHREADS, 0, side>>>(g2);
     sp_check_launch();
-    sp_final<bucket_t><<<blocks, MSM_NTHREADS, 0, m>>>(g1);
+    if (ctx.device_finish) {
+        sp_side_args args{};
+        for (int q = 0; q < 3; q++) {
+            args.w[q] = sp_result_g1(ctx.d_results.ptr, SP_JOB_L + q);
+            args.nwins[q] = rec[SP_JOB_L + q].nwins;
+            args.wbits[q] = rec[SP_JOB_L + q].wbits;
+        }
+        args.w2 = sp_result_g2(ctx.d_results.ptr);
+        args.nwins[3] = rec[SP_JOB_B2].nwins;
+        args.wbits[3] = rec[SP_JOB_B2].wbits;
+        args.blind = fl.d_blind;
+        args.out = sp_dev_out(ctx.d_results.ptr, ctx.lay);
+        sp_side<<<1, 4 * WARP_SZ, 0, side>>>(args);
+        sp_check_launch();
+    }
+    sp_record_ext(ctx, fl.ev[EV_SIDE1], side);
+
+    // H: the first domain - 1 coefficients (the last is zero for a valid witness)
+    sp_pippenger(ctx, ctx.job_g1[SP_JOB_H], ctx.d_part_g1.ptr, ctx.d_h.ptr, ctx.sets[set].abc.ptr,
+                 ctx.lay.plan_h, m, ctx.device_finish ? std::max(ctx.sms - 1, 1) : 0);
+    sp_record_ext(ctx, fl.ev[EV_H], m);
+    sp_record_ext(ctx, ctx.released[set], m);
+    sp_final_batch<bucket_t> gh{};
+    gh.nbits = nbits;
+    gh.job[0] = sp_final_of(ctx, ctx.job_g1[SP_JOB_H], rec[SP_JOB_H],
+                            sp_result_g1(ctx.d_results.ptr, SP_JOB_H));
+    gh.njobs = 1;
+    sp_final<bucket_t><<<rec[SP_JOB_H].nwins + 1, MSM_NTHREADS, 0, m>>>(gh);
     sp_check_launch();
-    sp_fork(ctx.ev_join1, *ctx.s_n1, m);
+    CUDA_OK(cudaEventRecord(ctx.ev_side_join, side));
+    CUDA_OK(cudaStreamWaitEvent(m, ctx.ev_side_join, 0));
     CUDA_OK(cudaMemcpyAsync(fl.results, ctx.d_results.ptr, ctx.lay.results_bytes,
                             cudaMemcpyDeviceToHost, m));
     sp_record_ext(ctx, fl.ev[EV_DONE], m);
@@ -1776,11 +2109,22 @@ static double sp_elapsed(cudaEvent_t from, cudaEvent_t to)
     return ms;
 }
 
-// Waits for a flight's results and turns them into the five sums and the phase times; with
-// `merge_hl`, out.h is h + l and out.l the identity (one chain of doublings less). `last`: the
-// proof's `done` was recorded (a blocking wait); otherwise it is finished already.
-static void sp_finish(sp_flight& fl, sp_components& out, sp_phases& ph, bool merge_hl,
-                      bool last)
+// A point of `sp_side`'s output as a Jacobian one (Z = 1; the identity, all zero, gets Z = 0).
+template<class P, class F> static P sp_jacobian(const sp_aff_mem<F>& a)
+{
+    Affine_t<F> p(a.X, a.Y);
+    P j;
+    j = p;
+    return j;
+}
+
+// Waits for a flight's results and turns them into the five sums and the phase times. Finished
+// on the host: every window chain here, and with `merge_hl` out.h is h + l and out.l the
+// identity (one chain of doublings less). Finished on the device: H's chain here, the rest read
+// from `sp_side`'s output. `last`: the proof's `done` was recorded (a blocking wait); otherwise
+// it is finished already.
+static void sp_finish(const GpuContext& ctx, sp_flight& fl, sp_components& out, sp_phases& ph,
+                      bool merge_hl, bool last)
 {
     {
         sp_cpu_span wait(fl.cpu_wait);
@@ -1793,30 +2137,45 @@ static void sp_finish(sp_flight& fl, sp_components& out, sp_phases& ph, bool mer
     sp_windows<bucket_t> w1[SP_G1_JOBS];
     for (int j = 0; j < SP_G1_JOBS; j++)
         w1[j] = {r1 + (size_t)j * (SP_NW_MAX + 1), fl.nwins[j], fl.wbits[j]};
-    int j0 = 0;
-    if (merge_hl) {
-        sp_horner(out.h, &w1[SP_JOB_H], 2);   // H and L are adjacent jobs
-        out.l.inf();
-        j0 = SP_JOB_L + 1;
+    if (ctx.device_finish) {
+        sp_horner(out.h, &w1[SP_JOB_H], 1);
+        out.dev = *sp_dev_out(fl.results, ctx.lay);
+        out.l = sp_jacobian<point_t>(out.dev.l);
+        out.a = sp_jacobian<point_t>(out.dev.a);
+        out.b_g1 = sp_jacobian<point_t>(out.dev.b1);
+        out.b_g2 = sp_jacobian<point_fp2_t>(out.dev.b2);
+        out.finished = 1;
+    } else {
+        int j0 = 0;
+        if (merge_hl) {
+            sp_horner(out.h, &w1[SP_JOB_H], 2);   // H and L are adjacent jobs
+            out.l.inf();
+            j0 = SP_JOB_L + 1;
+        }
+        for (int j = j0; j < SP_G1_JOBS; j++)
+            sp_horner(*g1[j], &w1[j], 1);
+        const sp_windows<bucket_fp2_t> w2{
+            (const bucket_fp2_t*)(fl.results
+                                  + (size_t)SP_G1_JOBS * (SP_NW_MAX + 1) * sizeof(bucket_t)),
+            fl.nwins[SP_JOB_B2], fl.wbits[SP_JOB_B2]};
+        sp_horner(out.b_g2, &w2, 1);
+        memset((void*)&out.dev, 0, sizeof(out.dev));
+        out.finished = 0;
     }
-    for (int j = j0; j < SP_G1_JOBS; j++)
-        sp_horner(*g1[j], &w1[j], 1);
-    const sp_windows<bucket_fp2_t> w2{
-        (const bucket_fp2_t*)(fl.results + (size_t)SP_G1_JOBS * (SP_NW_MAX + 1) * sizeof(bucket_t)),
-        fl.nwins[SP_JOB_B2], fl.wbits[SP_JOB_B2]};
-    sp_horner(out.b_g2, &w2, 1);
+    out.pad = 0;
     ph.host_sums = std::chrono::duration<double, std::milli>(
                        std::chrono::steady_clock::now() - t0).count();
     const cudaEvent_t* e = fl.ev;
     ph.copy_in = sp_elapsed(e[EV_COPY0], e[EV_COPY1]);
-    ph.ntt = sp_elapsed(e[EV_START], e[EV_NTT]);
-    ph.gather = sp_elapsed(e[EV_NTT], e[EV_GATHER]);
-    ph.msm_h = sp_elapsed(e[EV_GATHER], e[EV_H]);
-    ph.msm_l = sp_elapsed(e[EV_H], e[EV_L]);
+    ph.gather = sp_elapsed(e[EV_START], e[EV_GATHER]);
+    ph.ntt = sp_elapsed(e[EV_GATHER], e[EV_NTT]);
+    ph.msm_l = sp_elapsed(e[EV_NTT], e[EV_L]);
     ph.msm_a = sp_elapsed(e[EV_L], e[EV_A]);
     ph.msm_b_g1 = sp_elapsed(e[EV_A], e[EV_B1]);
     ph.msm_b_g2 = sp_elapsed(e[EV_B1], e[EV_B2]);
-    ph.final_sums = sp_elapsed(e[EV_B2], e[EV_DONE]);
+    ph.msm_h = sp_elapsed(e[EV_B2], e[EV_H]);
+    ph.final_sums = sp_elapsed(e[EV_H], e[EV_DONE]);
+    ph.side = sp_elapsed(e[EV_SIDE0], e[EV_SIDE1]);
     ph.compute = sp_elapsed(e[EV_START], e[EV_DONE]);
     ph.span = sp_elapsed(e[EV_COPY0], e[EV_DONE]);
     ph.cpu_issue = fl.cpu_issue;
@@ -1845,11 +2204,15 @@ static bool sp_matches(const GpuContext& ctx, const sp_assignment& a)
 //   - copy(i+1) writes input set (i+1) % nsets after waiting for `released` of that set, whose
 //     last record (back(i-1) with two sets, back(i) with one) is already queued;
 //   - front(i) waits for copy(i)'s last event, recorded before;
-//   - flight (i % 2)'s events and host results are re-recorded by copy(i+2), front(i+2) and
-//     back(i+2), all queued after finish(i) read them.
+//   - flight (i % 2)'s events, host results and blinding input are re-recorded by copy(i+2),
+//     front(i+2) and back(i+2), all queued after finish(i) read them (proof i done: its side
+//     stream joined the compute stream before `done`).
+// `blind` (null: the plain sums) holds each proof's blinding input when the device finishes
+// (`sp_upload::device_finish`); it is not read otherwise.
 extern "C"
 RustError::by_value splitprover_gpu_prove_batch(GpuContext* ctx, const sp_assignment* asgs,
-                                                size_t n, sp_components* out, sp_phases* ph,
+                                                size_t n, const sp_blind* blind,
+                                                sp_components* out, sp_phases* ph,
                                                 sp_batch_times* times, sp_on_proof on_proof,
                                                 void* user, sp_components* host_sums)
 {
@@ -1871,7 +2234,7 @@ RustError::by_value splitprover_gpu_prove_batch(GpuContext* ctx, const sp_assign
         times->back_graphs = 0;
         times->graph_error[0] = 0;
         CUDA_OK(cudaEventRecord(ctx->ev_batch, *ctx->s_copy));
-        sp_issue_copy(*ctx, asgs[0], 0, ctx->fl[0]);
+        sp_issue_copy(*ctx, asgs[0], blind, 0, ctx->fl[0]);
         for (size_t i = 0; i < n; i++) {
             int set = (int)(i % nsets);
             if (sp_launch_front(*ctx, asgs[i], set, (int)(i % 2)))
@@ -1881,17 +2244,18 @@ RustError::by_value splitprover_gpu_prove_batch(GpuContext* ctx, const sp_assign
             if (i + 1 == n)
                 CUDA_OK(cudaEventRecord(ctx->fl[i % 2].done, *ctx->s_main));
             if (i > 0) {
-                sp_finish(ctx->fl[(i - 1) % 2], out[i - 1], ph[i - 1], merge_hl, false);
+                sp_finish(*ctx, ctx->fl[(i - 1) % 2], out[i - 1], ph[i - 1], merge_hl, false);
                 if (host_sums)
                     host_sums[i - 1] = ctx->fl[(i - 1) % 2].host_sums;
                 if (on_proof)
                     on_proof(user, i - 1, &out[i - 1]);
             }
             if (i + 1 < n)
-                sp_issue_copy(*ctx, asgs[i + 1], (int)((i + 1) % nsets), ctx->fl[(i + 1) % 2]);
+                sp_issue_copy(*ctx, asgs[i + 1], blind ? blind + i + 1 : nullptr,
+                              (int)((i + 1) % nsets), ctx->fl[(i + 1) % 2]);
         }
         sp_flight& last = ctx->fl[(n - 1) % 2];
-        sp_finish(last, out[n - 1], ph[n - 1], merge_hl, true);
+        sp_finish(*ctx, last, out[n - 1], ph[n - 1], merge_hl, true);
         if (host_sums)
             host_sums[n - 1] = last.host_sums;
         if (on_proof)
@@ -1901,6 +2265,7 @@ RustError::by_value splitprover_gpu_prove_batch(GpuContext* ctx, const sp_assign
     } catch (const cuda_error& e) {
         for (auto* s : {ctx->s_main.get(), ctx->s_n1.get(), ctx->s_n2.get(), ctx->s_copy.get()})
             (void)cudaStreamSynchronize(*s);
+        (void)cudaStreamSynchronize(ctx->s_side);
         (void)cudaGetLastError();
         return sp_error(e, "proving on the GPU");
     }
@@ -1981,6 +2346,59 @@ extern "C" uint32_t splitprover_gpu_window_check(uint64_t seed)
         }
     }
     return bad;
+}
+
+
+// `sp_side`'s arithmetic on the host (the same templates, the host's field types), for the no-GPU
+// tests: the window sums of L, A, B_G1 (`w1`: three runs of nwins[j] + 1 Jacobian points, the
+// last of each the ones) and of B_G2 (`w2`), with `blind`, into `out`, in the order of `sp_side`.
+extern "C" void splitprover_gpu_side_check(const point_t* w1, const point_fp2_t* w2,
+                                           const uint32_t* nwins, const uint32_t* wbits,
+                                           const sp_blind* blind, sp_dev_sums* out)
+{
+    static_assert(sizeof(sp_jac_mem<fp_t>) == sizeof(point_t), "blst_p1 is X, Y, Z");
+    static_assert(sizeof(sp_jac_mem<fp2_t>) == sizeof(point_fp2_t), "blst_p2 is X, Y, Z");
+    static_assert(sizeof(sp_blind) == 64 + 2 * 144 + 288, "the Rust mirror's size");
+    static_assert(sizeof(sp_dev_sums) == 4 * 96 + 192, "the Rust mirror's size");
+    auto xyzz_run = [](auto* pts, uint32_t len) {
+        typedef std::remove_const_t<std::remove_pointer_t<decltype(pts)>> P;
+        typedef std::conditional_t<std::is_same_v<P, point_t>, bucket_t, bucket_fp2_t> B;
+        std::vector<B> v(len);
+        for (uint32_t i = 0; i < len; i++)
+            v[i] = sp_from_jac<B>(*reinterpret_cast<const sp_jac_mem<sp_field_t<B>>*>(&pts[i]));
+        return v;
+    };
+    bucket_t p[3];
+    const point_t* w = w1;
+    for (int j = 0; j < 3; j++) {
+        auto run = xyzz_run(w, nwins[j] + 1);
+        w += nwins[j] + 1;
+        sp_chain(p[j], run.data(), nwins[j], wbits[j]);
+    }
+    sp_addx(p[1], sp_from_jac<bucket_t>(blind->pa));
+    sp_addx(p[2], sp_from_jac<bucket_t>(blind->pb1));
+    auto run2 = xyzz_run(w2, nwins[3] + 1);
+    bucket_fp2_t b2;
+    sp_chain(b2, run2.data(), nwins[3], wbits[3]);
+    sp_addx(b2, sp_from_jac<bucket_fp2_t>(blind->pb2));
+    bucket_t sa, rb;
+    sp_mul(sa, p[1], blind->s);
+    sp_mul(rb, p[2], blind->r);
+    bucket_t x = p[0];
+    sp_addx(x, sa);
+    sp_addx(x, rb);
+    fp_t ax, ay;
+    sp_aff_mem<fp_t>* dst[4] = {&out->l, &out->a, &out->b1, &out->x};
+    const bucket_t* src[4] = {&p[0], &p[1], &p[2], &x};
+    for (int k = 0; k < 4; k++) {
+        sp_affine(ax, ay, *src[k]);
+        dst[k]->X = ax;
+        dst[k]->Y = ay;
+    }
+    fp2_t bx, by;
+    sp_affine(bx, by, b2);
+    out->b2.X = bx;
+    out->b2.Y = by;
 }
 
 #endif

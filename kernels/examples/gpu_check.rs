@@ -6,7 +6,7 @@
 //! gpu_check SPEC --params FILE [--seeds N] [--par P] [--cpu K] [--iters I] [--batch B]
 //!           [--pinned] [--no-overlap] [--supraseal] [--phases] [--wbits-h W[/C],...]
 //!           [--gen cpu|gpu] [--gen-check] [--no-graphs] [--compare-graphs]
-//!           [--consecutive N]
+//!           [--consecutive N] [--finish auto|device|host] [--compare-finish]
 //! gpu_check sha-chain:2  --params p16 --seeds 100 --cpu 100 --batch 8   # 100 witnesses at 2^16
 //! gpu_check sha-chain:38 --params p20 --seeds 8 --cpu 8 --batch 8 --iters 10 --pinned \
 //!           --supraseal --phases
@@ -33,6 +33,10 @@
 //! - The front half of every proof runs as one CUDA graph launch (`GpuOptions::graphs`);
 //!   `--no-graphs` launches it kernel by kernel, `--compare-graphs` times both in one run
 //!   (the same proofs, byte for byte).
+//! - `--finish device|host` finishes every proof on the device (the L, A, B_G1, B_G2 window
+//!   chains and the blinding beside the H MSM) or on the host (`GpuOptions::device_finish`;
+//!   default `auto`: on the device from 2^20 up); `--compare-finish` times the other one too
+//!   (the same proofs, byte for byte), with its phases.
 //! - `--consecutive N` proves N more proofs one per call, cycling over the kept witnesses with
 //!   fresh random `r` and `s` each, verifies every one, and with `--supraseal` does the same
 //!   with supraseal-c2 (the regression run for the batch-addition race found at 2^23).
@@ -174,6 +178,8 @@ mod check {
         graphs: bool,
         compare_graphs: bool,
         consecutive: usize,
+        finish: Option<bool>,
+        compare_finish: bool,
     }
 
     fn parse_args() -> Res<Args> {
@@ -185,6 +191,7 @@ mod check {
         let (mut gen, mut gen_check) = (GenDevice::Cpu, false);
         let mut wbits_h = Vec::new();
         let (mut graphs, mut compare_graphs, mut consecutive) = (true, false, 0);
+        let (mut finish, mut compare_finish) = (None, false);
         while let Some(a) = it.next() {
             let mut value = |name: &str| it.next().ok_or_else(|| format!("`{name}` needs a value"));
             match a.as_str() {
@@ -212,6 +219,20 @@ mod check {
                 "--no-graphs" => graphs = false,
                 "--compare-graphs" => compare_graphs = true,
                 "--consecutive" => consecutive = value("--consecutive")?.parse()?,
+                "--finish" => {
+                    finish = match value("--finish")?.as_str() {
+                        "auto" => None,
+                        "device" => Some(true),
+                        "host" => Some(false),
+                        other => {
+                            return Err(format!(
+                                "`--finish` takes `auto`, `device` or `host`, not `{other}`"
+                            )
+                            .into())
+                        }
+                    }
+                }
+                "--compare-finish" => compare_finish = true,
                 s if !s.starts_with('-') && spec.is_none() => spec = Some(s.parse()?),
                 other => return Err(format!("unknown argument `{other}`").into()),
             }
@@ -227,6 +248,8 @@ mod check {
             graphs,
             compare_graphs,
             consecutive,
+            finish,
+            compare_finish,
             cpu,
             iters,
             batch: batch.max(1),
@@ -263,16 +286,17 @@ mod check {
     fn phase_line(label: &str, phases: &[Phases]) -> String {
         let pick = |f: fn(&Phases) -> f64| median(&mut phases.iter().map(f).collect::<Vec<_>>());
         format!(
-            "phases {label} (median ms, CUDA events): copy-in {:.2}, ntt {:.2}, gathers+split {:.2}, msm h {:.2}, l {:.2}, a {:.2}, b_g1 {:.2}, b_g2 {:.2}, final sums {:.2}; compute {:.2}, span {:.2}; host window sums {:.3}; calling thread cpu ms: issue {:.3}, wait {:.3}, finish {:.3}, blind {:.3}",
+            "phases {label} (median ms, CUDA events): copy-in {:.2}, gathers+split {:.2}, ntt {:.2}, msm l {:.2}, a {:.2}, b_g1 {:.2}, b_g2 {:.2}, h {:.2}, final sums {:.2}, side stream {:.2}; compute {:.2}, span {:.2}; host window sums {:.3}; calling thread cpu ms: issue {:.3}, wait {:.3}, finish {:.3}, blind {:.3}",
             pick(|p| p.copy_in),
-            pick(|p| p.ntt),
             pick(|p| p.gather),
-            pick(|p| p.msm_h),
+            pick(|p| p.ntt),
             pick(|p| p.msm_l),
             pick(|p| p.msm_a),
             pick(|p| p.msm_b_g1),
             pick(|p| p.msm_b_g2),
+            pick(|p| p.msm_h),
             pick(|p| p.final_sums),
+            pick(|p| p.side),
             pick(|p| p.compute),
             pick(|p| p.span),
             pick(|p| p.host_sums),
@@ -452,12 +476,13 @@ mod check {
         let options = GpuOptions {
             overlap: args.overlap,
             graphs: args.graphs,
+            device_finish: args.finish,
             ..GpuOptions::default()
         };
         let gpu = GpuBackend::with_options(&view, options)?;
         let res = gpu.residency();
         println!(
-            "gpu: {:.2} GB resident, scratch {:.2} GB, upload {:.0} ms ({:.1} GB/s, {}); {} input set(s) ({}), H window {} bits in {} chunk(s)",
+            "gpu: {:.2} GB resident, scratch {:.2} GB, upload {:.0} ms ({:.1} GB/s, {}); {} input set(s) ({}), H window {} bits in {} chunk(s); proofs finished on the {}",
             res.srs_bytes as f64 / 1e9,
             res.scratch_bytes as f64 / 1e9,
             res.upload_ms,
@@ -475,6 +500,7 @@ mod check {
             },
             res.h_window_bits,
             res.h_chunks,
+            if res.device_finish { "device" } else { "host" },
         );
         let cpu = if args.cpu > 0 {
             Some(CpuBackend::new(&image)?)
@@ -655,17 +681,12 @@ mod check {
             ok &= consecutive("ours", &gpu, &verify, &mut rng)?;
         }
 
-        if args.compare_graphs {
-            let other = GpuBackend::with_options(
-                &view,
-                GpuOptions {
-                    graphs: !args.graphs,
-                    ..options
-                },
-            )?;
-            let label = if args.graphs { "no graphs" } else { "graphs" };
+        // The same proofs from a second backend with other options: timed alone and batched,
+        // every proof equal to the bytes proved before.
+        let compare = |other_options: GpuOptions, label: &str| -> Res<bool> {
+            let other = GpuBackend::with_options(&view, other_options)?;
             let t1 = time_ours(&other, &views[..1], &rs[..1], &reference[..1], args.iters)?;
-            ok &= t1.mismatches == 0;
+            let mut good = t1.mismatches == 0;
             println!(
                 "{}",
                 t1.line(&format!("ours ({label}), one proof per call"))
@@ -673,7 +694,7 @@ mod check {
             println!("{}", phase_line(&format!("alone, {label}"), &t1.phases));
             if views.len() > 1 {
                 let tb = time_ours(&other, &views, &rs, &reference, args.iters)?;
-                ok &= tb.mismatches == 0;
+                good &= tb.mismatches == 0;
                 println!(
                     "{}",
                     tb.line(&format!("ours ({label}), batches of {}", views.len()))
@@ -686,9 +707,31 @@ mod check {
                     )
                 );
             }
-            if t1.mismatches > 0 {
+            if !good {
                 println!("proofs with {label} DIFFER from the bytes proved before");
             }
+            Ok(good)
+        };
+        if args.compare_graphs {
+            let label = if args.graphs { "no graphs" } else { "graphs" };
+            let other = GpuOptions {
+                graphs: !args.graphs,
+                ..options
+            };
+            ok &= compare(other, label)?;
+        }
+        if args.compare_finish {
+            let device = !res.device_finish;
+            let label = if device {
+                "finished on the device"
+            } else {
+                "finished on the host"
+            };
+            let other = GpuOptions {
+                device_finish: Some(device),
+                ..options
+            };
+            ok &= compare(other, label)?;
         }
 
         let (mut sup, mut sup_batch, mut ratio) =
@@ -754,10 +797,9 @@ mod check {
                 let backend = GpuBackend::with_options(
                     &view,
                     GpuOptions {
-                        overlap: args.overlap,
                         h_window_bits: Some(w),
                         h_chunks: chunks,
-                        graphs: args.graphs,
+                        ..options
                     },
                 )?;
                 let used = backend.residency().h_chunks;

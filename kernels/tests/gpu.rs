@@ -4,15 +4,20 @@
 //!
 //! Without a GPU the tests that need one print `no GPU: skipping ...` and return (CI has none);
 //! `SPLITPROVER_TEST_REQUIRE_GPU=1` turns the skip into a failure on GPU machines. The sizing of
-//! the MSM scratch and the final reduction's window weights are host code and tested everywhere.
+//! the MSM scratch, the final reduction's window weights and the device finishing's arithmetic
+//! (run on the host from the same C++ templates) are host code and tested everywhere.
 #![cfg(feature = "cuda")]
 
-use blstrs::Scalar;
+use blstrs::{G1Projective, G2Projective, Scalar};
 use ff::Field;
+use group::Group;
+use kernels::backend::blind::{device_reference, DeviceBlind};
 use kernels::backend::cuda::gpu_count;
 use kernels::backend::gpu::{
-    msm_cover, msm_plan, tail_size, window_weight_mismatches, GpuBackend, GpuOptions,
+    device_finish_check, msm_cover, msm_plan, tail_size, window_weight_mismatches, GpuBackend,
+    GpuOptions,
 };
+use kernels::backend::Components;
 use kernels::circuits::CircuitSpec;
 use kernels::srs::{AlignedBytes, SrsImage, SrsView};
 use kernels::synth::{OwnedAssignment, VecSink};
@@ -65,22 +70,41 @@ fn gpu_proofs_equal_cpu_proofs_bit_for_bit() {
     let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(7);
     // Inputs only, bits only (0/1 scalars everywhere), a domain of exactly 2^10 (1,017
     // constraints and 2 inputs), and a SHA-256 chain at 2^15.
-    for spec in ["pubinputs:8", "bits:300", "bits:1000", "sha-chain:1"] {
+    // Each finished on the host and on the device (the default below 2^20 is the host).
+    for (spec, device_finish) in ["pubinputs:8", "bits:300", "bits:1000", "sha-chain:1"]
+        .into_iter()
+        .flat_map(|s| [(s, false), (s, true)])
+    {
         let spec: CircuitSpec = spec.parse().unwrap();
         let image = image_for(&spec, 3);
         let cpu = CpuBackend::new(&image).unwrap();
-        let gpu = GpuBackend::new(&SrsView::new(image.as_ref()).unwrap()).unwrap();
+        let options = GpuOptions {
+            device_finish: Some(device_finish),
+            ..GpuOptions::default()
+        };
+        let gpu =
+            GpuBackend::with_options(&SrsView::new(image.as_ref()).unwrap(), options).unwrap();
+        assert_eq!(gpu.residency().device_finish, device_finish);
+        let spec_line = format!("{spec} finished on the device: {device_finish}");
+        let spec = &spec;
         for seed in 1..=3 {
             let owned = synthesize(&spec, seed);
             let asg = owned.as_assignment();
             let (r, s) = (Scalar::random(&mut rng), Scalar::random(&mut rng));
             let ours = gpu.prove_batch(&[asg], &[r], &[s]).unwrap().remove(0);
             let theirs = cpu.prove_batch(&[asg], &[r], &[s]).unwrap().remove(0);
-            assert_eq!(bytes(&ours), bytes(&theirs), "{spec} seed {seed}");
+            assert_eq!(bytes(&ours), bytes(&theirs), "{spec_line} seed {seed}");
             let inputs = spec.public_inputs(seed).unwrap();
-            assert!(gpu.verify(&ours, &inputs).unwrap(), "{spec} seed {seed}");
+            assert!(
+                gpu.verify(&ours, &inputs).unwrap(),
+                "{spec_line} seed {seed}"
+            );
             let (sums, phases) = gpu.prove_components(&asg).unwrap();
-            assert_eq!(sums, cpu.components(&asg).unwrap(), "{spec} seed {seed}");
+            assert_eq!(
+                sums,
+                cpu.components(&asg).unwrap(),
+                "{spec_line} seed {seed}"
+            );
             assert!(phases.compute > 0.0, "{phases:?}");
             assert!(phases.span >= phases.compute, "{phases:?}");
         }
@@ -90,8 +114,104 @@ fn gpu_proofs_equal_cpu_proofs_bit_for_bit() {
         let z = [Scalar::ZERO];
         let ours = gpu.prove_batch(&[asg], &z, &z).unwrap().remove(0);
         let theirs = cpu.prove_batch(&[asg], &z, &z).unwrap().remove(0);
-        assert_eq!(bytes(&ours), bytes(&theirs), "{spec} with r = s = 0");
+        assert_eq!(bytes(&ours), bytes(&theirs), "{spec_line} with r = s = 0");
     }
+}
+
+/// The device's finishing (`sp_side`), run on the host from the same C++ templates, against
+/// its contract in blstrs' arithmetic (`device_reference`): window sums combined with their
+/// weights `2^(y wbits)` and the ones added, the blinding points added, `x = l + s a + r b1`,
+/// affine with the identity as blst encodes it. Windows of several sizes and counts (none:
+/// the ones alone), identity windows and sums, zero and edge scalars. Needs no GPU.
+#[test]
+fn device_finishing_arithmetic_meets_its_contract() {
+    let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(17);
+    let two = Scalar::from(2u64);
+    let weighted_g1 = |w: &[G1Projective], wbits: u32| -> G1Projective {
+        let (ones, windows) = w.split_last().unwrap();
+        windows
+            .iter()
+            .enumerate()
+            .map(|(y, p)| p * two.pow_vartime([y as u64 * u64::from(wbits)]))
+            .sum::<G1Projective>()
+            + ones
+    };
+    let weighted_g2 = |w: &[G2Projective], wbits: u32| -> G2Projective {
+        let (ones, windows) = w.split_last().unwrap();
+        windows
+            .iter()
+            .enumerate()
+            .map(|(y, p)| p * two.pow_vartime([y as u64 * u64::from(wbits)]))
+            .sum::<G2Projective>()
+            + ones
+    };
+    let cases: [([u32; 4], [u32; 4]); 5] = [
+        ([20, 22, 26, 20], [13, 12, 10, 13]),
+        ([0, 1, 2, 0], [16, 16, 16, 16]),
+        ([19, 19, 19, 19], [14, 14, 14, 14]),
+        ([15, 17, 15, 15], [17, 15, 17, 17]),
+        ([3, 0, 3, 2], [10, 18, 10, 10]),
+    ];
+    for (case, (nwins, wbits)) in cases.into_iter().enumerate() {
+        let mut g1: Vec<G1Projective> = Vec::new();
+        for (j, n) in nwins[..3].iter().enumerate() {
+            for y in 0..=*n {
+                // identity windows in some places, as sparse tails give
+                let p = if (case + j + y as usize) % 7 == 3 {
+                    G1Projective::identity()
+                } else {
+                    G1Projective::random(&mut rng)
+                };
+                g1.push(p);
+            }
+        }
+        let g2: Vec<G2Projective> = (0..=nwins[3])
+            .map(|y| {
+                if (case + y as usize) % 5 == 1 {
+                    G2Projective::identity()
+                } else {
+                    G2Projective::random(&mut rng)
+                }
+            })
+            .collect();
+        let (l_end, a_end) = (
+            nwins[0] as usize + 1,
+            nwins[0] as usize + nwins[1] as usize + 2,
+        );
+        let c = Components {
+            h: G1Projective::identity(),
+            l: weighted_g1(&g1[..l_end], wbits[0]),
+            a: weighted_g1(&g1[l_end..a_end], wbits[1]),
+            b_g1: weighted_g1(&g1[a_end..], wbits[2]),
+            b_g2: weighted_g2(&g2, wbits[3]),
+        };
+        let inputs = [
+            DeviceBlind::default(),
+            DeviceBlind {
+                r: kernels::backend::blind::canonical(&Scalar::random(&mut rng)),
+                s: kernels::backend::blind::canonical(&-Scalar::ONE),
+                pa: G1Projective::random(&mut rng),
+                pb1: G1Projective::random(&mut rng),
+                pb2: G2Projective::random(&mut rng),
+            },
+            DeviceBlind {
+                r: kernels::backend::blind::canonical(&Scalar::ONE),
+                s: kernels::backend::blind::canonical(&Scalar::random(&mut rng)),
+                // A's sum cancelled: a = identity, so s a is the identity too
+                pa: -c.a,
+                pb1: G1Projective::random(&mut rng),
+                pb2: -c.b_g2,
+            },
+        ];
+        for (k, input) in inputs.iter().enumerate() {
+            let got = device_finish_check(&g1, &g2, nwins, wbits, input).unwrap();
+            assert_eq!(got, device_reference(&c, input), "case {case}, input {k}");
+        }
+    }
+    // runs of the wrong length are refused, not read past
+    assert!(
+        device_finish_check(&[], &[], [1, 1, 1, 1], [10; 4], &DeviceBlind::default()).is_none()
+    );
 }
 
 #[test]
@@ -162,9 +282,11 @@ fn gpu_batches_equal_cpu_proofs_with_and_without_overlap() {
             .map(|(a, (r, s))| bytes(&cpu.prove_batch(&[*a], &[*r], &[*s]).unwrap()[0]))
             .collect();
         let sums: Vec<_> = asgs.iter().map(|a| cpu.components(a).unwrap()).collect();
-        for overlap in [true, false] {
+        for (overlap, device_finish) in [(true, false), (false, false), (true, true), (false, true)]
+        {
             let options = GpuOptions {
                 overlap,
+                device_finish: Some(device_finish),
                 ..GpuOptions::default()
             };
             let gpu =
@@ -177,13 +299,20 @@ fn gpu_batches_equal_cpu_proofs_with_and_without_overlap() {
                     .prove_batch(&asgs[range.clone()], &r[range.clone()], &s[range.clone()])
                     .unwrap();
                 for (i, p) in range.clone().zip(&got) {
-                    assert_eq!(bytes(p), want[i], "{spec} overlap {overlap} proof {i}");
+                    assert_eq!(
+                        bytes(p),
+                        want[i],
+                        "{spec} overlap {overlap} device finish {device_finish} proof {i}"
+                    );
                 }
                 let (got, times) = gpu.prove_components_batch(&asgs[range.clone()]).unwrap();
                 assert_eq!(times.input_sets, sets);
                 assert!(times.gpu_ms > 0.0, "{times:?}");
                 for (i, (c, phases)) in range.clone().zip(&got) {
-                    assert_eq!(*c, sums[i], "{spec} overlap {overlap} sums {i}");
+                    assert_eq!(
+                        *c, sums[i],
+                        "{spec} overlap {overlap} device finish {device_finish} sums {i}"
+                    );
                     assert!(phases.compute > 0.0, "{phases:?}");
                 }
             }

@@ -2,6 +2,12 @@
 //! randomness `r`, `s` into the proof, as [`BlindingKey::proof`] does but with fewer and cheaper
 //! multiplications. The GPU backend blinds every proof with it while the device proves the next
 //! one, so its cost is host CPU per proof (`cargo bench -p kernels --bench blind`).
+//!
+//! From 2^20 up the GPU backend finishes proofs on the device instead: the host hands it a
+//! [`DeviceBlind`] per proof ([`Blinder::device_input`]: two fixed-base products), the device
+//! adds it to the sums, multiplies by `r` and `s` and returns [`DeviceSums`], and the host adds
+//! H's sum ([`Blinder::proof_from_device`]). [`device_reference`] states what the device
+//! computes, in blstrs' arithmetic; the tests hold both sides to it.
 
 use std::sync::OnceLock;
 
@@ -40,6 +46,31 @@ impl Blinder {
         }
     }
 
+    /// What the device adds to a proof's sums and multiplies them by when it finishes the
+    /// proof (see [`device_reference`]): `pa = alpha + r delta`, `pb1 = beta`,
+    /// `pb2 = beta + s delta` in G2, and `r`, `s` as integers. Two fixed-base products.
+    pub fn device_input(&self, r: &Scalar, s: &Scalar) -> DeviceBlind {
+        let key = &self.key;
+        let mut digits = Vec::new();
+        DeviceBlind {
+            r: canonical(r),
+            s: canonical(s),
+            pa: g1_mul(&self.delta_g1, r, &mut digits) + key.alpha_g1,
+            pb1: G1Projective::from(key.beta_g1),
+            pb2: g2_mul(&self.delta_g2, s, &mut digits) + key.beta_g2,
+        }
+    }
+
+    /// The proof from what the device returned for [`Blinder::device_input`]'s input and H's
+    /// sum: `A = a`, `B = b2`, `C = h + x` (one addition and one normalisation on the host).
+    pub fn proof_from_device(h: &G1Projective, d: &DeviceSums) -> Proof {
+        Proof {
+            a: d.a,
+            b: d.b2,
+            c: (h + d.x).to_affine(),
+        }
+    }
+
     /// The proof of `c` with `r` and `s`: the group elements of [`BlindingKey::proof`] (so the
     /// same bytes) with one two-point variable-base G1 multiplication ([`mul2`]) and two
     /// fixed-base ones instead of six single ones, since `s A = s alpha + s a + r s delta`:
@@ -56,6 +87,98 @@ impl Blinder {
             c: g_c.to_affine(),
         }
     }
+}
+
+/// One proof's input to the device's finishing (`sp_blind` in `kernels/cuda/gpu_prover.cu`,
+/// which reads this layout): the scalars as canonical little-endian integers and the three points
+/// added to A's, B_G1's and B_G2's sums. All zero (the identity points) asks for the plain sums.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct DeviceBlind {
+    /// `r`, canonical, least significant word first.
+    pub r: [u64; 4],
+    /// `s`, likewise.
+    pub s: [u64; 4],
+    /// Added to A's sum.
+    pub pa: G1Projective,
+    /// Added to B_G1's sum.
+    pub pb1: G1Projective,
+    /// Added to B_G2's sum.
+    pub pb2: G2Projective,
+}
+
+impl Default for DeviceBlind {
+    /// The plain sums: nothing added, `r = s = 0`.
+    fn default() -> Self {
+        DeviceBlind {
+            r: [0; 4],
+            s: [0; 4],
+            pa: G1Projective::identity(),
+            pb1: G1Projective::identity(),
+            pb2: G2Projective::identity(),
+        }
+    }
+}
+
+/// What the device returns when it finishes a proof (`sp_dev_sums`), affine: with the input of
+/// [`Blinder::device_input`], `a` and `b2` are the proof's A and B and `x` is C without H.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeviceSums {
+    /// L's sum.
+    pub l: G1Affine,
+    /// A's sum plus `pa`.
+    pub a: G1Affine,
+    /// B_G1's sum plus `pb1`.
+    pub b1: G1Affine,
+    /// `l + s a + r b1`.
+    pub x: G1Affine,
+    /// B_G2's sum plus `pb2`.
+    pub b2: G2Affine,
+}
+
+impl Default for DeviceSums {
+    fn default() -> Self {
+        DeviceSums {
+            l: G1Affine::identity(),
+            a: G1Affine::identity(),
+            b1: G1Affine::identity(),
+            x: G1Affine::identity(),
+            b2: G2Affine::identity(),
+        }
+    }
+}
+
+/// The device's contract in blstrs' arithmetic: from the unblinded sums `c` (its H unused) and
+/// `input`, `l = L`, `a = A + pa`, `b1 = B_G1 + pb1`, `b2 = B_G2 + pb2`, `x = l + s a + r b1`.
+/// With [`Blinder::device_input`]'s input, `C = H + L + s A + r (beta + B_G1)` is `h + x`.
+pub fn device_reference(c: &Components, input: &DeviceBlind) -> DeviceSums {
+    let (r, s) = (integer(&input.r), integer(&input.s));
+    let a = c.a + input.pa;
+    let b1 = c.b_g1 + input.pb1;
+    let x = c.l + a * s + b1 * r;
+    DeviceSums {
+        l: c.l.to_affine(),
+        a: a.to_affine(),
+        b1: b1.to_affine(),
+        x: x.to_affine(),
+        b2: (c.b_g2 + input.pb2).to_affine(),
+    }
+}
+
+/// `k`'s canonical integer, least significant 64-bit word first.
+pub fn canonical(k: &Scalar) -> [u64; 4] {
+    let b = k.to_bytes_le();
+    std::array::from_fn(|i| u64::from_le_bytes(b[8 * i..8 * i + 8].try_into().expect("8 bytes")))
+}
+
+/// The scalar of a canonical integer below the group order (the inverse of [`canonical`]).
+fn integer(w: &[u64; 4]) -> Scalar {
+    let mut b = [0u8; 32];
+    for (i, x) in w.iter().enumerate() {
+        b[8 * i..8 * i + 8].copy_from_slice(&x.to_le_bytes());
+    }
+    Option::from(Scalar::from_bytes_le(&b)).expect("a canonical scalar")
 }
 
 /// G1's eigenvalue of its GLV endomorphism `phi(x, y) = (omega x, y) = LAMBDA (x, y)`:
@@ -299,6 +422,28 @@ mod tests {
                 bytes(&blinder.proof(&c, r, s)),
                 bytes(&key.proof(&c, r, s)),
                 "case {i}"
+            );
+            // finished on the device: its contract gives the same bytes
+            let input = blinder.device_input(&r, &s);
+            assert_eq!(integer(&input.r), r);
+            assert_eq!(integer(&input.s), s);
+            let dev = device_reference(&c, &input);
+            assert_eq!(
+                bytes(&Blinder::proof_from_device(&c.h, &dev)),
+                bytes(&key.proof(&c, r, s)),
+                "case {i}, finished on the device"
+            );
+            // and the plain input returns the plain sums
+            let plain = device_reference(&c, &DeviceBlind::default());
+            assert_eq!(
+                (plain.l, plain.a, plain.b1, plain.x, plain.b2),
+                (
+                    c.l.to_affine(),
+                    c.a.to_affine(),
+                    c.b_g1.to_affine(),
+                    c.l.to_affine(),
+                    c.b_g2.to_affine()
+                )
             );
         }
     }

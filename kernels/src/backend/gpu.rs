@@ -15,11 +15,18 @@
 //!   ([`GpuOptions::graphs`]); so is the back half (the other four MSMs and the final sums),
 //!   whose shape follows the split counts: each tail MSM runs over its count rounded up to a
 //!   sixteenth of its power of two, zeros past the count, so that proofs of one circuit share a
-//!   few shapes, each captured once it has come twice. The host combines each MSM's window
-//!   sums (a few hundred doublings; H's and L's in one chain) and blinds the five sums with `r`
-//!   and `s` ([`Blinder`]: the group elements of [`BlindingKey::proof`] with fewer
-//!   multiplications), which is why the bytes equal the CPU backend's. In a batch both happen
-//!   while the device proves the next proof, and the host waits on the device once per proof.
+//!   few shapes, each captured once it has come twice. The L, A, B_G1 and B_G2 MSMs run before
+//!   the H MSM, so that their final sums are reduced while H's runs, on a side stream.
+//! - Finishing a proof ([`GpuOptions::device_finish`]): from 2^20 up the side stream also
+//!   combines those four MSMs' window sums (chains of a few hundred doublings at single-thread
+//!   latency, hidden behind the H MSM) and blinds them (`pa`, `pb1`, `pb2`, `r`, `s` of
+//!   [`DeviceBlind`], two fixed-base products computed by the host, [`Blinder::device_input`]);
+//!   the host combines H's windows and adds them to C ([`Blinder::proof_from_device`]). Below
+//!   2^20 the H MSM is too short to hide the chains and the host combines every MSM's window
+//!   sums (H's and L's in one chain) and blinds the five sums with `r` and `s` ([`Blinder`]:
+//!   the group elements of [`BlindingKey::proof`] with fewer multiplications). Either way the
+//!   bytes equal the CPU backend's; in a batch the host's part runs while the device proves
+//!   the next proof, and the host waits on the device once per proof.
 //! - [`GpuBackend::prove_components`] and [`GpuBackend::prove_components_batch`] return the sums
 //!   with per-phase timings from CUDA events ([`Phases`]), for the check example and the
 //!   bit-exactness suite.
@@ -36,7 +43,7 @@ use bellperson::groth16::{prepare_verifying_key, verify_proof, PreparedVerifying
 use blstrs::{Bls12, G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use group::Group;
 
-use super::blind::Blinder;
+use super::blind::{Blinder, DeviceBlind, DeviceSums};
 use super::cuda::{check_circuit, current_device, gpu_count, is_no_gpu, is_sticky};
 use super::{Assignment, Backend, BlindingKey, Components, Density, Proof};
 use crate::srs::{SrsLengths, SrsView};
@@ -89,7 +96,9 @@ mod ffi {
     }
 
     /// Jacobian points: blstrs' projective points are `repr(transparent)` over blst's
-    /// `blst_p1`/`blst_p2`, which is sppark's `jacobian_t` layout.
+    /// `blst_p1`/`blst_p2`, which is sppark's `jacobian_t` layout. `dev` and `finished`: what
+    /// the device's finishing returned (`sp_dev_sums`; affine points are `blst_p1_affine` /
+    /// `blst_p2_affine`, which blstrs' affine points wrap).
     #[repr(C)]
     #[derive(Clone, Copy)]
     pub struct Components {
@@ -98,6 +107,9 @@ mod ffi {
         pub a: G1Projective,
         pub b_g1: G1Projective,
         pub b_g2: G2Projective,
+        pub dev: DeviceSums,
+        pub finished: u32,
+        pub pad: u32,
     }
 
     #[repr(C)]
@@ -106,6 +118,7 @@ mod ffi {
         pub wbits_h: u32,
         pub chunks_h: u32,
         pub no_graphs: c_int,
+        pub finish: c_int,
     }
 
     #[repr(C)]
@@ -139,6 +152,7 @@ mod ffi {
         pub input_sets: c_int,
         pub wbits_h: u32,
         pub chunks_h: u32,
+        pub device_finish: c_int,
     }
 
     /// Called by the C++ side once per proof, in order, with its five sums.
@@ -160,6 +174,7 @@ mod ffi {
             ctx: *mut Context,
             asgs: *const Assignment,
             n: usize,
+            blind: *const DeviceBlind,
             out: *mut Components,
             phases: *mut super::Phases,
             times: *mut BatchTimes,
@@ -171,6 +186,14 @@ mod ffi {
         pub fn splitprover_gpu_msm_cover(n: usize, out: *mut super::MsmPlan);
         pub fn splitprover_gpu_tail_size(big: usize, cap: usize) -> usize;
         pub fn splitprover_gpu_window_check(seed: u64) -> u32;
+        pub fn splitprover_gpu_side_check(
+            w1: *const G1Projective,
+            w2: *const G2Projective,
+            nwins: *const u32,
+            wbits: *const u32,
+            blind: *const DeviceBlind,
+            out: *mut DeviceSums,
+        );
     }
 }
 
@@ -211,8 +234,12 @@ pub struct Phases {
     pub cpu_wait: f64,
     /// Combining the window sums and reading the phase times, after the wait.
     pub cpu_finish: f64,
-    /// Blinding the sums into the proof (on the Rust side, [`Blinder`]).
+    /// Blinding the sums into the proof (on the Rust side: [`Blinder`], or, finished on the
+    /// device, [`Blinder::device_input`] before the call and [`Blinder::proof_from_device`]).
     pub cpu_blind: f64,
+    /// The side stream, concurrent with the H MSM: the L, A, B_G1 and B_G2 MSMs' final sums
+    /// and, finished on the device, their window chains and blinding.
+    pub side: f64,
 }
 
 /// Device time of one call over a batch.
@@ -267,6 +294,10 @@ pub struct GpuOptions {
     /// per input set and replayed (default): one launch instead of some eighty, which is most
     /// of the host's CPU time per proof. `false` launches kernel by kernel (same results).
     pub graphs: bool,
+    /// Where a proof is finished (the window sums of L, A, B_G1 and B_G2 combined, and blinded):
+    /// `Some(true)` on the device, `Some(false)` on the host, `None` (default) on the device from
+    /// a 2^20 domain up, where the H MSM hides the device's chains. Same bytes either way.
+    pub device_finish: Option<bool>,
 }
 
 impl Default for GpuOptions {
@@ -276,6 +307,7 @@ impl Default for GpuOptions {
             h_window_bits: None,
             h_chunks: None,
             graphs: true,
+            device_finish: None,
         }
     }
 }
@@ -298,6 +330,8 @@ pub struct Residency {
     pub h_window_bits: u32,
     /// The chunks the H MSM takes its points in.
     pub h_chunks: u32,
+    /// Whether the device finishes every proof ([`GpuOptions::device_finish`]).
+    pub device_finish: bool,
 }
 
 /// One Pippenger run's shape as the `gpu` backend plans it (sppark's choice for `n` points):
@@ -346,6 +380,37 @@ pub fn msm_cover(n: usize) -> MsmPlan {
 pub fn tail_size(big: usize, cap: usize) -> usize {
     // SAFETY: a host-only function of two integers.
     unsafe { ffi::splitprover_gpu_tail_size(big, cap) }
+}
+
+/// The device's finishing arithmetic (`sp_side`) run on the host with the same C++ templates:
+/// the window sums of L, A and B_G1 (`g1`: three runs of `nwins[j] + 1` points, each run's last
+/// the ones) and of B_G2 (`g2`), with `input`. For the no-GPU tests, against
+/// [`super::blind::device_reference`]. `None` when the runs are not that long.
+pub fn device_finish_check(
+    g1: &[G1Projective],
+    g2: &[G2Projective],
+    nwins: [u32; 4],
+    wbits: [u32; 4],
+    input: &DeviceBlind,
+) -> Option<DeviceSums> {
+    let need1: usize = nwins[..3].iter().map(|&n| n as usize + 1).sum();
+    if g1.len() != need1 || g2.len() != nwins[3] as usize + 1 || nwins.iter().any(|&n| n > 64) {
+        return None;
+    }
+    let mut out = DeviceSums::default();
+    // SAFETY: host-only code reading `need1` G1 and `nwins[3] + 1` G2 points (checked above),
+    // four window counts and sizes and one input, and writing one `DeviceSums`.
+    unsafe {
+        ffi::splitprover_gpu_side_check(
+            g1.as_ptr(),
+            g2.as_ptr(),
+            nwins.as_ptr(),
+            wbits.as_ptr(),
+            input,
+            &mut out,
+        )
+    };
+    Some(out)
 }
 
 /// Mismatches between sppark's host-side window integration and the per-segment weights the
@@ -417,6 +482,9 @@ fn identity_components() -> ffi::Components {
         a: G1Projective::identity(),
         b_g1: G1Projective::identity(),
         b_g2: G2Projective::identity(),
+        dev: DeviceSums::default(),
+        finished: 0,
+        pad: 0,
     }
 }
 
@@ -452,14 +520,22 @@ unsafe extern "C" fn blind_one(user: *mut c_void, index: usize, sums: *const ffi
     let state = unsafe { &mut *user.cast::<Blinding<'_>>() };
     // SAFETY: `sums` points to the C++ side's output element `index`, fully written before the
     // call and alive for its duration.
-    let sums = Components::from(unsafe { *sums });
+    let raw = unsafe { *sums };
+    let sums = Components::from(raw);
     let (Some(r), Some(s)) = (state.r.get(index), state.s.get(index)) else {
         state.panicked = true;
         return;
     };
     let key = state.key;
     let t0 = thread_cpu_ms();
-    match catch_unwind(AssertUnwindSafe(|| key.proof(&sums, *r, *s))) {
+    let blind = || {
+        if raw.finished != 0 {
+            Blinder::proof_from_device(&raw.h, &raw.dev)
+        } else {
+            key.proof(&sums, *r, *s)
+        }
+    };
+    match catch_unwind(AssertUnwindSafe(blind)) {
         Ok(p) => {
             if let Some(slot) = state.proofs.get_mut(index) {
                 *slot = Some(p);
@@ -468,7 +544,7 @@ unsafe extern "C" fn blind_one(user: *mut c_void, index: usize, sums: *const ffi
         Err(_) => state.panicked = true,
     }
     if let Some(ms) = state.cpu_ms.get_mut(index) {
-        *ms = thread_cpu_ms() - t0;
+        *ms += thread_cpu_ms() - t0;
     }
 }
 
@@ -538,6 +614,11 @@ impl GpuBackend {
             wbits_h,
             chunks_h,
             no_graphs: c_int::from(!options.graphs),
+            finish: match options.device_finish {
+                None => 0,
+                Some(true) => 1,
+                Some(false) => 2,
+            },
         };
         let device = current_device()?;
         let image = srs.as_bytes();
@@ -571,6 +652,7 @@ impl GpuBackend {
             input_sets: stats.input_sets.max(0) as u32,
             h_window_bits: stats.wbits_h,
             h_chunks: stats.chunks_h,
+            device_finish: stats.device_finish != 0,
         };
         tracing::info!(
             ?lens,
@@ -581,6 +663,7 @@ impl GpuBackend {
             input_sets = residency.input_sets,
             h_window_bits = residency.h_window_bits,
             h_chunks = residency.h_chunks,
+            device_finish = residency.device_finish,
             "gpu backend: SRS resident on the device"
         );
         Ok(GpuBackend {
@@ -622,7 +705,7 @@ impl GpuBackend {
         &self,
         batch: &[Assignment<'_>],
     ) -> Result<(Vec<(Components, Phases)>, BatchTimes), Error> {
-        let (sums, phases, times, _) = self.run_batch(batch, None, false)?;
+        let (sums, phases, times, _) = self.run_batch(batch, None, None, false)?;
         Ok((
             sums.into_iter().map(Components::from).zip(phases).collect(),
             times,
@@ -638,15 +721,31 @@ impl GpuBackend {
         s: &[Scalar],
     ) -> Result<(Vec<Proof>, Vec<Phases>, BatchTimes), Error> {
         super::check_randomness(batch, r, s)?;
+        // finished on the device, the host's share of the blinding comes first: its two
+        // fixed-base products per proof, counted with the rest of the blinding
+        let mut cpu_ms = vec![0.0; batch.len()];
+        let inputs: Option<Vec<DeviceBlind>> = self.residency.device_finish.then(|| {
+            r.iter()
+                .zip(s)
+                .zip(&mut cpu_ms)
+                .map(|((r, s), ms)| {
+                    let t0 = thread_cpu_ms();
+                    let input = self.key.device_input(r, s);
+                    *ms = thread_cpu_ms() - t0;
+                    input
+                })
+                .collect()
+        });
         let mut state = Blinding {
             key: &self.key,
             r,
             s,
             proofs: vec![None; batch.len()],
-            cpu_ms: vec![0.0; batch.len()],
+            cpu_ms,
             panicked: false,
         };
-        let (_, mut phases, times, _) = self.run_batch(batch, Some(&mut state), false)?;
+        let (_, mut phases, times, _) =
+            self.run_batch(batch, inputs.as_deref(), Some(&mut state), false)?;
         for (p, ms) in phases.iter_mut().zip(&state.cpu_ms) {
             p.cpu_blind = *ms;
         }
@@ -670,7 +769,7 @@ impl GpuBackend {
         &self,
         batch: &[Assignment<'_>],
     ) -> Result<Vec<(Components, Components)>, Error> {
-        let (sums, _, _, host) = self.run_batch(batch, None, true)?;
+        let (sums, _, _, host) = self.run_batch(batch, None, None, true)?;
         Ok(sums
             .into_iter()
             .zip(host)
@@ -678,14 +777,24 @@ impl GpuBackend {
             .collect())
     }
 
+    /// `inputs`: one [`DeviceBlind`] per circuit when the device finishes and blinds (`None`:
+    /// the plain sums).
     fn run_batch(
         &self,
         batch: &[Assignment<'_>],
+        inputs: Option<&[DeviceBlind]>,
         blinding: Option<&mut Blinding<'_>>,
         host_sums: bool,
     ) -> Result<RunOutput, Error> {
         for asg in batch {
             check_circuit(&self.lens, asg)?;
+        }
+        if inputs.is_some_and(|i| i.len() != batch.len()) {
+            return Err(Error::shape(
+                "device blinding inputs (one per circuit)",
+                batch.len(),
+                inputs.map_or(0, <[DeviceBlind]>::len),
+            ));
         }
         fn density(d: &Density<'_>) -> ffi::Density {
             ffi::Density {
@@ -734,14 +843,16 @@ impl GpuBackend {
         // lengths in `raw` say and that the bitmaps hold `bit_len` bits with the popcounts given
         // (the C++ side reads exactly that much, and re-checks the lengths against the SRS); the
         // slices outlive the call; `out` and `phases` hold `raw.len()` writable elements of the
-        // C++ layouts; `user` is null or the `Blinding` that `blind_one` expects, borrowed
-        // mutably for the whole call; `host` is empty (null: no diagnostic) or holds `raw.len()`
-        // writable elements.
+        // C++ layouts; `inputs` is null or holds `raw.len()` elements (checked above) in the
+        // C++ layout of `sp_blind`; `user` is null or the `Blinding` that `blind_one` expects,
+        // borrowed mutably for the whole call; `host` is empty (null: no diagnostic) or holds
+        // `raw.len()` writable elements.
         let err = unsafe {
             ffi::splitprover_gpu_prove_batch(
                 self.ctx.as_ptr(),
                 raw.as_ptr(),
                 raw.len(),
+                inputs.map_or(std::ptr::null(), <[DeviceBlind]>::as_ptr),
                 out.as_mut_ptr(),
                 phases.as_mut_ptr(),
                 &mut times,
