@@ -1,11 +1,12 @@
 //! Host CPU of blinding one proof (criterion): the GPU backend's `Blinder` against the shared
-//! `BlindingKey::proof`, and the group operations they are made of, on random sums.
+//! `BlindingKey::proof`, the host's share when the device finishes the proof (its input before,
+//! C's last addition after), and the group operations they are made of, on random sums.
 
 use blstrs::{G1Projective, G2Projective, Scalar};
 use criterion::{criterion_group, criterion_main, Criterion};
 use ff::Field;
 use group::{Curve, Group};
-use kernels::backend::blind::Blinder;
+use kernels::backend::blind::{device_reference, Blinder};
 use kernels::backend::{BlindingKey, Components};
 use kernels::circuits::CircuitSpec;
 use kernels::srs::{SrsImage, SrsView};
@@ -31,6 +32,12 @@ fn blind(c: &mut Criterion) {
     let mut group = c.benchmark_group("blind");
     group.bench_function("blinder", |b| b.iter(|| blinder.proof(&sums, r, s)));
     group.bench_function("blinding_key", |b| b.iter(|| key.proof(&sums, r, s)));
+    // finished on the device: the host computes the input, then adds H's sum to C
+    group.bench_function("device_input", |b| b.iter(|| blinder.device_input(&r, &s)));
+    let dev = device_reference(&sums, &blinder.device_input(&r, &s));
+    group.bench_function("proof_from_device", |b| {
+        b.iter(|| Blinder::proof_from_device(&sums.h, &dev))
+    });
     group.bench_function("g1_mul", |b| b.iter(|| sums.a * r));
     group.bench_function("g1_two_muls", |b| b.iter(|| sums.a * r + sums.b_g1 * s));
     group.bench_function("g1_mul2", |b| {

@@ -86,7 +86,6 @@ fn gpu_proofs_equal_cpu_proofs_bit_for_bit() {
             GpuBackend::with_options(&SrsView::new(image.as_ref()).unwrap(), options).unwrap();
         assert_eq!(gpu.residency().device_finish, device_finish);
         let spec_line = format!("{spec} finished on the device: {device_finish}");
-        let spec = &spec;
         for seed in 1..=3 {
             let owned = synthesize(&spec, seed);
             let asg = owned.as_assignment();
@@ -118,6 +117,18 @@ fn gpu_proofs_equal_cpu_proofs_bit_for_bit() {
     }
 }
 
+/// `sum_y w[y] 2^(y wbits)` plus the last element (the ones), by scalar multiplications.
+fn weighted<G: Group<Scalar = Scalar> + std::iter::Sum>(w: &[G], wbits: u32) -> G {
+    let two = Scalar::from(2u64);
+    let (ones, windows) = w.split_last().unwrap();
+    windows
+        .iter()
+        .enumerate()
+        .map(|(y, p)| *p * two.pow_vartime([y as u64 * u64::from(wbits)]))
+        .sum::<G>()
+        + ones
+}
+
 /// The device's finishing (`sp_side`), run on the host from the same C++ templates, against
 /// its contract in blstrs' arithmetic (`device_reference`): window sums combined with their
 /// weights `2^(y wbits)` and the ones added, the blinding points added, `x = l + s a + r b1`,
@@ -126,25 +137,6 @@ fn gpu_proofs_equal_cpu_proofs_bit_for_bit() {
 #[test]
 fn device_finishing_arithmetic_meets_its_contract() {
     let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(17);
-    let two = Scalar::from(2u64);
-    let weighted_g1 = |w: &[G1Projective], wbits: u32| -> G1Projective {
-        let (ones, windows) = w.split_last().unwrap();
-        windows
-            .iter()
-            .enumerate()
-            .map(|(y, p)| p * two.pow_vartime([y as u64 * u64::from(wbits)]))
-            .sum::<G1Projective>()
-            + ones
-    };
-    let weighted_g2 = |w: &[G2Projective], wbits: u32| -> G2Projective {
-        let (ones, windows) = w.split_last().unwrap();
-        windows
-            .iter()
-            .enumerate()
-            .map(|(y, p)| p * two.pow_vartime([y as u64 * u64::from(wbits)]))
-            .sum::<G2Projective>()
-            + ones
-    };
     let cases: [([u32; 4], [u32; 4]); 5] = [
         ([20, 22, 26, 20], [13, 12, 10, 13]),
         ([0, 1, 2, 0], [16, 16, 16, 16]),
@@ -180,10 +172,10 @@ fn device_finishing_arithmetic_meets_its_contract() {
         );
         let c = Components {
             h: G1Projective::identity(),
-            l: weighted_g1(&g1[..l_end], wbits[0]),
-            a: weighted_g1(&g1[l_end..a_end], wbits[1]),
-            b_g1: weighted_g1(&g1[a_end..], wbits[2]),
-            b_g2: weighted_g2(&g2, wbits[3]),
+            l: weighted(&g1[..l_end], wbits[0]),
+            a: weighted(&g1[l_end..a_end], wbits[1]),
+            b_g1: weighted(&g1[a_end..], wbits[2]),
+            b_g2: weighted(&g2, wbits[3]),
         };
         let inputs = [
             DeviceBlind::default(),
