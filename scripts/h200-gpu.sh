@@ -20,6 +20,7 @@
 #   p20-finish  2^20 finished on the device (the default there) and on the host in one run
 #           (`--compare-finish`), with the phases and the host CPU per proof of both;
 #   wbits   the H MSM's window/chunk settings swept at 2^20 (each byte-checked);
+#   p22     2^22 (`sha-chain:162`): 2 witnesses, one compared with the CPU backend's bytes;
 #   p23     2^23 (`sha-chain:324`, 8,372,677 constraints): CONSECUTIVE (default 100) proofs
 #           one per call with each backend, every one verified (the supraseal-c2 race);
 #   p24     2^24 (`sha-chain:649`, 16,770,677 constraints): the same, and one proof compared
@@ -57,6 +58,7 @@ run p16-device sha-chain:2 --params "$work/p16" --seeds 16 --par 8 --cpu 16 --ba
 run p20-finish sha-chain:38 --params "$work/p20" --gen gpu --seeds 8 --par 8 --cpu 1 --batch 8 --iters 20 --pinned --phases --compare-finish
 run p20-no-overlap sha-chain:38 --params "$work/p20" --gen gpu --seeds 8 --par 8 --cpu 0 --batch 8 --iters 3 --pinned --no-overlap
 run wbits sha-chain:38 --params "$work/p20" --gen gpu --seeds 1 --cpu 0 --iters 5 --pinned --wbits-h 11,12,13,14,12/1,13/1
+run p22 sha-chain:162 --params "$work/p22" --gen gpu --seeds 2 --par 2 --cpu 1 --iters 3 --pinned --phases
 run p23 sha-chain:324 --params "$work/p23" --gen gpu --seeds 4 --par 4 --cpu 0 --iters 2 --pinned --supraseal --phases --consecutive "$n"
 run p24 sha-chain:649 --params "$work/p24" --gen gpu --seeds 2 --par 2 --cpu 1 --iters 2 --pinned --supraseal --phases --consecutive "$n"
 if grep -qE "DIFFER|FAIL|DIFFERENT" "$out"/*.txt; then status=1; echo "MISMATCH: see $out"; fi
