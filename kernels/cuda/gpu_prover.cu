@@ -456,14 +456,15 @@ template __global__ void sp_final<bucket_fp2_t>(sp_final_batch<bucket_fp2_t>);
 template<class F> struct sp_jac_mem { typename F::mem_t X, Y, Z; };
 template<class F> struct sp_aff_mem { typename F::mem_t X, Y; };
 
-// One proof's blinding input to `sp_side` (mirrored as `Blind` in kernels/src/backend/gpu.rs).
+// One proof's blinding input to `sp_side` (mirrored as `DeviceBlind` in
+// kernels/src/backend/blind.rs).
 struct sp_blind {
     uint64_t r[4], s[4];       // canonical integers, little-endian words
     sp_jac_mem<fp_t> pa, pb1;  // added to A's and to B_G1's sums
     sp_jac_mem<fp2_t> pb2;     // added to B_G2's sum
 };
 
-// What `sp_side` writes (mirrored as `DeviceSums`).
+// What `sp_side` writes (mirrored as `DeviceSums` in kernels/src/backend/blind.rs).
 struct sp_dev_sums {
     sp_aff_mem<fp_t> l, a, b1, x;
     sp_aff_mem<fp2_t> b2;
@@ -890,7 +891,7 @@ struct sp_layout {
         b += parts * (sizeof(bucket_t) + sizeof(bucket_fp2_t));
         b += SP_G1_JOBS * (acc_g1 + 2 * parts) * sizeof(bucket_t);
         b += (acc_g2 + 2 * parts) * sizeof(bucket_fp2_t);
-        b += results_bytes;
+        b += results_bytes + 2 * sizeof(sp_blind);   // the results, the flights' blinding input
         return b;
     }
 };

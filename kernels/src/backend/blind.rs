@@ -107,6 +107,10 @@ pub struct DeviceBlind {
     pub pb2: G2Projective,
 }
 
+// The C++ side's `static_assert`s hold the same sizes (`splitprover_gpu_side_check`).
+const _: () = assert!(std::mem::size_of::<DeviceBlind>() == 64 + 2 * 144 + 288);
+const _: () = assert!(std::mem::size_of::<DeviceSums>() == 4 * 96 + 192);
+
 impl Default for DeviceBlind {
     /// The plain sums: nothing added, `r = s = 0`.
     fn default() -> Self {

@@ -112,6 +112,9 @@ mod ffi {
         pub pad: u32,
     }
 
+    // `sp_components`: four G1 and one G2 Jacobian point, `sp_dev_sums`, two words.
+    const _: () = assert!(std::mem::size_of::<Components>() == 4 * 144 + 288 + 576 + 8);
+
     #[repr(C)]
     pub struct Options {
         pub double_buffer: c_int,
