@@ -9,6 +9,10 @@ fn main() {
 }
 
 #[cfg(feature = "cuda")]
+#[path = "cuda/nvcc.rs"]
+mod nvcc;
+
+#[cfg(feature = "cuda")]
 mod cuda {
     pub fn build() {
         println!("cargo:rerun-if-changed=cuda");
@@ -27,38 +31,13 @@ mod cuda {
             .compile("splitprover_gpu");
     }
 
-    /// nvcc with sppark's portable set of targets plus native Hopper code (sm_90), or, with
-    /// `SPLITPROVER_CUDA_ARCH=N` (e.g. `90`), native code for that one architecture only: CI,
-    /// which has no GPU, checks that the CUDA code compiles and links once instead of five times
-    /// (`vendor/supraseal-c2/build.rs` reads the same variable). sppark's include paths and
-    /// defines are the same either way.
+    /// nvcc with sppark's portable set of targets plus native Hopper code (sm_90), or native
+    /// code for the one architecture `SPLITPROVER_CUDA_ARCH` names (`cuda/nvcc.rs`).
     fn nvcc() -> cc::Build {
-        println!("cargo:rerun-if-env-changed=SPLITPROVER_CUDA_ARCH");
-        match std::env::var("SPLITPROVER_CUDA_ARCH") {
-            Ok(arch) if !arch.is_empty() => {
-                assert!(
-                    arch.chars().all(|c| c.is_ascii_digit()),
-                    "SPLITPROVER_CUDA_ARCH is a compute capability such as 90, not `{arch}`"
-                );
-                let mut nvcc = cc::Build::new();
-                nvcc.cuda(true)
-                    .flag("-gencode")
-                    .flag(format!("arch=compute_{arch},code=sm_{arch}"))
-                    .flag("-Xcompiler")
-                    .flag("-Wno-unused-function")
-                    .define("TAKE_RESPONSIBILITY_FOR_ERROR_MESSAGE", None);
-                for dep in ["DEP_BLST_C_SRC", "DEP_SPPARK_ROOT"] {
-                    if let Some(dir) = std::env::var_os(dep) {
-                        nvcc.include(dir);
-                    }
-                }
-                nvcc
-            }
-            _ => {
-                let mut nvcc = sppark::build::ccmd();
-                nvcc.flag("-gencode").flag("arch=compute_90,code=sm_90");
-                nvcc
-            }
-        }
+        super::nvcc::one_arch().unwrap_or_else(|| {
+            let mut nvcc = sppark::build::ccmd();
+            nvcc.flag("-gencode").flag("arch=compute_90,code=sm_90");
+            nvcc
+        })
     }
 }

@@ -18,6 +18,7 @@
 
 #include <ec/jacobian_t.hpp>
 #include <ec/xyzz_t.hpp>
+#include "points.cuh"
 #include <util/exception.cuh>
 #include <util/rusterror.h>
 #include <util/gpu_t.cuh>
@@ -25,13 +26,8 @@
 #include <string>
 
 // Sums in XYZZ coordinates (sppark's device additions, complete for mixed addition: infinity
-// and doubling handled), converted to Jacobian and then to affine with one inversion.
-// Point memory as blst lays it out: affine X then Y. On the device an Fp2 element is held by two
-// lanes (sppark: each lane holds one half, and the lanes of a pair cooperate through shuffles),
-// so a G2 point takes two threads, and `field_t::mem_t` reads and writes the lane's half.
-template<class field_t> struct pg_mem {
-    typename field_t::mem_t X, Y;
-};
+// and doubling handled), normalised to affine with one inversion (`sp_affine`, points.cuh) and
+// written as blst lays points out (`sp_aff_mem`).
 
 // `w` bits of the canonical scalar `l` (8 little-endian words) from bit `pos`; 0 past bit 255.
 __device__ __forceinline__ uint32_t pg_bits_at(const uint32_t l[8], uint32_t pos, uint32_t w)
@@ -57,9 +53,8 @@ __global__ void pg_fixed_base(void* out_, const fr_t* scalars, size_t n, const v
 #ifdef __CUDA_ARCH__   // the host pass sees blst's host types, which this body does not take
     typedef xyzz_t<field_t> xyzz;
     typedef typename xyzz::affine_t affine;
-    static_assert(sizeof(xyzz) == 4 * sizeof(field_t), "xyzz_t is X, Y, ZZZ, ZZ");
-    pg_mem<field_t>* out = (pg_mem<field_t>*)out_;
-    const pg_mem<field_t>* table = (const pg_mem<field_t>*)table_;
+    sp_aff_mem<field_t>* out = (sp_aff_mem<field_t>*)out_;
+    const sp_aff_mem<field_t>* table = (const sp_aff_mem<field_t>*)table_;
 
     size_t i = (threadIdx.x + (size_t)blockIdx.x * blockDim.x) / field_t::degree;
     bool live = i < n;
@@ -83,21 +78,13 @@ __global__ void pg_fixed_base(void* out_, const fr_t* scalars, size_t n, const v
             carry = 0;
         }
         if (v != 0) {
-            const pg_mem<field_t>& m = table[j * per + (uint32_t)(v < 0 ? -v : v) - 1];
+            const sp_aff_mem<field_t>& m = table[j * per + (uint32_t)(v < 0 ? -v : v) - 1];
             affine p((field_t)m.X, (field_t)m.Y);
             acc.add(p, v < 0);
         }
     }
-    // To affine with one inversion: x = X/ZZ = X*ZZZ/(ZZ*ZZZ), y = Y/ZZZ = Y*ZZ/(ZZ*ZZZ). The
-    // identity (ZZ = ZZZ = 0) becomes (0, 0), blst's encoding of it. sppark's conversions are
-    // host-only and xyzz_t keeps its coordinates private: it is read as its four coordinates, in
-    // declaration order (asserted above).
-    const field_t* c = reinterpret_cast<const field_t*>(&acc);
-    field_t inv = 1 / (c[3] * c[2]);
-    field_t x = c[0] * c[2];
-    field_t y = c[1] * c[3];
-    x *= inv;
-    y *= inv;
+    field_t x, y;
+    sp_affine(x, y, acc);
     if (live) {
         out[i].X = x;
         out[i].Y = y;

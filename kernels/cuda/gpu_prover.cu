@@ -63,6 +63,7 @@
 
 #include <ec/jacobian_t.hpp>
 #include <ec/xyzz_t.hpp>
+#include "points.cuh"
 
 typedef jacobian_t<fp_t> point_t;
 typedef xyzz_t<fp_t> bucket_t;
@@ -450,11 +451,9 @@ template __global__ void sp_final<bucket_fp2_t>(sp_final_batch<bucket_fp2_t>);
 // With pa = alpha + r delta, pb1 = beta, pb2 = beta + s delta (G2) this is the proof's A and B
 // and C - H, since C = H + L + s A + r (beta + B_G1) (kernels/src/backend/blind.rs).
 
-// A Jacobian point as blst lays it out (blst_p1 / blst_p2), and an affine one (blst_p1_affine /
-// blst_p2_affine; the identity is all zero). In the device pass an Fp2 `mem_t` is read and written
-// by a pair of lanes, each its own half.
+// A Jacobian point as blst lays it out (blst_p1 / blst_p2; the affine one is `sp_aff_mem`,
+// points.cuh).
 template<class F> struct sp_jac_mem { typename F::mem_t X, Y, Z; };
-template<class F> struct sp_aff_mem { typename F::mem_t X, Y; };
 
 // One proof's blinding input to `sp_side` (mirrored as `DeviceBlind` in
 // kernels/src/backend/blind.rs).
@@ -470,24 +469,10 @@ struct sp_dev_sums {
     sp_aff_mem<fp2_t> b2;
 };
 
-// The field of a bucket type.
-template<class B> struct sp_field;
-template<> struct sp_field<bucket_t> { typedef fp_t type; };
-template<> struct sp_field<bucket_fp2_t> { typedef fp2_t type; };
-template<class B> using sp_field_t = typename sp_field<B>::type;
-
-// xyzz_t keeps its coordinates private; like gpu_paramgen.cu this code reads them as the four
-// field elements they are, in declaration order: X, Y, ZZZ, ZZ.
-template<class B> __host__ __device__ __forceinline__ sp_field_t<B>* sp_xyzz(B& p)
-{   return reinterpret_cast<sp_field_t<B>*>(&p);   }
-template<class B> __host__ __device__ __forceinline__ const sp_field_t<B>* sp_xyzz(const B& p)
-{   return reinterpret_cast<const sp_field_t<B>*>(&p);   }
-
 // p = 2 p (dbl-2008-s-1 for a = 0: 6M + 3S, against about 13 for a doubling through `add`). The
 // identity (ZZ = ZZZ = 0) stays the identity; no point of a prime-order group has Y = 0.
-template<class B> __host__ __device__ __forceinline__ void sp_dbl(B& p)
+SP_XYZZ_T __host__ __device__ __forceinline__ void sp_dbl(SP_XYZZ& p)
 {
-    typedef sp_field_t<B> F;
     F* c = sp_xyzz(p);
     F u = c[1] + c[1];
     F v = u^2;
@@ -542,10 +527,9 @@ template<class B, class W> __host__ __device__ void sp_chain(B& out, const W* w,
 }
 
 // A Jacobian point (Z = 0: the identity) in XYZZ: (X, Y, Z^3, Z^2).
-template<class B> __host__ __device__ B sp_from_jac(const sp_jac_mem<sp_field_t<B>>& j)
+template<class F> __host__ __device__ xyzz_t<F> sp_from_jac(const sp_jac_mem<F>& j)
 {
-    typedef sp_field_t<B> F;
-    B p;
+    xyzz_t<F> p;
     F* c = sp_xyzz(p);
     F z = j.Z;
     c[0] = j.X;
@@ -553,20 +537,6 @@ template<class B> __host__ __device__ B sp_from_jac(const sp_jac_mem<sp_field_t<
     c[3] = z^2;
     c[2] = c[3] * z;
     return p;
-}
-
-// Affine coordinates with one inversion: x = X ZZZ / (ZZ ZZZ), y = Y ZZ / (ZZ ZZZ); the identity
-// becomes (0, 0), blst's encoding of it (the inverse of zero is zero).
-template<class B> __host__ __device__ void sp_affine(sp_field_t<B>& x, sp_field_t<B>& y,
-                                                    const B& p)
-{
-    typedef sp_field_t<B> F;
-    const F* c = sp_xyzz(p);
-    F inv = 1u / (c[3] * c[2]);
-    x = c[0] * c[2];
-    y = c[1] * c[3];
-    x *= inv;
-    y *= inv;
 }
 
 // out = k p for the canonical integer k (four little-endian words): the base made affine once,
@@ -613,15 +583,15 @@ __global__ void sp_side(sp_side_args args)
         bucket_t p;
         sp_chain(p, args.w[warp], args.nwins[warp], args.wbits[warp]);
         if (warp == 1)
-            sp_addx(p, sp_from_jac<bucket_t>(bl.pa));
+            sp_addx(p, sp_from_jac(bl.pa));
         else if (warp == 2)
-            sp_addx(p, sp_from_jac<bucket_t>(bl.pb1));
+            sp_addx(p, sp_from_jac(bl.pb1));
         if (lane == 0)
             sh[warp] = p;
     } else {
         bucket_fp2_t p;
         sp_chain(p, args.w2, args.nwins[3], args.wbits[3]);
-        sp_addx(p, sp_from_jac<bucket_fp2_t>(bl.pb2));
+        sp_addx(p, sp_from_jac(bl.pb2));
         fp2_t x, y;
         sp_affine(x, y, p);
         if (lane < 2) {
@@ -1964,7 +1934,7 @@ static void sp_issue_back_kernels(GpuContext& ctx, int set, sp_flight& fl,
     sp_record_ext(ctx, fl.ev[EV_SIDE1], side);
 
     // H: the first domain - 1 coefficients (the last is zero for a valid witness)
-    sp_pippenger(ctx, ctx.job_g1[SP_JOB_H], ctx.d_part_g1.ptr, ctx.d_h.ptr, ctx.sets[set].abc.ptr,
+    sp_pippenger(ctx, ctx.job_g1[SP_JOB_H], ctx.d_part_g1.ptr, ctx.d_h.ptr, st.abc.ptr,
                  ctx.lay.plan_h, m, ctx.device_finish ? std::max(ctx.sms - 1, 1) : 0);
     sp_record_ext(ctx, fl.ev[EV_H], m);
     sp_record_ext(ctx, ctx.released[set], m);
@@ -2363,10 +2333,10 @@ extern "C" void splitprover_gpu_side_check(const point_t* w1, const point_fp2_t*
     static_assert(sizeof(sp_dev_sums) == 4 * 96 + 192, "the Rust mirror's size");
     auto xyzz_run = [](auto* pts, uint32_t len) {
         typedef std::remove_const_t<std::remove_pointer_t<decltype(pts)>> P;
-        typedef std::conditional_t<std::is_same_v<P, point_t>, bucket_t, bucket_fp2_t> B;
-        std::vector<B> v(len);
+        typedef std::conditional_t<std::is_same_v<P, point_t>, fp_t, fp2_t> F;
+        std::vector<xyzz_t<F>> v(len);
         for (uint32_t i = 0; i < len; i++)
-            v[i] = sp_from_jac<B>(*reinterpret_cast<const sp_jac_mem<sp_field_t<B>>*>(&pts[i]));
+            v[i] = sp_from_jac(*reinterpret_cast<const sp_jac_mem<F>*>(&pts[i]));
         return v;
     };
     bucket_t p[3];
@@ -2376,12 +2346,12 @@ extern "C" void splitprover_gpu_side_check(const point_t* w1, const point_fp2_t*
         w += nwins[j] + 1;
         sp_chain(p[j], run.data(), nwins[j], wbits[j]);
     }
-    sp_addx(p[1], sp_from_jac<bucket_t>(blind->pa));
-    sp_addx(p[2], sp_from_jac<bucket_t>(blind->pb1));
+    sp_addx(p[1], sp_from_jac(blind->pa));
+    sp_addx(p[2], sp_from_jac(blind->pb1));
     auto run2 = xyzz_run(w2, nwins[3] + 1);
     bucket_fp2_t b2;
     sp_chain(b2, run2.data(), nwins[3], wbits[3]);
-    sp_addx(b2, sp_from_jac<bucket_fp2_t>(blind->pb2));
+    sp_addx(b2, sp_from_jac(blind->pb2));
     bucket_t sa, rb;
     sp_mul(sa, p[1], blind->s);
     sp_mul(rb, p[2], blind->r);

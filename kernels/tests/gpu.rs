@@ -19,6 +19,7 @@ use kernels::backend::gpu::{
 };
 use kernels::backend::Components;
 use kernels::circuits::CircuitSpec;
+use kernels::paramgen::limbs;
 use kernels::srs::{AlignedBytes, SrsImage, SrsView};
 use kernels::synth::{OwnedAssignment, VecSink};
 use kernels::{Backend, CpuBackend, ErrorKind, Proof};
@@ -180,15 +181,15 @@ fn device_finishing_arithmetic_meets_its_contract() {
         let inputs = [
             DeviceBlind::default(),
             DeviceBlind {
-                r: kernels::backend::blind::canonical(&Scalar::random(&mut rng)),
-                s: kernels::backend::blind::canonical(&-Scalar::ONE),
+                r: limbs(&Scalar::random(&mut rng)),
+                s: limbs(&-Scalar::ONE),
                 pa: G1Projective::random(&mut rng),
                 pb1: G1Projective::random(&mut rng),
                 pb2: G2Projective::random(&mut rng),
             },
             DeviceBlind {
-                r: kernels::backend::blind::canonical(&Scalar::ONE),
-                s: kernels::backend::blind::canonical(&Scalar::random(&mut rng)),
+                r: limbs(&Scalar::ONE),
+                s: limbs(&Scalar::random(&mut rng)),
                 // A's sum cancelled: a = identity, so s a is the identity too
                 pa: -c.a,
                 pb1: G1Projective::random(&mut rng),

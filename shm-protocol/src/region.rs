@@ -291,9 +291,9 @@ impl Region {
         let ptr = map(&fd, len, true, writable)?;
         if kind == PageKind::Transparent {
             // SAFETY: `ptr..ptr+len` is the mapping just made; advice does not change contents.
-            if let Err(e) =
-                unsafe { rustix::mm::madvise(ptr.as_ptr().cast(), len, Advice::LinuxHugepage) }
-            {
+            let advised =
+                unsafe { rustix::mm::madvise(ptr.as_ptr().cast(), len, Advice::LinuxHugepage) };
+            if let Err(e) = advised {
                 tracing::warn!("madvise(MADV_HUGEPAGE) on inherited region failed: {e}");
             }
         }

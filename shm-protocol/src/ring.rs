@@ -1274,7 +1274,7 @@ impl<'r> SlotWriter<'r> {
         })?;
         still_owned(self.ring, self.index, self.word)?;
         let base = self.ring.slot_data(self.index);
-        // SAFETY (all eight): the plan was validated against this slot's span (inside the
+        // SAFETY: (all eight slices) the plan was validated against this slot's span (inside the
         // region, 64-byte aligned, pairwise disjoint); WRITING(us) gives this handle the span
         // alone, and `&mut self` keeps the slices unique in this process.
         unsafe {

@@ -35,29 +35,10 @@ fn apply_blst_flags(nvcc: &mut cc::Build) {
 
 // splitprover patch 4: `SPLITPROVER_CUDA_ARCH=N` builds device code for that one architecture
 // only (CI checks that the CUDA build compiles and links, without a GPU); otherwise sppark's
-// portable set, as upstream.
+// portable set, as upstream. The command is the kernels crate's, so both builds agree.
+#[path = "../../kernels/cuda/nvcc.rs"]
+mod nvcc;
+
 fn nvcc() -> cc::Build {
-    println!("cargo:rerun-if-env-changed=SPLITPROVER_CUDA_ARCH");
-    match env::var("SPLITPROVER_CUDA_ARCH") {
-        Ok(arch) if !arch.is_empty() => {
-            assert!(
-                arch.chars().all(|c| c.is_ascii_digit()),
-                "SPLITPROVER_CUDA_ARCH is a compute capability such as 90, not `{arch}`"
-            );
-            let mut nvcc = cc::Build::new();
-            nvcc.cuda(true)
-                .flag("-gencode")
-                .flag(format!("arch=compute_{arch},code=sm_{arch}"))
-                .flag("-Xcompiler")
-                .flag("-Wno-unused-function")
-                .define("TAKE_RESPONSIBILITY_FOR_ERROR_MESSAGE", None);
-            for dep in ["DEP_BLST_C_SRC", "DEP_SPPARK_ROOT"] {
-                if let Some(dir) = env::var_os(dep) {
-                    nvcc.include(dir);
-                }
-            }
-            nvcc
-        }
-        _ => sppark::build::ccmd(),
-    }
+    nvcc::one_arch().unwrap_or_else(sppark::build::ccmd)
 }

@@ -17,7 +17,7 @@ use group::prime::PrimeCurveAffine;
 use group::{Curve, Group};
 
 use super::{BlindingKey, Components, Proof};
-use crate::paramgen::{g1_mul, g1_table, g2_mul, g2_table, FixedBase};
+use crate::paramgen::{g1_mul, g1_table, g2_mul, g2_table, limbs, FixedBase};
 
 /// Window bits of the blinding's fixed-base combs (`paramgen`'s signed-digit tables): at most 30
 /// additions per product, 7,680 points per base (0.7 MB in G1, 1.5 MB in G2).
@@ -53,8 +53,8 @@ impl Blinder {
         let key = &self.key;
         let mut digits = Vec::new();
         DeviceBlind {
-            r: canonical(r),
-            s: canonical(s),
+            r: limbs(r),
+            s: limbs(s),
             pa: g1_mul(&self.delta_g1, r, &mut digits) + key.alpha_g1,
             pb1: G1Projective::from(key.beta_g1),
             pb2: g2_mul(&self.delta_g2, s, &mut digits) + key.beta_g2,
@@ -170,13 +170,7 @@ pub fn device_reference(c: &Components, input: &DeviceBlind) -> DeviceSums {
     }
 }
 
-/// `k`'s canonical integer, least significant 64-bit word first.
-pub fn canonical(k: &Scalar) -> [u64; 4] {
-    let b = k.to_bytes_le();
-    std::array::from_fn(|i| u64::from_le_bytes(b[8 * i..8 * i + 8].try_into().expect("8 bytes")))
-}
-
-/// The scalar of a canonical integer below the group order (the inverse of [`canonical`]).
+/// The scalar of a canonical integer below the group order (the inverse of `paramgen::limbs`).
 fn integer(w: &[u64; 4]) -> Scalar {
     let mut b = [0u8; 32];
     for (i, x) in w.iter().enumerate() {

@@ -159,6 +159,12 @@ mod ffi {
     }
 
     /// Called by the C++ side once per proof, in order, with its five sums.
+    ///
+    /// # Safety
+    ///
+    /// The C++ side calls it on the thread that called `splitprover_gpu_prove_batch`, one call at
+    /// a time, with the `user` pointer it was given and `sums` pointing to its output element
+    /// `index`, fully written and alive for the call.
     pub type OnProof =
         unsafe extern "C" fn(user: *mut c_void, index: usize, sums: *const Components);
 
@@ -524,7 +530,6 @@ unsafe extern "C" fn blind_one(user: *mut c_void, index: usize, sums: *const ffi
     // SAFETY: `sums` points to the C++ side's output element `index`, fully written before the
     // call and alive for its duration.
     let raw = unsafe { *sums };
-    let sums = Components::from(raw);
     let (Some(r), Some(s)) = (state.r.get(index), state.s.get(index)) else {
         state.panicked = true;
         return;
@@ -535,7 +540,7 @@ unsafe extern "C" fn blind_one(user: *mut c_void, index: usize, sums: *const ffi
         if raw.finished != 0 {
             Blinder::proof_from_device(&raw.h, &raw.dev)
         } else {
-            key.proof(&sums, *r, *s)
+            key.proof(&Components::from(raw), *r, *s)
         }
     };
     match catch_unwind(AssertUnwindSafe(blind)) {

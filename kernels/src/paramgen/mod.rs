@@ -109,8 +109,9 @@ pub(crate) fn window_for(count: usize) -> usize {
     }
 }
 
-/// Scalar limbs (canonical, little-endian).
-fn limbs(s: &Scalar) -> [u64; 4] {
+/// A scalar's canonical integer as four 64-bit limbs, least significant first (also the layout
+/// in which the GPU backend hands `r` and `s` to the device, `backend::blind::DeviceBlind`).
+pub fn limbs(s: &Scalar) -> [u64; 4] {
     let b = s.to_bytes_le();
     std::array::from_fn(|i| u64::from_le_bytes(b[8 * i..8 * i + 8].try_into().unwrap_or([0; 8])))
 }
