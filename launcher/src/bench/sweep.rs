@@ -256,8 +256,35 @@ trait Engine: Sync {
     }
 }
 
-/// User + system CPU seconds of process `pid` (`/proc/PID/stat`, fields 14 and 15).
+/// User + system CPU seconds of process `pid`, every thread: its CPU-time clock
+/// (`clock_getcpuclockid`, nanoseconds), or `/proc/PID/stat`'s clock ticks where that clock cannot
+/// be read. The ticks (10 ms) are too coarse for a level of one job in flight, where a gpu-proc
+/// that finishes its proofs on the device spends a few tens of ms in all.
 fn process_cpu_s(pid: u32) -> Option<f64> {
+    process_cpu_clock_s(pid).or_else(|| process_cpu_ticks_s(pid))
+}
+
+/// `pid`'s CPU-time clock, in seconds.
+fn process_cpu_clock_s(pid: u32) -> Option<f64> {
+    let pid = libc::pid_t::try_from(pid).ok()?;
+    let mut clock: libc::clockid_t = 0;
+    // SAFETY: `clock` is a live, writable clockid_t for the duration of the call.
+    if unsafe { libc::clock_getcpuclockid(pid, &mut clock) } != 0 {
+        return None;
+    }
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `now` is a live, writable timespec for the duration of the call.
+    if unsafe { libc::clock_gettime(clock, &mut now) } != 0 {
+        return None;
+    }
+    Some(now.tv_sec as f64 + now.tv_nsec as f64 * 1e-9)
+}
+
+/// `pid`'s user + system clock ticks (`/proc/PID/stat`, fields 14 and 15), in seconds.
+fn process_cpu_ticks_s(pid: u32) -> Option<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name is in parentheses and may hold spaces: fields count from after it.
     let rest = &stat[stat.rfind(')')? + 2..];
@@ -675,5 +702,43 @@ mod tests {
         };
         assert_eq!(all.proofs_for(1), 24);
         assert_eq!(Mode::InProcess.capacity_name(), "prove-only");
+    }
+
+    #[test]
+    fn another_process_cpu_time_reads_to_below_a_tick() {
+        // A child that spins on its CPU: the nanosecond clock and the ticks measure the same
+        // time, the clock to below a tick's 10 ms.
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "while :; do :; done"])
+            .spawn()
+            .expect("spawn sh");
+        let pid = child.id();
+        let start = std::time::Instant::now();
+        let mut read = None;
+        while start.elapsed() < Duration::from_secs(20) {
+            std::thread::sleep(Duration::from_millis(20));
+            let before = process_cpu_ticks_s(pid).expect("the child's /proc stat");
+            let clock = process_cpu_clock_s(pid).expect("the child's CPU-time clock");
+            let after = process_cpu_ticks_s(pid).expect("the child's /proc stat");
+            if before >= 0.05 {
+                read = Some((before, clock, after));
+                break;
+            }
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        let (before, clock, after) = read.expect("the child ran 50 ms of CPU within 20 s");
+        // The ticks are the clock's time cut down to a whole tick: read between them, the clock
+        // is at least the first and less than a tick above the second.
+        assert!(
+            before <= clock + 1e-6,
+            "ticks {before} s, then clock {clock} s"
+        );
+        assert!(
+            clock < after + 0.0101,
+            "clock {clock} s, then ticks {after} s"
+        );
+        assert!((clock * 100.0).fract() != 0.0, "{clock} s is whole ticks");
+        assert!(process_cpu_s(u32::MAX).is_none());
     }
 }
