@@ -253,6 +253,12 @@ impl Region {
         unsafe { Region::inherited(fd, false) }
     }
 
+    /// The mapping behind both `from_inherited_fd*`: read-write or, for a region sealed
+    /// against writes, read-only.
+    ///
+    /// # Safety
+    ///
+    /// As [`Region::from_inherited_fd`].
     unsafe fn inherited(fd: OwnedFd, writable: bool) -> Result<Region> {
         let st = rustix::fs::fstat(&fd).map_err(|e| Error::io("fstat", e))?;
         let len = usize::try_from(st.st_size)

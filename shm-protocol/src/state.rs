@@ -607,7 +607,7 @@ mod loom_tests {
             }
             thread::yield_now();
         };
-        // SAFETY (model): WRITING(owner) makes this thread the only one touching the payload.
+        // SAFETY: in the loom model, WRITING(owner) makes this thread the only one touching the payload.
         t.payload[i].with_mut(|p| unsafe { *p = value });
         publish(t, i, w, priority).expect("a live producer's publish cannot fail");
     }
@@ -621,9 +621,9 @@ mod loom_tests {
             }
             try_take_ready(t, owner)
         })?;
-        // SAFETY (model): CLAIMED(owner) makes this thread the only one touching the slot.
+        // SAFETY: in the loom model, CLAIMED(owner) makes this thread the only one touching the slot.
         let v = t.payload[i].with(|p| unsafe { *p });
-        // SAFETY (model): as above, this thread alone writes the claimed slot's result.
+        // SAFETY: in the loom model, as above, this thread alone writes the claimed slot's result.
         t.result[i].with_mut(|r| unsafe { *r = v });
         t.ctl(i)
             .transition(w, w.successor(SlotState::Done, true, 0))
@@ -661,9 +661,9 @@ mod loom_tests {
                 let w = t.ctl(i).load();
                 assert!(w.is(SlotState::Done) && w.owner() == 0);
                 assert_eq!(w.generation(), 4, "FREE→WRITING→READY→CLAIMED→DONE");
-                // SAFETY (model): all threads joined.
+                // SAFETY: in the loom model, all threads joined.
                 let r = t.result[i].with(|r| unsafe { *r });
-                // SAFETY (model): all threads joined.
+                // SAFETY: in the loom model, all threads joined.
                 let p = t.payload[i].with(|p| unsafe { *p });
                 assert_eq!(r, p, "the result belongs to the slot's own payload");
             }
@@ -718,7 +718,7 @@ mod loom_tests {
                 thread::spawn(move || {
                     let (i, w) =
                         try_take_free(&*t, 11, 0..usize::MAX).expect("2 free slots, 2 producers");
-                    // SAFETY (model): WRITING(11).
+                    // SAFETY: in the loom model, WRITING(11).
                     t.payload[i].with_mut(|p| unsafe { *p = 111 });
                     (i, w)
                 })
@@ -764,7 +764,7 @@ mod loom_tests {
                 let t = t.clone();
                 thread::spawn(move || {
                     let (i, w) = try_take_ready(&*t, 21)?;
-                    // SAFETY (model): CLAIMED(21).
+                    // SAFETY: in the loom model, CLAIMED(21).
                     let v = t.payload[i].with(|p| unsafe { *p });
                     assert_eq!(v, 7);
                     Some((i, w))
@@ -775,9 +775,9 @@ mod loom_tests {
                 let t = t.clone();
                 thread::spawn(move || loop {
                     if let Some((i, w)) = try_take_ready(&*t, 22) {
-                        // SAFETY (model): CLAIMED(22): this thread alone reads the payload.
+                        // SAFETY: in the loom model, CLAIMED(22): this thread alone reads the payload.
                         let v = t.payload[i].with(|p| unsafe { *p });
-                        // SAFETY (model): CLAIMED(22): this thread alone writes the result.
+                        // SAFETY: in the loom model, CLAIMED(22): this thread alone writes the result.
                         t.result[i].with_mut(|r| unsafe { *r = v + 2000 });
                         t.ctl(i)
                             .transition(w, w.successor(SlotState::Done, true, 0))
@@ -801,12 +801,9 @@ mod loom_tests {
             other.join().unwrap();
             let w = t.ctl(0).load();
             assert!(w.is(SlotState::Done) && w.owner() == 0);
-            // SAFETY (model): joined; nobody else touches the slot.
-            assert_eq!(
-                t.result[0].with(|r| unsafe { *r }),
-                2007,
-                "completed exactly once, by 22"
-            );
+            // SAFETY: in the loom model, joined; nobody else touches the slot.
+            let result = t.result[0].with(|r| unsafe { *r });
+            assert_eq!(result, 2007, "completed exactly once, by 22");
         });
     }
 }
