@@ -709,6 +709,7 @@ pub fn serve(
                     partition: m.partition,
                     slot: *slot,
                     pid,
+                    tid: control::current_tid(),
                     t_ns: t,
                 }))?;
             }

@@ -17,7 +17,7 @@
 //! use shm_protocol::control::{EventKind, TimelineEvent};
 //!
 //! let ev = |kind, t_ms: u64| TimelineEvent {
-//!     kind, job_id: 1, partition: 0, slot: 0, pid: 7, t_ns: t_ms * 1_000_000,
+//!     kind, job_id: 1, partition: 0, slot: 0, pid: 7, tid: 0, t_ns: t_ms * 1_000_000,
 //! };
 //! let t = Timeline::from_events([
 //!     ev(EventKind::SynthStart, 0),
@@ -97,6 +97,11 @@ pub struct TimelineStats {
     pub idle_gaps: GapStats,
     /// Mean completed synthesis time per partition, seconds.
     pub mean_synth_s: Option<f64>,
+    /// Where the syntheses' time went, phase by phase.
+    pub synth_phases: PhaseStats,
+    /// Syntheses that began on a thread still inside another synthesis
+    /// ([`crate::timeline::Intervals::nested_syntheses`]); 0 in a healthy pipeline.
+    pub nested_syntheses: usize,
     /// Mean GPU time per proof: each batch's length divided among its partitions, seconds.
     pub mean_gpu_s: Option<f64>,
     /// Mean partitions per GPU batch.
@@ -107,6 +112,85 @@ pub struct TimelineStats {
     pub mean_ring_wait_s: Option<f64>,
     /// End events that had no open start (see [`crate::timeline`]'s pairing rules).
     pub unpaired_ends: usize,
+}
+
+/// Median and 99th percentile (nearest rank) of one phase over the syntheses that recorded it,
+/// seconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Percentiles {
+    /// Median.
+    pub p50_s: Option<f64>,
+    /// 99th percentile.
+    pub p99_s: Option<f64>,
+}
+
+impl Percentiles {
+    fn of_ns(ns: impl Iterator<Item = u64>) -> Self {
+        let v: Vec<f64> = ns.map(ns_to_s).collect();
+        Percentiles {
+            p50_s: percentile(&v, 50.0),
+            p99_s: percentile(&v, 99.0),
+        }
+    }
+}
+
+/// A synthesis's phases ([`crate::timeline::SynthPhases`]), each over the syntheses that
+/// recorded it: the hand-out and worker waits exist in the split pipeline only, the witness and
+/// products for the pre-compiled synthesis only.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PhaseStats {
+    /// `SYNTH_START` → `SYNTH_END`: the synthesis itself.
+    pub synthesis: Percentiles,
+    /// `JOB_QUEUED` → `SYNTH_HANDOUT`: waiting in the launcher to be handed out.
+    pub handout_wait: Percentiles,
+    /// `SYNTH_HANDOUT` → `SYNTH_TAKEN`: waiting in synth-proc for a worker.
+    pub worker_wait: Percentiles,
+    /// `SYNTH_TAKEN` → `SYNTH_START`: waiting for a free ring slot.
+    pub slot_wait: Percentiles,
+    /// `SYNTH_START` → `WITNESS_END`: the witness pass.
+    pub witness: Percentiles,
+    /// `WITNESS_END` → `SYNTH_END`: the sparse products.
+    pub products: Percentiles,
+}
+
+impl PhaseStats {
+    /// The phases of `phases`.
+    pub fn of(phases: &[crate::timeline::SynthPhases]) -> Self {
+        let of = |f: fn(&crate::timeline::SynthPhases) -> Option<u64>| {
+            Percentiles::of_ns(phases.iter().filter_map(f))
+        };
+        PhaseStats {
+            synthesis: of(|p| Some(p.synthesis_ns())),
+            handout_wait: of(|p| p.handout_wait_ns()),
+            worker_wait: of(|p| p.worker_wait_ns()),
+            slot_wait: of(|p| p.slot_wait_ns()),
+            witness: of(|p| p.witness_ns()),
+            products: of(|p| p.products_ns()),
+        }
+    }
+
+    /// One line: `synthesis p50 0.176 / p99 0.201 s; hand-out wait ...` (phases not recorded
+    /// left out).
+    pub fn line(&self) -> String {
+        let mut parts = Vec::new();
+        for (name, p) in [
+            ("synthesis", self.synthesis),
+            ("hand-out wait", self.handout_wait),
+            ("worker wait", self.worker_wait),
+            ("slot wait", self.slot_wait),
+            ("witness", self.witness),
+            ("products", self.products),
+        ] {
+            if let (Some(a), Some(b)) = (p.p50_s, p.p99_s) {
+                parts.push(format!("{name} p50 {a:.3} / p99 {b:.3}"));
+            }
+        }
+        if parts.is_empty() {
+            "no synthesis completed".to_string()
+        } else {
+            format!("{} s", parts.join("; "))
+        }
+    }
 }
 
 /// The GPU batches of one size: a batch of one pays its copies and the host's finish alone,
@@ -199,6 +283,8 @@ impl TimelineStats {
                 .then(|| 100.0 * busy_in_wall_ns as f64 / wall_ns as f64),
             idle_gaps,
             mean_synth_s: mean(iv.synth.iter().map(|s| s.duration_s())),
+            synth_phases: PhaseStats::of(&iv.phases),
+            nested_syntheses: iv.nested_syntheses(),
             mean_gpu_s: (proofs_in_batches > 0)
                 .then(|| ns_to_s(batch_ns) / proofs_in_batches as f64),
             mean_batch: (!iv.batches.is_empty())
@@ -274,6 +360,12 @@ pub struct BenchRow {
     pub mean_gpu_s: Option<f64>,
     /// Mean synthesis time per partition, seconds.
     pub mean_synth_s: Option<f64>,
+    /// The syntheses' phases; empty for tables written before they were recorded.
+    #[serde(default)]
+    pub synth_phases: PhaseStats,
+    /// Syntheses nested in another on one thread (see [`TimelineStats::nested_syntheses`]).
+    #[serde(default)]
+    pub nested_syntheses: usize,
     /// Mean GPU idle gap, seconds.
     pub mean_idle_gap_s: Option<f64>,
     /// Largest GPU idle gap, seconds.
@@ -307,6 +399,8 @@ impl BenchRow {
             gpu_busy_pct_wall: s.gpu_busy_pct_of_wall,
             mean_gpu_s: s.mean_gpu_s,
             mean_synth_s: s.mean_synth_s,
+            synth_phases: s.synth_phases,
+            nested_syntheses: s.nested_syntheses,
             mean_idle_gap_s: s.idle_gaps.mean_s,
             max_idle_gap_s: s.idle_gaps.max_s,
             mean_ring_wait_s: s.mean_ring_wait_s,
@@ -447,17 +541,34 @@ pub fn capacity_ratio<'a>(
     split.proofs_per_s.map(|s| (s / min.0, min.1))
 }
 
-/// `split / min(capacities) = x.xx (split 5.10/s, min: synth-only 5.20/s)`, or a line saying
-/// which figure is missing.
+/// `split / min(capacities) = x.xx whole run, y.yy steady (split 5.10/s, min: synth-only
+/// 5.20/s)`, or a line saying which figure is missing. The steady figure is the split row's
+/// steady rate ([`TimelineStats::steady_s_per_proof`]: the pipeline's fill and drain left out)
+/// over the same capacity.
 pub fn ratio_line(split: &BenchRow, capacities: &[BenchRow]) -> String {
     match capacity_ratio(split, capacities) {
-        Some((ratio, min)) => format!(
-            "split / min(capacities) = {ratio:.2} (split {:.3}/s, min: {} {:.3}/s)",
-            split.proofs_per_s.unwrap_or(0.0),
-            min.mode,
-            min.proofs_per_s.unwrap_or(0.0)
-        ),
+        Some((ratio, min)) => {
+            let steady = match (split.steady_s_per_proof, min.proofs_per_s) {
+                (Some(s), Some(c)) if s > 0.0 && c > 0.0 => format!("{:.2}", 1.0 / s / c),
+                _ => "-".to_string(),
+            };
+            format!(
+                "split / min(capacities) = {ratio:.2} whole run, {steady} steady (split {:.3}/s, \
+                 min: {} {:.3}/s)",
+                split.proofs_per_s.unwrap_or(0.0),
+                min.mode,
+                min.proofs_per_s.unwrap_or(0.0)
+            )
+        }
         None => "split / min(capacities) = - (a throughput is missing)".to_string(),
+    }
+}
+
+/// `a / b` of two optional figures, where both are positive.
+pub fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) if a > 0.0 && b > 0.0 => Some(a / b),
+        _ => None,
     }
 }
 
@@ -637,6 +748,7 @@ pub fn render_sweep_table(rows: &[SweepRow]) -> String {
         "synth",
         "jobs",
         "s/proof",
+        "steady",
         "proofs/min",
         "gpu busy %",
         "gpu s/part",
@@ -645,6 +757,9 @@ pub fn render_sweep_table(rows: &[SweepRow]) -> String {
         "p50 s",
         "p99 s",
         "synth s",
+        "synth p50",
+        "synth p99",
+        "nested",
         "cpu/gpu",
     ];
     let opt = |v: Option<f64>, digits: usize| {
@@ -661,6 +776,7 @@ pub fn render_sweep_table(rows: &[SweepRow]) -> String {
                 r.synth_threads.to_string(),
                 r.row.proofs.to_string(),
                 opt(r.row.s_per_proof, 4),
+                opt(r.row.steady_s_per_proof, 4),
                 opt(r.row.proofs_per_min, 1),
                 opt(r.row.gpu_busy_pct, 1),
                 opt(r.row.mean_gpu_s, 4),
@@ -669,6 +785,9 @@ pub fn render_sweep_table(rows: &[SweepRow]) -> String {
                 opt(r.latency_p50_s, 2),
                 opt(r.latency_p99_s, 2),
                 opt(r.row.mean_synth_s, 3),
+                opt(r.row.synth_phases.synthesis.p50_s, 3),
+                opt(r.row.synth_phases.synthesis.p99_s, 3),
+                r.row.nested_syntheses.to_string(),
                 opt(r.prover_cpu_vs_gpu, 3),
             ]
         })
@@ -730,9 +849,10 @@ fn aligned(header: &[&str], cells: &[Vec<String>], text_cols: usize) -> String {
 pub fn sweep_markdown(rows: &[SweepRow]) -> String {
     let mut out = String::from(
         "| layout | mode | neighbour | jobs in flight | synth workers | jobs | s/proof | \
-         proofs/min | GPU busy % | GPU s/partition | GPU / GPU-only | same batch size (share) | \
-         p50 s | p99 s | mean synth s | prover CPU / GPU |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+         steady s/proof | proofs/min | GPU busy % | GPU s/partition | GPU / GPU-only | \
+         same batch size (share) | p50 s | p99 s | mean synth s | synth p50 / p99 s | \
+         nested syntheses | prover CPU / GPU |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     let opt = |v: Option<f64>, digits: usize| {
         v.map_or_else(|| "–".to_string(), |v| format!("{v:.digits$}"))
@@ -740,7 +860,7 @@ pub fn sweep_markdown(rows: &[SweepRow]) -> String {
     for r in rows {
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} / {} | {} | {} |",
             r.layout.replace('|', "/"),
             r.row.mode,
             if r.neighbour { "hog" } else { "–" },
@@ -752,6 +872,7 @@ pub fn sweep_markdown(rows: &[SweepRow]) -> String {
             r.synth_threads,
             r.row.proofs,
             opt(r.row.s_per_proof, 4),
+            opt(r.row.steady_s_per_proof, 4),
             opt(r.row.proofs_per_min, 1),
             opt(r.row.gpu_busy_pct, 1),
             opt(r.row.mean_gpu_s, 4),
@@ -760,6 +881,9 @@ pub fn sweep_markdown(rows: &[SweepRow]) -> String {
             opt(r.latency_p50_s, 2),
             opt(r.latency_p99_s, 2),
             opt(r.row.mean_synth_s, 3),
+            opt(r.row.synth_phases.synthesis.p50_s, 3),
+            opt(r.row.synth_phases.synthesis.p99_s, 3),
+            r.row.nested_syntheses,
             opt(r.prover_cpu_vs_gpu, 3),
         );
     }
@@ -775,6 +899,37 @@ mod tests {
 
     fn close(a: f64, b: f64) -> bool {
         (a - b).abs() < 1e-9
+    }
+
+    #[test]
+    fn phase_percentiles_count_only_the_syntheses_that_recorded_the_phase() {
+        // Four syntheses of 100, 200, 300 and 1000 ms; the first two pre-compiled (a witness
+        // pass of 40 ms each).
+        let mut events = Vec::new();
+        for (part, ms) in [(0u32, 100u64), (1, 200), (2, 300), (3, 1000)] {
+            let t0 = u64::from(part) * 2000;
+            events.push(ev(SynthStart, 1, part, 10, t0));
+            if part < 2 {
+                events.push(ev(WitnessEnd, 1, part, 10, t0 + 40));
+            }
+            events.push(ev(SynthEnd, 1, part, 10, t0 + ms));
+        }
+        let s = TimelineStats::from_timeline(&Timeline::from_events(events));
+        let p = s.synth_phases;
+        assert!(close(p.synthesis.p50_s.unwrap(), 0.2));
+        assert!(close(p.synthesis.p99_s.unwrap(), 1.0));
+        assert!(close(p.witness.p50_s.unwrap(), 0.04));
+        // 60 and 160 ms of products: the median is the first by nearest rank.
+        assert!(close(p.products.p50_s.unwrap(), 0.06));
+        assert!(close(p.products.p99_s.unwrap(), 0.16));
+        assert_eq!(p.slot_wait, Percentiles::default());
+        assert_eq!(s.nested_syntheses, 0);
+        let line = p.line();
+        assert!(
+            line.starts_with("synthesis p50 0.200 / p99 1.000"),
+            "{line}"
+        );
+        assert!(!line.contains("slot wait"), "{line}");
     }
 
     #[test]

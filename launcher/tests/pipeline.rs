@@ -105,6 +105,15 @@ fn a_ten_partition_job_streams_through_a_smaller_ring() {
         };
         let (synth_starts, gpu_starts) = (at(EventKind::SynthStart), at(EventKind::GpuStart));
         assert_eq!(synth_starts.len(), 10, "job {id}: {events:?}");
+        // Every phase of a synthesis is on the timeline: accepted, handed out, taken by a
+        // worker (the launcher's and synth-proc's events).
+        for kind in [
+            EventKind::JobQueued,
+            EventKind::SynthHandout,
+            EventKind::SynthTaken,
+        ] {
+            assert_eq!(at(kind).len(), 10, "job {id}: {}", kind.as_str());
+        }
         assert_eq!(gpu_starts.len(), 10, "job {id}");
         let first_gpu = gpu_starts.iter().min().unwrap();
         let last_synth = synth_starts.iter().max().unwrap();
@@ -113,6 +122,14 @@ fn a_ten_partition_job_streams_through_a_smaller_ring() {
             "job {id}: the GPU started its first partition only after the last synthesis began"
         );
     }
+    let timeline = launcher::timeline::Timeline::from_events(events);
+    let iv = timeline.intervals();
+    assert_eq!(iv.phases.len(), 20);
+    assert!(iv.phases.iter().all(|p| p.tid != 0
+        && p.handout_wait_ns().is_some()
+        && p.worker_wait_ns().is_some()
+        && p.slot_wait_ns().is_some()));
+    assert_eq!(iv.nested_syntheses(), 0, "a synthesis waited on another");
     p.shutdown();
 }
 

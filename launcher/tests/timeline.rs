@@ -19,6 +19,7 @@ fn ev(kind: EventKind, job: u64, slot: u32, pid: u32, t_ms: u64) -> TimelineEven
         partition: 0,
         slot,
         pid,
+        tid: 0,
         t_ns: 5_000_000_000 + t_ms * 1_000_000,
     }
 }

@@ -312,11 +312,19 @@ pub enum FromChild {
     Event(TimelineEvent),
 }
 
-/// The moments of a proof's path that the timeline records.
+/// The moments of a proof's path that the timeline records, in path order. A synthesis's
+/// phases: `JOB_QUEUED` (the launcher accepted the partition) → `SYNTH_HANDOUT` (sent to
+/// synth-proc) → `SYNTH_TAKEN` (a synthesis worker took it; it now waits for a slot) →
+/// `SYNTH_START` (slot reserved) → `WITNESS_END` (witness pass done, products start; the
+/// pre-compiled synthesis only) → `SYNTH_END`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[allow(missing_docs)]
 pub enum EventKind {
+    JobQueued,
+    SynthHandout,
+    SynthTaken,
     SynthStart,
+    WitnessEnd,
     SynthEnd,
     SlotPublish,
     GpuClaim,
@@ -329,7 +337,11 @@ impl EventKind {
     /// The upper-case name used in TIMELINE logs.
     pub fn as_str(self) -> &'static str {
         match self {
+            EventKind::JobQueued => "JOB_QUEUED",
+            EventKind::SynthHandout => "SYNTH_HANDOUT",
+            EventKind::SynthTaken => "SYNTH_TAKEN",
             EventKind::SynthStart => "SYNTH_START",
+            EventKind::WitnessEnd => "WITNESS_END",
             EventKind::SynthEnd => "SYNTH_END",
             EventKind::SlotPublish => "SLOT_PUBLISH",
             EventKind::GpuClaim => "GPU_CLAIM",
@@ -340,6 +352,9 @@ impl EventKind {
     }
 }
 
+/// The `slot` of a [`TimelineEvent`] that involves no ring slot.
+pub const NO_SLOT: u32 = u32::MAX;
+
 /// One timeline event; `t_ns` is `CLOCK_MONOTONIC`, comparable across the processes of one host.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TimelineEvent {
@@ -349,10 +364,14 @@ pub struct TimelineEvent {
     pub job_id: u64,
     /// Partition index.
     pub partition: u32,
-    /// Slot index (`u32::MAX` where no slot is involved).
+    /// Slot index ([`NO_SLOT`] where no slot is involved).
     pub slot: u32,
     /// Process that recorded it.
     pub pid: u32,
+    /// Thread that recorded it (0: not recorded). Two syntheses on one thread never overlap:
+    /// the timeline checks it (`Intervals::nested_syntheses`).
+    #[serde(default)]
+    pub tid: u32,
     /// Monotonic clock, nanoseconds.
     pub t_ns: u64,
 }
@@ -366,9 +385,15 @@ impl TimelineEvent {
             partition,
             slot,
             pid: std::process::id(),
+            tid: current_tid(),
             t_ns: monotonic_ns(),
         }
     }
+}
+
+/// The calling thread's id (`gettid`).
+pub fn current_tid() -> u32 {
+    rustix::thread::gettid().as_raw_nonzero().get() as u32
 }
 
 /// `CLOCK_MONOTONIC` in nanoseconds.

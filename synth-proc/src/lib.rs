@@ -1,11 +1,14 @@
 //! synth-proc: synthesizes circuits straight into slots of the shared-memory ring.
 //!
 //! The launcher starts this process pinned to its own cores, with the ring's memfd and a control
-//! socket inherited (see `shm_protocol::control`). For every [`SynthRequest`] it receives, a worker
-//! of its rayon pool (sized to the process's cpuset, or to the configured concurrency) takes a FREE
-//! slot — blocking while none is free, which is the pipeline's back-pressure — reserves the
-//! arrays the circuit's shape needs, synthesizes through [`SlotSink`] (no intermediate `Vec`,
-//! no copy) and publishes the slot READY for a gpu-proc. A failed synthesis abandons its slot and
+//! socket inherited (see `shm_protocol::control`). For every [`SynthRequest`] it receives, one of
+//! its synthesis workers (a [`Lane`] of dedicated threads, as many as the configured
+//! concurrency; never rayon workers, see [`workers`]) takes a FREE slot — blocking while none is
+//! free, which is the pipeline's back-pressure — reserves the arrays the circuit's shape needs,
+//! synthesizes through [`SlotSink`] (no intermediate `Vec`, no copy; the pre-compiled products on
+//! the process's rayon pool, one thread per core) and publishes the slot READY for a gpu-proc.
+//! Each phase is a timeline event: `SYNTH_TAKEN` (a worker took the request), `SYNTH_START`
+//! (slot reserved), `WITNESS_END`, `SYNTH_END`. A failed synthesis abandons its slot and
 //! reports `SynthFailed`; only that job fails. A synthesis that panics is caught where the worker
 //! runs it (`catch_unwind` around each request): unwinding drops its slot writer, which gives the
 //! slot back to FREE, `SynthFailed` carries the panic message, and the process keeps serving the
@@ -48,6 +51,7 @@
 
 mod jobs;
 mod sink;
+pub mod workers;
 
 use std::collections::HashMap;
 use std::os::fd::{FromRawFd, OwnedFd};
@@ -68,6 +72,7 @@ use shm_protocol::{Published, Region, Ring, SealedBytes, SlotCapacity, SlotMeta}
 
 pub use jobs::{JobCache, RequestBytes, MAX_JOBS};
 pub use sink::SlotSink;
+pub use workers::Lane;
 
 /// How often a child tells the launcher it is alive.
 pub const HEARTBEAT: Duration = Duration::from_secs(1);
@@ -259,6 +264,15 @@ pub fn synthesize_request(
         None,
         &|_| {},
     )
+    .map(|s| (s.published, s.end_ns))
+}
+
+/// A synthesis published, and when its phases ended (`CLOCK_MONOTONIC` ns).
+struct Synthesized {
+    published: Published,
+    /// The witness pass (the pre-compiled synthesis only).
+    witness_end_ns: Option<u64>,
+    end_ns: u64,
 }
 
 /// Jobs the launcher cancelled ([`ToSynth::Cancel`]), the last [`CancelledJobs::KEPT`] of them:
@@ -304,7 +318,7 @@ fn synthesize_into_slot(
     compiled: Option<&R1cs>,
     stop: Option<&dyn Fn() -> Option<SynthError>>,
     on_started: &dyn Fn(u32),
-) -> Result<(Published, u64), SynthError> {
+) -> Result<Synthesized, SynthError> {
     if circuit_id != req.circuit_id {
         return Err(SynthError::CircuitIdMismatch {
             spec: req.circuit.clone(),
@@ -353,11 +367,15 @@ fn synthesize_into_slot(
         spec: req.circuit.clone(),
         source,
     };
+    let mut witness_end_ns = None;
     let lengths = match compiled {
         Some(r1cs) => {
             let mut sink = SlotSink::new(writer.parts_mut()?);
             match job.synthesize_partition_with(k, &mut sink, Synthesis::Compiled(r1cs)) {
-                Ok(()) => Some(sink.lengths()),
+                Ok(()) => {
+                    witness_end_ns = sink.witness_end_ns();
+                    Some(sink.lengths())
+                }
                 // Matrices of another shape (a bug, never seen): this partition is synthesized
                 // in full instead. Nothing was written to the densities yet, and the full pass
                 // overwrites every value the witness pass wrote.
@@ -382,7 +400,11 @@ fn synthesize_into_slot(
     // Stamped before the slot becomes READY, so no consumer's GPU_CLAIM can precede it.
     let end_ns = control::monotonic_ns();
     let published = writer.publish(lengths)?;
-    Ok((published, end_ns))
+    Ok(Synthesized {
+        published,
+        witness_end_ns,
+        end_ns,
+    })
 }
 
 /// Entry point of the process: configuration from [`CHILD_CONFIG_ENV`], ring at [`RING_FD`],
@@ -422,21 +444,17 @@ pub fn serve(
     let sender = SharedSender::new(sender);
     let _heartbeat = sender.spawn_heartbeat(HEARTBEAT);
     let threads = config.concurrency.max(1);
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .thread_name(|i| format!("synth-{i}"))
-        .build()
-        .context("cannot build the synthesis thread pool")?;
+    let products = products_pool();
+    // One synthesis per worker thread; their products run on the global rayon pool (see
+    // `workers`: a synthesis never runs on a rayon worker).
+    let pool = Lane::start("synth", threads).context("cannot start the synthesis workers")?;
     // The express worker: HIGH/CRITICAL partitions the launcher marks `express` start at once
-    // instead of behind the pool's queue (one more thread on the same cores, busy only while
+    // instead of behind the workers' queue (one more thread on the same cores, busy only while
     // such a partition runs: a WinningPoSt is one partition a few times an hour).
-    let express = rayon::ThreadPoolBuilder::new()
-        .num_threads(1)
-        .thread_name(|_| "synth-express".into())
-        .build()
-        .context("cannot build the express synthesis thread")?;
+    let express =
+        Lane::start("synth-express", 1).context("cannot start the express synthesis worker")?;
     let pid = std::process::id();
-    tracing::info!(pid, threads, pages = %ring.page_kind(), slots = ring.slot_count(), precompiled = compiled.len(), "synth-proc serving");
+    tracing::info!(pid, threads, products, pages = %ring.page_kind(), slots = ring.slot_count(), precompiled = compiled.len(), "synth-proc serving");
     let precompiled = match compiled.len() {
         0 => String::new(),
         n => format!(", {n} circuit(s) pre-compiled"),
@@ -472,7 +490,7 @@ pub fn serve(
                     compiled.clone(),
                 );
                 let lane = if req.express { &express } else { &pool };
-                lane.spawn(move || {
+                lane.submit(Box::new(move || {
                     let context = Serving {
                         ring: &ring,
                         sender: &sender,
@@ -483,7 +501,7 @@ pub fn serve(
                         compiled: &compiled,
                     };
                     work(&context, req, request)
-                });
+                }));
             }
             Ok(Some(ToSynth::Cancel { job_id })) => {
                 tracing::info!(
@@ -504,11 +522,26 @@ pub fn serve(
             }
         }
     }
-    // Let running syntheses finish and publish before exiting.
-    drop(pool);
-    drop(express);
+    // Let running syntheses finish and publish before exiting (queued ones see the stop flag).
+    pool.join();
+    express.join();
     tracing::info!("synth-proc exiting");
     Ok(())
+}
+
+/// Sizes the process's global rayon pool, where every synthesis's products run, to the cores
+/// this process may use (its cpuset, applied before exec) and names its threads; returns its
+/// size. A pool already built (a test serving in its own process) is kept.
+fn products_pool() -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if let Err(e) = rayon::ThreadPoolBuilder::new()
+        .num_threads(cores)
+        .thread_name(|i| format!("synth-products-{i}"))
+        .build_global()
+    {
+        tracing::debug!("the global rayon pool was already built: {e}");
+    }
+    rayon::current_num_threads()
 }
 
 /// The faults `SPLITPROVER_FAULT` asks for, read once.
@@ -614,6 +647,16 @@ fn work_inner(cx: &Serving<'_>, req: SynthRequest, request: RequestBytes) {
             None
         }
     };
+    // A worker took it: from here it waits for a slot, then synthesizes.
+    send(
+        sender,
+        &FromChild::Event(TimelineEvent::now(
+            EventKind::SynthTaken,
+            req.job_id,
+            req.partition,
+            control::NO_SLOT,
+        )),
+    );
     // Shapes are counted once; the lock is held only for a lookup after that.
     let shape = shapes
         .lock()
@@ -654,14 +697,21 @@ fn work_inner(cx: &Serving<'_>, req: SynthRequest, request: RequestBytes) {
     }
     match result {
         Err(SynthError::Stopped) => {}
-        Ok((p, t_ns)) => {
+        Ok(Synthesized {
+            published: p,
+            witness_end_ns,
+            end_ns: t_ns,
+        }) => {
             let slot = p.index as u32;
-            let at = |kind| TimelineEvent {
+            let at = |kind, t_ns| TimelineEvent {
                 t_ns,
                 ..TimelineEvent::now(kind, req.job_id, req.partition, slot)
             };
-            send(sender, &FromChild::Event(at(EventKind::SynthEnd)));
-            send(sender, &FromChild::Event(at(EventKind::SlotPublish)));
+            if let Some(w) = witness_end_ns {
+                send(sender, &FromChild::Event(at(EventKind::WitnessEnd, w)));
+            }
+            send(sender, &FromChild::Event(at(EventKind::SynthEnd, t_ns)));
+            send(sender, &FromChild::Event(at(EventKind::SlotPublish, t_ns)));
             send(
                 sender,
                 &FromChild::Published {

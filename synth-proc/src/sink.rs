@@ -13,6 +13,7 @@ pub struct SlotSink<'a> {
     inputs: usize,
     aux: usize,
     popcounts: [u64; 3],
+    witness_end_ns: Option<u64>,
 }
 
 impl<'a> SlotSink<'a> {
@@ -24,7 +25,14 @@ impl<'a> SlotSink<'a> {
             inputs: 0,
             aux: 0,
             popcounts: [0; 3],
+            witness_end_ns: None,
         }
+    }
+
+    /// When the witness pass ended and the products began (`CLOCK_MONOTONIC` ns): the moment
+    /// the pre-compiled synthesis asked for the evaluations' arrays; `None` for a full synthesis.
+    pub fn witness_end_ns(&self) -> Option<u64> {
+        self.witness_end_ns
     }
 
     /// The lengths to publish.
@@ -132,6 +140,7 @@ impl AssignmentSink for SlotSink<'_> {
         }
         self.n = n;
         self.popcounts = popcounts;
+        self.witness_end_ns = Some(shm_protocol::control::monotonic_ns());
         let p = &mut self.parts;
         Ok(Evaluations {
             input: &p.input[..self.inputs],

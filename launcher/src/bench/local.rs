@@ -47,11 +47,14 @@ use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use bellperson::SynthesisError;
 use blstrs::Scalar;
 use ff::Field;
 use kernels::circuits::{AnyCircuit, CircuitSpec};
 use kernels::job::{BuiltinJob, BuiltinRequest, Job};
-use kernels::synth::{CircuitShape, OwnedAssignment, VecSink};
+use kernels::synth::{
+    AssignmentSink, CircuitShape, DensityKind, Evaluations, OwnedAssignment, VecSink,
+};
 use kernels::{Backend, Proof};
 use rayon::prelude::*;
 use shm_protocol::control::{EventKind, TimelineEvent};
@@ -258,8 +261,8 @@ struct Synthesized {
 }
 
 /// Synthesizes partition `k` of `job` (job id `job_id` in the events) into Vecs reserved up
-/// front for `shape`, as a slot would be; records `SYNTH_START`, `SYNTH_END` and
-/// `SLOT_PUBLISH`.
+/// front for `shape`, as a slot would be; records `SYNTH_START`, `WITNESS_END` (the
+/// pre-compiled synthesis), `SYNTH_END` and `SLOT_PUBLISH`, as synth-proc does.
 fn synth_one(
     job: &dyn Job,
     shape: CircuitShape,
@@ -269,8 +272,18 @@ fn synth_one(
     let partition = k as u32;
     let mut events = vec![event(EventKind::SynthStart, job_id, partition)];
     let mut sink = VecSink::with_limit(shape);
-    super::synthesize_partition(job, k, &mut sink)
+    let mut clocked = WitnessClock {
+        inner: &mut sink,
+        witness_end_ns: None,
+    };
+    super::synthesize_partition(job, k, &mut clocked)
         .map_err(|source| ErrorKind::Synthesis { job_id, source })?;
+    if let Some(t_ns) = clocked.witness_end_ns {
+        events.push(TimelineEvent {
+            t_ns,
+            ..event(EventKind::WitnessEnd, job_id, partition)
+        });
+    }
     let assignment = sink.finish();
     let end = event(EventKind::SynthEnd, job_id, partition);
     events.push(end);
@@ -279,6 +292,42 @@ fn synth_one(
         ..end
     });
     Ok(Synthesized { assignment, events })
+}
+
+/// A sink that notes when the witness pass ends: the moment the pre-compiled synthesis asks for
+/// the evaluations' arrays (synth-proc's `SlotSink` notes the same moment).
+struct WitnessClock<'a> {
+    inner: &'a mut dyn AssignmentSink,
+    witness_end_ns: Option<u64>,
+}
+
+impl AssignmentSink for WitnessClock<'_> {
+    fn push_input(&mut self, value: Scalar) -> Result<(), SynthesisError> {
+        self.inner.push_input(value)
+    }
+    fn push_aux(&mut self, value: Scalar) -> Result<(), SynthesisError> {
+        self.inner.push_aux(value)
+    }
+    fn push_constraint(&mut self, a: Scalar, b: Scalar, c: Scalar) -> Result<(), SynthesisError> {
+        self.inner.push_constraint(a, b, c)
+    }
+    fn set_density(&mut self, kind: DensityKind, index: usize) -> Result<(), SynthesisError> {
+        self.inner.set_density(kind, index)
+    }
+    fn inputs(&self) -> &[Scalar] {
+        self.inner.inputs()
+    }
+    fn aux(&self) -> &[Scalar] {
+        self.inner.aux()
+    }
+    fn evaluations(
+        &mut self,
+        n: usize,
+        popcounts: [u64; 3],
+    ) -> Result<Evaluations<'_>, SynthesisError> {
+        self.witness_end_ns = Some(shm_protocol::control::monotonic_ns());
+        self.inner.evaluations(n, popcounts)
+    }
 }
 
 /// Proves `batch` (job id, partition, assignment) in one backend call; records `GPU_CLAIM`,

@@ -266,7 +266,32 @@ fn ratio_lines(rows: &[SweepRow]) -> Vec<String> {
                 && r.synth_cpus.parse::<CpuList>().ok() == s.synth_cpus.parse::<CpuList>().ok()
         });
         if let (Some(a), Some(b)) = (per(s), inproc.and_then(per)) {
-            out.push(format!("  split / inprocess throughput = {:.2}", a / b));
+            let steady = |r: &SweepRow| r.row.steady_s_per_proof.map(|t| 1.0 / t);
+            let steady = report::ratio(steady(s), inproc.and_then(steady))
+                .map_or_else(|| "-".to_string(), |x| format!("{x:.2}"));
+            out.push(format!(
+                "  split / inprocess throughput = {:.2} whole run, {steady} steady",
+                a / b
+            ));
+        }
+        if let Some(i) = inproc {
+            let (sp, ip) = (&s.row.synth_phases.synthesis, &i.row.synth_phases.synthesis);
+            let x = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |v| format!("{v:.2}"));
+            out.push(format!(
+                "  synthesis time split / inprocess = {} p50, {} p99 (target <= 1.05)",
+                x(report::ratio(sp.p50_s, ip.p50_s)),
+                x(report::ratio(sp.p99_s, ip.p99_s)),
+            ));
+        }
+        out.push(format!(
+            "  synth-proc phases: {}",
+            s.row.synth_phases.line()
+        ));
+        if s.row.nested_syntheses > 0 {
+            out.push(format!(
+                "  warning: {} syntheses began inside another on the same thread",
+                s.row.nested_syntheses
+            ));
         }
         if let Some(g) = s.gpu_vs_gpu_only {
             let same = match (s.gpu_vs_gpu_only_same_batch, s.same_batch_pct) {
@@ -468,6 +493,7 @@ mod tests {
             partition: 0,
             slot: 0,
             pid: 1,
+            tid: 0,
             t_ns: ms * 1_000_000,
         };
         let t = Timeline::from_events([

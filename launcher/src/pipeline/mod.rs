@@ -67,7 +67,7 @@ use kernels::circuits::AnyCircuit;
 use kernels::synth::CircuitShape;
 use shm_protocol::control::{
     self, BackendKind, ChildConfig, EventKind, FromChild, GpuConfig, JobRequest, R1csEntry,
-    SynthConfig, TimelineEvent, ToGpu, ToSynth, FIRST_R1CS_FD, RING_FD,
+    SynthConfig, TimelineEvent, ToGpu, ToSynth, FIRST_R1CS_FD, NO_SLOT, RING_FD,
 };
 use shm_protocol::request::SealedRequest;
 use shm_protocol::{
@@ -1105,6 +1105,9 @@ impl Pipeline {
             priority,
         );
         core.live.insert(id, LiveJob { inputs, memfd });
+        for p in 0..partitions {
+            core.record(TimelineEvent::now(EventKind::JobQueued, id, p, NO_SLOT));
+        }
         let (tx, rx) = mpsc::channel();
         core.waiters.insert(id, tx);
         core.pump_synth();
@@ -1876,6 +1879,7 @@ impl Core {
         let room = self.synth_window.saturating_sub(self.jobs.outstanding());
         requests.extend(self.jobs.take_pending(room));
         let mut unsent = Vec::new();
+        let mut handouts = Vec::new();
         let mut refused = None;
         for req in requests {
             if refused.is_some() {
@@ -1893,15 +1897,23 @@ impl Core {
                 JobRequest::Inline(_) => None,
             };
             let kept = req.clone();
+            let handout =
+                TimelineEvent::now(EventKind::SynthHandout, req.job_id, req.partition, NO_SLOT);
             let msg: child::Outgoing = Box::new(move |s: &mut control::Sender| match memfd {
                 Some(fd) => s.send_with_fd(&ToSynth::Synthesize(req), fd.as_fd()),
                 // Without its memfd synth-proc fails the partition, naming what is missing.
                 None => s.send(&ToSynth::Synthesize(req)),
             });
-            if let Err(why) = outbox.try_send(msg) {
-                refused = Some(why);
-                unsent.push(kept);
+            match outbox.try_send(msg) {
+                Ok(()) => handouts.push(handout),
+                Err(why) => {
+                    refused = Some(why);
+                    unsent.push(kept);
+                }
             }
+        }
+        for e in handouts {
+            self.record(e);
         }
         if !unsent.is_empty() {
             self.counters.sends_deferred += unsent.len() as u64;
@@ -1926,7 +1938,7 @@ impl Core {
                 EventKind::ProofDone,
                 outcome.job_id,
                 p,
-                u32::MAX,
+                NO_SLOT,
             ));
         }
         match &outcome.result {

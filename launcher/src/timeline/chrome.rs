@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use serde_json::{json, Value};
 use shm_protocol::control::EventKind;
 
-use super::{Span, Timeline, NO_SLOT};
+use super::{Span, SynthPhases, Timeline, NO_SLOT};
 
 const SYNTH_TID_BASE: u64 = 1;
 const GPU_TID: u64 = 0;
@@ -35,9 +35,14 @@ impl Timeline {
         for e in &self.events {
             let r = roles.entry(e.pid).or_default();
             match e.kind {
-                EventKind::SynthStart | EventKind::SynthEnd | EventKind::SlotPublish => r.0 = true,
+                EventKind::SynthTaken
+                | EventKind::SynthStart
+                | EventKind::WitnessEnd
+                | EventKind::SynthEnd
+                | EventKind::SlotPublish => r.0 = true,
                 EventKind::GpuClaim | EventKind::GpuStart | EventKind::GpuEnd => r.1 = true,
-                EventKind::ProofDone => {}
+                // The launcher's own events.
+                EventKind::JobQueued | EventKind::SynthHandout | EventKind::ProofDone => {}
             }
         }
         for (&pid, &(synth, gpu)) in &roles {
@@ -52,13 +57,16 @@ impl Timeline {
 
         // Synthesis: lanes per process.
         let mut by_pid: BTreeMap<u32, Vec<Span>> = BTreeMap::new();
-        for s in &iv.synth {
+        let mut phases: BTreeMap<u32, Vec<SynthPhases>> = BTreeMap::new();
+        for (s, p) in iv.synth.iter().zip(&iv.phases) {
             by_pid.entry(s.pid).or_default().push(*s);
+            phases.entry(s.pid).or_default().push(*p);
         }
         for (pid, spans) in by_pid {
             let lanes = pack_lanes(&spans);
             let mut named = vec![false; lanes.iter().max().map_or(0, |m| m + 1)];
-            for (s, lane) in spans.iter().zip(lanes) {
+            let ms = |ns: Option<u64>| ns.map(|ns| ns as f64 / 1e6);
+            for ((s, lane), p) in spans.iter().zip(lanes).zip(&phases[&pid]) {
                 let tid = SYNTH_TID_BASE + lane as u64;
                 if !named[lane] {
                     named[lane] = true;
@@ -73,7 +81,10 @@ impl Timeline {
                     "name": format!("synth j{} p{}", s.job_id, s.partition),
                     "cat": "synth", "ph": "X", "pid": pid, "tid": tid,
                     "ts": us(s.start_ns), "dur": s.duration_ns() as f64 / 1e3,
-                    "args": {"job": s.job_id, "partition": s.partition},
+                    "args": {"job": s.job_id, "partition": s.partition, "thread": p.tid,
+                             "slot_wait_ms": ms(p.slot_wait_ns()),
+                             "witness_ms": ms(p.witness_ns()),
+                             "products_ms": ms(p.products_ns())},
                 }));
             }
         }

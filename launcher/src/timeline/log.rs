@@ -45,7 +45,8 @@ pub enum ParseErrorKind {
 
 impl Timeline {
     /// Writes one line per event:
-    /// `TIMELINE SYNTH_START job=1 part=0 slot=3 pid=4242 t_ns=123456789` (`slot=-` where no slot).
+    /// `TIMELINE SYNTH_START job=1 part=0 slot=3 pid=4242 tid=4250 t_ns=123456789` (`slot=-` where
+    /// no slot, no `tid` where none was recorded).
     pub fn write_log<W: Write>(&self, mut w: W) -> io::Result<()> {
         for e in &self.events {
             writeln!(w, "{}", log_line(e))?;
@@ -76,8 +77,12 @@ fn log_line(e: &TimelineEvent) -> String {
     } else {
         e.slot.to_string()
     };
+    let tid = match e.tid {
+        0 => String::new(),
+        t => format!(" tid={t}"),
+    };
     format!(
-        "TIMELINE {} job={} part={} slot={} pid={} t_ns={}",
+        "TIMELINE {} job={} part={} slot={} pid={}{tid} t_ns={}",
         e.kind.as_str(),
         e.job_id,
         e.partition,
@@ -115,6 +120,11 @@ fn parse_fields<'a>(
         partition: num(&fields, "part")?,
         slot,
         pid: num(&fields, "pid")?,
+        // Logs written before threads were recorded have none.
+        tid: match fields.get("tid") {
+            None => 0,
+            Some(_) => num(&fields, "tid")?,
+        },
         t_ns: num(&fields, "t_ns")?,
     })
 }
@@ -123,6 +133,30 @@ fn parse_fields<'a>(
 mod tests {
     use super::*;
     use crate::timeline::tests::{ev, sample};
+
+    #[test]
+    fn the_thread_id_round_trips_and_old_logs_without_it_read_as_zero() {
+        let e = TimelineEvent {
+            tid: 4250,
+            ..ev(EventKind::SynthTaken, 2, 1, 4242, 5)
+        };
+        let line = log_line(&e);
+        assert_eq!(
+            line,
+            "TIMELINE SYNTH_TAKEN job=2 part=1 slot=1 pid=4242 tid=4250 t_ns=5000000"
+        );
+        let back = Timeline::parse_log(&line).unwrap();
+        assert_eq!(back.events(), &[e]);
+        let old = Timeline::parse_log("TIMELINE SYNTH_START job=2 part=1 slot=1 pid=4242 t_ns=5")
+            .unwrap();
+        assert_eq!(old.events()[0].tid, 0);
+        let bad =
+            Timeline::parse_log("TIMELINE SYNTH_START job=2 part=1 slot=1 pid=1 tid=x t_ns=5");
+        assert!(
+            bad.unwrap_err().to_string().contains("`x` for field `tid`"),
+            "a bad thread id is named"
+        );
+    }
 
     #[test]
     fn log_round_trips_and_skips_other_lines() {

@@ -1,8 +1,9 @@
 //! The proof timeline: events from every process, and the views made from them.
 //!
-//! Every process of a run records [`TimelineEvent`]s (`SYNTH_START`, `SYNTH_END`, `SLOT_PUBLISH`,
-//! `GPU_CLAIM`, `GPU_START`, `GPU_END`, `PROOF_DONE`) stamped with `CLOCK_MONOTONIC`, which is one
-//! clock for all processes of a host. The launcher collects them into a [`Timeline`] and renders:
+//! Every process of a run records [`TimelineEvent`]s (`JOB_QUEUED`, `SYNTH_HANDOUT`,
+//! `SYNTH_TAKEN`, `SYNTH_START`, `WITNESS_END`, `SYNTH_END`, `SLOT_PUBLISH`, `GPU_CLAIM`,
+//! `GPU_START`, `GPU_END`, `PROOF_DONE`) stamped with `CLOCK_MONOTONIC`, which is one clock for
+//! all processes of a host, and with the recording thread's id. The launcher collects them into a [`Timeline`] and renders:
 //!
 //! - a `TIMELINE` log, one line per event ([`Timeline::write_log`], read back by
 //!   [`Timeline::parse_log`]);
@@ -29,7 +30,7 @@
 //! use launcher::timeline::Timeline;
 //! use shm_protocol::control::{EventKind, TimelineEvent};
 //!
-//! let ev = |kind, t_ns| TimelineEvent { kind, job_id: 1, partition: 0, slot: 0, pid: 7, t_ns };
+//! let ev = |kind, t_ns| TimelineEvent { kind, job_id: 1, partition: 0, slot: 0, pid: 7, tid: 0, t_ns };
 //! let mut t = Timeline::new();
 //! t.extend([
 //!     ev(EventKind::SynthStart, 0),
@@ -65,8 +66,12 @@ pub use ascii::ASCII_MAX_ROWS;
 pub use log::{kind_from_str, ParseError, ParseErrorKind};
 
 /// Every event kind, in the order of a proof's path.
-pub const ALL_KINDS: [EventKind; 7] = [
+pub const ALL_KINDS: [EventKind; 11] = [
+    EventKind::JobQueued,
+    EventKind::SynthHandout,
+    EventKind::SynthTaken,
     EventKind::SynthStart,
+    EventKind::WitnessEnd,
     EventKind::SynthEnd,
     EventKind::SlotPublish,
     EventKind::GpuClaim,
@@ -75,8 +80,7 @@ pub const ALL_KINDS: [EventKind; 7] = [
     EventKind::ProofDone,
 ];
 
-/// The `slot` value of an event that involves no ring slot.
-pub const NO_SLOT: u32 = u32::MAX;
+pub use shm_protocol::control::NO_SLOT;
 
 /// A `GPU_CLAIM` stamped at most this long before the `SLOT_PUBLISH` of the same partition is
 /// paired with it as a zero wait: a producer that stamps the publish after making the slot
@@ -140,6 +144,65 @@ impl GpuBatch {
     }
 }
 
+/// The phases of one completed synthesis, from the events of its attempt that completed
+/// (monotonic ns; `None` where the event was not recorded: `WITNESS_END` exists for the
+/// pre-compiled synthesis only, the launcher's events only in the split pipeline).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SynthPhases {
+    /// Job id.
+    pub job_id: u64,
+    /// Partition index.
+    pub partition: u32,
+    /// Process that synthesized it.
+    pub pid: u32,
+    /// Thread that synthesized it (0: not recorded).
+    pub tid: u32,
+    /// `JOB_QUEUED`: the launcher accepted the partition.
+    pub queued_ns: Option<u64>,
+    /// `SYNTH_HANDOUT`: the launcher sent it to synth-proc.
+    pub handout_ns: Option<u64>,
+    /// `SYNTH_TAKEN`: a synthesis worker took it and began waiting for a slot.
+    pub taken_ns: Option<u64>,
+    /// `SYNTH_START`: its slot was reserved.
+    pub start_ns: u64,
+    /// `WITNESS_END`: the witness pass ended and the products began.
+    pub witness_end_ns: Option<u64>,
+    /// `SYNTH_END`.
+    pub end_ns: u64,
+}
+
+impl SynthPhases {
+    /// Waiting in the launcher to be handed out (`JOB_QUEUED` → `SYNTH_HANDOUT`), ns.
+    pub fn handout_wait_ns(&self) -> Option<u64> {
+        Some(self.handout_ns?.saturating_sub(self.queued_ns?))
+    }
+
+    /// Waiting in synth-proc's queue for a worker (`SYNTH_HANDOUT` → `SYNTH_TAKEN`), ns.
+    pub fn worker_wait_ns(&self) -> Option<u64> {
+        Some(self.taken_ns?.saturating_sub(self.handout_ns?))
+    }
+
+    /// Waiting for a free ring slot (`SYNTH_TAKEN` → `SYNTH_START`), ns.
+    pub fn slot_wait_ns(&self) -> Option<u64> {
+        Some(self.start_ns.saturating_sub(self.taken_ns?))
+    }
+
+    /// The witness pass (`SYNTH_START` → `WITNESS_END`), ns.
+    pub fn witness_ns(&self) -> Option<u64> {
+        Some(self.witness_end_ns?.saturating_sub(self.start_ns))
+    }
+
+    /// The products (`WITNESS_END` → `SYNTH_END`), ns.
+    pub fn products_ns(&self) -> Option<u64> {
+        Some(self.end_ns.saturating_sub(self.witness_end_ns?))
+    }
+
+    /// The synthesis itself (`SYNTH_START` → `SYNTH_END`), ns.
+    pub fn synthesis_ns(&self) -> u64 {
+        self.end_ns.saturating_sub(self.start_ns)
+    }
+}
+
 /// The intervals of a timeline (see the module's pairing rules).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Intervals {
@@ -147,6 +210,8 @@ pub struct Intervals {
     pub rows: Vec<(u64, u32)>,
     /// Completed syntheses.
     pub synth: Vec<Span>,
+    /// The phases of every completed synthesis, in the order of `synth`.
+    pub phases: Vec<SynthPhases>,
     /// `SYNTH_START` events, completed or not (a retried partition counts twice).
     pub synth_started: usize,
     /// Time in the ring: `SLOT_PUBLISH` → the next `GPU_CLAIM`.
@@ -218,6 +283,10 @@ impl Timeline {
         let mut out = Intervals::default();
         #[derive(Default)]
         struct Open {
+            queued: Option<u64>,
+            handout: Option<u64>,
+            taken: Option<u64>,
+            witness_end: Option<u64>,
             synth: Option<TimelineEvent>,
             publish: Option<TimelineEvent>,
             early_claim: Option<TimelineEvent>,
@@ -246,13 +315,37 @@ impl Timeline {
                 }
             };
             match e.kind {
+                EventKind::JobQueued => o.queued = Some(e.t_ns),
+                // A retry is handed out again: its phases start over from that hand-out.
+                EventKind::SynthHandout => {
+                    o.handout = Some(e.t_ns);
+                    o.taken = None;
+                }
+                EventKind::SynthTaken => o.taken = Some(e.t_ns),
                 EventKind::SynthStart => {
                     out.synth_started += 1;
                     o.synth = Some(*e);
+                    o.witness_end = None;
                 }
+                EventKind::WitnessEnd => o.witness_end = Some(e.t_ns),
                 EventKind::SynthEnd => {
-                    out.synth
-                        .extend(close(o.synth.take(), &mut out.unpaired_ends));
+                    let start = o.synth.take();
+                    if let Some(span) = close(start, &mut out.unpaired_ends) {
+                        let s = start.expect("a span closes an open start");
+                        out.phases.push(SynthPhases {
+                            job_id: e.job_id,
+                            partition: e.partition,
+                            pid: s.pid,
+                            tid: s.tid,
+                            queued_ns: o.queued,
+                            handout_ns: o.handout.take(),
+                            taken_ns: o.taken.take(),
+                            start_ns: span.start_ns,
+                            witness_end_ns: o.witness_end.take().filter(|&w| w >= s.t_ns),
+                            end_ns: span.end_ns,
+                        });
+                        out.synth.push(span);
+                    }
                 }
                 EventKind::SlotPublish => match o.early_claim.take() {
                     // The consumer's stamp came first (see `CLAIM_SKEW_NS`): no wait.
@@ -302,6 +395,34 @@ impl Timeline {
     }
 }
 
+impl Intervals {
+    /// Syntheses that began on a thread while another synthesis recorded on the same thread
+    /// (same process, same thread id) was still running: each such synthesis waited for a whole
+    /// other one to finish before its own could (issue 30). Zero in a healthy pipeline; events
+    /// without a thread id are not counted.
+    pub fn nested_syntheses(&self) -> usize {
+        let mut by_thread: HashMap<(u32, u32), Vec<(u64, u64)>> = HashMap::new();
+        for p in self.phases.iter().filter(|p| p.tid != 0) {
+            by_thread
+                .entry((p.pid, p.tid))
+                .or_default()
+                .push((p.start_ns, p.end_ns));
+        }
+        let mut nested = 0;
+        for spans in by_thread.values_mut() {
+            spans.sort_unstable();
+            let mut open_until = 0;
+            for &(start, end) in spans.iter() {
+                if start < open_until {
+                    nested += 1;
+                }
+                open_until = open_until.max(end);
+            }
+        }
+        nested
+    }
+}
+
 /// Sort key of an event: time, then the kind's place on a proof's path.
 fn order_key(e: &TimelineEvent) -> (u64, usize) {
     let rank = ALL_KINDS
@@ -342,6 +463,7 @@ pub(crate) mod tests {
             partition: part,
             slot: part,
             pid,
+            tid: 0,
             t_ns: t_ms * 1_000_000,
         }
     }
@@ -373,6 +495,73 @@ pub(crate) mod tests {
             ev(GpuEnd, 2, 0, 20, 260),
             ev(ProofDone, 2, 0, 1, 262),
         ])
+    }
+
+    #[test]
+    fn a_synthesis_has_its_phases_and_a_retry_starts_them_over() {
+        use EventKind::*;
+        let on = |e: TimelineEvent, tid| TimelineEvent { tid, ..e };
+        let t = Timeline::from_events([
+            ev(JobQueued, 1, 0, 1, 0),
+            ev(SynthHandout, 1, 0, 1, 10),
+            on(ev(SynthTaken, 1, 0, 2, 15), 7),
+            on(ev(SynthStart, 1, 0, 2, 20), 7),
+            // synth-proc died here; the launcher hands the partition out again.
+            ev(SynthHandout, 1, 0, 1, 100),
+            on(ev(SynthTaken, 1, 0, 3, 130), 8),
+            on(ev(SynthStart, 1, 0, 3, 160), 8),
+            on(ev(WitnessEnd, 1, 0, 3, 200), 8),
+            on(ev(SynthEnd, 1, 0, 3, 260), 8),
+            // A full synthesis: no witness phase, no launcher events (in-process).
+            on(ev(SynthStart, 2, 0, 4, 0), 9),
+            on(ev(SynthEnd, 2, 0, 4, 50), 9),
+        ]);
+        let iv = t.intervals();
+        assert_eq!(iv.synth_started, 3);
+        assert_eq!(iv.phases.len(), 2);
+        let p = iv.phases.iter().find(|p| p.job_id == 1).unwrap();
+        let ms = |ns: Option<u64>| ns.map(|ns| ns / 1_000_000);
+        assert_eq!((p.pid, p.tid), (3, 8));
+        assert_eq!(ms(p.handout_wait_ns()), Some(100));
+        assert_eq!(ms(p.worker_wait_ns()), Some(30));
+        assert_eq!(ms(p.slot_wait_ns()), Some(30));
+        assert_eq!(ms(p.witness_ns()), Some(40));
+        assert_eq!(ms(p.products_ns()), Some(60));
+        assert_eq!(p.synthesis_ns() / 1_000_000, 100);
+        let q = iv.phases.iter().find(|p| p.job_id == 2).unwrap();
+        assert_eq!(
+            (q.handout_wait_ns(), q.witness_ns(), q.products_ns()),
+            (None, None, None)
+        );
+        assert_eq!(q.synthesis_ns() / 1_000_000, 50);
+        assert_eq!(iv.nested_syntheses(), 0);
+    }
+
+    #[test]
+    fn a_synthesis_begun_inside_another_on_the_same_thread_is_nested() {
+        use EventKind::*;
+        let on = |e: TimelineEvent, tid| TimelineEvent { tid, ..e };
+        let t = Timeline::from_events([
+            // Thread 5 runs partition 0; its products' join picks up partition 1.
+            on(ev(SynthStart, 1, 0, 2, 0), 5),
+            on(ev(SynthStart, 1, 1, 2, 10), 5),
+            on(ev(SynthEnd, 1, 1, 2, 90), 5),
+            on(ev(SynthEnd, 1, 0, 2, 100), 5),
+            // Overlapping in time but on other threads, or on another process's thread 5,
+            // or on a thread not recorded: not nested.
+            on(ev(SynthStart, 1, 2, 2, 20), 6),
+            on(ev(SynthEnd, 1, 2, 2, 80), 6),
+            on(ev(SynthStart, 1, 3, 3, 20), 5),
+            on(ev(SynthEnd, 1, 3, 3, 80), 5),
+            ev(SynthStart, 1, 4, 2, 20),
+            ev(SynthEnd, 1, 4, 2, 80),
+            ev(SynthStart, 1, 5, 2, 20),
+            ev(SynthEnd, 1, 5, 2, 80),
+            // One after the other on thread 5: not nested.
+            on(ev(SynthStart, 1, 6, 2, 100), 5),
+            on(ev(SynthEnd, 1, 6, 2, 120), 5),
+        ]);
+        assert_eq!(t.intervals().nested_syntheses(), 1);
     }
 
     #[test]
