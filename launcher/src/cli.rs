@@ -74,9 +74,10 @@ pub struct PipelineArgs {
     /// Number of gpu-procs (one per GPU).
     #[arg(long, default_value_t = 1)]
     pub gpus: usize,
-    /// Cores given to each gpu-proc (the rest go to synth-proc).
-    #[arg(long, default_value_t = 1)]
-    pub gpu_cores: usize,
+    /// Cores given to each gpu-proc, the rest go to synth-proc (default: by backend, see
+    /// `launcher::pinning::default_gpu_cores`: 1 for `gpu`).
+    #[arg(long)]
+    pub gpu_cores: Option<usize>,
     /// Circuits proved together in one backend call.
     #[arg(long, default_value_t = 1)]
     pub batch: usize,

@@ -213,9 +213,10 @@ pub struct CpusConfig {
     /// `auto`, `cgroup-v2`, `cgroup-v1`, `affinity`.
     #[serde(default = "default_mode")]
     pub mode: String,
-    /// Cores per gpu-proc in the automatic layout.
-    #[serde(default = "default_gpu_cores")]
-    pub gpu_cores: usize,
+    /// Cores per gpu-proc in the automatic layout; unset: by backend
+    /// ([`crate::pinning::default_gpu_cores`]).
+    #[serde(default)]
+    pub gpu_cores: Option<usize>,
     /// Explicit synth-proc cores.
     #[serde(default)]
     pub synth: Option<String>,
@@ -225,7 +226,7 @@ impl Default for CpusConfig {
     fn default() -> Self {
         CpusConfig {
             mode: default_mode(),
-            gpu_cores: default_gpu_cores(),
+            gpu_cores: None,
             synth: None,
         }
     }
@@ -392,9 +393,6 @@ fn default_huge() -> String {
 }
 fn default_mode() -> String {
     "auto".into()
-}
-fn default_gpu_cores() -> usize {
-    1
 }
 fn default_backend() -> BackendKind {
     BackendKind::Cpu

@@ -319,7 +319,9 @@ fn apart(
 }
 
 /// The best split row's layout as config sections: the split row without the noisy neighbour
-/// with the highest throughput (within 1 %, the lower p99 latency), rendered as the `[cpus]`,
+/// with the highest throughput (within 1 %, the one whose gpu-procs have the fewest cpus, as
+/// [`crate::pinning::default_gpu_cores`] gives them only what their backend needs, then the
+/// lower p99 latency), rendered as the `[cpus]`,
 /// `[[gpu]]` and `[synthesis]` sections of `systemd/config.example.toml` with the bench's
 /// `backend` and `batch`. `None` when no such row has a throughput.
 pub fn recommend(rows: &[SweepRow], backend: &str, batch: usize) -> Option<String> {
@@ -336,8 +338,15 @@ pub fn recommend(rows: &[SweepRow], backend: &str, batch: usize) -> Option<Strin
         .iter()
         .filter(|r| r.row.proofs_per_s.is_some_and(|t| t >= 0.99 * top))
         .min_by(|a, b| {
+            let cpus = |r: &SweepRow| {
+                r.gpu_cpus
+                    .split(';')
+                    .filter_map(|c| c.parse::<CpuList>().ok())
+                    .map(|c| c.len())
+                    .sum::<usize>()
+            };
             let p = |r: &SweepRow| r.latency_p99_s.unwrap_or(f64::INFINITY);
-            p(a).total_cmp(&p(b))
+            cpus(a).cmp(&cpus(b)).then(p(a).total_cmp(&p(b)))
         })?;
     let mut s = String::new();
     let _ = writeln!(
@@ -512,5 +521,14 @@ mod tests {
         );
         // No split row: nothing to recommend.
         assert!(recommend(&rows[..2], "gpu", 1).is_none());
+        // Within 1 %, the gpu-procs with fewer cpus win over a lower p99: the cores go to
+        // synthesis, as the backend's default layout gives them.
+        let mut one = row("gpu 1 core", "split", false, 3.47, 3.0);
+        one.gpu_cpus = "15".into();
+        let text = recommend(&[rows[3].clone(), rows[4].clone(), one], "gpu", 1).unwrap();
+        assert!(
+            text.starts_with("# best measured layout: gpu 1 core"),
+            "{text}"
+        );
     }
 }

@@ -69,7 +69,14 @@ pub fn sweep_plan(
         .map(|s| s.parse::<Smt>().map_err(anyhow::Error::msg))
         .collect::<anyhow::Result<_>>()
         .context("--sweep-smt")?;
-    let gpu_cores = list(args.sweep_gpu_cores.as_deref(), args.pipeline.gpu_cores)?;
+    let default_cores = args.pipeline.gpu_cores.unwrap_or_else(|| {
+        crate::pinning::default_gpu_cores(
+            &[args.pipeline.backend],
+            super::settings::allowed_cpus(),
+            gpu_procs,
+        )
+    });
+    let gpu_cores = list(args.sweep_gpu_cores.as_deref(), default_cores)?;
     let (layouts, notes) = layout::layouts(topology, gpu_procs, &gpu_cores, &smt)?;
     let hog_cpus = args
         .hog_cpus

@@ -35,7 +35,9 @@ pub fn for_circuit(
         .pin
         .parse::<PinChoice>()
         .map_err(|e| anyhow::anyhow!("--pin: {e}"))?;
-    s.gpu_cores = args.gpu_cores;
+    s.gpu_cores = args.gpu_cores.unwrap_or_else(|| {
+        crate::pinning::default_gpu_cores(&[args.backend], allowed_cpus(), args.gpus)
+    });
     s.synth_concurrency = args.synth_concurrency;
     s.synth_lookahead = args.synth_lookahead;
     s.synthesis = crate::r1cs::SynthesisSettings {
@@ -54,6 +56,12 @@ pub fn for_circuit(
         })
         .collect();
     Ok(s)
+}
+
+/// The cpus this process may use (what the automatic layout shares out); 1 if unreadable (the
+/// layout then says what is wrong).
+pub fn allowed_cpus() -> usize {
+    crate::pinning::CpuList::allowed().map_or(1, |c| c.len())
 }
 
 /// Resolves a config file into pipeline settings.
@@ -90,7 +98,10 @@ pub fn from_config(config: &Config) -> anyhow::Result<PipelineSettings> {
     };
     s.huge_pages = config.ring.huge_page_policy()?;
     s.pin = config.pin_choice()?;
-    s.gpu_cores = config.cpus.gpu_cores;
+    s.gpu_cores = config.cpus.gpu_cores.unwrap_or_else(|| {
+        let backends: Vec<_> = config.gpu.iter().map(|g| g.backend).collect();
+        crate::pinning::default_gpu_cores(&backends, allowed_cpus(), config.gpu.len())
+    });
     s.synth_cpus = config
         .cpus
         .synth

@@ -2,7 +2,38 @@
 
 use std::fmt;
 
+use shm_protocol::control::BackendKind;
+
 use super::{CpuList, ErrorKind, Result};
+
+/// The cores each gpu-proc gets by default (`[cpus] gpu_cores` and `--gpu-cores` unset) when
+/// `gpus` gpu-procs of these `backends` share `cpus` cpus with synth-proc: what each backend's
+/// prover does on the host.
+///
+/// - `gpu`: 1. Everything of a proof runs on the GPU; its host thread spends a few percent of
+///   one core per GPU-second (copies queued, two fixed-base products). Every other core
+///   synthesizes.
+/// - `cuda` (supraseal-c2): its B_G2 multi-exponentiation and the bucket preparation run on a
+///   host thread pool sized to the gpu-proc's cores: up to 6, at most a quarter of the cpus
+///   per gpu-proc.
+/// - `cpu`: the prover is the CPU: the cpus are shared evenly between synth-proc and the
+///   gpu-procs.
+///
+/// Never less than 1, and always leaving synth-proc at least one cpu where there is one to leave.
+pub fn default_gpu_cores(backends: &[BackendKind], cpus: usize, gpus: usize) -> usize {
+    let gpus = gpus.max(1);
+    let each = backends
+        .iter()
+        .map(|b| match b {
+            BackendKind::Gpu => 1,
+            BackendKind::Cuda => (cpus / (4 * gpus)).clamp(1, 6),
+            BackendKind::Cpu => cpus / (gpus + 1),
+        })
+        .max()
+        .unwrap_or(1);
+    let most = cpus.saturating_sub(1) / gpus;
+    each.min(most).max(1)
+}
 
 /// Which cpus each child process gets: one set for synth-proc, one per gpu-proc.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -136,6 +167,29 @@ impl fmt::Display for Layout {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_default_gpu_cores_follow_the_backend_and_leave_synthesis_a_cpu() {
+        use BackendKind::*;
+        // A 16-core GPU host with one GPU.
+        assert_eq!(default_gpu_cores(&[Gpu], 16, 1), 1);
+        assert_eq!(default_gpu_cores(&[Cuda], 16, 1), 4);
+        assert_eq!(default_gpu_cores(&[Cuda], 64, 1), 6);
+        assert_eq!(default_gpu_cores(&[Cpu], 16, 1), 8);
+        // Eight GPUs on 128 cores; mixed backends take the most any of them needs.
+        assert_eq!(default_gpu_cores(&[Gpu], 128, 8), 1);
+        assert_eq!(default_gpu_cores(&[Cuda], 128, 8), 4);
+        assert_eq!(default_gpu_cores(&[Gpu, Cuda], 128, 8), 4);
+        assert_eq!(default_gpu_cores(&[Cpu], 128, 8), 14);
+        // The 2-core dev machine: one each.
+        for b in [Gpu, Cuda, Cpu] {
+            assert_eq!(default_gpu_cores(&[b], 2, 1), 1);
+        }
+        // Synthesis keeps a cpu; one cpu is shared (the layout refuses it, with the reason).
+        assert_eq!(default_gpu_cores(&[Cpu], 3, 2), 1);
+        assert_eq!(default_gpu_cores(&[Cpu], 1, 1), 1);
+        assert_eq!(default_gpu_cores(&[], 16, 1), 1);
+    }
 
     fn list(s: &str) -> CpuList {
         s.parse().unwrap()

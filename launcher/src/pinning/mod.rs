@@ -85,5 +85,5 @@ mod placement;
 pub use cgroup::{PinChoice, PinKind, PinMode, LAUNCHER_LEAF};
 pub use cpulist::{verify, CpuList, MAX_CPUS};
 pub use error::{Error, ErrorKind, Result};
-pub use layout::Layout;
+pub use layout::{default_gpu_cores, Layout};
 pub use placement::{Placement, GROUP_PREFIX};
