@@ -2261,6 +2261,35 @@ extern "C" void splitprover_gpu_msm_cover(size_t n, sp_msm_plan* out)
     *out = sp_cover(n);
 }
 
+// What `splitprover_gpu_create` would allocate for an SRS of these lengths (its pointers are not
+// read) on a device of `sms` multiprocessors: the device-memory planner's figures
+// (kernels::backend::plan), in bytes.
+struct sp_layout_bytes {
+    size_t srs_h, srs_l, srs_a, srs_b_g1, srs_b_g2;   // the SRS queries, resident
+    size_t set;                                       // one input set
+    size_t once;                                      // scratch allocated once
+    size_t h_digits;                                  // the H MSM's digits, part of `once`
+    size_t reserve;                                   // left free beside a second input set
+    uint32_t wbits_h, chunks_h;                       // the H MSM's plan
+};
+
+extern "C" void splitprover_gpu_layout(const sp_srs* srs, int sms, uint32_t wbits_h,
+                                       uint32_t chunks_h, sp_layout_bytes* out)
+{
+    sp_layout l = sp_layout_of(*srs, sms, wbits_h, chunks_h);
+    out->srs_h = srs->n_h * sizeof(affine_t);
+    out->srs_l = srs->n_l * sizeof(affine_t);
+    out->srs_a = srs->n_a * sizeof(affine_t);
+    out->srs_b_g1 = srs->n_b * sizeof(affine_t);
+    out->srs_b_g2 = srs->n_b * sizeof(affine_fp2_t);
+    out->set = l.set_bytes();
+    out->once = l.once_bytes();
+    out->h_digits = l.plan_h.digits * sizeof(uint32_t);
+    out->reserve = SP_RESERVE;
+    out->wbits_h = l.plan_h.wbits;
+    out->chunks_h = (uint32_t)l.plan_h.batch;
+}
+
 // sppark's host-side row integration (`msm_t::integrate_row`) over integers modulo 2^64 instead
 // of points, against the per-segment weights of `sp_window_term`, for random row sums, every
 // window size from 10 to 18 bits with its full and its top window, and both groups' rows

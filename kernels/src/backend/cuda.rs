@@ -88,7 +88,11 @@ mod ffi {
         /// changes between CUDA versions, so callers pass a buffer larger than any of them.
         pub fn cudaGetDeviceProperties(prop: *mut c_void, device: c_int) -> c_int;
         pub fn cudaMemGetInfo(free: *mut usize, total: *mut usize) -> c_int;
+        pub fn cudaDeviceGetAttribute(value: *mut c_int, attr: c_int, device: c_int) -> c_int;
     }
+
+    /// `cudaDevAttrMultiProcessorCount`.
+    pub const ATTR_MULTIPROCESSORS: c_int = 16;
 
     extern "C" {
         /// Defined by our patched copy of supraseal-c2 (vendor/supraseal-c2): the number of
@@ -212,6 +216,17 @@ pub(super) fn current_device() -> Result<c_int, Error> {
         return Err(cuda_error(code, "`cudaGetDevice` failed"));
     }
     Ok(device)
+}
+
+/// The multiprocessors of CUDA device `device` (`cudaDevAttrMultiProcessorCount`).
+pub(super) fn multiprocessors(device: c_int) -> Result<u32, Error> {
+    let mut n: c_int = 0;
+    // SAFETY: `n` is a valid, writable c_int for the duration of the call.
+    let code = unsafe { ffi::cudaDeviceGetAttribute(&mut n, ffi::ATTR_MULTIPROCESSORS, device) };
+    if code != ffi::SUCCESS {
+        return Err(cuda_error(code, "`cudaDeviceGetAttribute` failed"));
+    }
+    Ok(u32::try_from(n).unwrap_or(0))
 }
 
 /// Name and memory of the current CUDA device: [`ErrorKind::NoGpu`] without a device or driver.

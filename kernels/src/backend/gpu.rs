@@ -50,7 +50,7 @@ use crate::srs::{SrsLengths, SrsView};
 use crate::{Error, ErrorKind};
 
 /// The C++ side's types, mirrored field for field (`kernels/cuda/gpu_prover.cu`).
-mod ffi {
+pub(super) mod ffi {
     use super::*;
 
     /// Opaque `GpuContext`.
@@ -145,6 +145,23 @@ mod ffi {
         }
     }
 
+    /// `sp_layout_bytes`: what a context allocates (see `super::super::plan`).
+    #[repr(C)]
+    #[derive(Default)]
+    pub struct LayoutBytes {
+        pub srs_h: usize,
+        pub srs_l: usize,
+        pub srs_a: usize,
+        pub srs_b_g1: usize,
+        pub srs_b_g2: usize,
+        pub set: usize,
+        pub once: usize,
+        pub h_digits: usize,
+        pub reserve: usize,
+        pub wbits_h: u32,
+        pub chunks_h: u32,
+    }
+
     #[repr(C)]
     #[derive(Default)]
     pub struct Upload {
@@ -193,6 +210,13 @@ mod ffi {
         ) -> sppark::Error;
         pub fn splitprover_gpu_msm_plan(n: usize, wbits: u32, out: *mut super::MsmPlan);
         pub fn splitprover_gpu_msm_cover(n: usize, out: *mut super::MsmPlan);
+        pub fn splitprover_gpu_layout(
+            srs: *const Srs,
+            sms: c_int,
+            wbits_h: u32,
+            chunks_h: u32,
+            out: *mut LayoutBytes,
+        );
         pub fn splitprover_gpu_tail_size(big: usize, cap: usize) -> usize;
         pub fn splitprover_gpu_window_check(seed: u64) -> u32;
         pub fn splitprover_gpu_side_check(
@@ -307,6 +331,10 @@ pub struct GpuOptions {
     /// `Some(true)` on the device, `Some(false)` on the host, `None` (default) on the device from
     /// a 2^20 domain up, where the H MSM hides the device's chains. Same bytes either way.
     pub device_finish: Option<bool>,
+    /// Device memory the context may take, bytes (`[[gpu]] memory_budget`); `None`: what the
+    /// device has free. Capped at what it has free. The layout is planned within it
+    /// ([`super::plan`]): fewer input sets, then the H MSM in more chunks, else refused.
+    pub memory_budget: Option<u64>,
 }
 
 impl Default for GpuOptions {
@@ -317,6 +345,7 @@ impl Default for GpuOptions {
             h_chunks: None,
             graphs: true,
             device_finish: None,
+            memory_budget: None,
         }
     }
 }
@@ -341,6 +370,10 @@ pub struct Residency {
     pub h_chunks: u32,
     /// Whether the device finishes every proof ([`GpuOptions::device_finish`]).
     pub device_finish: bool,
+    /// The budget the layout was planned for ([`GpuOptions::memory_budget`]), bytes.
+    pub budget_bytes: u64,
+    /// What the plan allocates, bytes (at most `budget_bytes`).
+    pub planned_bytes: u64,
 }
 
 /// One Pippenger run's shape as the `gpu` backend plans it (sppark's choice for `n` points):
@@ -617,10 +650,23 @@ impl GpuBackend {
             b_g2: srs.b_g2().as_ptr(),
             n_inputs: lens.ic,
         };
+        let device = current_device()?;
+        let free = super::cuda::device_info()?.free_bytes;
+        let plan = super::plan::plan(
+            &lens,
+            &super::plan::PlanRequest {
+                sms: super::cuda::multiprocessors(device)?,
+                budget: options.memory_budget.unwrap_or(free).min(free),
+                overlap: options.overlap,
+                h_window_bits: wbits_h,
+                h_chunks: options.h_chunks,
+            },
+        )?;
+        tracing::debug!(plan = %plan.describe(), "gpu backend: device memory planned");
         let opts = ffi::Options {
-            double_buffer: c_int::from(options.overlap),
-            wbits_h,
-            chunks_h,
+            double_buffer: c_int::from(plan.input_sets == 2),
+            wbits_h: plan.layout.h_window_bits,
+            chunks_h: plan.layout.h_chunks,
             no_graphs: c_int::from(!options.graphs),
             finish: match options.device_finish {
                 None => 0,
@@ -628,7 +674,6 @@ impl GpuBackend {
                 Some(false) => 2,
             },
         };
-        let device = current_device()?;
         let image = srs.as_bytes();
         let mut ctx: *mut ffi::Context = std::ptr::null_mut();
         let mut stats = ffi::Upload::default();
@@ -661,6 +706,8 @@ impl GpuBackend {
             h_window_bits: stats.wbits_h,
             h_chunks: stats.chunks_h,
             device_finish: stats.device_finish != 0,
+            budget_bytes: plan.budget,
+            planned_bytes: plan.bytes(),
         };
         tracing::info!(
             ?lens,
@@ -672,6 +719,7 @@ impl GpuBackend {
             h_window_bits = residency.h_window_bits,
             h_chunks = residency.h_chunks,
             device_finish = residency.device_finish,
+            plan = %plan.describe(),
             "gpu backend: SRS resident on the device"
         );
         Ok(GpuBackend {
