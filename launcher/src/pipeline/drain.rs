@@ -5,10 +5,10 @@
 //! How new work is held back: `Core::pump_synth` sends nothing while `Core::holding` is set,
 //! so pending partitions stay `Pending` (a synth-proc restarted during the drain gets none
 //! either). What synth-proc had already been sent still runs: at most `synth_concurrency +
-//! synth_lookahead` partitions (the bounded hand-out), so the drain waits for those and what is
-//! in the ring, not for the whole queue. Partitions held back stay
-//! `Pending` in the job table and are failed by `shutdown`; the service's journal keeps their jobs
-//! as accepted, so they run again after the next start.
+//! synth_lookahead` partitions (the bounded hand-out), so the drain waits for those, what is in
+//! the ring and the proofs on the verifier pool, not for the whole queue. Partitions held back
+//! stay `Pending` in the job table and are failed by `shutdown`; the service's journal keeps
+//! their jobs as accepted, so they run again after the next start.
 
 use std::thread;
 use std::time::{Duration, Instant};

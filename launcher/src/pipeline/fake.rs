@@ -360,7 +360,7 @@ impl World {
     }
 
     /// The proofs handed to the verifier since the last call (other actions dropped).
-    pub(super) fn to_verify(&mut self) -> Vec<VerifyTask> {
+    pub(super) fn checks(&mut self) -> Vec<VerifyTask> {
         self.actions()
             .into_iter()
             .filter_map(|a| match a {

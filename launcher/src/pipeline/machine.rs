@@ -2,7 +2,8 @@
 //!
 //! Events in, actions out (the shape of quinn-proto's `Connection`):
 //! - in: what a supervisor reports of a child ([`ChildEvent`]: started, a message, exited, down,
-//!   given up), a proof's verdict ([`Verdict`], from the verifier pool), a tick, a submission
+//!   given up), a proof's verdict ([`Verdict`](super::verify::Verdict), from the verifier
+//!   pool), a tick, a submission
 //!   or a cancel from a client thread ([`Core::accept`], [`Core::cancel`]), each with the time it
 //!   happened where time matters (`now`);
 //! - out: messages queued on the children's [`Outbox`]es (never a write to a socket: the
@@ -18,6 +19,20 @@
 //! The transitions are split by subject: child lifecycle, messages and liveness here; the
 //! hand-out of partitions to synth-proc in `submit`; DONE slots, proof checks and outcomes in
 //! `results`; timing in `stats`; SRS residency in `srs_set`.
+//!
+//! # Invariants
+//! - The core is one `Mutex<Core>`. The dispatcher thread applies every child event and verdict;
+//!   client threads take the lock for a submission, a cancel, a status. No transition blocks:
+//!   a message to a child is a `try_send` on its bounded outbox (kept pending when it does not
+//!   fit), a kill or a proof check is an [`Action`] run after the lock is released.
+//! - A partition's proof is stored with its job only on a verdict that it verified (or at once
+//!   when checks are off); a job's outcome is sent once, when its last partition is stored, or
+//!   at its first failure. A verdict or result for a job that ended is counted as a duplicate.
+//! - `verifying` counts the proofs handed to the pool whose verdict has not come back; a drain
+//!   waits for it, and the dispatcher waits for it before it ends.
+//! - Every child process's death reclaims its slots (`Ring::reclaim_owner`) before anything is
+//!   handed out again; the partitions it held each fail one attempt, unless the pipeline is
+//!   stopping.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{mpsc, Arc, Mutex};

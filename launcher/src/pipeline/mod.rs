@@ -31,16 +31,6 @@
 //! A panic of the dispatcher thread is contained: the pipeline turns fatal with its message
 //! (`dispatch`), so nothing accepts jobs that are never dispatched.
 //!
-//! # Files
-//! - `settings`: what [`Pipeline::start`] needs; `start`: starting, and putting the parts
-//!   together; `status`: what `status` shows;
-//! - `machine`: the `Core` state machine without I/O (events in, actions out): child lifecycle, messages,
-//!   liveness; `submit`: admission, submission, cancel and the hand-out to synth-proc;
-//!   `results`: DONE slots, proof checks, attempts and outcomes; `failure`: why a job or an
-//!   attempt failed, as values; `stats`: timeline, batches, measured times;
-//! - `dispatch`: the dispatcher thread; `verify`: the verifier pool; `child`: one child's
-//!   supervisor and outbox; `srs_set`: SRS residency; `memory`: the host memory model; `drain`.
-//!
 //! Hand-out to synth-proc is bounded: at most `synth_concurrency + synth_lookahead` partitions
 //! are at synth-proc (sent, not yet published or failed) at once; the rest wait in the job table
 //! in priority order, so a CRITICAL job submitted behind a long queue is synthesized next, a
@@ -49,15 +39,29 @@
 //! [`SynthRequest`](shm_protocol::control::SynthRequest) carries its job's priority, synth-proc
 //! publishes the slot at it, and gpu-procs claim READY slots highest priority first, then oldest
 //! (`SlotWriter::set_claim_priority`), so an urgent partition overtakes READY NORMAL work at the
-//! next claim (a running GPU call is not preempted). Client-controlled sizes are checked before anything
-//! proportional to them is allocated: partitions per job ([`FaultSettings::max_partitions`]) and
-//! request files ([`read_request_file`]: `O_NOFOLLOW | O_NONBLOCK`, regular files only, size
-//! checked against [`FaultSettings::max_request_bytes`] before a bounded read). The timeline keeps
-//! at most [`FaultSettings::timeline_events`] events when a bound is set.
+//! next claim (a running GPU call is not preempted). Client-controlled sizes are checked before
+//! anything proportional to them is allocated: partitions per job
+//! ([`FaultSettings::max_partitions`]) and request files ([`read_request_file`]: `O_NOFOLLOW |
+//! O_NONBLOCK`, regular files only, size checked against [`FaultSettings::max_request_bytes`]
+//! before a bounded read). The timeline keeps at most [`FaultSettings::timeline_events`] events
+//! when a bound is set.
 //!
 //! A configured circuit's SRS can be dropped and loaded again while serving
 //! ([`Pipeline::evict_srs`], [`Pipeline::preload_srs`], `srs_set`): an evict is refused while
 //! jobs of the circuit are live, and a job whose SRS was evicted loads it first.
+//!
+//! # Files
+//! - `settings`: what [`Pipeline::start`] needs; `start`: starting, and putting the parts
+//!   together; `status`: what `status` shows;
+//! - `machine`: the `Core` state machine without I/O (events in, actions out): child
+//!   lifecycle, messages, liveness; `submit`: admission, submission, cancel and the hand-out to
+//!   synth-proc; `results`: DONE slots, proof checks, attempts and outcomes; `failure`: why a
+//!   job or an attempt failed, as values; `stats`: timeline, batches, measured times;
+//! - `dispatch`: the dispatcher thread; `verify`: the verifier pool; `child`: one child's
+//!   supervisor and outbox; `srs_set`: SRS residency; `memory`: the host memory model;
+//!   `drain`: the first half of a graceful stop;
+//! - tests: `fake` (fake children) and `tests` (the core's transitions, the dispatcher and the
+//!   verifier pool with them).
 
 pub mod child;
 mod dispatch;

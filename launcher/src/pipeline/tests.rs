@@ -71,7 +71,7 @@ fn a_job_goes_from_submit_to_hand_out_to_the_ring_to_its_waiter_once_every_proof
     w.prove(0);
     w.prove(0);
     assert_eq!(w.ring.counts().free, 4);
-    let tasks = w.to_verify();
+    let tasks = w.checks();
     assert_eq!(tasks.len(), 2);
     let job = kernels::job::open(&fake::CIRCUIT.parse().unwrap(), &request).unwrap();
     for t in &tasks {
@@ -161,7 +161,7 @@ fn a_synth_proc_that_dies_frees_its_writing_slot_and_gets_again_what_the_ring_do
     w.start_synth();
     assert_eq!(ids(&w.handed_out()), vec![(h.id, 0), (h.id, 2)]);
     assert_eq!(w.prove(0), (h.id, 1));
-    assert_eq!(w.to_verify().len(), 1);
+    assert_eq!(w.checks().len(), 1);
 }
 
 #[test]
@@ -218,7 +218,7 @@ fn a_verdict_for_a_job_that_ended_meanwhile_is_a_duplicate() {
     let req = w.handed_out().remove(0);
     w.publish(&req);
     w.prove(0);
-    let task = w.to_verify().remove(0);
+    let task = w.checks().remove(0);
     w.core.cancel(h.id).unwrap();
     w.check(task, &Accept);
     assert_eq!(w.core.jobs.counters().duplicate_results, 1);
@@ -291,7 +291,7 @@ fn a_proof_that_does_not_verify_costs_an_attempt_and_its_partition_is_synthesize
         w.publish(&reqs[0]);
         w.prove(0);
         // The real check: the fake bytes are no proof.
-        let task = w.to_verify().remove(0);
+        let task = w.checks().remove(0);
         w.check(task, &Groth16);
     }
     let outcome = h.wait_timeout(Duration::ZERO).unwrap().expect("failed");
