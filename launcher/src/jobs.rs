@@ -4,7 +4,8 @@
 //! built-in circuit, a proof request for Filecoin) and a number of partitions. Each partition moves
 //! `Pending → Synthesizing → InRing → Done`, or the whole job fails with the first reason reported.
 //! The table is pure bookkeeping: the pipeline feeds it what the children report and asks it what to
-//! re-send after a crash, which is why it can be tested without a single process.
+//! re-send after a crash, which is why it can be tested without a single process. A failure is a
+//! value ([`JobFailure`], [`AttemptFailure`]) until someone turns it into text.
 //!
 //! Each partition counts its failed attempts ([`JobTable::attempt_failed`]): its prover or
 //! synthesizer died or was killed past a deadline while holding it, its proof did not verify, or
@@ -23,6 +24,8 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::time::{Duration, Instant};
 
 use shm_protocol::control::{JobRequest, SynthRequest};
+
+pub use crate::pipeline::{AttemptFailure, JobFailure};
 
 /// Priorities on cuzk's scale (`cuzk.v1.Priority`): higher partitions are handed to synth-proc
 /// first. [`PRIORITY_UNSPECIFIED`] takes the kind's default ([`default_priority`]).
@@ -70,9 +73,6 @@ pub struct JobSpec {
     pub request: JobRequest,
 }
 
-/// The error of a cancelled job's outcome.
-pub const CANCELLED: &str = "cancelled";
-
 /// The slot of a partition the ring holds but whose `Published` message was lost with synth-proc.
 pub const UNKNOWN_SLOT: u32 = u32::MAX;
 
@@ -102,8 +102,8 @@ pub struct JobOutcome {
     pub job_id: u64,
     /// What was asked.
     pub spec: JobSpec,
-    /// The proof of every partition in order (192 bytes each), or the reason the job failed.
-    pub result: Result<Vec<Vec<u8>>, String>,
+    /// The proof of every partition in order (192 bytes each), or why the job failed.
+    pub result: Result<Vec<Vec<u8>>, JobFailure>,
     /// Time from submission to outcome.
     pub elapsed: Duration,
     /// Where that time went.
@@ -130,7 +130,7 @@ struct Job {
     partitions: Vec<PartitionState>,
     proofs: Vec<Option<Vec<u8>>>,
     /// Failed attempts per partition, with their reasons (allocated on the first failure).
-    attempts: BTreeMap<u32, Vec<String>>,
+    attempts: BTreeMap<u32, Vec<AttemptFailure>>,
     submitted: Instant,
     /// Its place in the hand-out order (already resolved: never unspecified).
     priority: i32,
@@ -140,7 +140,7 @@ struct Job {
 }
 
 impl Job {
-    fn outcome(self, job_id: u64, result: Result<Vec<Vec<u8>>, String>) -> JobOutcome {
+    fn outcome(self, job_id: u64, result: Result<Vec<Vec<u8>>, JobFailure>) -> JobOutcome {
         JobOutcome {
             job_id,
             elapsed: self.submitted.elapsed(),
@@ -386,13 +386,13 @@ impl JobTable {
     }
 
     /// Cancels a live job: it leaves the table at once (results that arrive for it later are
-    /// ignored as duplicates) and its outcome is `Err("cancelled")`. Also returns whether any of
+    /// ignored as duplicates) and its outcome is [`JobFailure::Cancelled`]. Also returns whether any of
     /// its partitions had been handed to synth-proc. `None`: no such live job.
     pub fn cancel(&mut self, job_id: u64) -> Option<(JobOutcome, bool)> {
         let job = self.remove(job_id)?;
         self.counters.cancelled += 1;
         let was_running = job.handed_out;
-        Some((job.outcome(job_id, Err(CANCELLED.into())), was_running))
+        Some((job.outcome(job_id, Err(JobFailure::Cancelled)), was_running))
     }
 
     /// Whether `job_id` was accepted by this table and has ended (succeeded, failed or
@@ -491,8 +491,8 @@ impl JobTable {
         })
     }
 
-    /// A partition's result (proof bytes or failure). Returns the job's outcome when this result
-    /// ends the job: its last proof, or its first failure.
+    /// A partition's result (proof bytes, or the reason a child gave for failing it). Returns the
+    /// job's outcome when this result ends the job: its last proof, or its first failure.
     pub fn result(
         &mut self,
         job_id: u64,
@@ -510,15 +510,15 @@ impl JobTable {
         }
         match result {
             Err(reason) => {
-                let job = self.remove(job_id).expect("present above");
+                let job = self.remove(job_id)?;
                 self.counters.failed += 1;
-                Some(job.outcome(job_id, Err(format!("partition {partition}: {reason}"))))
+                Some(job.outcome(job_id, Err(JobFailure::Partition { partition, reason })))
             }
             Ok(proof) => {
                 job.partitions[p] = PartitionState::Done;
                 job.proofs[p] = Some(proof);
                 if job.partitions.iter().all(|s| *s == PartitionState::Done) {
-                    let mut job = self.remove(job_id).expect("present above");
+                    let mut job = self.remove(job_id)?;
                     self.counters.succeeded += 1;
                     let proofs = std::mem::take(&mut job.proofs)
                         .into_iter()
@@ -541,7 +541,7 @@ impl JobTable {
         &mut self,
         job_id: u64,
         partition: u32,
-        reason: String,
+        reason: AttemptFailure,
         max_attempts: u32,
         resynthesize: bool,
     ) -> Attempt {
@@ -563,20 +563,12 @@ impl JobTable {
             }
             return Attempt::Retry { attempts };
         }
-        let why = reasons
-            .iter()
-            .enumerate()
-            .map(|(i, r)| format!("attempt {}: {r}", i + 1))
-            .collect::<Vec<_>>()
-            .join("; ");
-        let job = self.remove(job_id).expect("present above");
+        let Some(mut job) = self.remove(job_id) else {
+            return Attempt::Ignored;
+        };
+        let reasons = job.attempts.remove(&partition).unwrap_or_default();
         self.counters.failed += 1;
-        Attempt::JobFailed(job.outcome(
-            job_id,
-            Err(format!(
-                "partition {partition} failed {attempts} times: {why}"
-            )),
-        ))
+        Attempt::JobFailed(job.outcome(job_id, Err(JobFailure::Attempts { partition, reasons })))
     }
 
     /// Failed attempts of a partition so far.
@@ -620,8 +612,8 @@ impl JobTable {
         }
     }
 
-    /// Fails a whole job (for example when its circuit has no SRS).
-    pub fn fail(&mut self, job_id: u64, reason: String) -> Option<JobOutcome> {
+    /// Fails a whole job (a role given up, the pipeline shut down).
+    pub fn fail(&mut self, job_id: u64, reason: JobFailure) -> Option<JobOutcome> {
         let job = self.remove(job_id)?;
         self.counters.failed += 1;
         Some(job.outcome(job_id, Err(reason)))
@@ -722,6 +714,8 @@ fn request(job_id: u64, spec: &JobSpec, partition: u32, priority: i32) -> SynthR
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pipeline::child::Role;
+    use crate::pipeline::{ChildLoss, Holding};
 
     fn spec(partitions: u32) -> JobSpec {
         JobSpec {
@@ -802,7 +796,13 @@ mod tests {
         let id = t.submit(spec(2));
         t.take_pending(usize::MAX);
         let out = t.result(id, 0, Err("bad slot: a offset".into())).unwrap();
-        assert!(out.result.unwrap_err().contains("partition 0: bad slot"));
+        assert_eq!(
+            out.result.unwrap_err(),
+            JobFailure::Partition {
+                partition: 0,
+                reason: "bad slot: a offset".into()
+            }
+        );
         assert!(t.result(id, 1, Ok(vec![1])).is_none());
         assert_eq!(t.counters().duplicate_results, 1);
         assert_eq!(t.counters().failed, 1);
@@ -827,6 +827,30 @@ mod tests {
         assert_eq!(t.counters().syntheses_requested, 6);
     }
 
+    fn died() -> AttemptFailure {
+        AttemptFailure::Lost {
+            why: ChildLoss::Died {
+                role: Role::Gpu(0),
+                status: "killed by signal 9".into(),
+            },
+            doing: Holding::Proving,
+        }
+    }
+
+    fn late() -> AttemptFailure {
+        AttemptFailure::Lost {
+            why: ChildLoss::ProvingLate {
+                role: Role::Gpu(0),
+                deadline: std::time::Duration::from_secs(60),
+            },
+            doing: Holding::Proving,
+        }
+    }
+
+    fn refused() -> AttemptFailure {
+        AttemptFailure::Rejected(crate::pipeline::ProofRejection::DoesNotVerify)
+    }
+
     #[test]
     fn a_partition_is_retried_until_its_attempts_run_out_then_its_job_fails_with_every_reason() {
         let mut t = JobTable::new(1);
@@ -835,14 +859,14 @@ mod tests {
         t.published(id, 1, 2, 4);
         // First failure: retried, keeping its place in the ring.
         assert!(matches!(
-            t.attempt_failed(id, 1, "gpu-proc[0] died".into(), 2, false),
+            t.attempt_failed(id, 1, died(), 2, false),
             Attempt::Retry { attempts: 1 }
         ));
         assert_eq!(t.attempts(id, 1), 1);
         assert!(t.take_pending(usize::MAX).is_empty(), "still in the ring");
         // A refused proof: re-synthesized.
         assert!(matches!(
-            t.attempt_failed(id, 0, "does not verify".into(), 3, true),
+            t.attempt_failed(id, 0, refused(), 3, true),
             Attempt::Retry { attempts: 1 }
         ));
         assert_eq!(
@@ -853,22 +877,20 @@ mod tests {
             vec![0]
         );
         // Second failure of partition 1 with K = 2: the job fails, naming both reasons.
-        let Attempt::JobFailed(out) =
-            t.attempt_failed(id, 1, "killed past its deadline".into(), 2, false)
-        else {
+        let Attempt::JobFailed(out) = t.attempt_failed(id, 1, late(), 2, false) else {
             panic!("the job must fail at the limit");
         };
-        let e = out.result.unwrap_err();
-        assert!(
-            e.contains("partition 1 failed 2 times")
-                && e.contains("attempt 1: gpu-proc[0] died")
-                && e.contains("attempt 2: killed past its deadline"),
-            "{e}"
+        assert_eq!(
+            out.result.unwrap_err(),
+            JobFailure::Attempts {
+                partition: 1,
+                reasons: vec![died(), late()]
+            }
         );
         assert_eq!((t.live(), t.counters().failed), (0, 1));
         // Later failures of the ended job are ignored.
         assert!(matches!(
-            t.attempt_failed(id, 0, "late".into(), 2, false),
+            t.attempt_failed(id, 0, late(), 2, false),
             Attempt::Ignored
         ));
     }
@@ -983,7 +1005,7 @@ mod tests {
         let queued = t.submit(spec(2));
         let (out, was_running) = t.cancel(queued).unwrap();
         assert!(!was_running);
-        assert_eq!(out.result.unwrap_err(), CANCELLED);
+        assert_eq!(out.result.unwrap_err(), JobFailure::Cancelled);
         assert!(t.ended(queued) && !t.ended(queued + 1));
         assert!(t.cancel(queued).is_none(), "only once");
         let running = t.submit(spec(2));
@@ -998,7 +1020,7 @@ mod tests {
         let failing = t.submit(spec(2));
         t.take_pending(usize::MAX);
         t.published(failing, 1, 0, 1);
-        t.fail(failing, "boom".into()).unwrap();
+        t.fail(failing, JobFailure::ShutDown).unwrap();
         assert_eq!(t.outstanding(), 1, "partition 0 is still at synth-proc");
         t.published(failing, 0, 1, 1);
         assert_eq!(t.outstanding(), 0);

@@ -46,4 +46,5 @@ pub mod request_file;
 pub mod ring;
 pub mod service;
 pub mod srs;
+mod sync;
 pub mod timeline;

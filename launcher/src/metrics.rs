@@ -122,7 +122,7 @@ impl Metrics {
                 k.verify.observe(o.times.verify);
                 k.total.observe(o.elapsed);
             }
-            Err(e) if e == crate::jobs::CANCELLED => k.cancelled += 1,
+            Err(crate::jobs::JobFailure::Cancelled) => k.cancelled += 1,
             Err(_) => {
                 k.failed += 1;
                 k.total.observe(o.elapsed);

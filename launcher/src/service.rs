@@ -441,9 +441,13 @@ impl Service {
         {
             let mut journal = guard(&self.journal);
             for (id, o) in &ended {
+                let failure;
                 let outcome = match &o.result {
                     Ok(proofs) => Ok(&proofs[..]),
-                    Err(e) => Err(e.as_str()),
+                    Err(e) => {
+                        failure = e.to_string();
+                        Err(failure.as_str())
+                    }
                 };
                 if let Err(e) = journal.finish_timed(*id, outcome, Some(&o.times)) {
                     // Left live: recorded at the next start, when it runs again.

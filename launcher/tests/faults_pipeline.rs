@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use launcher::pipeline::child::{kill, Role};
-use launcher::pipeline::{JobHandle, Pipeline, PipelineSettings};
+use launcher::pipeline::{ChildState, JobHandle, Pipeline, PipelineSettings};
 use shm_protocol::fault::FAULT_ENV;
 
 const CIRCUIT: &str = "sha-chain:1";
@@ -36,6 +36,7 @@ fn outcome(h: JobHandle, limit: Duration) -> Result<Vec<Vec<u8>>, String> {
         .unwrap()
         .unwrap_or_else(|| panic!("job {id} got no outcome within {limit:?}"))
         .result
+        .map_err(|e| e.to_string())
 }
 
 fn error_chain(e: &dyn std::error::Error) -> String {
@@ -144,7 +145,7 @@ fn a_partition_that_kills_gpu_proc_every_time_fails_its_job_after_k_attempts_onl
         .iter()
         .find(|c| c.role == "gpu-proc[0]")
         .unwrap();
-    assert_eq!(gpu.state, "up", "{status:?}");
+    assert_eq!(gpu.state, ChildState::Up, "{status:?}");
     assert_eq!(status.slots.ready + status.slots.claimed, 0, "{status:?}");
     p.shutdown();
 }
@@ -395,7 +396,7 @@ fn a_gpu_proc_that_cannot_restart_is_shown_down_and_the_other_takes_the_work() {
             .children
             .iter()
             .find(|c| c.role == role)
-            .map(|c| c.state.clone())
+            .map(|c| c.state.to_string())
             .unwrap()
     };
     let wait_state = |p: &Pipeline, role: &str, want: &str| {

@@ -487,7 +487,7 @@ fn shutdown_with_queued_jobs_is_prompt_and_fails_them_with_the_reason() {
     let mut failed = 0;
     for h in handles {
         if let Err(e) = h.wait().unwrap().result {
-            assert!(e.contains("shut down"), "{e}");
+            assert!(e.to_string().contains("shut down"), "{e}");
             failed += 1;
         }
     }
@@ -539,9 +539,9 @@ fn a_small_circuit_is_proved_in_its_own_slots_while_the_large_slot_is_held() {
     let text = launcher::commands::service::render_status(&status);
     assert!(
         text.contains(&format!(
-            "1 slots x {} MiB + 2 slots x {} MiB",
-            large >> 20,
-            small >> 20
+            "1 slots x {} + 2 slots x {}",
+            launcher::pipeline::memory::gib(large),
+            launcher::pipeline::memory::gib(small)
         )),
         "{text}"
     );

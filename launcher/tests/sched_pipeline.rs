@@ -8,7 +8,7 @@ use common::{pipeline_settings, serial};
 use std::time::{Duration, Instant};
 
 use launcher::pipeline::{
-    JobHandle, JobOptions, Pipeline, PipelineError, PipelineSettings, PRIORITY_CRITICAL,
+    JobFailure, JobHandle, JobOptions, Pipeline, PipelineError, PipelineSettings, PRIORITY_CRITICAL,
 };
 use shm_protocol::control::EventKind;
 
@@ -56,7 +56,7 @@ fn cancelled(h: JobHandle) {
         .wait_timeout(LIMIT)
         .unwrap()
         .unwrap_or_else(|| panic!("job {id} timed out"));
-    assert_eq!(o.result.unwrap_err(), "cancelled", "job {id}");
+    assert_eq!(o.result.unwrap_err(), JobFailure::Cancelled, "job {id}");
 }
 
 /// Waits until every slot is FREE again.

@@ -155,3 +155,43 @@ fn issue10_a_corrupt_journal_stops_the_start_naming_the_file_and_is_kept_aside()
     let s = setup.start();
     assert!(s.log_text().contains("moved aside to"), "{}", s.log_text());
 }
+
+/// Issue 33: a panic on the launcher's dispatcher thread left a service that accepted jobs and
+/// never dispatched them, while the systemd watchdog was still fed. Now the pipeline turns fatal,
+/// the service exits non-zero (systemd restarts it), and the accepted job, kept in the journal,
+/// is proved after the restart.
+#[test]
+fn issue33_a_dispatcher_panic_stops_the_service_with_an_error_and_the_job_runs_after_a_restart() {
+    let _g = serial();
+    let mut setup = Setup::new(CIRCUIT, "");
+    // The dispatcher panics when it hears that the first job's partition is published.
+    setup.env = vec![(
+        shm_protocol::fault::FAULT_ENV.into(),
+        "dispatcher-panic@job=1".into(),
+    )];
+    let mut s = setup.start();
+    let id = accepted(s.ask(&submit(CIRCUIT, 42, false)));
+    let status = s
+        .wait_exit(Duration::from_secs(120))
+        .unwrap_or_else(|| panic!("the service kept running:\n{}", s.log_text()));
+    let log = s.log_text();
+    assert_eq!(status.code(), Some(1), "{log}");
+    assert!(
+        log.contains(
+            "the dispatcher panicked: injected fault `dispatcher-panic` at job 1 partition 0"
+        ),
+        "{log}"
+    );
+    assert!(log.contains("stopping with an error"), "{log}");
+    assert!(!log.contains("pipeline drained"), "nothing to drain: {log}");
+    let unfinished = Journal::open(&setup.journal)
+        .unwrap()
+        .count_unfinished()
+        .unwrap();
+    assert_eq!(unfinished, 1, "the accepted job stays in the journal");
+    // Restarted on the same journal, without the fault: the job is proved.
+    setup.env.clear();
+    let s = setup.start();
+    fetch_ok(&s, id);
+    assert!(s.log_text().contains("requeued=1"), "{}", s.log_text());
+}

@@ -8,7 +8,7 @@ use common::{pipeline_settings, serial};
 use std::time::{Duration, Instant};
 
 use launcher::pipeline::child::{kill, Role};
-use launcher::pipeline::{Pipeline, PipelineError, SrsTier};
+use launcher::pipeline::{ChildState, Pipeline, PipelineError, SrsTier};
 
 const CIRCUIT: &str = "sha-chain:1";
 
@@ -181,11 +181,10 @@ fn evict_is_refused_while_a_job_of_the_circuit_is_live() {
 fn wait_restarted(p: &Pipeline, old: &str, want: SrsTier) -> String {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let up = p
-            .status()
-            .children
-            .iter()
-            .any(|c| c.role == "gpu-proc[0]" && c.state == "up" && !c.detail.is_empty());
+        let up =
+            p.status().children.iter().any(|c| {
+                c.role == "gpu-proc[0]" && c.state == ChildState::Up && !c.detail.is_empty()
+            });
         if let Some(pid) = p.pids().get(&Role::Gpu(0)) {
             if pid.to_string() != old && up && tier(p) == want {
                 return pid.to_string();

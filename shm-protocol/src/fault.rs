@@ -16,13 +16,21 @@
 //! - `synth-hang`: the synthesis of a matching partition blocks forever after taking its slot
 //!   (synth-proc's heartbeat thread keeps beating);
 //! - `synth-mislabel`: synth-proc writes a matching partition's slot metadata with a job id that
-//!   is not its job's (the job id + 1,000,000), as a buggy or hostile child could.
+//!   is not its job's (the job id + 1,000,000), as a buggy or hostile child could;
+//! - `dispatcher-panic`: the launcher's dispatcher thread panics when a matching partition is
+//!   published (the launcher acts on it itself, when built with this crate's `fault-injection`
+//!   feature: [`ENABLED`]).
 //!
 //! `KEY` is `job` (the job id) or `partition` (a partition index, of any job); `@any` matches
 //! everything. Example: `SPLITPROVER_FAULT="gpu-abort@partition=1;synth-panic@job=3"`.
 
 /// The environment variable the children read.
 pub const FAULT_ENV: &str = "SPLITPROVER_FAULT";
+
+/// Whether this build acts on the faults meant for the launcher itself (`dispatcher-panic`):
+/// this crate's `fault-injection` feature, enabled only from the launcher's
+/// `[dev-dependencies]`, so a release launcher ignores them.
+pub const ENABLED: bool = cfg!(feature = "fault-injection");
 
 /// What to provoke.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,6 +45,8 @@ pub enum FaultKind {
     SynthHang,
     /// A slot's metadata names another job.
     SynthMislabel,
+    /// The launcher's dispatcher thread panics.
+    DispatcherPanic,
 }
 
 /// Which partitions a fault applies to.
@@ -77,6 +87,7 @@ impl Faults {
                 "synth-panic" => FaultKind::SynthPanic,
                 "synth-hang" => FaultKind::SynthHang,
                 "synth-mislabel" => FaultKind::SynthMislabel,
+                "dispatcher-panic" => FaultKind::DispatcherPanic,
                 other => return Err(format!("fault `{entry}`: unknown kind `{other}`")),
             };
             let bad = |what: &str| format!("fault `{entry}`: {what}");
@@ -132,6 +143,8 @@ mod tests {
         let m = Faults::parse("synth-mislabel@job=4").unwrap();
         assert!(m.hits(FaultKind::SynthMislabel, 4, 0));
         assert!(!m.hits(FaultKind::SynthPanic, 4, 0));
+        let d = Faults::parse("dispatcher-panic@job=1").unwrap();
+        assert!(d.hits(FaultKind::DispatcherPanic, 1, 0));
         assert!(Faults::parse("gpu-melt@job=1")
             .unwrap_err()
             .contains("gpu-melt"));

@@ -43,7 +43,7 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{mpsc, Arc, Condvar, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -60,6 +60,7 @@ use rayon::prelude::*;
 use shm_protocol::control::{EventKind, TimelineEvent};
 
 use crate::pinning::CpuList;
+use crate::sync::lock;
 use crate::timeline::{Timeline, NO_SLOT};
 
 /// A failed local bench run. [`Error::kind`] says what went wrong.
@@ -516,12 +517,6 @@ struct EntryState {
     proofs: Vec<Option<Proof>>,
     left: usize,
     tx: Option<mpsc::Sender<Result<InProcessOutcome, Error>>>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panic while holding one of these locks leaves plain data behind; the threads report
-    // panics at join.
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Entry {

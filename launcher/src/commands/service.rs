@@ -9,6 +9,11 @@
 //! pipeline drains for `stop_grace_s` (in-flight partitions are proved), outcomes are journaled,
 //! clients still waiting are told that their job stays queued for the next start, then the
 //! pipeline shuts down (children stopped, cgroups removed) and `run` returns 0.
+//!
+//! A pipeline that cannot go on (`Pipeline::fatal`: its dispatcher panicked, or a role was given
+//! up) is not served on: the watchdog is no longer fed, and `run` stops the same way without the
+//! drain and returns 1, so that systemd (`Restart=on-failure`) starts it again; the journal
+//! re-queues the accepted jobs at that start.
 
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -163,17 +168,33 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             .spawn(move || collector_loop(&service, &stop))
             .context("cannot start the collector thread")?
     };
-    // Acquire pairs with signal-hook's store of the flag (a plain flag).
-    while !stop.load(Ordering::Acquire) {
+    // Served until a signal, or until the pipeline cannot go on.
+    let fatal = loop {
+        // Acquire: pairs with signal-hook's store of the flag (a plain flag).
+        if stop.load(Ordering::Acquire) {
+            break None;
+        }
+        if let Some(why) = service.pipeline().fatal() {
+            break Some(why);
+        }
         thread::sleep(Duration::from_millis(50));
-    }
+    };
 
-    // Graceful stop.
     let grace = Duration::from_secs(config.service.stop_grace_s);
-    tracing::info!(
-        grace_s = grace.as_secs(),
-        "stopping: no new requests; in-flight partitions finish"
-    );
+    match &fatal {
+        None => tracing::info!(
+            grace_s = grace.as_secs(),
+            "stopping: no new requests; in-flight partitions finish"
+        ),
+        Some(why) => {
+            tracing::error!(
+                "the pipeline cannot go on: {why}; stopping with an error so that the service \
+                 is restarted (accepted jobs stay in the journal and run after the restart)"
+            );
+            // The watchdog thread ends on it (and had stopped pinging at the fatal status).
+            stop.store(true, Ordering::Release); // Release: pairs with the watchdog's Acquire load
+        }
+    }
     let _ = notifier.stopping();
     service.stop_accepting();
     // No new connections; calls in progress go on (waiters are answered below).
@@ -181,7 +202,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     for p in &unix_paths {
         let _ = std::fs::remove_file(p);
     }
-    let report = service.pipeline().drain(grace);
+    // A fatal pipeline dispatches nothing: there is nothing to drain.
+    let report = fatal.is_none().then(|| service.pipeline().drain(grace));
     // The last outcomes are journaled before the waiting clients are answered.
     collector_stop.store(true, Ordering::Relaxed);
     let _ = collector.join();
@@ -207,11 +229,14 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         }
     }
     tracing::info!(
-        drained = report.quiet,
+        drained = report.is_some_and(|r| r.quiet),
         queued,
         "stopped; accepted jobs not finished run after the next start"
     );
-    Ok(ExitCode::SUCCESS)
+    Ok(match fatal {
+        None => ExitCode::SUCCESS,
+        Some(_) => ExitCode::FAILURE,
+    })
 }
 
 /// Waits for every server task.

@@ -6,7 +6,8 @@
 //! asks the kernel to kill it when the launcher dies (`PR_SET_PDEATHSIG`).
 //!
 //! A supervisor thread per role runs the loop *spawn → forward messages → reap → back off →
-//! spawn*, reporting every step to the pipeline as a [`ChildEvent`]. The back-off doubles after
+//! spawn*, reporting every step to the pipeline's dispatcher as a [`ChildEvent`]. It also starts
+//! each child's [`Outbox`] (its writer thread), so the pipeline's core only ever queues values. The back-off doubles after
 //! each death within [`RestartPolicy::healthy_after`] of its start, up to
 //! [`RestartPolicy::max_backoff`], and starts over after a healthy run.
 //!
@@ -19,7 +20,7 @@
 
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader};
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
@@ -38,9 +39,13 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use shm_protocol::control::{self, ChildConfig, FromChild, CHILD_CONFIG_ENV, CONTROL_FD};
+use shm_protocol::control::{
+    self, ChildConfig, FromChild, ToGpu, ToSynth, CHILD_CONFIG_ENV, CONTROL_FD,
+};
 
+use super::dispatch::Event;
 use crate::pinning::{CpuList, Placement};
+use crate::sync::lock;
 
 /// Which child.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -88,14 +93,15 @@ impl Default for RestartPolicy {
 /// What the supervisors report to the pipeline.
 #[derive(Debug)]
 pub enum ChildEvent {
-    /// A child was started; `sender` talks to it.
+    /// A child was started; `outbox` talks to it.
     Started {
         /// Which.
         role: Role,
         /// Its pid.
         pid: u32,
-        /// Its control channel.
-        sender: control::Sender,
+        /// Its control channel's queue (`None`: its writer thread could not start, and the
+        /// child was killed).
+        outbox: Option<Outbox>,
         /// The cpus it was verified to run on (from `/proc/PID/status`).
         cpus: Option<CpuList>,
     },
@@ -156,6 +162,8 @@ pub struct ChildSpec {
     pub placement: Option<Placement>,
     /// Restart rules.
     pub restart: RestartPolicy,
+    /// Messages queued for it before a send is refused ([`Outbox`]).
+    pub outbox: usize,
     /// Called before each start (restarts included) with a copy of `config`: amends it and
     /// returns more descriptors to inherit. A gpu-proc gets the SRS images loaded at that moment
     /// this way, so one loaded or evicted while serving is what its next start maps.
@@ -174,8 +182,8 @@ pub struct Supervisor {
 }
 
 impl Supervisor {
-    /// Starts supervising `spec`, reporting to `events`.
-    pub fn start(spec: ChildSpec, events: mpsc::Sender<ChildEvent>) -> Supervisor {
+    /// Starts supervising `spec`, reporting to the dispatcher's `events`.
+    pub(crate) fn start(spec: ChildSpec, events: mpsc::Sender<Event>) -> Supervisor {
         let role = spec.role;
         let stop = Arc::new(AtomicBool::new(false));
         let pid = Arc::new(Mutex::new(None));
@@ -201,7 +209,7 @@ impl Supervisor {
 
     /// The pid of the running child, if any.
     pub fn pid(&self) -> Option<u32> {
-        *self.pid.lock().unwrap_or_else(|e| e.into_inner())
+        *lock(&self.pid)
     }
 
     /// Marks the child as stopping: its exit is expected and it is not restarted.
@@ -251,9 +259,14 @@ pub fn kill(pid: u32, signal: i32) {
     }
 }
 
+/// Reports `e` to the dispatcher; false when it is gone.
+fn report(events: &mpsc::Sender<Event>, e: ChildEvent) -> bool {
+    events.send(Event::Child(e)).is_ok()
+}
+
 fn supervise(
     spec: ChildSpec,
-    events: mpsc::Sender<ChildEvent>,
+    events: mpsc::Sender<Event>,
     stop: Arc<AtomicBool>,
     pid_slot: Arc<Mutex<Option<u32>>>,
 ) {
@@ -272,10 +285,13 @@ fn supervise(
                 tracing::error!(%role, "cannot restart: {e:#}");
                 if quick_failures > spec.restart.max_quick_failures && !reported_down {
                     reported_down = true;
-                    let _ = events.send(ChildEvent::Down {
-                        role,
-                        reason: format!("cannot restart {role}: {e:#}"),
-                    });
+                    report(
+                        &events,
+                        ChildEvent::Down {
+                            role,
+                            reason: format!("cannot restart {role}: {e:#}"),
+                        },
+                    );
                 }
                 if !sleep_unless_stopped(backoff, &stop) {
                     return;
@@ -284,10 +300,13 @@ fn supervise(
                 continue;
             }
             Err(e) => {
-                let _ = events.send(ChildEvent::GaveUp {
-                    role,
-                    reason: format!("cannot start {role}: {e:#}"),
-                });
+                report(
+                    &events,
+                    ChildEvent::GaveUp {
+                        role,
+                        reason: format!("cannot start {role}: {e:#}"),
+                    },
+                );
                 return;
             }
         };
@@ -298,7 +317,7 @@ fn supervise(
             stderr,
         } = run;
         let pid = child.id();
-        *pid_slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(pid);
+        *lock(&pid_slot) = Some(pid);
         let cpus = spec.placement.as_ref().and_then(|p| match p.verify(pid) {
             Ok(c) => Some(c),
             Err(e) => {
@@ -306,15 +325,23 @@ fn supervise(
                 None
             }
         });
-        if events
-            .send(ChildEvent::Started {
+        let outbox = match Outbox::start(role, sender, spec.outbox) {
+            Ok(o) => Some(o),
+            Err(e) => {
+                tracing::error!(%role, pid, "cannot start the writer thread: {e}; killing the child");
+                kill(pid, libc::SIGKILL);
+                None
+            }
+        };
+        if !report(
+            &events,
+            ChildEvent::Started {
                 role,
                 pid,
-                sender,
+                outbox,
                 cpus,
-            })
-            .is_err()
-        {
+            },
+        ) {
             kill(pid, libc::SIGKILL);
             let _ = child.wait();
             return;
@@ -329,7 +356,7 @@ fn supervise(
         // A child that exits with an error before it is serving refused its configuration (no
         // GPU, unreadable SRS...): starting it again cannot help.
         let refused = !said_hello && matches!(&status, Ok(s) if s.code().is_some_and(|c| c != 0));
-        *pid_slot.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        *lock(&pid_slot) = None;
         let stderr_tail = stderr.join().unwrap_or_default();
         let status = describe(status);
         let stopping = stop.load(GET);
@@ -346,13 +373,16 @@ fn supervise(
         if !stopping {
             tracing::warn!(%role, pid, %status, ran_ms = ran.as_millis() as u64, "child exited");
         }
-        let _ = events.send(ChildEvent::Exited {
-            role,
-            pid,
-            status: status.clone(),
-            stderr_tail: stderr_tail.clone(),
-            restarting,
-        });
+        report(
+            &events,
+            ChildEvent::Exited {
+                role,
+                pid,
+                status: status.clone(),
+                stderr_tail: stderr_tail.clone(),
+                restarting,
+            },
+        );
         if give_up {
             let tail = stderr_tail.join("\n");
             let reason = if refused {
@@ -360,7 +390,7 @@ fn supervise(
             } else {
                 format!("{role} crashed {quick_failures} times in a row (last: {status}); last stderr:\n{tail}")
             };
-            let _ = events.send(ChildEvent::GaveUp { role, reason });
+            report(&events, ChildEvent::GaveUp { role, reason });
             return;
         }
         if stopping {
@@ -369,14 +399,17 @@ fn supervise(
         if crash_loop && !reported_down {
             reported_down = true;
             let tail = stderr_tail.join("\n");
-            let _ = events.send(ChildEvent::Down {
-                role,
-                reason: format!(
-                    "{role} died {quick_failures} times in a row (last: {status}); still \
-                     restarting every {:?}; last stderr:\n{tail}",
-                    spec.restart.max_backoff
-                ),
-            });
+            report(
+                &events,
+                ChildEvent::Down {
+                    role,
+                    reason: format!(
+                        "{role} died {quick_failures} times in a row (last: {status}); still \
+                         restarting every {:?}; last stderr:\n{tail}",
+                        spec.restart.max_backoff
+                    ),
+                },
+            );
         }
         if !sleep_unless_stopped(backoff, &stop) {
             return;
@@ -431,14 +464,14 @@ fn forward(
     role: Role,
     pid: u32,
     mut receiver: control::Receiver,
-    events: &mpsc::Sender<ChildEvent>,
+    events: &mpsc::Sender<Event>,
 ) -> bool {
     let mut said_hello = false;
     loop {
         match receiver.recv::<FromChild>() {
             Ok(Some(msg)) => {
                 said_hello |= matches!(msg, FromChild::Hello { .. });
-                if events.send(ChildEvent::Message { role, pid, msg }).is_err() {
+                if !report(events, ChildEvent::Message { role, pid, msg }) {
                     return said_hello;
                 }
             }
@@ -600,8 +633,48 @@ fn pass_fds(cmd: &mut Command, map: Vec<(RawFd, RawFd)>) {
     }
 }
 
-/// One message for a child, as the writer thread sends it (so a memfd travels with its message).
-pub type Outgoing = Box<dyn FnOnce(&mut control::Sender) -> std::io::Result<()> + Send>;
+/// A message for a child: launcher → synth-proc or launcher → gpu-proc.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ToChild {
+    /// For synth-proc.
+    Synth(ToSynth),
+    /// For a gpu-proc.
+    Gpu(ToGpu),
+}
+
+impl From<ToSynth> for ToChild {
+    fn from(m: ToSynth) -> ToChild {
+        ToChild::Synth(m)
+    }
+}
+
+impl From<ToGpu> for ToChild {
+    fn from(m: ToGpu) -> ToChild {
+        ToChild::Gpu(m)
+    }
+}
+
+/// One message for a child as its writer thread sends it: a value, with the descriptor that
+/// travels beside it (`SCM_RIGHTS`: a request memfd, an SRS image), if any.
+#[derive(Debug)]
+pub struct Outgoing {
+    /// The message.
+    pub msg: ToChild,
+    /// A descriptor sent with it.
+    pub fd: Option<OwnedFd>,
+}
+
+impl Outgoing {
+    /// Writes it to the child's control channel.
+    fn send(self, sender: &mut control::Sender) -> std::io::Result<()> {
+        match (&self.msg, &self.fd) {
+            (ToChild::Synth(m), Some(fd)) => sender.send_with_fd(m, fd.as_fd()),
+            (ToChild::Synth(m), None) => sender.send(m),
+            (ToChild::Gpu(m), Some(fd)) => sender.send_with_fd(m, fd.as_fd()),
+            (ToChild::Gpu(m), None) => sender.send(m),
+        }
+    }
+}
 
 /// Why [`Outbox::try_send`] did not take a message.
 #[derive(Debug, PartialEq, Eq)]
@@ -615,6 +688,7 @@ pub enum OutboxRefused {
 /// The sending side of a child's control channel: a bounded queue drained by a writer thread, so
 /// that nobody holding the pipeline's lock ever blocks on the child's socket (a frozen child with
 /// a full socket buffer blocks only its writer thread).
+#[derive(Debug)]
 pub struct Outbox {
     tx: mpsc::SyncSender<Outgoing>,
 }
@@ -626,19 +700,27 @@ impl Outbox {
         mut sender: control::Sender,
         capacity: usize,
     ) -> std::io::Result<Outbox> {
-        let (tx, rx) = mpsc::sync_channel::<Outgoing>(capacity.max(1));
+        let (outbox, rx) = Outbox::capture(capacity);
         thread::Builder::new()
             .name(format!("{role} writer"))
             .spawn(move || {
                 for msg in rx {
-                    if let Err(e) = msg(&mut sender) {
+                    if let Err(e) = msg.send(&mut sender) {
                         // The child is dying; its exit re-queues what it had been given.
                         tracing::warn!(%role, "cannot send to the child: {e}");
                         break;
                     }
                 }
             })?;
-        Ok(Outbox { tx })
+        Ok(outbox)
+    }
+
+    /// An outbox with room for `capacity` messages whose messages arrive on the receiver instead
+    /// of a child's socket (no thread): what [`Outbox::start`] builds on, and what the pipeline's
+    /// tests read to see what a child was sent.
+    pub fn capture(capacity: usize) -> (Outbox, mpsc::Receiver<Outgoing>) {
+        let (tx, rx) = mpsc::sync_channel::<Outgoing>(capacity.max(1));
+        (Outbox { tx }, rx)
     }
 
     /// Queues `msg` without blocking.
@@ -649,11 +731,11 @@ impl Outbox {
         })
     }
 
-    /// Queues a plain message without blocking.
-    pub fn try_send_msg<T: serde::Serialize + Send + 'static>(
-        &self,
-        msg: T,
-    ) -> Result<(), OutboxRefused> {
-        self.try_send(Box::new(move |s: &mut control::Sender| s.send(&msg)))
+    /// Queues a message without a descriptor, without blocking.
+    pub fn try_send_msg(&self, msg: impl Into<ToChild>) -> Result<(), OutboxRefused> {
+        self.try_send(Outgoing {
+            msg: msg.into(),
+            fd: None,
+        })
     }
 }

@@ -5,23 +5,24 @@
 //! How new work is held back: `Core::pump_synth` sends nothing while `Core::holding` is set,
 //! so pending partitions stay `Pending` (a synth-proc restarted during the drain gets none
 //! either). What synth-proc had already been sent still runs: at most `synth_concurrency +
-//! synth_lookahead` partitions (the bounded hand-out), so the drain waits for those and what is
-//! in the ring, not for the whole queue. Partitions held back stay
-//! `Pending` in the job table and are failed by `shutdown`; the service's journal keeps their jobs
-//! as accepted, so they run again after the next start.
+//! synth_lookahead` partitions (the bounded hand-out), so the drain waits for those, what is in
+//! the ring and the proofs on the verifier pool, not for the whole queue. Partitions held back
+//! stay `Pending` in the job table and are failed by `shutdown`; the service's journal keeps
+//! their jobs as accepted, so they run again after the next start.
 
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::{lock, Pipeline};
+use super::Pipeline;
+use crate::sync::lock;
 
 /// How a drain ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DrainReport {
-    /// No slot was WRITING, READY or CLAIMED any more (else the grace ran out, or the pipeline
-    /// had given up).
+    /// No slot was WRITING, READY or CLAIMED and no proof was being checked any more (else the
+    /// grace ran out, or the pipeline had given up).
     pub quiet: bool,
-    /// Slots still WRITING, READY or CLAIMED at the end.
+    /// Slots still WRITING, READY or CLAIMED, and proofs still being checked, at the end.
     pub in_flight: usize,
     /// How long it took.
     pub waited: Duration,
@@ -35,7 +36,7 @@ const QUIET_POLLS: u32 = 3;
 
 impl Pipeline {
     /// Stops handing partitions to synth-proc and waits until no slot is WRITING, READY or
-    /// CLAIMED, or `grace` has passed, or the pipeline gave up. Jobs that complete meanwhile are
+    /// CLAIMED and no proof is being checked, or `grace` has passed, or the pipeline gave up. Jobs that complete meanwhile are
     /// delivered as usual. Call [`Pipeline::shutdown`] next: the pipeline accepts jobs after a
     /// drain but does not synthesize them.
     pub fn drain(&self, grace: Duration) -> DrainReport {
@@ -46,7 +47,10 @@ impl Pipeline {
                 let mut core = lock(&self.core);
                 core.holding = true;
                 let c = self.ring.counts();
-                (c.writing + c.ready + c.claimed, core.fatal.is_some())
+                (
+                    c.writing + c.ready + c.claimed + core.verifying,
+                    core.fatal.is_some(),
+                )
             };
             quiet_polls = if in_flight == 0 { quiet_polls + 1 } else { 0 };
             let waited = start.elapsed();

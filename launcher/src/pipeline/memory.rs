@@ -186,6 +186,79 @@ pub fn gib(bytes: u64) -> String {
     }
 }
 
+/// The memory model of `settings`, from the counted circuits.
+pub(super) fn plan(
+    settings: &super::PipelineSettings,
+    counted: &[(&super::CircuitSetting, u64, kernels::synth::CircuitShape)],
+    ring_config: &shm_protocol::RingConfig,
+    synth_concurrency: usize,
+) -> MemoryPlan {
+    let mut plan = MemoryPlan::default();
+    let mut srs_total = 0;
+    for (c, id, shape) in counted {
+        // An SRS file that cannot be scanned is reported by its load, with the reason.
+        let bytes = kernels::srs::scan_params_file(&c.params)
+            .ok()
+            .and_then(|lens| kernels::srs::SrsImage::size_for(&lens).ok())
+            .unwrap_or(0) as u64;
+        srs_total += bytes;
+        plan.add(format!("SRS image of {}", c.spec), bytes, true);
+        if settings.synthesis.precompiled {
+            let cached = settings
+                .synthesis
+                .cache_dir
+                .as_deref()
+                .map(|d| crate::r1cs::cache_file(d, &c.spec, *id))
+                .and_then(|f| std::fs::metadata(f).ok())
+                .map(|m| m.len());
+            let bytes = cached
+                .unwrap_or_else(|| crate::r1cs::estimated_bytes(shape))
+                .min(settings.synthesis.budget_bytes);
+            plan.add(
+                format!(
+                    "matrices of {} ({})",
+                    c.spec,
+                    if cached.is_some() {
+                        "cached"
+                    } else {
+                        "estimated"
+                    }
+                ),
+                bytes,
+                true,
+            );
+        }
+    }
+    let ring = ring_config.region_bytes().map_or(u64::MAX, |b| b as u64);
+    plan.add(
+        format!("ring: {}", super::start::config_text(ring_config)),
+        ring,
+        true,
+    );
+    plan.add(
+        format!(
+            "synthesis: {synth_concurrency} workers x {}",
+            gib(settings.synthesis.worker_bytes)
+        ),
+        synth_concurrency as u64 * settings.synthesis.worker_bytes,
+        false,
+    );
+    let cuda = settings
+        .gpus
+        .iter()
+        .filter(|g| g.backend == shm_protocol::control::BackendKind::Cuda)
+        .count() as u64;
+    if cuda > 0 {
+        plan.add(
+            format!("supraseal-c2's own SRS copy: {cuda} cuda gpu-proc(s)"),
+            cuda * srs_total,
+            false,
+        );
+    }
+    plan.add("the processes themselves", PROCESS_BYTES, false);
+    plan
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
