@@ -266,6 +266,10 @@ pub struct JobOptions {
     /// takes the kind's default (WinningPoSt CRITICAL, WindowPoSt HIGH, everything else
     /// NORMAL). Higher priority partitions are handed to synth-proc first.
     pub priority: i32,
+    /// The job's id, given by a caller that owns ids (the service: its journal's); `None`:
+    /// the next automatic one. A given id is never given twice; one that is live is refused
+    /// ([`PipelineError::JobIdTaken`]).
+    pub id: Option<u64>,
 }
 
 /// What [`Pipeline::cancel`] did.
@@ -1029,8 +1033,8 @@ impl Pipeline {
         admission(circuit, request, max_request_bytes, max_partitions)
     }
 
-    /// [`Pipeline::submit_job`] with options (its priority). Errors for a priority off the
-    /// scale.
+    /// [`Pipeline::submit_job`] with options (its priority, its id). Errors for a priority off
+    /// the scale, and for a given id that is live.
     pub fn submit_job_with(
         &self,
         circuit: AnyCircuit,
@@ -1095,15 +1099,21 @@ impl Pipeline {
         if let Some(f) = &core.fatal {
             return Err(PipelineError::Fatal(f.clone()));
         }
-        let id = core.jobs.submit_at(
-            JobSpec {
-                circuit: circuit.to_string(),
-                circuit_id,
-                partitions,
-                request,
-            },
-            priority,
-        );
+        let spec = JobSpec {
+            circuit: circuit.to_string(),
+            circuit_id,
+            partitions,
+            request,
+        };
+        let id = match options.id {
+            None => core.jobs.submit_at(spec, priority),
+            Some(id) => {
+                if !core.jobs.submit_as(id, spec, priority) {
+                    return Err(PipelineError::JobIdTaken(id));
+                }
+                id
+            }
+        };
         core.live.insert(id, LiveJob { inputs, memfd });
         for p in 0..partitions {
             core.record(TimelineEvent::now(EventKind::JobQueued, id, p, NO_SLOT));
