@@ -397,7 +397,7 @@ impl Service {
                 },
             }
             .into());
-        };
+        }
         // Held across the cancel: `collect` journals the outcome only after the row is
         // `cancelled`, and `finish` leaves a row that is no longer accepted alone.
         let mut journal = guard(&self.journal);

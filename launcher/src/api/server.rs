@@ -640,7 +640,7 @@ mod tests {
                 Code::InvalidArgument,
             ),
             (
-                PipelineError::NotSeeded(circuit.clone()).into(),
+                PipelineError::NotSeeded(circuit).into(),
                 Code::InvalidArgument,
             ),
             (PipelineError::Request(bad()).into(), Code::InvalidArgument),
@@ -651,7 +651,7 @@ mod tests {
             ),
             (
                 PipelineError::PartitionLimit {
-                    circuit: circuit.clone(),
+                    circuit,
                     asked: 9,
                     max: 8,
                 }
@@ -680,15 +680,11 @@ mod tests {
                 Code::NotFound,
             ),
             (
-                PipelineError::Unserved(circuit.clone()).into(),
+                PipelineError::Unserved(circuit).into(),
                 Code::FailedPrecondition,
             ),
             (
-                PipelineError::SrsInUse {
-                    circuit: circuit.clone(),
-                    jobs: 1,
-                }
-                .into(),
+                PipelineError::SrsInUse { circuit, jobs: 1 }.into(),
                 Code::FailedPrecondition,
             ),
             (PipelineError::Stopped.into(), Code::Unavailable),
