@@ -5,10 +5,15 @@
 //! at.
 
 mod common;
-use common::{pipeline_settings, serial};
+use common::{cli, pipeline_settings, serial};
 
 use std::path::Path;
+use std::sync::atomic::AtomicUsize;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use launcher::api::server::{serve_unix, Serving};
+use launcher::api::DEFAULT_MAX_MESSAGE_BYTES;
 
 use launcher::journal::{JobState, Journal};
 use launcher::metrics::Metrics;
@@ -159,5 +164,54 @@ fn a_job_requeued_after_a_restart_keeps_its_id() {
         let e = ended(&s, id);
         assert_eq!(e.row.state, JobState::Succeeded, "{e:?}");
     }
+    s.shutdown();
+}
+
+#[test]
+fn the_cli_fetches_a_job_by_its_id_and_by_its_request_id() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let s = Arc::new(service(&dir.path().join("jobs.sqlite")));
+    s.pipeline().resume_gpus().unwrap();
+    let named = s.submit(submission(1, Some("porep-1000-7"))).unwrap();
+    let plain = s.submit(submission(2, None)).unwrap();
+    for id in [named.id, plain.id] {
+        assert_eq!(ended(&s, id).row.state, JobState::Succeeded);
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let socket = dir.path().join("api.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let serving = Serving {
+        max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+        max_connections: 8,
+        open: Arc::new(AtomicUsize::new(0)),
+    };
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let server = serve_unix(rt.handle(), listener, s.clone(), &serving, stopped).unwrap();
+    let env = [("SPLITPROVER_SOCKET", socket.as_path())];
+    // `fetch 1` is job 1 although its request id is the client's.
+    for name in [
+        named.id.to_string(),
+        "porep-1000-7".into(),
+        plain.id.to_string(),
+        format!("job-{}", plain.id),
+    ] {
+        let (code, stdout, err) = cli(&["fetch", &name], &env);
+        assert_eq!(code, 0, "fetch {name}: {err}");
+        assert_eq!(stdout.trim().len(), 2 * 192, "fetch {name}: {stdout}");
+    }
+    let (code, _, err) = cli(&["fetch", "99"], &env);
+    assert_ne!(code, 0);
+    assert!(err.contains("unknown job `job-99`"), "{err}");
+    stop.send(true).unwrap();
+    rt.block_on(server).unwrap().unwrap();
+    drop(rt);
+    let Ok(s) = Arc::try_unwrap(s) else {
+        panic!("the server still holds the service")
+    };
     s.shutdown();
 }
