@@ -248,7 +248,21 @@ impl JobTable {
     /// [`JobTable::submit`] at `priority` (higher is handed out first).
     pub fn submit_at(&mut self, spec: JobSpec, priority: i32) -> u64 {
         let id = self.next_id;
-        self.next_id += 1;
+        let accepted = self.submit_as(id, spec, priority);
+        debug_assert!(accepted, "the next id is above every id given");
+        id
+    }
+
+    /// [`JobTable::submit_at`] under the caller's `id` (the service's journal id) instead of the
+    /// next one; automatic ids come after it from then on. The caller gives an id once (the
+    /// journal never reuses one), so no late result of an ended job reaches a new one. `false`,
+    /// and nothing accepted, when a job with `id` is live.
+    #[must_use]
+    pub fn submit_as(&mut self, id: u64, spec: JobSpec, priority: i32) -> bool {
+        if self.jobs.contains_key(&id) {
+            return false;
+        }
+        self.next_id = self.next_id.max(id.saturating_add(1));
         let n = spec.partitions as usize;
         self.jobs.insert(
             id,
@@ -265,7 +279,7 @@ impl JobTable {
         );
         self.order.insert((Reverse(priority), id));
         self.counters.submitted += 1;
-        id
+        true
     }
 
     /// Removes a live job from the table.
@@ -730,6 +744,35 @@ mod tests {
                 .to_bytes(),
             ),
         }
+    }
+
+    #[test]
+    fn a_given_id_is_the_jobs_id_automatic_ids_follow_it_and_a_live_one_is_refused() {
+        let mut t = JobTable::new(1);
+        assert_eq!(t.submit(spec(1)), 1);
+        // The service's journal ids: given, not necessarily in order (re-queued by priority).
+        assert!(t.submit_as(17, spec(2), PRIORITY_NORMAL));
+        assert!(t.submit_as(9, spec(1), PRIORITY_HIGH));
+        assert_eq!(t.circuit_id(17), Some(9));
+        assert_eq!(t.ahead_of(17), Some(2));
+        // Automatic ids never meet a given one.
+        assert_eq!(t.submit(spec(1)), 18);
+        // A live id is refused and nothing changes.
+        let before = t.counters();
+        assert!(!t.submit_as(17, spec(5), PRIORITY_CRITICAL));
+        assert_eq!(t.counters(), before);
+        assert_eq!(
+            t.summaries()
+                .iter()
+                .find(|j| j.job_id == 17)
+                .unwrap()
+                .partitions,
+            2
+        );
+        // Once it has ended it is no longer live (the caller never gives it again).
+        assert!(t.cancel(17).is_some());
+        assert!(t.ended(17));
+        assert_eq!(t.submit(spec(1)), 19);
     }
 
     #[test]

@@ -202,7 +202,7 @@ impl JobState {
 /// One row.
 #[derive(Clone, Debug)]
 pub struct JournalJob {
-    /// The id clients see.
+    /// The job's id, in the pipeline and to clients.
     pub id: u64,
     /// The circuit spec (`sha-chain:1`, `porep:StackedDrg2KiBV1_1`).
     pub circuit: String,
@@ -222,7 +222,8 @@ pub struct JournalJob {
     pub error: Option<String>,
     /// When a client last got its result (unix milliseconds).
     pub fetched_at: Option<i64>,
-    /// The client's idempotency key, or `job-<id>`: the job id clients use.
+    /// The client's idempotency key, or `job-<id>`: an alias of the id, what cuzk's API calls
+    /// the job id.
     pub request_id: String,
     /// Where a finished job's time went (rows finished before version 3 have none).
     pub times: Option<JobTimes>,

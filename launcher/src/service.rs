@@ -3,6 +3,13 @@
 //! `crate::api` puts the cuzk gRPC API on top of it; `splitprover run`
 //! (`commands::service`) starts both.
 //!
+//! # One job id
+//! A job's id is its journal row's: the service journals a job first, then submits it to the
+//! pipeline under that id ([`JobOptions::id`]), at acceptance and when it is re-queued after a
+//! restart; the pipeline's status, the logs (`job = <id>`) and every lookup use it. The request
+//! id (the client's idempotency key, or `job-<id>` when it sent none) is an alias that
+//! [`Service::resolve`] turns into the id; it is what cuzk's API calls the job id.
+//!
 //! # The promises
 //! - A job is acknowledged only once its row, request bytes included, is in the journal
 //!   (`crate::journal`): it survives a restart of the service and runs after it.
@@ -14,7 +21,7 @@
 //! - Every outcome is journaled (with where its time went) before any waiter is woken, so an
 //!   answer a client got can be asked for again after a restart until it expires.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -23,33 +30,89 @@ use kernels::circuits::AnyCircuit;
 use tokio::sync::watch;
 
 use crate::config::ServiceConfig;
-use crate::journal::{self, JobState, Journal, JournalJob};
+use crate::journal::{self, JobState, Journal, JournalError, JournalJob};
 use crate::metrics::Metrics;
 use crate::pipeline::{
     JobHandle, JobOptions, JobTimes, Pipeline, PipelineError, PipelineStatus, SrsEvicted, SrsLoaded,
 };
 
-/// Why the service refused or could not answer; each maps to one gRPC status code.
+/// Why the service refused or could not answer: the pipeline's error, the journal's, or a
+/// reason of the service's own. `crate::api::server::code` maps each to one gRPC status code.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ServiceError {
-    /// The request is malformed or names something that cannot be proved.
-    #[error("{0}")]
-    InvalidArgument(String),
-    /// No such job (never accepted here, or its result expired).
-    #[error("{0}")]
-    NotFound(String),
-    /// A limit was reached; try again later.
-    #[error("{0}")]
-    Busy(String),
-    /// The operation does not apply in the job's or circuit's state.
-    #[error("{0}")]
-    FailedPrecondition(String),
-    /// The service is stopping.
-    #[error("the service is shutting down: request refused\nhint: send it again once the service is back")]
+    /// A reason of the service's own.
+    #[error(transparent)]
+    Service(#[from] Reason),
+    /// The pipeline refused the job or the operation (a bad request, a circuit it does not
+    /// serve, a busy SRS, ...), or stopped.
+    #[error(transparent)]
+    Pipeline(#[from] PipelineError),
+    /// The journal failed.
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+}
+
+/// The service's own reasons to refuse or fail a call.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Reason {
+    /// The service is stopping: a new request is refused.
+    #[error(
+        "the service is shutting down: request refused\nhint: send it again once the service is back"
+    )]
     ShuttingDown,
-    /// Something on the service's side failed (journal, pipeline).
-    #[error("{0}")]
-    Internal(String),
+    /// The service stopped while a client waited for a job, which stays accepted.
+    #[error(
+        "the service is shutting down: job `{0}` stays queued and runs after the next start\n\
+         hint: ask for it again then (AwaitProof `{0}`)"
+    )]
+    Closing(String),
+    /// The limit of accepted, unfinished jobs was reached.
+    #[error("busy: {queued} jobs queued (at most {max}); try again later")]
+    Busy {
+        /// Jobs queued now.
+        queued: u64,
+        /// `[service] max_queued_jobs`.
+        max: u64,
+    },
+    /// A job name (request id, `job-N`, `N`) that names no job.
+    #[error("unknown job `{0}`: never accepted here, or its result expired")]
+    UnknownJob(String),
+    /// A cancel of a job that has ended (its state, when the journal has it yet).
+    #[error("job `{job}` has already ended{}", .state.map(|s| format!(" ({})", s.as_str())).unwrap_or_default())]
+    Ended {
+        /// The job, by its request id.
+        job: String,
+        /// How it ended.
+        state: Option<JobState>,
+    },
+    /// A client's request id of the service's own form.
+    #[error(
+        "request_id `{0}`: ids of the form `job-N` are the service's own (given to jobs \
+         submitted without one); choose another"
+    )]
+    ReservedRequestId(String),
+    /// A submission that names neither a proof kind nor a circuit.
+    #[error(
+        "proof_kind is UNSPECIFIED and no circuit is named\nhint: set proof_kind \
+         (POREP_SEAL_COMMIT, SNAP_DEALS_UPDATE, WINDOW_POST_PARTITION, WINNING_POST)"
+    )]
+    NoProofKind,
+    /// A PoRep submission whose sector number is not its envelope's.
+    #[error("sector_number {field} does not match the envelope's SectorNum {envelope}")]
+    SectorNumber {
+        /// The request's field.
+        field: u64,
+        /// The envelope's `SectorNum`.
+        envelope: u64,
+    },
+    /// A `Prove` without its submission.
+    #[error("ProveRequest without `submit`")]
+    NoSubmit,
+    /// The worker thread that ran the call failed (panicked).
+    #[error("worker failed: {0}")]
+    Worker(tokio::task::JoinError),
 }
 
 /// A job to accept.
@@ -68,10 +131,10 @@ pub struct Submission {
 /// What [`Service::submit`] did.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Accepted {
-    /// The journal's id.
+    /// The job's id (the journal's, the pipeline's).
     pub id: u64,
-    /// The id clients use (the request id).
-    pub job_id: String,
+    /// Its alias, what cuzk's API calls the job id: the client's request id, or `job-<id>`.
+    pub request_id: String,
     /// The request id named a job accepted before: nothing new was queued.
     pub existing: bool,
     /// Live jobs that run before it (higher or equal priority, older).
@@ -122,19 +185,12 @@ impl Limits {
     }
 }
 
-/// Jobs the pipeline holds, by journal id.
-#[derive(Default)]
-struct Live {
-    handles: BTreeMap<u64, JobHandle>,
-    /// Pipeline id → journal id (status shows journal ids).
-    by_pipeline: HashMap<u64, u64>,
-}
-
 /// The running service.
 pub struct Service {
     pipeline: Pipeline,
     journal: Mutex<Journal>,
-    live: Mutex<Live>,
+    /// The pipeline's handles of the jobs it holds, by id.
+    live: Mutex<BTreeMap<u64, JobHandle>>,
     /// One submission at a time: the request-id lookup and the acceptance are one step.
     submitting: Mutex<()>,
     /// Bumped after each batch of outcomes is journaled, and when the service closes.
@@ -158,7 +214,7 @@ impl Service {
         Service {
             pipeline,
             journal: Mutex::new(journal),
-            live: Mutex::new(Live::default()),
+            live: Mutex::new(BTreeMap::new()),
             submitting: Mutex::new(()),
             ended: watch::Sender::new(0),
             limits,
@@ -193,25 +249,25 @@ impl Service {
     pub fn submit(&self, s: Submission) -> Result<Accepted, ServiceError> {
         if self.stopping.load(Ordering::Relaxed) {
             // Relaxed: a plain flag, nothing is published through it.
-            return Err(ServiceError::ShuttingDown);
+            return Err(Reason::ShuttingDown.into());
         }
         let _one = guard(&self.submitting);
         let request_id = s.request_id.filter(|r| !r.is_empty());
         if let Some(rid) = &request_id {
             let mut journal = guard(&self.journal);
-            if let Some(id) = journal.find(rid).map_err(internal)? {
-                match journal.state_of(id).map_err(internal)? {
+            if let Some(id) = journal.find(rid)? {
+                match journal.state_of(id)? {
                     // No proof came of it: Curio retries a failed proof with the same request
                     // id, and must get a new attempt, not the old failure.
                     Some(JobState::Failed | JobState::Cancelled) => {
-                        journal.release_request_id(id).map_err(internal)?;
-                        tracing::info!(request_id = %rid, old = id, "request id retried after its job ended without a proof");
+                        journal.release_request_id(id)?;
+                        tracing::info!(job = id, request_id = %rid, "request id retried after its job ended without a proof");
                     }
                     _ => {
                         drop(journal);
                         return Ok(Accepted {
                             id,
-                            job_id: rid.clone(),
+                            request_id: rid.clone(),
                             existing: true,
                             queue_position: self.queue_position(id),
                         });
@@ -219,10 +275,7 @@ impl Service {
                 }
             }
             if rid.starts_with("job-") {
-                return Err(ServiceError::InvalidArgument(format!(
-                    "request_id `{rid}`: ids of the form `job-N` are the service's own (given to \
-                     jobs submitted without one); choose another"
-                )));
+                return Err(Reason::ReservedRequestId(rid.clone()).into());
             }
         }
         // The request's size and partition count, before the queue cap and the journal (the
@@ -230,35 +283,36 @@ impl Service {
         self.pipeline
             .admit(&s.circuit, &s.request)
             .map_err(refused)?;
-        let queued = guard(&self.live).handles.len() as u64;
-        if queued >= self.limits.max_queued_jobs {
-            return Err(ServiceError::Busy(format!(
-                "busy: {queued} jobs queued (at most {}); try again later",
-                self.limits.max_queued_jobs
-            )));
+        let queued = guard(&self.live).len() as u64;
+        let max = self.limits.max_queued_jobs;
+        if queued >= max {
+            return Err(Reason::Busy { queued, max }.into());
         }
         let spec = s.circuit.to_string();
-        let priority = crate::jobs::effective_priority(&spec, s.priority).ok_or_else(|| {
-            ServiceError::InvalidArgument(PipelineError::BadPriority(s.priority).to_string())
-        })?;
+        let priority = crate::jobs::effective_priority(&spec, s.priority)
+            .ok_or(PipelineError::BadPriority(s.priority))?;
         // The journal keeps the resolved priority: re-queued in the order it runs in.
-        let id = guard(&self.journal)
-            .accept_as(&spec, priority.into(), &s.request, request_id.as_deref())
-            .map_err(|e| ServiceError::Internal(format!("cannot record the job: {e}")))?;
+        let id = guard(&self.journal).accept_as(
+            &spec,
+            priority.into(),
+            &s.request,
+            request_id.as_deref(),
+        )?;
+        // The journal's id is the job's id in the pipeline.
+        let options = JobOptions {
+            priority,
+            id: Some(id),
+        };
         match self
             .pipeline
-            .submit_job_with(s.circuit, &s.request, JobOptions { priority })
+            .submit_job_with(s.circuit, &s.request, options)
         {
             Ok(handle) => {
-                {
-                    let mut live = guard(&self.live);
-                    live.by_pipeline.insert(handle.id, id);
-                    live.handles.insert(id, handle);
-                }
+                guard(&self.live).insert(id, handle);
                 self.metrics.accepted(&spec);
                 Ok(Accepted {
                     id,
-                    job_id: request_id.unwrap_or_else(|| journal::generated_request_id(id)),
+                    request_id: request_id.unwrap_or_else(|| journal::generated_request_id(id)),
                     existing: false,
                     queue_position: self.queue_position(id),
                 })
@@ -273,34 +327,28 @@ impl Service {
         }
     }
 
-    /// Live jobs that run before journal job `id`.
+    /// Live jobs that run before job `id` (0 when it is not live).
     fn queue_position(&self, id: u64) -> u32 {
-        let Some(pipeline_id) = guard(&self.live).handles.get(&id).map(|h| h.id) else {
-            return 0;
-        };
         self.pipeline
-            .jobs_ahead(pipeline_id)
+            .jobs_ahead(id)
             .map_or(0, |n| u32::try_from(n).unwrap_or(u32::MAX))
     }
 
-    /// The journal id of the job `job_id` names: a request id, or a bare number for
-    /// `job-<number>`.
-    pub fn resolve(&self, job_id: &str) -> Result<u64, ServiceError> {
+    /// The id of the job `name` names: its request id (the client's, or `job-<id>`), or the id
+    /// itself (`17`; `job-17` names job 17 whatever its request id).
+    pub fn resolve(&self, name: &str) -> Result<u64, ServiceError> {
         let journal = guard(&self.journal);
-        let found = match journal.find(job_id).map_err(internal)? {
-            Some(id) => Some(id),
-            None => match job_id.parse::<u64>() {
-                Ok(n) => journal
-                    .find(&journal::generated_request_id(n))
-                    .map_err(internal)?,
-                Err(_) => None,
-            },
-        };
-        found.ok_or_else(|| {
-            ServiceError::NotFound(format!(
-                "unknown job `{job_id}`: never accepted here, or its result expired"
-            ))
-        })
+        if let Some(id) = journal.find(name)? {
+            return Ok(id);
+        }
+        // `job-N` is never a client's request id (refused at submit), so it is the id too.
+        let number = name.strip_prefix("job-").unwrap_or(name).parse::<u64>();
+        if let Ok(id) = number {
+            if journal.state_of(id)?.is_some() {
+                return Ok(id);
+            }
+        }
+        Err(Reason::UnknownJob(name.to_owned()).into())
     }
 
     /// The job's end if it has ended (then marked fetched), `None` while it runs.
@@ -310,14 +358,12 @@ impl Service {
     /// costs no journal read (every batch of outcomes wakes every waiter); the row, proofs
     /// included, is read once the job has left `live`.
     pub fn ended(&self, id: u64) -> Result<Option<Ended>, ServiceError> {
-        if guard(&self.live).handles.contains_key(&id) {
+        if guard(&self.live).contains_key(&id) {
             return Ok(None);
         }
-        let row = guard(&self.journal).get(id).map_err(internal)?;
+        let row = guard(&self.journal).get(id)?;
         let Some(row) = row else {
-            return Err(ServiceError::NotFound(format!(
-                "unknown job {id}: never accepted here, or its result expired"
-            )));
+            return Err(Reason::UnknownJob(id.to_string()).into());
         };
         if row.state == JobState::Accepted {
             return Ok(None);
@@ -341,23 +387,21 @@ impl Service {
 
     /// Cancels a live job; returns whether any partition of it had started.
     pub fn cancel(&self, id: u64) -> Result<bool, ServiceError> {
-        let Some(pipeline_id) = guard(&self.live).handles.get(&id).map(|h| h.id) else {
-            let state = guard(&self.journal).get(id).map_err(internal)?;
-            return Err(match state {
-                None => ServiceError::NotFound(format!(
-                    "unknown job {id}: never accepted here, or its result expired"
-                )),
-                Some(row) => ServiceError::FailedPrecondition(format!(
-                    "job `{}` has already ended ({})",
-                    row.request_id,
-                    row.state.as_str()
-                )),
-            });
-        };
+        if !guard(&self.live).contains_key(&id) {
+            let row = guard(&self.journal).get(id)?;
+            return Err(match row {
+                None => Reason::UnknownJob(id.to_string()),
+                Some(row) => Reason::Ended {
+                    job: row.request_id,
+                    state: Some(row.state),
+                },
+            }
+            .into());
+        }
         // Held across the cancel: `collect` journals the outcome only after the row is
         // `cancelled`, and `finish` leaves a row that is no longer accepted alone.
         let mut journal = guard(&self.journal);
-        let answer = match self.pipeline.cancel(pipeline_id) {
+        let answer = match self.pipeline.cancel(id) {
             Ok(c) => {
                 if let Err(e) = journal.cancel(id) {
                     tracing::error!(job = id, "cannot journal the cancel: {e}");
@@ -365,10 +409,16 @@ impl Service {
                 Ok(c.was_running)
             }
             // Its outcome is on its way to `collect`.
-            Err(PipelineError::UnknownJob(_)) => Err(ServiceError::FailedPrecondition(format!(
-                "job {id} has already ended"
-            ))),
-            Err(e) => Err(ServiceError::Internal(format!("job {id}: {e}"))),
+            Err(PipelineError::UnknownJob(_)) => Err(Reason::Ended {
+                job: journal
+                    .get_request_id(id)
+                    .ok()
+                    .flatten()
+                    .unwrap_or_else(|| journal::generated_request_id(id)),
+                state: None,
+            }
+            .into()),
+            Err(e) => Err(e.into()),
         };
         drop(journal);
         self.collect();
@@ -377,7 +427,7 @@ impl Service {
 
     /// Submits every accepted, unfinished job of the journal again (at start).
     pub fn requeue(&self) -> Result<usize, ServiceError> {
-        let ids = guard(&self.journal).unfinished().map_err(internal)?;
+        let ids = guard(&self.journal).unfinished()?;
         let n = ids.len();
         for id in ids {
             // One request in memory at a time.
@@ -387,8 +437,7 @@ impl Service {
                 Err(e) => {
                     tracing::error!(job = id, "cannot re-queue: {e}");
                     guard(&self.journal)
-                        .finish(id, Err(&format!("cannot re-queue after a restart: {e}")))
-                        .map_err(internal)?;
+                        .finish(id, Err(&format!("cannot re-queue after a restart: {e}")))?;
                     continue;
                 }
             };
@@ -398,25 +447,25 @@ impl Service {
                 .map_err(|e| format!("bad circuit `{}` in the journal: {e}", row.circuit))
                 .and_then(|c| {
                     // Rows written before priorities were on cuzk's scale are brought onto it.
-                    let priority = row.priority.clamp(0, 4) as i32;
+                    let options = JobOptions {
+                        priority: row.priority.clamp(0, 4) as i32,
+                        // Under its own id again.
+                        id: Some(row.id),
+                    };
                     self.pipeline
-                        .submit_job_with(c, &row.request, JobOptions { priority })
+                        .submit_job_with(c, &row.request, options)
                         .map_err(|e| e.to_string())
                 });
             match handle {
                 Ok(h) => {
-                    let mut live = guard(&self.live);
-                    live.by_pipeline.insert(h.id, row.id);
-                    live.handles.insert(row.id, h);
+                    guard(&self.live).insert(row.id, h);
                 }
                 Err(e) => {
                     tracing::warn!(job = row.id, "cannot re-queue: {e}");
-                    guard(&self.journal)
-                        .finish(
-                            row.id,
-                            Err(&format!("cannot re-queue after a restart: {e}")),
-                        )
-                        .map_err(internal)?;
+                    guard(&self.journal).finish(
+                        row.id,
+                        Err(&format!("cannot re-queue after a restart: {e}")),
+                    )?;
                 }
             }
         }
@@ -428,7 +477,7 @@ impl Service {
         let mut ended = Vec::new();
         {
             let live = guard(&self.live);
-            for (&id, h) in &live.handles {
+            for (&id, h) in live.iter() {
                 // Err: the pipeline stopped; the job stays accepted, for the next start.
                 if let Ok(Some(o)) = h.wait_timeout(Duration::ZERO) {
                     ended.push((id, o));
@@ -458,9 +507,7 @@ impl Service {
         }
         let mut live = guard(&self.live);
         for (id, _) in ended {
-            if let Some(h) = live.handles.remove(&id) {
-                live.by_pipeline.remove(&h.id);
-            }
+            live.remove(&id);
         }
         drop(live);
         self.ended.send_modify(|n| *n += 1);
@@ -480,24 +527,12 @@ impl Service {
         }
     }
 
-    /// The pipeline's status, with its job ids replaced by the journal's.
+    /// The pipeline's status (its job ids are the journal's).
     pub fn status(&self) -> PipelineStatus {
-        let mut s = self.pipeline.status();
-        let live = guard(&self.live);
-        for j in &mut s.jobs {
-            if let Some(&id) = live.by_pipeline.get(&j.job_id) {
-                j.job_id = id;
-            }
-        }
-        for g in &mut s.gpus {
-            g.current_job = g
-                .current_job
-                .and_then(|j| live.by_pipeline.get(&j).copied());
-        }
-        s
+        self.pipeline.status()
     }
 
-    /// The request id of a live job (status shows them), by journal id.
+    /// The request id of job `id` (cuzk's status shows them).
     pub fn request_id(&self, id: u64) -> String {
         guard(&self.journal)
             .get_request_id(id)
@@ -526,7 +561,7 @@ impl Service {
 
     /// The largest job id ever given.
     pub fn last_id(&self) -> Result<u64, ServiceError> {
-        guard(&self.journal).last_id().map_err(internal)
+        Ok(guard(&self.journal).last_id()?)
     }
 
     /// Drops the pipeline's handles, then shuts the pipeline down (children stopped, cgroups
@@ -539,46 +574,24 @@ impl Service {
     }
 }
 
-/// The service error of a submission the pipeline refused.
-fn refused(e: PipelineError) -> ServiceError {
-    match e {
-        PipelineError::Stopped => ServiceError::ShuttingDown,
-        e @ (PipelineError::BadSpec { .. }
-        | PipelineError::NotSeeded(_)
-        | PipelineError::Request(_)
-        | PipelineError::BadPriority(_)
-        | PipelineError::TooManyPartitions(_)
-        | PipelineError::PartitionLimit { .. }
-        | PipelineError::RequestTooLarge { .. }
-        | PipelineError::RequestFileRefused(_)
-        | PipelineError::RequestFile { .. }) => ServiceError::InvalidArgument(e.to_string()),
-        e @ PipelineError::Unserved(_) => ServiceError::FailedPrecondition(e.to_string()),
-        e => ServiceError::Internal(e.to_string()),
-    }
-}
-
-fn internal(e: impl std::fmt::Display) -> ServiceError {
-    ServiceError::Internal(e.to_string())
-}
-
 impl Service {
     /// Loads a configured circuit's SRS (its spec or cuzk name: `porep-32g`) so the next proof
     /// does not wait for it.
     pub fn preload_srs(&self, circuit_id: &str) -> Result<SrsLoaded, ServiceError> {
-        self.pipeline.preload_srs(circuit_id).map_err(srs_error)
+        self.pipeline.preload_srs(circuit_id).map_err(refused)
     }
 
     /// Unloads a configured circuit's SRS; refused while jobs of it are live.
     pub fn evict_srs(&self, circuit_id: &str) -> Result<SrsEvicted, ServiceError> {
-        self.pipeline.evict_srs(circuit_id).map_err(srs_error)
+        self.pipeline.evict_srs(circuit_id).map_err(refused)
     }
 }
 
-fn srs_error(e: PipelineError) -> ServiceError {
+/// The service error of a call the pipeline refused: a pipeline that stopped is the service
+/// shutting down.
+fn refused(e: PipelineError) -> ServiceError {
     match e {
-        e @ PipelineError::UnknownSrs { .. } => ServiceError::NotFound(e.to_string()),
-        e @ PipelineError::SrsInUse { .. } => ServiceError::FailedPrecondition(e.to_string()),
-        PipelineError::Stopped => ServiceError::ShuttingDown,
-        e => ServiceError::Internal(e.to_string()),
+        PipelineError::Stopped => Reason::ShuttingDown.into(),
+        e => e.into(),
     }
 }

@@ -41,7 +41,10 @@ fn submit(p: &Pipeline, seed: u64, priority: i32) -> JobHandle {
     p.submit_job_with(
         CIRCUIT.parse().unwrap(),
         &request.to_bytes(),
-        JobOptions { priority },
+        JobOptions {
+            priority,
+            ..Default::default()
+        },
     )
     .unwrap()
 }

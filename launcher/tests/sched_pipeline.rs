@@ -35,7 +35,10 @@ fn submit(p: &Pipeline, seed: u64, partitions: u32, priority: i32) -> JobHandle 
     p.submit_job_with(
         CIRCUIT.parse().unwrap(),
         &request.to_bytes(),
-        JobOptions { priority },
+        JobOptions {
+            priority,
+            ..Default::default()
+        },
     )
     .unwrap()
 }
@@ -220,7 +223,10 @@ fn cancelling_an_unknown_or_finished_job_is_an_error() {
                 partitions: 1
             }
             .to_bytes(),
-            JobOptions { priority: 9 }
+            JobOptions {
+                priority: 9,
+                ..Default::default()
+            }
         ),
         Err(PipelineError::BadPriority(9))
     ));

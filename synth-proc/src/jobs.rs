@@ -103,7 +103,7 @@ impl JobCache {
         let opened = opened.get_or_init(|| {
             let t = std::time::Instant::now();
             let job = request.open(circuit)?;
-            tracing::debug!(job_id, %circuit, partitions = job.partitions(), secs = t.elapsed().as_secs_f64(), "job opened");
+            tracing::debug!(job = job_id, %circuit, partitions = job.partitions(), secs = t.elapsed().as_secs_f64(), "job opened");
             Ok(Arc::from(job))
         });
         let job = opened.clone().map_err(|reason| SynthError::BadRequest {

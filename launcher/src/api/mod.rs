@@ -90,26 +90,22 @@ impl fmt::Display for Endpoint {
 pub fn submission(
     r: pb::SubmitProofRequest,
 ) -> Result<crate::service::Submission, crate::service::ServiceError> {
-    use crate::service::{ServiceError, Submission};
+    use crate::pipeline::PipelineError;
+    use crate::service::{Reason, Submission};
     use kernels::circuits::AnyCircuit;
     use kernels::filecoin::curio;
-    let invalid = |m: String| ServiceError::InvalidArgument(m);
     let priority = i64::from(r.priority);
     let (circuit, request) = if r.proof_kind == pb::ProofKind::Unspecified as i32 {
         if r.circuit.is_empty() {
-            return Err(invalid(
-                "proof_kind is UNSPECIFIED and no circuit is named\nhint: set proof_kind \
-                 (POREP_SEAL_COMMIT, SNAP_DEALS_UPDATE, WINDOW_POST_PARTITION, WINNING_POST)"
-                    .into(),
-            ));
+            return Err(Reason::NoProofKind.into());
         }
-        let circuit: AnyCircuit = r
-            .circuit
-            .parse()
-            .map_err(|e| invalid(format!("bad circuit spec `{}`: {e}", r.circuit)))?;
+        let circuit: AnyCircuit = r.circuit.parse().map_err(|cause| PipelineError::BadSpec {
+            spec: r.circuit.clone(),
+            cause,
+        })?;
         (circuit, r.request)
     } else {
-        let kind = curio::CurioKind::from_wire(r.proof_kind).map_err(|e| invalid(e.to_string()))?;
+        let kind = curio::CurioKind::from_wire(r.proof_kind).map_err(PipelineError::Request)?;
         if kind == curio::CurioKind::PoRepSealCommit && r.sector_number != 0 {
             // Curio sends the sector number twice: as a field and in the envelope.
             #[derive(serde::Deserialize)]
@@ -122,10 +118,11 @@ pub fn submission(
             }) = serde_json::from_slice::<Envelope>(&r.vanilla_proof)
             {
                 if n != r.sector_number {
-                    return Err(invalid(format!(
-                        "sector_number {} does not match the envelope's SectorNum {n}",
-                        r.sector_number
-                    )));
+                    return Err(Reason::SectorNumber {
+                        field: r.sector_number,
+                        envelope: n,
+                    }
+                    .into());
                 }
             }
         }
@@ -142,7 +139,7 @@ pub fn submission(
             comm_r_new: &r.comm_r_new,
             comm_d_new: &r.comm_d_new,
         })
-        .map_err(|e| invalid(e.to_string()))?;
+        .map_err(PipelineError::Request)?;
         (AnyCircuit::Filecoin(t.kind), t.bytes)
     };
     Ok(Submission {

@@ -1,11 +1,13 @@
 //! `cuzk.v1.ProvingEngine` served from the [`Service`]: every RPC real.
 //!
-//! Error mapping, as cuzk's (and a step further): a request that cannot be proved (bad kind,
-//! bad payload, bad circuit, a reused `job-N` id) → `INVALID_ARGUMENT` naming the reason; an
-//! unknown job → `NOT_FOUND`; the queue at its limit or too many connections →
-//! `RESOURCE_EXHAUSTED`; a circuit this service has no SRS for, or a cancel of an ended job →
-//! `FAILED_PRECONDITION`; stopping → `UNAVAILABLE`. A proof that failed is not an RPC error:
-//! `OK` with status `FAILED` and `error_message`.
+//! Error mapping, as cuzk's (and a step further), in one place ([`code`]; every RPC's error is
+//! a [`ServiceError`] turned into a status by [`status`]): a request that cannot be proved (bad
+//! kind, bad payload, bad circuit, a reused `job-N` id) → `INVALID_ARGUMENT` naming the reason;
+//! an unknown job or SRS name → `NOT_FOUND`; the queue at its limit → `RESOURCE_EXHAUSTED`; a
+//! circuit this service has no SRS for, an SRS in use, or a cancel of an ended job →
+//! `FAILED_PRECONDITION`; stopping → `UNAVAILABLE`; the journal or the pipeline failing →
+//! `INTERNAL`. A proof that failed is not an RPC error: `OK` with status `FAILED` and
+//! `error_message`.
 //!
 //! Blocking work (the journal's fsync'd commits, opening a C1 output of tens of MB) runs on
 //! tokio's blocking pool; waiting for a job is a `watch` channel the service bumps after each
@@ -25,7 +27,8 @@ use tonic::transport::server::{Connected, Router};
 use tonic::{Request, Response, Status};
 
 use super::pb::{self, proving_engine_server::ProvingEngine};
-use crate::service::{Ended, Service, ServiceError};
+use crate::pipeline::PipelineError;
+use crate::service::{Ended, Reason, Service, ServiceError};
 
 /// The gRPC face of the service.
 #[derive(Clone)]
@@ -56,7 +59,7 @@ impl Engine {
         let service = self.service.clone();
         tokio::task::spawn_blocking(move || f(&service))
             .await
-            .map_err(|e| Status::internal(format!("worker failed: {e}")))?
+            .map_err(|e| status(Reason::Worker(e).into()))?
             .map_err(status)
     }
 
@@ -73,7 +76,8 @@ impl Engine {
         match &accepted {
             Ok(a) => tracing::info!(
                 %peer,
-                job = %a.job_id,
+                job = a.id,
+                request_id = %a.request_id,
                 proof_kind = kind,
                 existing = a.existing,
                 queue_position = a.queue_position,
@@ -90,7 +94,8 @@ impl Engine {
         accepted
     }
 
-    /// Waits for journal job `id` to end, at most `timeout` (`None`: no limit).
+    /// Waits for job `id` (named `job_id` by the client) to end, at most `timeout` (`None`: no
+    /// limit).
     async fn wait(
         &self,
         id: u64,
@@ -105,10 +110,7 @@ impl Engine {
                 return Ok(answer(job_id, &ended));
             }
             if self.service.is_closing() {
-                return Err(Status::unavailable(format!(
-                    "the service is shutting down: job `{job_id}` stays queued and runs after \
-                     the next start\nhint: ask for it again then (AwaitProof `{job_id}`)"
-                )));
+                return Err(status(Reason::Closing(job_id).into()));
             }
             let woke = match deadline {
                 Some(d) => match tokio::time::timeout_at(d, changed.changed()).await {
@@ -124,7 +126,8 @@ impl Engine {
                 None => changed.changed().await,
             };
             if woke.is_err() {
-                return Err(Status::unavailable("the service stopped"));
+                // The service is gone (dropped after its drain).
+                return Err(status(Reason::Closing(job_id).into()));
             }
         }
     }
@@ -157,17 +160,46 @@ fn answer(job_id: String, e: &Ended) -> pb::AwaitProofResponse {
     }
 }
 
-/// The gRPC status of a service error.
-pub fn status(e: ServiceError) -> Status {
-    let m = e.to_string();
+/// The gRPC code of a service error: the one place errors meet the wire.
+pub fn code(e: &ServiceError) -> tonic::Code {
+    use tonic::Code;
     match e {
-        ServiceError::InvalidArgument(_) => Status::invalid_argument(m),
-        ServiceError::NotFound(_) => Status::not_found(m),
-        ServiceError::Busy(_) => Status::resource_exhausted(m),
-        ServiceError::FailedPrecondition(_) => Status::failed_precondition(m),
-        ServiceError::ShuttingDown => Status::unavailable(m),
-        ServiceError::Internal(_) => Status::internal(m),
+        ServiceError::Service(r) => match r {
+            Reason::ShuttingDown | Reason::Closing(_) => Code::Unavailable,
+            Reason::Busy { .. } => Code::ResourceExhausted,
+            Reason::UnknownJob(_) => Code::NotFound,
+            Reason::Ended { .. } => Code::FailedPrecondition,
+            Reason::ReservedRequestId(_)
+            | Reason::NoProofKind
+            | Reason::SectorNumber { .. }
+            | Reason::NoSubmit => Code::InvalidArgument,
+            Reason::Worker(_) => Code::Internal,
+        },
+        ServiceError::Pipeline(p) => match p {
+            PipelineError::BadSpec { .. }
+            | PipelineError::NotSeeded(_)
+            | PipelineError::Request(_)
+            | PipelineError::BadPriority(_)
+            | PipelineError::TooManyPartitions(_)
+            | PipelineError::PartitionLimit { .. }
+            | PipelineError::RequestTooLarge { .. }
+            | PipelineError::RequestFileRefused(_)
+            | PipelineError::RequestFile { .. } => Code::InvalidArgument,
+            PipelineError::UnknownJob(_) | PipelineError::UnknownSrs { .. } => Code::NotFound,
+            PipelineError::Unserved(_) | PipelineError::SrsInUse { .. } => Code::FailedPrecondition,
+            PipelineError::Stopped => Code::Unavailable,
+            // The ids are the service's (its journal's): a clash is its fault, not the client's.
+            PipelineError::JobIdTaken(_) => Code::Internal,
+            // A pipeline that gave up, a child or the SRS failing, start-up errors.
+            _ => Code::Internal,
+        },
+        ServiceError::Journal(_) => Code::Internal,
     }
+}
+
+/// The gRPC status of a service error: [`code`], and the error's message.
+pub fn status(e: ServiceError) -> Status {
+    Status::new(code(&e), e.to_string())
 }
 
 /// Who called: a Unix socket's peer credentials (`SO_PEERCRED`), else the TCP address.
@@ -201,7 +233,7 @@ impl ProvingEngine for Engine {
         let peer = peer(&request);
         let a = self.submit(request.into_inner(), peer).await?;
         Ok(Response::new(pb::SubmitProofResponse {
-            job_id: a.job_id,
+            job_id: a.request_id,
             queue_position: a.queue_position,
             assigned_gpu: String::new(),
             existing: a.existing,
@@ -228,10 +260,10 @@ impl ProvingEngine for Engine {
         let submit = request
             .into_inner()
             .submit
-            .ok_or_else(|| Status::invalid_argument("ProveRequest without `submit`"))?;
+            .ok_or_else(|| status(Reason::NoSubmit.into()))?;
         let a = self.submit(submit, peer).await?;
         // A retried Prove (after the client's own timeout) attaches here to the running job.
-        let result = self.wait(a.id, a.job_id, None).await?;
+        let result = self.wait(a.id, a.request_id, None).await?;
         Ok(Response::new(pb::ProveResponse {
             result: Some(result),
         }))
@@ -538,4 +570,172 @@ fn srs_lines(status: &crate::pipeline::PipelineStatus) -> Vec<pb::SrsStatus> {
             ref_count: l.ref_count,
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use kernels::circuits::AnyCircuit;
+    use tonic::Code;
+
+    use super::*;
+    use crate::journal::{JobState, JournalError};
+
+    /// A `JoinError`, as a worker thread that failed gives it.
+    fn join_error() -> tokio::task::JoinError {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let task = tokio::spawn(std::future::pending::<()>());
+            task.abort();
+            task.await.unwrap_err()
+        })
+    }
+
+    #[test]
+    fn every_service_error_has_its_grpc_code() {
+        let circuit: AnyCircuit = "sha-chain:1".parse().unwrap();
+        let bad = || "no-such-circuit:1".parse::<AnyCircuit>().unwrap_err();
+        let table: Vec<(ServiceError, Code)> = vec![
+            // The service's own reasons.
+            (Reason::ShuttingDown.into(), Code::Unavailable),
+            (Reason::Closing("job-3".into()).into(), Code::Unavailable),
+            (
+                Reason::Busy { queued: 4, max: 4 }.into(),
+                Code::ResourceExhausted,
+            ),
+            (Reason::UnknownJob("nope".into()).into(), Code::NotFound),
+            (
+                Reason::Ended {
+                    job: "job-3".into(),
+                    state: Some(JobState::Cancelled),
+                }
+                .into(),
+                Code::FailedPrecondition,
+            ),
+            (
+                Reason::ReservedRequestId("job-9".into()).into(),
+                Code::InvalidArgument,
+            ),
+            (Reason::NoProofKind.into(), Code::InvalidArgument),
+            (
+                Reason::SectorNumber {
+                    field: 7,
+                    envelope: 8,
+                }
+                .into(),
+                Code::InvalidArgument,
+            ),
+            (Reason::NoSubmit.into(), Code::InvalidArgument),
+            (Reason::Worker(join_error()).into(), Code::Internal),
+            // The pipeline's.
+            (
+                PipelineError::BadSpec {
+                    spec: "no-such-circuit:1".into(),
+                    cause: bad(),
+                }
+                .into(),
+                Code::InvalidArgument,
+            ),
+            (
+                PipelineError::NotSeeded(circuit).into(),
+                Code::InvalidArgument,
+            ),
+            (PipelineError::Request(bad()).into(), Code::InvalidArgument),
+            (PipelineError::BadPriority(7).into(), Code::InvalidArgument),
+            (
+                PipelineError::TooManyPartitions(1 << 40).into(),
+                Code::InvalidArgument,
+            ),
+            (
+                PipelineError::PartitionLimit {
+                    circuit,
+                    asked: 9,
+                    max: 8,
+                }
+                .into(),
+                Code::InvalidArgument,
+            ),
+            (
+                PipelineError::RequestTooLarge { bytes: 9, max: 8 }.into(),
+                Code::InvalidArgument,
+            ),
+            (
+                PipelineError::RequestFile {
+                    path: "c1.json".into(),
+                    cause: Box::new(PipelineError::Request(bad())),
+                }
+                .into(),
+                Code::InvalidArgument,
+            ),
+            (PipelineError::UnknownJob(3).into(), Code::NotFound),
+            (
+                PipelineError::UnknownSrs {
+                    id: "porep-32g".into(),
+                    configured: "sha-chain:1".into(),
+                }
+                .into(),
+                Code::NotFound,
+            ),
+            (
+                PipelineError::Unserved(circuit).into(),
+                Code::FailedPrecondition,
+            ),
+            (
+                PipelineError::SrsInUse { circuit, jobs: 1 }.into(),
+                Code::FailedPrecondition,
+            ),
+            (PipelineError::Stopped.into(), Code::Unavailable),
+            (PipelineError::JobIdTaken(3).into(), Code::Internal),
+            (
+                PipelineError::Fatal("gave up".into()).into(),
+                Code::Internal,
+            ),
+            // The journal's.
+            (
+                JournalError::BadResult {
+                    path: PathBuf::from("jobs.sqlite"),
+                    id: 3,
+                }
+                .into(),
+                Code::Internal,
+            ),
+        ];
+        for (e, expected) in table {
+            let shown = e.to_string();
+            assert_eq!(code(&e), expected, "{shown}");
+            // The status carries the error's own message.
+            let s = status(e);
+            assert_eq!((s.code(), s.message()), (expected, shown.as_str()));
+        }
+    }
+
+    #[test]
+    fn messages_read_as_before() {
+        let e: ServiceError = Reason::Ended {
+            job: "job-3".into(),
+            state: Some(JobState::Cancelled),
+        }
+        .into();
+        assert_eq!(e.to_string(), "job `job-3` has already ended (cancelled)");
+        let e: ServiceError = Reason::Ended {
+            job: "job-3".into(),
+            state: None,
+        }
+        .into();
+        assert_eq!(e.to_string(), "job `job-3` has already ended");
+        let e: ServiceError = Reason::Closing("porep-1-2".into()).into();
+        assert!(
+            e.to_string()
+                .ends_with("\nhint: ask for it again then (AwaitProof `porep-1-2`)"),
+            "{e}"
+        );
+        let e: ServiceError = PipelineError::BadPriority(7).into();
+        assert!(
+            e.to_string().starts_with("priority 7 is not on the scale"),
+            "{e}"
+        );
+    }
 }

@@ -381,7 +381,7 @@ pub fn client(socket: Option<&str>) -> anyhow::Result<Client> {
     Ok(Client::connect(&endpoint_of(socket)?)?)
 }
 
-/// The job id a user typed: `7` is short for `job-7`.
+/// The job id a user typed: `7` is short for `job-7`, which names job 7 whatever its request id.
 fn job_id_of(typed: &str) -> String {
     match typed.parse::<u64>() {
         Ok(n) => journal::generated_request_id(n),

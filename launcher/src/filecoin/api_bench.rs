@@ -246,7 +246,14 @@ pub fn run(
         let (mut next, mut done) = (0, 0);
         while done < n {
             while next < n && in_flight.len() < clients.max(1) {
-                in_flight.push_back(p.submit_job_with(circuit, &c1, JobOptions { priority: 2 })?);
+                in_flight.push_back(p.submit_job_with(
+                    circuit,
+                    &c1,
+                    JobOptions {
+                        priority: 2,
+                        ..Default::default()
+                    },
+                )?);
                 next += 1;
             }
             let o = in_flight.pop_front().expect("in flight").wait()?;

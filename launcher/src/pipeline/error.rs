@@ -19,6 +19,9 @@ pub enum PipelineError {
     /// A cancel named a job that is not live (unknown, or already ended).
     #[error("job {0} is not queued or running (unknown, or already ended)")]
     UnknownJob(u64),
+    /// A submission gave the id of a live job ([`JobOptions::id`](super::JobOptions)).
+    #[error("job id {0} is taken: a job with it is queued or running")]
+    JobIdTaken(u64),
     /// A priority off cuzk's scale.
     #[error("priority {0} is not on the scale (0 = the kind's default, 1 LOW … 4 CRITICAL)")]
     BadPriority(i64),

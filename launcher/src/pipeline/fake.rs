@@ -327,7 +327,10 @@ impl World {
         let (spec, id) = circuit();
         let request = kernels::job::BuiltinRequest { seed, partitions }.to_bytes();
         let priority = crate::jobs::effective_priority(CIRCUIT, options.priority.into()).unwrap();
-        let job = NewJob::open(spec, id, &request, priority, 64).unwrap();
+        let job = NewJob {
+            id: options.id,
+            ..NewJob::open(spec, id, &request, priority, 64).unwrap()
+        };
         self.core.accept(job).unwrap()
     }
 

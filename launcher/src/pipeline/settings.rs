@@ -194,6 +194,10 @@ pub struct JobOptions {
     /// takes the kind's default (WinningPoSt CRITICAL, WindowPoSt HIGH, everything else
     /// NORMAL). Higher priority partitions are handed to synth-proc first.
     pub priority: i32,
+    /// The job's id, given by a caller that owns ids (the service: its journal's); `None`:
+    /// the next automatic one. A given id is never given twice; one that is live is refused
+    /// ([`PipelineError::JobIdTaken`](super::PipelineError::JobIdTaken)).
+    pub id: Option<u64>,
 }
 
 #[cfg(test)]

@@ -64,6 +64,8 @@ pub(super) struct NewJob {
     pub(super) inputs: Vec<Vec<Scalar>>,
     /// Its sealed request, when it does not travel inline.
     pub(super) memfd: Option<SealedRequest>,
+    /// The id its caller gives it ([`JobOptions::id`]); `None`: the next automatic one.
+    pub(super) id: Option<u64>,
 }
 
 impl NewJob {
@@ -111,19 +113,28 @@ impl NewJob {
             priority,
             inputs,
             memfd,
+            id: None,
         })
     }
 }
 
 impl Core {
-    /// Takes an opened job into the table (refused when the pipeline is fatal); its partitions
-    /// are handed out as the window allows.
+    /// Takes an opened job into the table (refused when the pipeline is fatal, or when the id
+    /// it is given is live); its partitions are handed out as the window allows.
     pub(super) fn accept(&mut self, job: NewJob) -> Result<JobHandle> {
         if let Some(f) = &self.fatal {
             return Err(PipelineError::Fatal(f.clone()));
         }
         let partitions = job.spec.partitions;
-        let id = self.jobs.submit_at(job.spec, job.priority);
+        let id = match job.id {
+            None => self.jobs.submit_at(job.spec, job.priority),
+            Some(id) => {
+                if !self.jobs.submit_as(id, job.spec, job.priority) {
+                    return Err(PipelineError::JobIdTaken(id));
+                }
+                id
+            }
+        };
         self.live.insert(
             id,
             LiveJob {
@@ -263,8 +274,8 @@ impl Pipeline {
         admission(circuit, request, max_request_bytes, max_partitions)
     }
 
-    /// [`Pipeline::submit_job`] with options (its priority). Errors for a priority off the
-    /// scale.
+    /// [`Pipeline::submit_job`] with options (its priority, its id). Errors for a priority off
+    /// the scale, and for a given id that is live.
     pub fn submit_job_with(
         &self,
         circuit: AnyCircuit,
@@ -293,7 +304,10 @@ impl Pipeline {
             (f.max_request_bytes, f.max_partitions)
         };
         admission(&circuit, request, max_request_bytes, max_partitions)?;
-        let job = NewJob::open(circuit, circuit_id, request, priority, max_partitions)?;
+        let job = NewJob {
+            id: options.id,
+            ..NewJob::open(circuit, circuit_id, request, priority, max_partitions)?
+        };
         tracing::debug!(%circuit, partitions = job.spec.partitions, bytes = request.len(), secs = t.elapsed().as_secs_f64(), "job accepted");
         // An evicted SRS is loaded again first; held until the job is in the table, so no evict
         // runs between the check and the job.

@@ -239,6 +239,7 @@ fn partitions_go_out_highest_priority_first_and_urgent_ones_overtake_in_the_expr
         1,
         JobOptions {
             priority: PRIORITY_LOW,
+            ..Default::default()
         },
     );
     let normal = w.submit(2, 2, normal());
@@ -251,6 +252,7 @@ fn partitions_go_out_highest_priority_first_and_urgent_ones_overtake_in_the_expr
         1,
         JobOptions {
             priority: PRIORITY_CRITICAL,
+            ..Default::default()
         },
     );
     let urgent = w.handed_out();
