@@ -64,6 +64,7 @@
 #include <ec/jacobian_t.hpp>
 #include <ec/xyzz_t.hpp>
 #include "points.cuh"
+#include "witness.cuh"
 
 typedef jacobian_t<fp_t> point_t;
 typedef xyzz_t<fp_t> bucket_t;
@@ -159,6 +160,30 @@ __global__ void sp_sub_scale(fr_t* a, const fr_t* c, fr_t z_inv, size_t n)
         fr_t t = a[i] - c[i];
         a[i] = t * z_inv;
     }
+}
+
+// A witness-only slot's aux values unpacked (`sp_unpack_aux`), one per thread.
+__launch_bounds__(256)
+__global__ void sp_unpack(fr_t* aux, size_t n_aux, const uint64_t* is_bit,
+                          const uint64_t* bits_before, const uint64_t* bit_values,
+                          const fr_t* non_bits, const fr_t* one)
+{
+    const fr_t o = *one;
+    for (size_t i = threadIdx.x + (size_t)blockIdx.x * blockDim.x; i < n_aux;
+         i += (size_t)blockDim.x * gridDim.x)
+        aux[i] = sp_unpack_aux(i, is_bit, bits_before, bit_values, non_bits, o);
+}
+
+// out = M w for one pre-compiled matrix (`sp_eval_row`), a row per thread.
+__launch_bounds__(256)
+__global__ void sp_spmv(fr_t* out, size_t rows, const uint64_t* row_start, const uint64_t* terms,
+                        const fr_t* coeffs, const fr_t* input, size_t n_inputs, const fr_t* aux)
+{
+    // coefficient id 0 is 1 (kernels::r1cs)
+    const fr_t one = coeffs[SP_ID_ONE];
+    for (size_t r = threadIdx.x + (size_t)blockIdx.x * blockDim.x; r < rows;
+         r += (size_t)blockDim.x * gridDim.x)
+        out[r] = sp_eval_row(row_start, terms, r, coeffs, input, n_inputs, aux, one);
 }
 
 // The bitmap gather: out[k] = in[i] for the k-th set bit i of a bitmap, in three steps over
@@ -668,13 +693,21 @@ struct sp_density {
     size_t popcount;
 };
 
-// One synthesized circuit (scalars in Montgomery form, as blstrs keeps them).
+// One synthesized circuit (scalars in Montgomery form, as blstrs keeps them). A witness-only
+// one (`witness` != 0, issue 31) carries no a, b, c or aux: `bit_values` and `non_bits` are its
+// packed aux (kernels::witness), unpacked and multiplied by the matrices
+// (`splitprover_gpu_set_matrices`) on the device; its densities are the matrices'.
 struct sp_assignment {
     const fr_t* a; const fr_t* b; const fr_t* c; size_t abc_len;
     const fr_t* input; size_t input_len;
     const fr_t* aux; size_t aux_len;
     sp_density a_aux, b_input, b_aux;
+    const uint64_t* bit_values; size_t bit_words;
+    const fr_t* non_bits; size_t non_bits_len;
+    uint32_t witness, pad;
 };
+static_assert(sizeof(sp_assignment) == 176, "the Rust mirror's size");
+static_assert(sizeof(sp_matrices) == 192, "the Rust mirror's size");
 
 // The five sums, Jacobian (blst_p1 / blst_p2 layout). With the device finishing (`finished`),
 // `dev` holds what `sp_side` wrote (with the caller's blinding terms: the proof's A and B and
@@ -942,6 +975,26 @@ public:
     using NTT::NTT_internal;
 };
 
+// A circuit's matrices resident on the device, for witness-only proofs
+// (`splitprover_gpu_set_matrices`): each of A, B, C in CSR, the coefficients, the witness
+// layout's bitmap and rank table, the shape's density words (A-aux, B-input, B-aux, in the
+// order of an input set's `words`).
+struct sp_dev_matrices {
+    sp_buf<uint64_t> row_start[3], terms[3];
+    sp_buf<fr_t> coeffs;
+    sp_buf<uint64_t> is_bit, bits_before, words;
+    size_t rows = 0, n_bits = 0;
+    size_t popcount[3] = {};
+    bool ready = false;
+    size_t bytes() const
+    {
+        size_t b = coeffs.bytes() + is_bit.bytes() + bits_before.bytes() + words.bytes();
+        for (int q = 0; q < 3; q++)
+            b += row_start[q].bytes() + terms[q].bytes();
+        return b;
+    }
+};
+
 // One input set: what the copy stream writes for a proof.
 struct sp_set {
     sp_buf<fr_t> abc;          // 3 * domain: a, b, c, then h in place of a
@@ -1048,6 +1101,8 @@ struct GpuContext {
     sp_job_buf<bucket_t> job_g1[SP_G1_JOBS];
     sp_job_buf<bucket_fp2_t> job_g2;
     sp_buf<unsigned char> d_results;
+
+    sp_dev_matrices mat;   // witness-only proofs: the circuit's matrices
 
     std::unique_ptr<stream_t> s_main, s_n1, s_n2, s_copy;
     // The side stream (highest priority: its single block must start while the H MSM fills the
@@ -1363,6 +1418,78 @@ RustError::by_value splitprover_gpu_create(const sp_srs* srs, const void* image,
     return RustError{cudaSuccess};
 }
 
+// Uploads a circuit's matrices and witness layout for witness-only proofs (issue 31), once per
+// context; `bytes` gets the device memory they take. Refused, with the numbers, when their shape
+// is not the SRS's or the device has not the room.
+extern "C"
+RustError::by_value splitprover_gpu_set_matrices(GpuContext* ctx, const sp_matrices* m,
+                                                 size_t* bytes)
+{
+    std::lock_guard<std::mutex> guard(ctx->mtx);
+    const sp_srs& L = ctx->lens;
+    sp_dev_matrices& M = ctx->mat;
+    if (M.ready)
+        return RustError{cudaErrorInvalidValue, "this context has its matrices already"};
+    if (m->n_inputs != L.n_inputs || m->n_aux != L.n_l)
+        return RustError{cudaErrorInvalidValue,
+                         "the matrices' inputs and aux variables are not the SRS's"};
+    if (m->rows > ctx->domain || m->aux_words != (m->n_aux + 63) / 64 || m->n_bits > m->n_aux
+        || m->n_coeffs < 2)
+        return RustError{cudaErrorInvalidValue, "the matrices' lengths do not hold together"};
+    if (L.n_inputs + m->popcount[0] != L.n_a || m->popcount[1] + m->popcount[2] != L.n_b)
+        return RustError{cudaErrorInvalidValue, "the matrices' densities are not the SRS's"};
+    size_t stage = (m->n_aux - m->n_bits) * sizeof(fr_t) + (m->n_bits + 63) / 64 * 8;
+    if (stage > ctx->domain * sizeof(fr_t))
+        return RustError{cudaErrorInvalidValue,
+                         "a packed witness does not fit the third of an input set it is staged in"};
+    size_t w_aux = sp_words(L.n_l), w_inp = sp_words(L.n_inputs);
+    size_t need = m->n_coeffs * sizeof(fr_t) + (2 * m->aux_words + 1) * 8
+                + (2 * w_aux + w_inp) * 8;
+    for (int q = 0; q < 3; q++)
+        need += (m->rows + 1 + m->nnz[q]) * 8;
+    try {
+        ctx->gpu.select();
+        size_t free_b = 0, total_b = 0;
+        CUDA_OK(cudaMemGetInfo(&free_b, &total_b));
+        if (need > free_b)
+            return RustError{cudaErrorMemoryAllocation,
+                             "the matrices need " + sp_mib(need) + " of device memory, but the "
+                             "device has " + sp_mib(free_b) + " free of " + sp_mib(total_b)};
+        stream_t& s = *ctx->s_copy;
+        for (int q = 0; q < 3; q++) {
+            M.row_start[q].alloc(m->rows + 1);
+            s.HtoD(M.row_start[q].ptr, m->row_start[q], m->rows + 1);
+            M.terms[q].alloc(m->nnz[q]);
+            if (m->nnz[q])
+                s.HtoD(M.terms[q].ptr, m->terms[q], m->nnz[q]);
+        }
+        M.coeffs.alloc(m->n_coeffs);
+        s.HtoD(M.coeffs.ptr, reinterpret_cast<const fr_t*>(m->coeffs), m->n_coeffs);
+        M.is_bit.alloc(sp_nz(m->aux_words));
+        if (m->aux_words)
+            s.HtoD(M.is_bit.ptr, m->is_bit, m->aux_words);
+        M.bits_before.alloc(m->aux_words + 1);
+        s.HtoD(M.bits_before.ptr, m->bits_before, m->aux_words + 1);
+        M.words.alloc(sp_nz(2 * w_aux + w_inp));
+        if (w_aux) {
+            s.HtoD(M.words.ptr, m->density[0], w_aux);
+            s.HtoD(M.words.ptr + w_aux + w_inp, m->density[2], w_aux);
+        }
+        if (w_inp)
+            s.HtoD(M.words.ptr + w_aux, m->density[1], w_inp);
+        s.sync();
+        M.rows = m->rows;
+        M.n_bits = m->n_bits;
+        for (int q = 0; q < 3; q++)
+            M.popcount[q] = m->popcount[q];
+        M.ready = true;
+        *bytes = M.bytes();
+    } catch (const cuda_error& e) {
+        return sp_error(e, "uploading the matrices to the GPU");
+    }
+    return RustError{cudaSuccess};
+}
+
 extern "C" void splitprover_gpu_destroy(GpuContext* ctx)
 {
     if (!ctx) return;
@@ -1596,6 +1723,44 @@ static sp_dev_sums* sp_dev_out(unsigned char* base, const sp_layout& lay)
     return (sp_dev_sums*)(base + lay.results_bytes - sizeof(sp_dev_sums));
 }
 
+// A witness-only proof's inputs on the copy stream (issue 31): the inputs, then the packed aux
+// staged in the third of `abc` that c takes later, unpacked into the set's aux; the density
+// words from the resident matrices; then a = A w, b = B w and c = C w, each vector's event
+// recorded as its copy's would be. c's product overwrites the staging only after the unpack
+// read it (one stream). Kernels on this stream share the SMs with the previous proof's MSMs.
+static void sp_issue_witness(GpuContext& ctx, const sp_assignment& a, sp_set& st,
+                             sp_flight& fl)
+{
+    stream_t& s = *ctx.s_copy;
+    const sp_srs& L = ctx.lens;
+    const sp_dev_matrices& M = ctx.mat;
+    size_t dom = ctx.domain;
+    if (L.n_inputs)
+        s.HtoD(st.input.ptr, a.input, L.n_inputs);
+    fr_t* stage = st.abc.ptr + 2 * dom;
+    uint64_t* bits = reinterpret_cast<uint64_t*>(stage + a.non_bits_len);
+    if (a.non_bits_len)
+        s.HtoD(stage, a.non_bits, a.non_bits_len);
+    if (a.bit_words)
+        s.HtoD(bits, a.bit_values, a.bit_words);
+    if (L.n_l)
+        sp_unpack<<<sp_blocks(ctx, L.n_l, 16), 256, 0, s>>>(
+            st.aux.ptr, L.n_l, M.is_bit.ptr, M.bits_before.ptr, bits, stage,
+            M.coeffs.ptr + SP_ID_ONE);
+    CUDA_OK(cudaGetLastError());
+    if (M.words.len)
+        CUDA_OK(cudaMemcpyAsync(st.words.ptr, M.words.ptr, M.words.bytes(),
+                                cudaMemcpyDeviceToDevice, s));
+    CUDA_OK(cudaEventRecord(fl.assign, s));
+    for (int q = 0; q < 3; q++) {
+        sp_spmv<<<sp_blocks(ctx, M.rows, 8), 256, 0, s>>>(
+            st.abc.ptr + q * dom, M.rows, M.row_start[q].ptr, M.terms[q].ptr, M.coeffs.ptr,
+            st.input.ptr, L.n_inputs, st.aux.ptr);
+        CUDA_OK(cudaGetLastError());
+        CUDA_OK(cudaEventRecord(fl.vec[q], s));
+    }
+}
+
 // The copies of one proof on the copy stream, once its input set's previous reader is done:
 // the blinding input of `sp_side` (`blind`, or zeros: the plain sums), the assignment and the
 // bitmaps first (the gathers and splits need them, and the host waits for the split counts),
@@ -1621,6 +1786,11 @@ static void sp_issue_copy(GpuContext& ctx, const sp_assignment& a, const sp_blin
                                 s));
     }
     size_t w_aux = sp_words(L.n_l), w_inp = sp_words(L.n_inputs);
+    if (a.witness) {
+        sp_issue_witness(ctx, a, st, fl);
+        CUDA_OK(cudaEventRecord(fl.ev[EV_COPY1], s));
+        return;
+    }
     if (L.n_inputs)
         s.HtoD(st.input.ptr, a.input, L.n_inputs);
     if (L.n_l)
@@ -2157,6 +2327,16 @@ static void sp_finish(const GpuContext& ctx, sp_flight& fl, sp_components& out, 
 static bool sp_matches(const GpuContext& ctx, const sp_assignment& a)
 {
     const sp_srs& L = ctx.lens;
+    if (a.witness) {
+        // the packed aux must be the layout's, and it is staged in c's third of `abc`
+        const sp_dev_matrices& M = ctx.mat;
+        size_t stage = a.non_bits_len * sizeof(fr_t) + a.bit_words * sizeof(uint64_t);
+        return M.ready && a.input_len == L.n_inputs && a.abc_len == M.rows
+            && a.non_bits_len + M.n_bits == L.n_l && a.bit_words == (M.n_bits + 63) / 64
+            && stage <= ctx.domain * sizeof(fr_t)
+            && a.a_aux.popcount == M.popcount[0] && a.b_input.popcount == M.popcount[1]
+            && a.b_aux.popcount == M.popcount[2];
+    }
     return a.abc_len <= ctx.domain && a.aux_len == L.n_l && a.input_len == L.n_inputs
         && a.a_aux.bit_len == L.n_l && a.b_aux.bit_len == L.n_l
         && a.b_input.bit_len == L.n_inputs
@@ -2288,6 +2468,23 @@ extern "C" void splitprover_gpu_layout(const sp_srs* srs, int sms, uint32_t wbit
     out->reserve = SP_RESERVE;
     out->wbits_h = l.plan_h.wbits;
     out->chunks_h = (uint32_t)l.plan_h.batch;
+}
+
+// A witness-only proof's device arithmetic on the host, from the same templates: the aux of a
+// packed witness unpacked into `aux` (n_aux), then A w, B w, C w into `abc` (3 rows). For the
+// no-GPU tests, against kernels::witness::expand.
+extern "C" void splitprover_gpu_witness_check(const sp_matrices* m, const fr_t* input,
+                                              const uint64_t* bit_values, const fr_t* non_bits,
+                                              fr_t* aux, fr_t* abc)
+{
+    const fr_t* coeffs = reinterpret_cast<const fr_t*>(m->coeffs);
+    const fr_t& one = coeffs[SP_ID_ONE];
+    for (size_t i = 0; i < m->n_aux; i++)
+        aux[i] = sp_unpack_aux(i, m->is_bit, m->bits_before, bit_values, non_bits, one);
+    for (int q = 0; q < 3; q++)
+        for (size_t r = 0; r < m->rows; r++)
+            abc[q * m->rows + r] = sp_eval_row(m->row_start[q], m->terms[q], r, coeffs, input,
+                                               m->n_inputs, aux, one);
 }
 
 // sppark's host-side row integration (`msm_t::integrate_row`) over integers modulo 2^64 instead

@@ -93,7 +93,35 @@ pub(super) mod ffi {
         pub a_aux: Density,
         pub b_input: Density,
         pub b_aux: Density,
+        /// A witness-only assignment's packed aux (`witness` 1): bit values and non-bits.
+        pub bit_values: *const u64,
+        pub bit_words: usize,
+        pub non_bits: *const Scalar,
+        pub non_bits_len: usize,
+        pub witness: u32,
+        pub pad: u32,
     }
+    const _: () = assert!(std::mem::size_of::<Assignment>() == 176);
+
+    /// `sp_matrices`: a circuit's matrices and witness layout, host arrays.
+    #[repr(C)]
+    pub struct Matrices {
+        pub row_start: [*const u64; 3],
+        pub terms: [*const u64; 3],
+        pub nnz: [u64; 3],
+        pub rows: u64,
+        pub coeffs: *const Scalar,
+        pub n_coeffs: u64,
+        pub is_bit: *const u64,
+        pub bits_before: *const u64,
+        pub aux_words: u64,
+        pub n_inputs: u64,
+        pub n_aux: u64,
+        pub n_bits: u64,
+        pub density: [*const u64; 3],
+        pub popcount: [u64; 3],
+    }
+    const _: () = assert!(std::mem::size_of::<Matrices>() == 192);
 
     /// Jacobian points: blstrs' projective points are `repr(transparent)` over blst's
     /// `blst_p1`/`blst_p2`, which is sppark's `jacobian_t` layout. `dev` and `finished`: what
@@ -873,6 +901,12 @@ impl GpuBackend {
                 a_aux: density(&asg.a_aux_density),
                 b_input: density(&asg.b_input_density),
                 b_aux: density(&asg.b_aux_density),
+                bit_values: std::ptr::null(),
+                bit_words: 0,
+                non_bits: std::ptr::null(),
+                non_bits_len: 0,
+                witness: 0,
+                pad: 0,
             })
             .collect();
         let mut out = vec![identity_components(); batch.len()];
