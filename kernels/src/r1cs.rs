@@ -57,6 +57,7 @@ use ff::{Field, PrimeField};
 use rayon::prelude::*;
 
 use crate::synth::{AssignmentSink, CircuitShape, DensityBits};
+use crate::witness::{boolean_aux, RowTerm, RowVar};
 use crate::{Error, ErrorKind};
 
 /// The first header word.
@@ -309,6 +310,9 @@ pub struct Measure {
     pub b_input: usize,
     /// Aux variables that appear in B.
     pub b_aux: usize,
+    /// Aux variables that a constraint forces to be 0 or 1 (`(1 - x)·x = 0` or `x·x = x`,
+    /// [`crate::witness`]): a witness-only slot packs them as bits.
+    pub bit_aux: usize,
 }
 
 impl Measure {
@@ -329,11 +333,17 @@ impl Measure {
             b_g2: self.b_input + self.b_aux,
         }
     }
+
+    /// Aux variables a witness-only slot keeps as field elements (the others are bits).
+    pub fn non_bit_aux(&self) -> usize {
+        self.shape.aux - self.bit_aux
+    }
 }
 
 /// Measures `circuit` (its blank form will do: no witness closure is called) with the prover's
 /// sequence, as [`record`] does, counting instead of keeping: the terms per matrix, the distinct
-/// coefficients and which variables A and B use.
+/// coefficients, which variables A and B use and which aux variables are constrained boolean
+/// (the same test as [`crate::witness::WitnessLayout::of`] runs on recorded matrices).
 pub fn measure<C: Circuit<Scalar>>(circuit: C) -> Result<Measure, Error> {
     let (shape, counter) = walk(circuit, Counter::default())?;
     let ones = |bits: &[u64]| bits.iter().map(|w| w.count_ones() as usize).sum();
@@ -344,6 +354,7 @@ pub fn measure<C: Circuit<Scalar>>(circuit: C) -> Result<Measure, Error> {
         a_aux: ones(&counter.a_aux),
         b_input: ones(&counter.b_input),
         b_aux: ones(&counter.b_aux),
+        bit_aux: ones(&counter.bit_aux),
     })
 }
 
@@ -605,8 +616,8 @@ impl RowSink for Recorder {
     }
 }
 
-/// The sink of [`measure`]: terms per matrix, distinct coefficients and which variables A and B
-/// use (one bit per variable).
+/// The sink of [`measure`]: terms per matrix, distinct coefficients, which variables A and B
+/// use and which aux variables are constrained boolean (one bit per variable).
 #[derive(Default)]
 struct Counter {
     nnz: [u64; 3],
@@ -615,6 +626,11 @@ struct Counter {
     a_aux: Vec<u64>,
     b_input: Vec<u64>,
     b_aux: Vec<u64>,
+    bit_aux: Vec<u64>,
+    /// The current constraint's first two terms of A, B and C, and how many each row has: a
+    /// boolean constraint has at most two per row.
+    row: [Vec<RowTerm>; 3],
+    row_terms: [usize; 3],
 }
 
 fn set_bit(bits: &mut Vec<u64>, i: usize) {
@@ -636,6 +652,33 @@ impl RowSink for Counter {
             (1, Column::Aux(i)) => set_bit(&mut self.b_aux, i),
             _ => {}
         }
+        self.row_terms[m] += 1;
+        if self.row[m].len() < 2 {
+            let var = match column {
+                Column::Input(0) => RowVar::One,
+                Column::Input(_) => RowVar::Input,
+                Column::Aux(i) => RowVar::Aux(i),
+            };
+            self.row[m].push((var, *coeff));
+        }
+        Ok(())
+    }
+
+    fn end_constraint(&mut self, _constraints: usize) -> Result<(), Error> {
+        if self
+            .row_terms
+            .iter()
+            .zip(&self.row)
+            .all(|(&n, r)| n == r.len())
+        {
+            if let Some(x) = boolean_aux(&self.row[0], &self.row[1], &self.row[2]) {
+                set_bit(&mut self.bit_aux, x);
+            }
+        }
+        for r in &mut self.row {
+            r.clear();
+        }
+        self.row_terms = [0; 3];
         Ok(())
     }
 }
@@ -900,6 +943,54 @@ impl R1cs {
         &self.densities
     }
 
+    /// The aux variables some row forces to be 0 or 1 (`(1 - x)·x = 0` or `x·x = x`, see
+    /// [`crate::witness`]), one bit per aux variable (u64 words, least significant bit first).
+    /// One parallel pass over the rows, on the current rayon pool.
+    pub fn boolean_aux(&self) -> Vec<u64> {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        let k = self.shape.inputs;
+        let words: Vec<AtomicU64> = (0..self.shape.aux.div_ceil(64))
+            .map(|_| AtomicU64::new(0))
+            .collect();
+        let matrices = [self.matrix(0), self.matrix(1), self.matrix(2)];
+        let coeffs = &self.coeffs[..];
+        let var = |t: u64| {
+            let col = (t & 0xffff_ffff) as usize;
+            let v = match col {
+                0 => RowVar::One,
+                c if c < k => RowVar::Input,
+                c => RowVar::Aux(c - k),
+            };
+            // Coefficient ids were checked when the encoding was opened.
+            (v, coeffs[(t >> 32) as usize])
+        };
+        (0..self.shape.n())
+            .into_par_iter()
+            .with_min_len(ROWS_PER_TASK)
+            .for_each(|row| {
+                let terms = matrices
+                    .each_ref()
+                    .map(|m| &m.terms[m.row_start[row] as usize..m.row_start[row + 1] as usize]);
+                // A boolean row has at most two terms in A and B and one in C.
+                if terms[0].len() > 2 || terms[1].len() > 2 || terms[2].len() > 1 {
+                    return;
+                }
+                let [a, b, c] = terms.map(|t| {
+                    let mut out = [(RowVar::One, Scalar::ZERO); 2];
+                    for (o, &t) in out.iter_mut().zip(t) {
+                        *o = var(t);
+                    }
+                    (out, t.len())
+                });
+                if let Some(x) = boolean_aux(&a.0[..a.1], &b.0[..b.1], &c.0[..c.1]) {
+                    // Relaxed: each bit is only ever set; the pool's join at the end of the
+                    // `for_each` orders every store before `words` is read below.
+                    words[x / 64].fetch_or(1 << (x % 64), Ordering::Relaxed);
+                }
+            });
+        words.into_iter().map(AtomicU64::into_inner).collect()
+    }
+
     /// Computes `a = A·w`, `b = B·w`, `c = C·w` for `w = (input, aux)`, rows in parallel on the
     /// current rayon pool. Every length must be the shape's.
     pub fn evaluate(
@@ -975,8 +1066,13 @@ fn eval_row(
 
 /// The witness-only constraint system of [`synthesize_compiled`]: `alloc` computes each value
 /// and pushes it into the sink, `enforce` only counts (its closures are never called).
+///
+/// It counts the variables itself, so a sink that keeps no aux slice (the packing
+/// [`crate::witness::WitnessSink`]) serves it as well as one that does.
 pub struct WitnessCs<S: AssignmentSink> {
     sink: S,
+    inputs: usize,
+    aux: usize,
     constraints: usize,
     /// The first error the sink gave: `enforce` cannot return one.
     error: Option<SynthesisError>,
@@ -987,6 +1083,8 @@ impl<S: AssignmentSink> WitnessCs<S> {
     pub fn new(sink: S) -> Self {
         WitnessCs {
             sink,
+            inputs: 0,
+            aux: 0,
             constraints: 0,
             error: None,
         }
@@ -1013,9 +1111,11 @@ impl<S: AssignmentSink> WitnessCs<S> {
             return Err(e);
         }
         Ok(Variable(if input {
-            Index::Input(self.sink.inputs().len() - 1)
+            self.inputs += 1;
+            Index::Input(self.inputs - 1)
         } else {
-            Index::Aux(self.sink.aux().len() - 1)
+            self.aux += 1;
+            Index::Aux(self.aux - 1)
         }))
     }
 }
@@ -1127,32 +1227,14 @@ pub fn synthesize_compiled<C: Circuit<Scalar>, S: AssignmentSink>(
     sink: S,
     r1cs: &R1cs,
 ) -> Result<S, Error> {
-    let mut cs = WitnessCs::new(sink);
-    let run = (|| {
-        cs.alloc_input(|| "", || Ok(Scalar::ONE))?;
-        circuit.synthesize(&mut cs)
-    })();
-    if let Some(e) = cs.error.take() {
-        return Err(e.into());
-    }
-    run?;
-    let WitnessCs {
-        mut sink,
-        constraints,
-        ..
-    } = cs;
-    let found = CircuitShape {
-        inputs: sink.inputs().len(),
-        aux: sink.aux().len(),
-        constraints,
-    };
-    if found != r1cs.shape {
-        return Err(ErrorKind::R1csMismatch {
-            expected: r1cs.shape,
-            found,
-        }
+    if sink.witness_only() {
+        return Err(SynthesisError::IoError(io::Error::other(
+            "a witness-only sink takes the witness pass only (`Synthesis::Witness`), not the \
+             products",
+        ))
         .into());
     }
+    let mut sink = synthesize_witness(circuit, sink, r1cs)?;
     let d = &r1cs.densities;
     let popcounts = [d[0].popcount, d[1].popcount, d[2].popcount].map(|p| p as u64);
     let out = sink.evaluations(r1cs.shape.n(), popcounts)?;
@@ -1168,6 +1250,39 @@ pub fn synthesize_compiled<C: Circuit<Scalar>, S: AssignmentSink>(
         dst.copy_from_slice(&src.words);
     }
     Ok(sink)
+}
+
+/// The witness pass of [`synthesize_compiled`] alone: `ONE`, then the circuit's values pushed
+/// into `sink` (no evaluation, no density), checked against the shape of `r1cs`. What a
+/// witness-only slot holds ([`crate::witness`]): the prover computes a, b and c from the same
+/// matrices.
+pub fn synthesize_witness<C: Circuit<Scalar>, S: AssignmentSink>(
+    circuit: C,
+    sink: S,
+    r1cs: &R1cs,
+) -> Result<S, Error> {
+    let mut cs = WitnessCs::new(sink);
+    let run = (|| {
+        cs.alloc_input(|| "", || Ok(Scalar::ONE))?;
+        circuit.synthesize(&mut cs)
+    })();
+    if let Some(e) = cs.error.take() {
+        return Err(e.into());
+    }
+    run?;
+    let found = CircuitShape {
+        inputs: cs.inputs,
+        aux: cs.aux,
+        constraints: cs.constraints,
+    };
+    if found != r1cs.shape {
+        return Err(ErrorKind::R1csMismatch {
+            expected: r1cs.shape,
+            found,
+        }
+        .into());
+    }
+    Ok(cs.sink)
 }
 
 /// Records `circuit`'s matrices from its blank circuit and serves them from memory (for
