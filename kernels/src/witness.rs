@@ -218,6 +218,56 @@ impl WitnessLayout {
     }
 }
 
+/// A circuit's matrices and, from its first use on, its witness layout (one pass over the
+/// matrices, made once): what a process serving witness-only assignments keeps per circuit.
+pub struct CircuitMatrices {
+    r1cs: R1cs,
+    layout: std::sync::OnceLock<WitnessLayout>,
+}
+
+impl CircuitMatrices {
+    /// Serves `r1cs`.
+    pub fn new(r1cs: R1cs) -> Self {
+        CircuitMatrices {
+            r1cs,
+            layout: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The matrices.
+    pub fn r1cs(&self) -> &R1cs {
+        &self.r1cs
+    }
+
+    /// The witness layout, computed on first use (other callers wait for it).
+    pub fn witness_layout(&self) -> &WitnessLayout {
+        self.layout.get_or_init(|| {
+            let t = std::time::Instant::now();
+            let layout = WitnessLayout::of(&self.r1cs);
+            tracing::info!(
+                circuit_id = format_args!("{:#x}", self.r1cs.circuit_id()),
+                bits = layout.bits(),
+                non_bits = layout.non_bits(),
+                secs = t.elapsed().as_secs_f64(),
+                "witness layout computed"
+            );
+            layout
+        })
+    }
+}
+
+impl std::fmt::Debug for CircuitMatrices {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CircuitMatrices")
+            .field("r1cs", &self.r1cs)
+            .field(
+                "layout",
+                &self.layout.get().map(|l| (l.bits(), l.non_bits())),
+            )
+            .finish()
+    }
+}
+
 /// The three arrays of a packed witness, borrowed for a [`WitnessSink`] to fill (a ring slot's,
 /// or a [`PackedWitness`]'s).
 #[derive(Debug)]
