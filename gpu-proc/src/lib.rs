@@ -206,6 +206,23 @@ impl Prover {
                 ),
             }
         }
+        // The witness layouts (one pass over each circuit's rows, in order: tens of seconds at
+        // a 32 GiB PoRep partition) are made now, beside serving, so the first witness slot
+        // does not wait for them (it waits only for what is not done yet).
+        let matrices: Vec<Arc<CircuitMatrices>> =
+            prover.read_matrices().values().cloned().collect();
+        if !matrices.is_empty() {
+            let spawned = std::thread::Builder::new()
+                .name("witness-layouts".into())
+                .spawn(move || {
+                    for m in matrices {
+                        m.witness_layout();
+                    }
+                });
+            if let Err(e) = spawned {
+                tracing::warn!("cannot start the witness layouts' thread ({e}): made on first use");
+            }
+        }
         Ok(prover)
     }
 
@@ -228,15 +245,14 @@ impl Prover {
 
     /// The circuit ids whose witness slots it can expand.
     pub fn matrix_ids(&self) -> Vec<u64> {
-        let mut ids: Vec<u64> = self
-            .matrices
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .keys()
-            .copied()
-            .collect();
+        let mut ids: Vec<u64> = self.read_matrices().keys().copied().collect();
         ids.sort_unstable();
         ids
+    }
+
+    fn read_matrices(&self) -> std::sync::RwLockReadGuard<'_, HashMap<u64, Arc<CircuitMatrices>>> {
+        // Nothing panics while holding it: the map is never left half-changed.
+        self.matrices.read().unwrap_or_else(|e| e.into_inner())
     }
 
     /// SRS bytes its backends keep resident in device memory.
@@ -421,9 +437,7 @@ impl Prover {
             .zip(view.layout().witness())
             .ok_or_else(|| "not a witness slot".to_owned())?;
         let matrices = self
-            .matrices
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
+            .read_matrices()
             .get(&circuit_id)
             .cloned()
             .ok_or_else(|| {

@@ -57,7 +57,7 @@ use ff::{Field, PrimeField};
 use rayon::prelude::*;
 
 use crate::synth::{AssignmentSink, CircuitShape, DensityBits};
-use crate::witness::{boolean_aux, RowTerm, RowVar};
+use crate::witness::{new_bit, small_int, RowTerm, RowVar, MAX_ROW_TERMS};
 use crate::{Error, ErrorKind};
 
 /// The first header word.
@@ -310,8 +310,9 @@ pub struct Measure {
     pub b_input: usize,
     /// Aux variables that appear in B.
     pub b_aux: usize,
-    /// Aux variables that a constraint forces to be 0 or 1 (`(1 - x)·x = 0` or `x·x = x`,
-    /// [`crate::witness`]): a witness-only slot packs them as bits.
+    /// Aux variables the rows show to be bits (`(1 - x)·x = 0`, `x·x = x`, or fixed to 0 or 1 by
+    /// a row of bits shown before it: [`crate::witness`]): a witness-only slot packs them as
+    /// bits.
     pub bit_aux: usize,
 }
 
@@ -342,8 +343,8 @@ impl Measure {
 
 /// Measures `circuit` (its blank form will do: no witness closure is called) with the prover's
 /// sequence, as [`record`] does, counting instead of keeping: the terms per matrix, the distinct
-/// coefficients, which variables A and B use and which aux variables are constrained boolean
-/// (the same test as [`crate::witness::WitnessLayout::of`] runs on recorded matrices).
+/// coefficients, which variables A and B use and which aux variables the rows show to be bits
+/// (the same pass as [`crate::witness::WitnessLayout::of`] makes over recorded matrices).
 pub fn measure<C: Circuit<Scalar>>(circuit: C) -> Result<Measure, Error> {
     let (shape, counter) = walk(circuit, Counter::default())?;
     let ones = |bits: &[u64]| bits.iter().map(|w| w.count_ones() as usize).sum();
@@ -627,8 +628,8 @@ struct Counter {
     b_input: Vec<u64>,
     b_aux: Vec<u64>,
     bit_aux: Vec<u64>,
-    /// The current constraint's first two terms of A, B and C, and how many each row has: a
-    /// boolean constraint has at most two per row.
+    /// The current constraint's first terms of A, B and C, and how many each row has: rows of
+    /// more than [`MAX_ROW_TERMS`] terms show no bit.
     row: [Vec<RowTerm>; 3],
     row_terms: [usize; 3],
 }
@@ -653,13 +654,13 @@ impl RowSink for Counter {
             _ => {}
         }
         self.row_terms[m] += 1;
-        if self.row[m].len() < 2 {
+        if self.row[m].len() < MAX_ROW_TERMS {
             let var = match column {
                 Column::Input(0) => RowVar::One,
                 Column::Input(_) => RowVar::Input,
                 Column::Aux(i) => RowVar::Aux(i),
             };
-            self.row[m].push((var, *coeff));
+            self.row[m].push((var, *coeff, small_int(coeff)));
         }
         Ok(())
     }
@@ -671,7 +672,7 @@ impl RowSink for Counter {
             .zip(&self.row)
             .all(|(&n, r)| n == r.len())
         {
-            if let Some(x) = boolean_aux(&self.row[0], &self.row[1], &self.row[2]) {
+            if let Some(x) = new_bit(&self.row[0], &self.row[1], &self.row[2], &self.bit_aux) {
                 set_bit(&mut self.bit_aux, x);
             }
         }
@@ -943,17 +944,16 @@ impl R1cs {
         &self.densities
     }
 
-    /// The aux variables some row forces to be 0 or 1 (`(1 - x)·x = 0` or `x·x = x`, see
-    /// [`crate::witness`]), one bit per aux variable (u64 words, least significant bit first).
-    /// One parallel pass over the rows, on the current rayon pool.
+    /// The aux variables the rows show to be bits ([`crate::witness`]: the boolean forms, and
+    /// variables a row fixes to 0 or 1 from bits shown before it), one bit per aux variable (u64
+    /// words, least significant bit first). One pass over the rows, in order (each row sees the
+    /// bits of the rows before it, as [`measure`] does).
     pub fn boolean_aux(&self) -> Vec<u64> {
-        use std::sync::atomic::{AtomicU64, Ordering};
         let k = self.shape.inputs;
-        let words: Vec<AtomicU64> = (0..self.shape.aux.div_ceil(64))
-            .map(|_| AtomicU64::new(0))
-            .collect();
+        let mut words = vec![0u64; self.shape.aux.div_ceil(64)];
         let matrices = [self.matrix(0), self.matrix(1), self.matrix(2)];
         let coeffs = &self.coeffs[..];
+        let small: Vec<Option<i64>> = coeffs.iter().map(small_int).collect();
         let var = |t: u64| {
             let col = (t & 0xffff_ffff) as usize;
             let v = match col {
@@ -962,33 +962,28 @@ impl R1cs {
                 c => RowVar::Aux(c - k),
             };
             // Coefficient ids were checked when the encoding was opened.
-            (v, coeffs[(t >> 32) as usize])
+            let id = (t >> 32) as usize;
+            (v, coeffs[id], small[id])
         };
-        (0..self.shape.n())
-            .into_par_iter()
-            .with_min_len(ROWS_PER_TASK)
-            .for_each(|row| {
-                let terms = matrices
-                    .each_ref()
-                    .map(|m| &m.terms[m.row_start[row] as usize..m.row_start[row + 1] as usize]);
-                // A boolean row has at most two terms in A and B and one in C.
-                if terms[0].len() > 2 || terms[1].len() > 2 || terms[2].len() > 1 {
-                    return;
+        let mut rows = [[(RowVar::One, Scalar::ZERO, None); MAX_ROW_TERMS]; 3];
+        for row in 0..self.shape.n() {
+            let terms = matrices
+                .each_ref()
+                .map(|m| &m.terms[m.row_start[row] as usize..m.row_start[row + 1] as usize]);
+            if terms.iter().any(|t| t.len() > MAX_ROW_TERMS) {
+                continue;
+            }
+            for (out, t) in rows.iter_mut().zip(&terms) {
+                for (o, &t) in out.iter_mut().zip(*t) {
+                    *o = var(t);
                 }
-                let [a, b, c] = terms.map(|t| {
-                    let mut out = [(RowVar::One, Scalar::ZERO); 2];
-                    for (o, &t) in out.iter_mut().zip(t) {
-                        *o = var(t);
-                    }
-                    (out, t.len())
-                });
-                if let Some(x) = boolean_aux(&a.0[..a.1], &b.0[..b.1], &c.0[..c.1]) {
-                    // Relaxed: each bit is only ever set; the pool's join at the end of the
-                    // `for_each` orders every store before `words` is read below.
-                    words[x / 64].fetch_or(1 << (x % 64), Ordering::Relaxed);
-                }
-            });
-        words.into_iter().map(AtomicU64::into_inner).collect()
+            }
+            let [a, b, c] = [0, 1, 2].map(|m| &rows[m][..terms[m].len()]);
+            if let Some(x) = new_bit(a, b, c, &words) {
+                words[x / 64] |= 1 << (x % 64);
+            }
+        }
+        words
     }
 
     /// Computes `a = A·w`, `b = B·w`, `c = C·w` for `w = (input, aux)`, rows in parallel on the

@@ -73,7 +73,9 @@ pub struct GpuConfig {
     /// The pre-compiled constraint systems of the circuits whose slots may come as witness
     /// slots ([`SynthRequest::witness`]): gpu-proc maps them read-only and computes a, b, c and
     /// the densities of such a slot from them. A witness slot of a circuit not listed here fails
-    /// with an error saying so. Missing in a message from an older launcher: none.
+    /// with an error saying so. Their inherited descriptors follow the SRS ones
+    /// ([`FIRST_SRS_FD`]: each entry names its own). Missing in a message from an older
+    /// launcher: none.
     #[serde(default)]
     pub r1cs: Vec<R1csEntry>,
 }
