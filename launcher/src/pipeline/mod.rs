@@ -888,6 +888,8 @@ impl Pipeline {
                     batch: g.batch.max(1),
                     // The SRS images loaded at each start, with their descriptors.
                     srs: Vec::new(),
+                    // Issue 31: no matrices until witness slots are wired.
+                    r1cs: Vec::new(),
                 }),
                 fds: vec![(ring_fd.clone(), RING_FD)],
                 placement: Some(Placement::prepare(
