@@ -8,7 +8,12 @@
 //! 1. claim a READY slot (futex wait, no spinning) and up to `batch - 1` more of the same circuit
 //!    (a slot whose previous prover died holding it, `SlotMeta::attempt` > 0, is proved alone);
 //! 2. validate each slot ([`Ring`]'s view checks every offset and length; a bad slot fails alone);
-//! 3. prove the batch from the slots' memory, with fresh randomness `r`, `s` per proof;
+//! 3. prove the batch from the slots' memory, with fresh randomness `r`, `s` per proof; a
+//!    witness slot (`shm_protocol::SlotKind::Witness`: inputs and packed aux values only) is
+//!    first expanded on the host from its circuit's pre-compiled matrices
+//!    ([`kernels::witness::expand`]: aux unpacked, `a = A·w`, `b = B·w`, `c = C·w`, the
+//!    matrices' densities) and proved alone, through the same backend call (the reference path;
+//!    the `gpu` backend will compute a, b, c on the device from the same slot);
 //! 4. write each proof (or failure) into its slot's result area: DONE, and tell the launcher;
 //!    then report the device with its free memory ([`DeviceProbe`]).
 //!
@@ -46,12 +51,14 @@ use std::time::Duration;
 
 use blstrs::Scalar;
 use ff::Field;
+use kernels::r1cs::R1cs;
+use kernels::witness::CircuitMatrices;
 use kernels::{Assignment, Backend, CpuBackend, Density};
 use shm_protocol::control::{
-    self, BackendKind, ChildConfig, EventKind, FromChild, GpuConfig, SharedSender, SrsEntry,
-    TimelineEvent, ToGpu, CHILD_CONFIG_ENV, CONTROL_FD, RING_FD,
+    self, BackendKind, ChildConfig, EventKind, FromChild, GpuConfig, R1csEntry, SharedSender,
+    SrsEntry, TimelineEvent, ToGpu, CHILD_CONFIG_ENV, CONTROL_FD, RING_FD,
 };
-use shm_protocol::{ClaimedSlot, Region, Ring, SlotResult, SlotView};
+use shm_protocol::{ClaimedSlot, Region, Ring, SealedBytes, SlotResult, SlotView};
 
 /// Why gpu-proc cannot start or go on serving. A bad slot or a failed proof is not one of these:
 /// it fails its own slot (see [`Prover::prove_claimed`]).
@@ -139,13 +146,18 @@ impl AsRef<[u8]> for SrsMapping {
     }
 }
 
-/// The backends of one gpu-proc, by circuit id. The serving loop reads them while proving; the
-/// control thread adds ([`Prover::load`]) and drops ([`Prover::evict`]) one between batches.
+/// The backends of one gpu-proc, by circuit id, and the matrices of the circuits whose witness
+/// slots it expands. The serving loop reads them while proving; the control thread adds
+/// ([`Prover::load`]) and drops ([`Prover::evict`]) a backend between batches.
 pub struct Prover {
     backends: RwLock<Backends>,
+    matrices: RwLock<HashMap<u64, Arc<CircuitMatrices>>>,
 }
 
 type Backends = HashMap<u64, (String, Box<dyn Backend>)>;
+
+/// A proof's randomness `(r, s)`, drawn once per proof.
+pub type Randomness<'a> = &'a mut dyn FnMut() -> (Scalar, Scalar);
 
 /// What happened to one slot of a batch.
 #[derive(Debug)]
@@ -168,6 +180,8 @@ impl Prover {
     /// # Safety
     ///
     /// Every `fd` in `config.srs` must satisfy [`SrsMapping::from_fd`]'s contract.
+    /// Every `fd` in `config.srs` must satisfy [`SrsMapping::from_fd`]'s contract, and every
+    /// `fd` in `config.r1cs` [`map_matrices`]'s.
     pub unsafe fn from_config(config: &GpuConfig) -> Result<Prover, Error> {
         let mut backends: Backends = HashMap::new();
         for entry in &config.srs {
@@ -175,14 +189,70 @@ impl Prover {
             let backend = unsafe { open_backend(config.backend, entry) }?;
             backends.insert(entry.circuit_id, (entry.circuit.clone(), backend));
         }
-        Ok(Prover::from_backends(backends))
+        let prover = Prover::from_backends(backends);
+        for entry in &config.r1cs {
+            // SAFETY: forwarded to the caller.
+            match unsafe { map_matrices(entry) } {
+                Ok(r1cs) => {
+                    tracing::info!(circuit = %entry.circuit, mib = r1cs.bytes() >> 20, "pre-compiled constraint system mapped for witness slots");
+                    prover.add_matrices(r1cs);
+                }
+                // Not fatal: the full slots of every circuit are proved as before, and a
+                // witness slot of this circuit fails with a message saying why.
+                Err(why) => tracing::warn!(
+                    circuit = %entry.circuit,
+                    "the pre-compiled constraint system cannot be used ({why}); its witness \
+                     slots will fail"
+                ),
+            }
+        }
+        // The witness layouts (one pass over each circuit's rows, in order: tens of seconds at
+        // a 32 GiB PoRep partition) are made now, beside serving, so the first witness slot
+        // does not wait for them (it waits only for what is not done yet).
+        let matrices: Vec<Arc<CircuitMatrices>> =
+            prover.read_matrices().values().cloned().collect();
+        if !matrices.is_empty() {
+            let spawned = std::thread::Builder::new()
+                .name("witness-layouts".into())
+                .spawn(move || {
+                    for m in matrices {
+                        m.witness_layout();
+                    }
+                });
+            if let Err(e) = spawned {
+                tracing::warn!("cannot start the witness layouts' thread ({e}): made on first use");
+            }
+        }
+        Ok(prover)
     }
 
     /// A prover from ready backends (tests, benches).
     pub fn from_backends(backends: HashMap<u64, (String, Box<dyn Backend>)>) -> Prover {
         Prover {
             backends: RwLock::new(backends),
+            matrices: RwLock::new(HashMap::new()),
         }
+    }
+
+    /// Serves the witness slots of `r1cs`'s circuit (its circuit id) from now on.
+    pub fn add_matrices(&self, r1cs: R1cs) {
+        let id = r1cs.circuit_id();
+        self.matrices
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id, Arc::new(CircuitMatrices::new(r1cs)));
+    }
+
+    /// The circuit ids whose witness slots it can expand.
+    pub fn matrix_ids(&self) -> Vec<u64> {
+        let mut ids: Vec<u64> = self.read_matrices().keys().copied().collect();
+        ids.sort_unstable();
+        ids
+    }
+
+    fn read_matrices(&self) -> std::sync::RwLockReadGuard<'_, HashMap<u64, Arc<CircuitMatrices>>> {
+        // Nothing panics while holding it: the map is never left half-changed.
+        self.matrices.read().unwrap_or_else(|e| e.into_inner())
     }
 
     /// SRS bytes its backends keep resident in device memory.
@@ -250,8 +320,22 @@ impl Prover {
         self.backends.write().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Proves claimed slots of one circuit, completing each slot with its proof or failure.
+    /// Proves claimed slots of one circuit, completing each slot with its proof or failure; fresh
+    /// randomness for each proof.
     pub fn prove_claimed(&self, claims: Vec<ClaimedSlot<'_>>) -> Result<Vec<SlotOutcome>, Error> {
+        let mut rng = rand::thread_rng();
+        self.prove_claimed_with(claims, &mut || {
+            (Scalar::random(&mut rng), Scalar::random(&mut rng))
+        })
+    }
+
+    /// [`Prover::prove_claimed`] with the randomness of each proof drawn from `randomness` (in
+    /// slot order; tests fix it to compare proof bytes).
+    pub fn prove_claimed_with(
+        &self,
+        claims: Vec<ClaimedSlot<'_>>,
+        randomness: Randomness<'_>,
+    ) -> Result<Vec<SlotOutcome>, Error> {
         let (results, lost) = {
             // Each slot is validated once; a bad one fails alone, the views of the others are
             // what the backend proves from.
@@ -259,7 +343,7 @@ impl Prover {
                 .iter()
                 .map(|c| c.view().map_err(|e| format!("bad slot: {e}")))
                 .collect();
-            self.prove_views(&views)
+            self.prove_views(&views, randomness)
         };
         if let Some(reason) = lost {
             // The GPU context is unusable: no slot is failed for it. The claims stay CLAIMED,
@@ -280,11 +364,14 @@ impl Prover {
             .collect())
     }
 
-    /// One result per view: the view's own error, or the proof of the valid views proved together;
-    /// and why the GPU context is lost, when the backend said so.
+    /// One result per view: the view's own error, or its proof; and why the GPU context is lost,
+    /// when the backend said so. The full slots are proved together in one backend call; each
+    /// witness slot is expanded on the host and proved alone (one expanded assignment in host
+    /// memory at a time: at a 32 GiB partition that is 16 GiB).
     fn prove_views(
         &self,
         views: &[Result<SlotView<'_>, String>],
+        randomness: Randomness<'_>,
     ) -> (Vec<Result<Vec<u8>, String>>, Option<String>) {
         let mut results: Vec<Result<Vec<u8>, String>> = views
             .iter()
@@ -301,64 +388,155 @@ impl Prover {
         let Some((_, first)) = good.first() else {
             return (results, None);
         };
-        let mut lost = None;
         let circuit_id = first.meta().circuit_id;
         let backends = self.read();
-        let proved: Vec<Result<Vec<u8>, String>> = match backends.get(&circuit_id) {
-            None => vec![
-                Err(format!(
+        let Some((name, backend)) = backends.get(&circuit_id) else {
+            for (i, _) in &good {
+                results[*i] = Err(format!(
                     "no SRS for circuit id {circuit_id:#x} in this gpu-proc"
                 ));
-                good.len()
-            ],
-            Some((name, backend)) => {
-                let assignments: Vec<Assignment<'_>> =
-                    good.iter().map(|(_, v)| assignment_of(v)).collect();
-                let mut rng = rand::thread_rng();
-                let r: Vec<Scalar> = (0..assignments.len())
-                    .map(|_| Scalar::random(&mut rng))
-                    .collect();
-                let s: Vec<Scalar> = (0..assignments.len())
-                    .map(|_| Scalar::random(&mut rng))
-                    .collect();
-                match catch_unwind(AssertUnwindSafe(|| {
-                    backend.prove_batch(&assignments, &r, &s)
-                })) {
-                    Ok(Ok(proofs)) => proofs
-                        .iter()
-                        .map(|p| {
-                            let mut bytes = Vec::with_capacity(192);
-                            p.write(&mut bytes)
-                                .map(|()| bytes)
-                                .map_err(|e| format!("serializing the proof: {e}"))
-                        })
-                        .collect(),
-                    Ok(Err(e)) => {
-                        if matches!(e.kind(), kernels::ErrorKind::DeviceLost(_)) {
-                            lost = Some(format!("{name}: {e}"));
-                        }
-                        vec![Err(format!("{name}: {e}")); assignments.len()]
-                    }
-                    Err(panic) => {
-                        let msg = panic_message(&*panic);
-                        tracing::error!("backend panicked: {msg}");
-                        vec![
-                            Err(format!(
-                                "{name}: the {} backend panicked: {msg}",
-                                backend.name()
-                            ));
-                            assignments.len()
-                        ]
-                    }
-                }
             }
+            return (results, None);
         };
-        drop(backends);
-        for ((i, _), r) in good.iter().zip(proved) {
-            results[*i] = r;
+        let mut lost = None;
+        let (full, witness): (Vec<_>, Vec<_>) =
+            good.iter().partition(|(_, v)| v.witness().is_none());
+        if !full.is_empty() {
+            let assignments: Vec<Assignment<'_>> =
+                full.iter().map(|(_, v)| assignment_of(v)).collect();
+            let proved = prove_batch(name, &**backend, &assignments, randomness, &mut lost);
+            for ((i, _), r) in full.iter().zip(proved) {
+                results[*i] = r;
+            }
         }
+        for (i, view) in witness {
+            if lost.is_some() {
+                // The claims are left for the launcher (see `prove_claimed_with`).
+                break;
+            }
+            results[i] = self.expand(view).and_then(|(matrices, expanded)| {
+                let input = view.witness().map_or(&[][..], |w| w.input);
+                let assignment = expanded.assignment(input, matrices.r1cs());
+                prove_batch(name, &**backend, &[assignment], randomness, &mut lost)
+                    .pop()
+                    .unwrap_or_else(|| Err(format!("{name}: the backend returned no proof")))
+            });
+        }
+        drop(backends);
         (results, lost)
     }
+
+    /// A witness slot's full assignment, computed on the host from its circuit's matrices.
+    fn expand(
+        &self,
+        view: &SlotView<'_>,
+    ) -> Result<(Arc<CircuitMatrices>, kernels::witness::Expanded), String> {
+        let circuit_id = view.meta().circuit_id;
+        let (w, lengths) = view
+            .witness()
+            .zip(view.layout().witness())
+            .ok_or_else(|| "not a witness slot".to_owned())?;
+        let matrices = self
+            .read_matrices()
+            .get(&circuit_id)
+            .cloned()
+            .ok_or_else(|| {
+                format!(
+                    "a witness slot of circuit id {circuit_id:#x}, whose pre-compiled matrices \
+                     this gpu-proc was not given\nhint: give the gpu-procs the matrices of every \
+                     circuit synthesized into witness slots (`GpuConfig::r1cs`)"
+                )
+            })?;
+        let layout = matrices.witness_layout();
+        let l = lengths;
+        if (l.inputs, l.bits, l.non_bits) != (layout.inputs(), layout.bits(), layout.non_bits()) {
+            return Err(format!(
+                "bad witness slot: {} inputs, {} bit and {} other aux values, but the circuit's \
+                 matrices have {} inputs, {} bit and {} other aux variables",
+                l.inputs,
+                l.bits,
+                l.non_bits,
+                layout.inputs(),
+                layout.bits(),
+                layout.non_bits()
+            ));
+        }
+        let expanded = kernels::witness::expand(
+            matrices.r1cs(),
+            layout,
+            w.input,
+            w.bit_values.words,
+            w.non_bits,
+        )
+        .map_err(|e| format!("expanding the witness slot: {e}"))?;
+        Ok((matrices, expanded))
+    }
+}
+
+/// Proves `assignments` in one backend call with randomness from `randomness`: one result per
+/// assignment. A panic is caught and fails them all; a lost GPU context is noted in `lost`.
+fn prove_batch(
+    name: &str,
+    backend: &dyn Backend,
+    assignments: &[Assignment<'_>],
+    randomness: Randomness<'_>,
+    lost: &mut Option<String>,
+) -> Vec<Result<Vec<u8>, String>> {
+    let (r, s): (Vec<Scalar>, Vec<Scalar>) = assignments.iter().map(|_| randomness()).unzip();
+    match catch_unwind(AssertUnwindSafe(|| {
+        backend.prove_batch(assignments, &r, &s)
+    })) {
+        Ok(Ok(proofs)) => proofs
+            .iter()
+            .map(|p| {
+                let mut bytes = Vec::with_capacity(192);
+                p.write(&mut bytes)
+                    .map(|()| bytes)
+                    .map_err(|e| format!("serializing the proof: {e}"))
+            })
+            .collect(),
+        Ok(Err(e)) => {
+            if matches!(e.kind(), kernels::ErrorKind::DeviceLost(_)) {
+                *lost = Some(format!("{name}: {e}"));
+            }
+            vec![Err(format!("{name}: {e}")); assignments.len()]
+        }
+        Err(panic) => {
+            let msg = panic_message(&*panic);
+            tracing::error!("backend panicked: {msg}");
+            vec![
+                Err(format!(
+                    "{name}: the {} backend panicked: {msg}",
+                    backend.name()
+                ));
+                assignments.len()
+            ]
+        }
+    }
+}
+
+/// Maps and checks the pre-compiled constraint system of `entry` (its inherited memfd).
+///
+/// # Safety
+///
+/// `entry.fd` must be a memfd the launcher wrote once and sealed against writes before starting
+/// this process (its contract), owned by nothing else in this process.
+pub unsafe fn map_matrices(entry: &R1csEntry) -> Result<R1cs, String> {
+    // SAFETY: forwarded to the caller: the launcher's sealed memfd, owned here alone.
+    let fd = unsafe { OwnedFd::from_raw_fd(entry.fd) };
+    // SAFETY: as above: sealed by the launcher, never written again.
+    let region = unsafe { Region::from_inherited_fd_read_only(fd) }.map_err(|e| e.to_string())?;
+    let len = usize::try_from(entry.bytes).map_err(|_| format!("{} bytes", entry.bytes))?;
+    let bytes = SealedBytes::new(Arc::new(region), len).map_err(|e| e.to_string())?;
+    let r1cs = R1cs::from_bytes(Box::new(bytes)).map_err(|e| e.to_string())?;
+    if r1cs.circuit_id() != entry.circuit_id {
+        return Err(format!(
+            "made for circuit id {:#x}, not {:#x}",
+            r1cs.circuit_id(),
+            entry.circuit_id
+        ));
+    }
+    Ok(r1cs)
 }
 
 fn finish(

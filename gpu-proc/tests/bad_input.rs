@@ -40,6 +40,7 @@ fn ring_with_ready_slots(spec: &CircuitSpec, slots: u32) -> Ring {
             ),
             priority: 2,
             express: false,
+            witness: false,
         };
         synth_proc::synthesize_request(&ring, &mut shapes, &req, None, None).unwrap();
     }

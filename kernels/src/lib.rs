@@ -6,6 +6,9 @@
 //!   does; [`synth::circuit_shape`] counts a circuit.
 //! - [`r1cs`]: pre-compiled constraint systems: A, B and C recorded once per circuit shape, then
 //!   per proof a witness-only pass and three parallel sparse products ([`r1cs::R1cs`]).
+//! - [`witness`]: witness-only assignments: which aux variables are bits (from the matrices
+//!   alone, [`witness::WitnessLayout`]), packing a synthesis as it comes
+//!   ([`witness::WitnessSink`]) and expanding it back for a prover ([`witness::expand`]).
 //! - [`backend`]: the [`Backend`] trait (prove a batch of [`Assignment`]s sharing one SRS) and
 //!   [`CpuBackend`], bit-exact with `bellperson::groth16::create_proof`.
 //! - [`srs`]: the flat SRS image ([`srs::SrsView`], zero-copy over any 64-byte aligned bytes, e.g.
@@ -58,6 +61,7 @@ pub mod paramgen;
 pub mod r1cs;
 pub mod srs;
 pub mod synth;
+pub mod witness;
 
 pub use backend::cpu::CpuBackend;
 pub use backend::{Assignment, Backend, Density, Proof};

@@ -57,6 +57,7 @@ use ff::{Field, PrimeField};
 use rayon::prelude::*;
 
 use crate::synth::{AssignmentSink, CircuitShape, DensityBits};
+use crate::witness::{new_bit, small_int, RowTerm, RowVar, MAX_ROW_TERMS};
 use crate::{Error, ErrorKind};
 
 /// The first header word.
@@ -309,6 +310,10 @@ pub struct Measure {
     pub b_input: usize,
     /// Aux variables that appear in B.
     pub b_aux: usize,
+    /// Aux variables the rows show to be bits (`(1 - x)·x = 0`, `x·x = x`, or fixed to 0 or 1 by
+    /// a row of bits shown before it: [`crate::witness`]): a witness-only slot packs them as
+    /// bits.
+    pub bit_aux: usize,
 }
 
 impl Measure {
@@ -329,11 +334,17 @@ impl Measure {
             b_g2: self.b_input + self.b_aux,
         }
     }
+
+    /// Aux variables a witness-only slot keeps as field elements (the others are bits).
+    pub fn non_bit_aux(&self) -> usize {
+        self.shape.aux - self.bit_aux
+    }
 }
 
 /// Measures `circuit` (its blank form will do: no witness closure is called) with the prover's
 /// sequence, as [`record`] does, counting instead of keeping: the terms per matrix, the distinct
-/// coefficients and which variables A and B use.
+/// coefficients, which variables A and B use and which aux variables the rows show to be bits
+/// (the same pass as [`crate::witness::WitnessLayout::of`] makes over recorded matrices).
 pub fn measure<C: Circuit<Scalar>>(circuit: C) -> Result<Measure, Error> {
     let (shape, counter) = walk(circuit, Counter::default())?;
     let ones = |bits: &[u64]| bits.iter().map(|w| w.count_ones() as usize).sum();
@@ -344,6 +355,7 @@ pub fn measure<C: Circuit<Scalar>>(circuit: C) -> Result<Measure, Error> {
         a_aux: ones(&counter.a_aux),
         b_input: ones(&counter.b_input),
         b_aux: ones(&counter.b_aux),
+        bit_aux: ones(&counter.bit_aux),
     })
 }
 
@@ -605,8 +617,8 @@ impl RowSink for Recorder {
     }
 }
 
-/// The sink of [`measure`]: terms per matrix, distinct coefficients and which variables A and B
-/// use (one bit per variable).
+/// The sink of [`measure`]: terms per matrix, distinct coefficients, which variables A and B
+/// use and which aux variables are constrained boolean (one bit per variable).
 #[derive(Default)]
 struct Counter {
     nnz: [u64; 3],
@@ -615,6 +627,11 @@ struct Counter {
     a_aux: Vec<u64>,
     b_input: Vec<u64>,
     b_aux: Vec<u64>,
+    bit_aux: Vec<u64>,
+    /// The current constraint's first terms of A, B and C, and how many each row has: rows of
+    /// more than [`MAX_ROW_TERMS`] terms show no bit.
+    row: [Vec<RowTerm>; 3],
+    row_terms: [usize; 3],
 }
 
 fn set_bit(bits: &mut Vec<u64>, i: usize) {
@@ -636,6 +653,33 @@ impl RowSink for Counter {
             (1, Column::Aux(i)) => set_bit(&mut self.b_aux, i),
             _ => {}
         }
+        self.row_terms[m] += 1;
+        if self.row[m].len() < MAX_ROW_TERMS {
+            let var = match column {
+                Column::Input(0) => RowVar::One,
+                Column::Input(_) => RowVar::Input,
+                Column::Aux(i) => RowVar::Aux(i),
+            };
+            self.row[m].push((var, *coeff, small_int(coeff)));
+        }
+        Ok(())
+    }
+
+    fn end_constraint(&mut self, _constraints: usize) -> Result<(), Error> {
+        if self
+            .row_terms
+            .iter()
+            .zip(&self.row)
+            .all(|(&n, r)| n == r.len())
+        {
+            if let Some(x) = new_bit(&self.row[0], &self.row[1], &self.row[2], &self.bit_aux) {
+                set_bit(&mut self.bit_aux, x);
+            }
+        }
+        for r in &mut self.row {
+            r.clear();
+        }
+        self.row_terms = [0; 3];
         Ok(())
     }
 }
@@ -900,6 +944,48 @@ impl R1cs {
         &self.densities
     }
 
+    /// The aux variables the rows show to be bits ([`crate::witness`]: the boolean forms, and
+    /// variables a row fixes to 0 or 1 from bits shown before it), one bit per aux variable (u64
+    /// words, least significant bit first). One pass over the rows, in order (each row sees the
+    /// bits of the rows before it, as [`measure`] does).
+    pub fn boolean_aux(&self) -> Vec<u64> {
+        let k = self.shape.inputs;
+        let mut words = vec![0u64; self.shape.aux.div_ceil(64)];
+        let matrices = [self.matrix(0), self.matrix(1), self.matrix(2)];
+        let coeffs = &self.coeffs[..];
+        let small: Vec<Option<i64>> = coeffs.iter().map(small_int).collect();
+        let var = |t: u64| {
+            let col = (t & 0xffff_ffff) as usize;
+            let v = match col {
+                0 => RowVar::One,
+                c if c < k => RowVar::Input,
+                c => RowVar::Aux(c - k),
+            };
+            // Coefficient ids were checked when the encoding was opened.
+            let id = (t >> 32) as usize;
+            (v, coeffs[id], small[id])
+        };
+        let mut rows = [[(RowVar::One, Scalar::ZERO, None); MAX_ROW_TERMS]; 3];
+        for row in 0..self.shape.n() {
+            let terms = matrices
+                .each_ref()
+                .map(|m| &m.terms[m.row_start[row] as usize..m.row_start[row + 1] as usize]);
+            if terms.iter().any(|t| t.len() > MAX_ROW_TERMS) {
+                continue;
+            }
+            for (out, t) in rows.iter_mut().zip(&terms) {
+                for (o, &t) in out.iter_mut().zip(*t) {
+                    *o = var(t);
+                }
+            }
+            let [a, b, c] = [0, 1, 2].map(|m| &rows[m][..terms[m].len()]);
+            if let Some(x) = new_bit(a, b, c, &words) {
+                words[x / 64] |= 1 << (x % 64);
+            }
+        }
+        words
+    }
+
     /// Computes `a = A·w`, `b = B·w`, `c = C·w` for `w = (input, aux)`, rows in parallel on the
     /// current rayon pool. Every length must be the shape's.
     pub fn evaluate(
@@ -975,8 +1061,13 @@ fn eval_row(
 
 /// The witness-only constraint system of [`synthesize_compiled`]: `alloc` computes each value
 /// and pushes it into the sink, `enforce` only counts (its closures are never called).
+///
+/// It counts the variables itself, so a sink that keeps no aux slice (the packing
+/// [`crate::witness::WitnessSink`]) serves it as well as one that does.
 pub struct WitnessCs<S: AssignmentSink> {
     sink: S,
+    inputs: usize,
+    aux: usize,
     constraints: usize,
     /// The first error the sink gave: `enforce` cannot return one.
     error: Option<SynthesisError>,
@@ -987,6 +1078,8 @@ impl<S: AssignmentSink> WitnessCs<S> {
     pub fn new(sink: S) -> Self {
         WitnessCs {
             sink,
+            inputs: 0,
+            aux: 0,
             constraints: 0,
             error: None,
         }
@@ -1013,9 +1106,11 @@ impl<S: AssignmentSink> WitnessCs<S> {
             return Err(e);
         }
         Ok(Variable(if input {
-            Index::Input(self.sink.inputs().len() - 1)
+            self.inputs += 1;
+            Index::Input(self.inputs - 1)
         } else {
-            Index::Aux(self.sink.aux().len() - 1)
+            self.aux += 1;
+            Index::Aux(self.aux - 1)
         }))
     }
 }
@@ -1127,32 +1222,14 @@ pub fn synthesize_compiled<C: Circuit<Scalar>, S: AssignmentSink>(
     sink: S,
     r1cs: &R1cs,
 ) -> Result<S, Error> {
-    let mut cs = WitnessCs::new(sink);
-    let run = (|| {
-        cs.alloc_input(|| "", || Ok(Scalar::ONE))?;
-        circuit.synthesize(&mut cs)
-    })();
-    if let Some(e) = cs.error.take() {
-        return Err(e.into());
-    }
-    run?;
-    let WitnessCs {
-        mut sink,
-        constraints,
-        ..
-    } = cs;
-    let found = CircuitShape {
-        inputs: sink.inputs().len(),
-        aux: sink.aux().len(),
-        constraints,
-    };
-    if found != r1cs.shape {
-        return Err(ErrorKind::R1csMismatch {
-            expected: r1cs.shape,
-            found,
-        }
+    if sink.witness_only() {
+        return Err(SynthesisError::IoError(io::Error::other(
+            "a witness-only sink takes the witness pass only (`Synthesis::Witness`), not the \
+             products",
+        ))
         .into());
     }
+    let mut sink = synthesize_witness(circuit, sink, r1cs)?;
     let d = &r1cs.densities;
     let popcounts = [d[0].popcount, d[1].popcount, d[2].popcount].map(|p| p as u64);
     let out = sink.evaluations(r1cs.shape.n(), popcounts)?;
@@ -1168,6 +1245,39 @@ pub fn synthesize_compiled<C: Circuit<Scalar>, S: AssignmentSink>(
         dst.copy_from_slice(&src.words);
     }
     Ok(sink)
+}
+
+/// The witness pass of [`synthesize_compiled`] alone: `ONE`, then the circuit's values pushed
+/// into `sink` (no evaluation, no density), checked against the shape of `r1cs`. What a
+/// witness-only slot holds ([`crate::witness`]): the prover computes a, b and c from the same
+/// matrices.
+pub fn synthesize_witness<C: Circuit<Scalar>, S: AssignmentSink>(
+    circuit: C,
+    sink: S,
+    r1cs: &R1cs,
+) -> Result<S, Error> {
+    let mut cs = WitnessCs::new(sink);
+    let run = (|| {
+        cs.alloc_input(|| "", || Ok(Scalar::ONE))?;
+        circuit.synthesize(&mut cs)
+    })();
+    if let Some(e) = cs.error.take() {
+        return Err(e.into());
+    }
+    run?;
+    let found = CircuitShape {
+        inputs: cs.inputs,
+        aux: cs.aux,
+        constraints: cs.constraints,
+    };
+    if found != r1cs.shape {
+        return Err(ErrorKind::R1csMismatch {
+            expected: r1cs.shape,
+            found,
+        }
+        .into());
+    }
+    Ok(cs.sink)
 }
 
 /// Records `circuit`'s matrices from its blank circuit and serves them from memory (for

@@ -48,6 +48,10 @@ pub enum DensityKind {
 ///   length to `n` and the densities' popcounts, and lends every array at once: the caller
 ///   overwrites all of `a`, `b`, `c` and the density words of the variables pushed so far;
 /// - any method may refuse with an error (a full slot): synthesis then stops with that error.
+///
+/// A witness-only sink ([`crate::witness::WitnessSink`]) serves only the witness pass
+/// ([`Synthesis::Witness`]): it refuses constraints, densities and evaluations, and keeps no aux
+/// slice (`aux()` is empty; it packs the values as they come).
 pub trait AssignmentSink: Send {
     /// Appends an input value.
     fn push_input(&mut self, value: Scalar) -> Result<(), SynthesisError>;
@@ -68,6 +72,10 @@ pub trait AssignmentSink: Send {
         n: usize,
         popcounts: [u64; 3],
     ) -> Result<Evaluations<'_>, SynthesisError>;
+    /// Whether this sink takes the witness pass only (see above); `false` unless it says so.
+    fn witness_only(&self) -> bool {
+        false
+    }
 }
 
 /// A sink's arrays lent for a bulk write ([`AssignmentSink::evaluations`]).
@@ -117,6 +125,9 @@ impl<S: AssignmentSink + ?Sized> AssignmentSink for &mut S {
         popcounts: [u64; 3],
     ) -> Result<Evaluations<'_>, SynthesisError> {
         (**self).evaluations(n, popcounts)
+    }
+    fn witness_only(&self) -> bool {
+        (**self).witness_only()
     }
 }
 
@@ -555,6 +566,13 @@ impl<S: AssignmentSink> ConstraintSystem<Scalar> for ProvingCs<S> {
 /// Synthesizes `circuit` into `sink` with bellperson's complete prover sequence (`ONE` first,
 /// then the circuit, then `input_i * 0 = 0` for every input) and returns the filled sink.
 pub fn synthesize<C: Circuit<Scalar>, S: AssignmentSink>(circuit: C, sink: S) -> Result<S, Error> {
+    if sink.witness_only() {
+        return Err(SynthesisError::IoError(std::io::Error::other(
+            "a witness-only sink takes the witness pass only (`Synthesis::Witness`), not a full \
+             synthesis",
+        ))
+        .into());
+    }
     let mut cs = ProvingCs::new(sink);
     let run = (|| {
         cs.alloc_input(|| "", || Ok(Scalar::ONE))?;
@@ -581,10 +599,14 @@ pub enum Synthesis<'a> {
     /// The witness only, then the circuit's pre-compiled matrices
     /// ([`crate::r1cs::synthesize_compiled`]).
     Compiled(&'a crate::r1cs::R1cs),
+    /// The witness only, checked against the matrices' shape, and nothing else
+    /// ([`crate::r1cs::synthesize_witness`]): for a witness-only sink
+    /// ([`crate::witness::WitnessSink`]), whose prover computes a, b and c itself.
+    Witness(&'a crate::r1cs::R1cs),
 }
 
-/// [`synthesize`] or [`crate::r1cs::synthesize_compiled`], as `how` says: the same bytes
-/// either way.
+/// [`synthesize`], [`crate::r1cs::synthesize_compiled`] or
+/// [`crate::r1cs::synthesize_witness`], as `how` says: the first two write the same bytes.
 pub fn synthesize_with<C: Circuit<Scalar>, S: AssignmentSink>(
     circuit: C,
     sink: S,
@@ -593,6 +615,7 @@ pub fn synthesize_with<C: Circuit<Scalar>, S: AssignmentSink>(
     match how {
         Synthesis::Full => synthesize(circuit, sink),
         Synthesis::Compiled(r1cs) => crate::r1cs::synthesize_compiled(circuit, sink, r1cs),
+        Synthesis::Witness(r1cs) => crate::r1cs::synthesize_witness(circuit, sink, r1cs),
     }
 }
 

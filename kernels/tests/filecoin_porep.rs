@@ -185,6 +185,86 @@ fn the_precompiled_synthesis_writes_the_full_synthesis_bytes() {
     kernels::r1cs::check_job(&*job, &r1cs).unwrap();
 }
 
+/// Issue 31: the partition's witness pass packed into a witness-only assignment (its 0/1 aux
+/// variables one bit each) expands back to the full synthesis byte for byte, and proves to the
+/// full synthesis's proof bytes for the same `r` and `s`, which `verify_seal` accepts.
+#[test]
+fn a_witness_only_partition_expands_to_the_full_synthesis_and_proves_the_same() {
+    use kernels::synth::{Synthesis, VecSink};
+    use kernels::witness::{expand, PackedWitness, WitnessLayout};
+    use kernels::Backend;
+    let s = sealed();
+    let job = open_job(s.kind(), &s.c1_json).unwrap();
+    let r1cs = kernels::r1cs::compile(&job.circuit()).unwrap();
+    let t = Instant::now();
+    let layout = WitnessLayout::of(&r1cs);
+    let layout_s = t.elapsed().as_secs_f64();
+    let measured = job.circuit().measure().unwrap();
+    assert_eq!(
+        measured.bit_aux,
+        layout.bits(),
+        "`measure` counts the same bits"
+    );
+    let mut full = VecSink::new();
+    job.synthesize_partition(0, &mut full).unwrap();
+    let full = full.finish();
+    let t = Instant::now();
+    let packed = PackedWitness::fill(&layout, |sink| {
+        job.synthesize_partition_with(0, sink, Synthesis::Witness(&r1cs))
+    })
+    .unwrap();
+    let witness_s = t.elapsed().as_secs_f64();
+    let zero_one = full
+        .aux
+        .iter()
+        .filter(|v| **v == blstrs::Scalar::from(0u64) || **v == blstrs::Scalar::from(1u64))
+        .count();
+    let packed_bytes =
+        32 * (packed.input.len() + packed.non_bits.len()) + 8 * packed.bit_values.len();
+    eprintln!(
+        "2 KiB PoRep: {} of {} aux are bit variables ({zero_one} aux values are 0 or 1), layout in \
+         {layout_s:.2} s; witness {packed_bytes} bytes (packed in {witness_s:.2} s) against {} \
+         for a, b, c, input and aux",
+        layout.bits(),
+        layout.aux(),
+        32 * (3 * full.a.len() + full.input.len() + full.aux.len())
+    );
+    let t = Instant::now();
+    let e = expand(
+        &r1cs,
+        &layout,
+        &packed.input,
+        &packed.bit_values,
+        &packed.non_bits,
+    )
+    .unwrap();
+    eprintln!("expanded on the host in {:.2} s", t.elapsed().as_secs_f64());
+    assert_eq!(packed.input, full.input);
+    assert!(e.aux == full.aux, "aux differs");
+    assert!(
+        e.a == full.a && e.b == full.b && e.c == full.c,
+        "a, b or c differs"
+    );
+
+    let backend = backend();
+    let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(31);
+    let theirs = filecoin::prove_job(&*job, &backend, &mut rng).unwrap();
+    // prove_job draws r, then s, per partition.
+    let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(31);
+    use ff::Field;
+    let (r, s_) = (
+        blstrs::Scalar::random(&mut rng),
+        blstrs::Scalar::random(&mut rng),
+    );
+    let ours = backend
+        .prove_batch(&[e.assignment(&packed.input, &r1cs)], &[r], &[s_])
+        .unwrap();
+    let mut bytes = Vec::new();
+    ours[0].write(&mut bytes).unwrap();
+    assert_eq!(bytes, theirs, "the witness path's proof bytes");
+    assert!(s.verify(&bytes, None).unwrap(), "verify_seal refused");
+}
+
 #[test]
 fn partition_circuit_has_the_known_shape() {
     let s = sealed();

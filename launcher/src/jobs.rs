@@ -722,6 +722,8 @@ fn request(job_id: u64, spec: &JobSpec, partition: u32, priority: i32) -> SynthR
         request: spec.request.clone(),
         priority,
         express: false,
+        // Issue 31: witness slots are not wired yet (the lead's `Pipeline::start` work).
+        witness: false,
     }
 }
 

@@ -109,6 +109,16 @@ impl SharedR1cs {
     pub fn open(&self) -> Result<R1cs, kernels::Error> {
         R1cs::from_bytes(Box::new(self.bytes.clone()))
     }
+
+    /// Issue 31: the capacities of one witness slot of this circuit (its inputs, the aux
+    /// variables its rows show to be bits, the others: `kernels::witness`), what synth-proc lays
+    /// out for a `SynthRequest::witness` of it; size the ring's witness slots with their
+    /// `slot_bytes`. One pass over the matrices (seconds; tens of seconds at a 32 GiB PoRep
+    /// partition).
+    pub fn witness_capacity(&self) -> Result<shm_protocol::WitnessCapacity, kernels::Error> {
+        let layout = kernels::witness::WitnessLayout::of(&self.open()?);
+        Ok(synth_proc::witness_capacity_for(&layout))
+    }
 }
 
 /// What synthesis of one circuit uses, for logs and status.
@@ -336,4 +346,23 @@ fn write_atomic(
         let _ = std::fs::remove_file(&tmp);
     }
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_witness_slot_is_sized_from_the_shared_matrices() {
+        let spec: AnyCircuit = "bits:130".parse().unwrap();
+        let shape = spec.shape().unwrap();
+        let id = spec.circuit_id().unwrap();
+        let shared = load_or_record(&spec, id, &shape, None, 1 << 30).unwrap();
+        let caps = shared.witness_capacity().unwrap();
+        assert_eq!((caps.inputs, caps.bits, caps.non_bits), (2, 130, 3));
+        assert!(
+            caps.slot_bytes().unwrap()
+                < synth_proc::capacity_for(&shape).slot_bytes().unwrap() / 10
+        );
+    }
 }

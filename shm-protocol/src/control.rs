@@ -45,7 +45,8 @@ pub struct SynthConfig {
     pub r1cs: Vec<R1csEntry>,
 }
 
-/// One pre-compiled constraint system synth-proc maps.
+/// One pre-compiled constraint system a child maps (synth-proc to synthesize through it,
+/// gpu-proc to expand witness slots with it).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct R1csEntry {
     /// Circuit id the slots carry.
@@ -69,6 +70,14 @@ pub struct GpuConfig {
     pub batch: usize,
     /// The SRS of every circuit served.
     pub srs: Vec<SrsEntry>,
+    /// The pre-compiled constraint systems of the circuits whose slots may come as witness
+    /// slots ([`SynthRequest::witness`]): gpu-proc maps them read-only and computes a, b, c and
+    /// the densities of such a slot from them. A witness slot of a circuit not listed here fails
+    /// with an error saying so. Their inherited descriptors follow the SRS ones
+    /// ([`FIRST_SRS_FD`]: each entry names its own). Missing in a message from an older
+    /// launcher: none.
+    #[serde(default)]
+    pub r1cs: Vec<R1csEntry>,
 }
 
 /// The prover backend of a gpu-proc: one type for the configuration file, the command line,
@@ -166,6 +175,14 @@ pub struct SynthRequest {
     /// not wait for a queue of PoRep syntheses). Missing: false.
     #[serde(default)]
     pub express: bool,
+    /// Synthesize into a witness slot (`shm_protocol::SlotKind::Witness`: the inputs, the bit
+    /// variables packed one bit each, the other aux values; no a, b, c, no densities) sized by
+    /// the circuit's `WitnessCapacity`. Needs the circuit's matrices in synth-proc
+    /// ([`SynthConfig::r1cs`]) and in the gpu-procs ([`GpuConfig::r1cs`]); synth-proc
+    /// synthesizes a full slot when it has none. Missing in a message from an older launcher:
+    /// false.
+    #[serde(default)]
+    pub witness: bool,
 }
 
 /// Where the request bytes of a job are.
@@ -636,6 +653,7 @@ mod tests {
             request: JobRequest::Inline(vec![5, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0]),
             priority: 4,
             express: false,
+            witness: true,
         });
         tx.send(&req).unwrap();
         tx.send(&FromChild::Event(TimelineEvent::now(
@@ -715,6 +733,7 @@ mod tests {
                 request: JobRequest::Memfd { len },
                 priority: 2,
                 express: false,
+                witness: false,
             })
         };
         let sender = std::thread::spawn(move || {
@@ -752,9 +771,36 @@ mod tests {
     fn a_synth_request_without_priority_still_decodes() {
         let old = r#"{"Synthesize":{"job_id":3,"partition":1,"circuit":"bits:4","circuit_id":5,"request":{"Inline":[1,2]}}}"#;
         match serde_json::from_str::<ToSynth>(old).unwrap() {
-            ToSynth::Synthesize(req) => assert_eq!((req.job_id, req.priority), (3, 0)),
+            ToSynth::Synthesize(req) => {
+                assert_eq!((req.job_id, req.priority, req.witness), (3, 0, false))
+            }
             other => panic!("unexpected {other:?}"),
         }
+    }
+
+    /// Issue 31: a gpu-proc configuration without matrices (an older launcher's) decodes with
+    /// none; one with them round-trips.
+    #[test]
+    fn a_gpu_config_without_matrices_still_decodes() {
+        let old = r#"{"Gpu":{"device":1,"backend":"gpu","batch":2,"srs":[]}}"#;
+        let ChildConfig::Gpu(c) = serde_json::from_str::<ChildConfig>(old).unwrap() else {
+            panic!("not a gpu config")
+        };
+        assert_eq!(
+            (c.device, c.backend, c.r1cs.len()),
+            (1, BackendKind::Gpu, 0)
+        );
+        let with = ChildConfig::Gpu(GpuConfig {
+            r1cs: vec![R1csEntry {
+                circuit_id: 3,
+                circuit: "bits:8".into(),
+                fd: 9,
+                bytes: 4096,
+            }],
+            ..c
+        });
+        let json = serde_json::to_string(&with).unwrap();
+        assert_eq!(serde_json::from_str::<ChildConfig>(&json).unwrap(), with);
     }
 
     #[test]

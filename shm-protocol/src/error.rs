@@ -232,6 +232,14 @@ pub enum SlotField {
     DensityBInput,
     /// The B-over-aux density bitmap.
     DensityBAux,
+    /// The slot kind word (full or witness).
+    Kind,
+    /// A witness slot's input assignment.
+    WitnessInput,
+    /// A witness slot's bit values (one bit per bit variable).
+    BitValues,
+    /// A witness slot's non-bit aux values.
+    NonBits,
     /// The result status word.
     ResultStatus,
     /// The result length.
@@ -255,6 +263,13 @@ impl SlotField {
         SlotField::DensityBAux,
     ];
 
+    /// The three arrays of a witness slot, in layout order.
+    pub const WITNESS_ARRAYS: [SlotField; 3] = [
+        SlotField::WitnessInput,
+        SlotField::BitValues,
+        SlotField::NonBits,
+    ];
+
     /// The field's name as the header docs spell it.
     pub fn name(self) -> &'static str {
         match self {
@@ -266,6 +281,10 @@ impl SlotField {
             SlotField::DensityAAux => "density_a_aux",
             SlotField::DensityBInput => "density_b_input",
             SlotField::DensityBAux => "density_b_aux",
+            SlotField::Kind => "kind",
+            SlotField::WitnessInput => "witness_input",
+            SlotField::BitValues => "bit_values",
+            SlotField::NonBits => "non_bits",
             SlotField::ResultStatus => "result_status",
             SlotField::ResultLen => "result_len",
             SlotField::Result => "result",

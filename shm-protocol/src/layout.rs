@@ -15,7 +15,7 @@ use crate::state::SlotCtl;
 /// `"SPRVRING"` read as a little-endian `u64`: the first word of every ring.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"SPRVRING");
 /// The layout version this build writes and reads. 0 means "not initialised yet".
-pub const LAYOUT_VERSION: u32 = 2;
+pub const LAYOUT_VERSION: u32 = 3;
 /// Bytes of the ring header at offset 0.
 pub const RING_HEADER_BYTES: usize = 4096;
 /// Bytes of one slot header in the table that follows the ring header.
@@ -129,8 +129,12 @@ pub(crate) struct SlotHeader {
     pub(crate) circuit_id: AtomicU64,
     pub(crate) partition: AtomicU32,
     pub(crate) attempt: AtomicU32,
-    _pad0: [u8; 24],
-    /// Byte offsets of a, b, c, input, aux, density A-aux, B-input, B-aux.
+    /// What the slot carries: 0 = full (the eight arrays below), 1 = witness (the three witness
+    /// arrays further down); anything else is invalid.
+    pub(crate) kind: AtomicU32,
+    _pad0: [u8; 20],
+    /// Byte offsets of a, b, c, input, aux, density A-aux, B-input, B-aux (a full slot; 0 in a
+    /// witness slot, as every field of the full arrays).
     pub(crate) offsets: [AtomicU64; 8],
     /// Capacities of the same arrays: elements for the five scalar arrays, words for bitmaps.
     pub(crate) capacities: [AtomicU64; 8],
@@ -140,7 +144,16 @@ pub(crate) struct SlotHeader {
     pub(crate) density_bits: [AtomicU64; 3],
     /// Popcounts of the three bitmaps.
     pub(crate) popcounts: [AtomicU64; 3],
-    _pad1: [u8; 248],
+    /// Byte offsets of a witness slot's input, bit values and non-bit values (0 in a full slot,
+    /// as every witness field).
+    pub(crate) witness_offsets: [AtomicU64; 3],
+    /// Their capacities: elements, words, elements.
+    pub(crate) witness_capacities: [AtomicU64; 3],
+    /// Inputs, bit variables (bits of the bit values), non-bit aux values.
+    pub(crate) witness_lengths: [AtomicU64; 3],
+    /// Popcount of the bit values (bit variables that are 1).
+    pub(crate) witness_ones: AtomicU64,
+    _pad1: [u8; 168],
     /// 1 = proof, 2 = failed (message); anything else is invalid.
     pub(crate) result_status: AtomicU32,
     pub(crate) result_len: AtomicU32,
@@ -160,6 +173,11 @@ pub(crate) mod slot_offsets {
     pub(crate) const LENGTHS: usize = offset_of!(SlotHeader, lengths);
     pub(crate) const DENSITY_BITS: usize = offset_of!(SlotHeader, density_bits);
     pub(crate) const POPCOUNTS: usize = offset_of!(SlotHeader, popcounts);
+    pub(crate) const KIND: usize = offset_of!(SlotHeader, kind);
+    pub(crate) const WITNESS_OFFSETS: usize = offset_of!(SlotHeader, witness_offsets);
+    pub(crate) const WITNESS_CAPACITIES: usize = offset_of!(SlotHeader, witness_capacities);
+    pub(crate) const WITNESS_LENGTHS: usize = offset_of!(SlotHeader, witness_lengths);
+    pub(crate) const WITNESS_ONES: usize = offset_of!(SlotHeader, witness_ones);
     /// Bytes of the header that describe the slot (everything before the result area).
     pub(crate) const CONTROL_BYTES: usize = RESULT_OFFSET;
 }
@@ -185,11 +203,16 @@ const _: () = {
     assert!(offset_of!(SlotHeader, job_id) == 16);
     assert!(offset_of!(SlotHeader, partition) == 32);
     assert!(offset_of!(SlotHeader, attempt) == 36);
+    assert!(offset_of!(SlotHeader, kind) == 40);
     assert!(offset_of!(SlotHeader, offsets) == 64);
     assert!(offset_of!(SlotHeader, capacities) == 128);
     assert!(offset_of!(SlotHeader, lengths) == 192);
     assert!(offset_of!(SlotHeader, density_bits) == 216);
     assert!(offset_of!(SlotHeader, popcounts) == 240);
+    assert!(offset_of!(SlotHeader, witness_offsets) == 264);
+    assert!(offset_of!(SlotHeader, witness_capacities) == 288);
+    assert!(offset_of!(SlotHeader, witness_lengths) == 312);
+    assert!(offset_of!(SlotHeader, witness_ones) == 336);
     assert!(offset_of!(SlotHeader, result_status) == 512);
     assert!(offset_of!(SlotHeader, result_len) == 516);
     assert!(offset_of!(SlotHeader, result) == RESULT_OFFSET);

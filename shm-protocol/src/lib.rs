@@ -3,14 +3,19 @@
 //! Synthesized circuits travel from the synthesis process to the GPU process through slots of a
 //! ring in a memfd-backed, huge-page [`Region`], without a copy: the producer writes a, b, c, the
 //! assignments and the density bitmaps straight into a slot, the consumer proves from the same
-//! memory, and the launcher that created the ring collects results and frees slots.
+//! memory, and the launcher that created the ring collects results and frees slots. A slot is
+//! of one of two kinds ([`SlotKind`]): **full** (those arrays) or **witness** (the inputs, the
+//! bit variables' values one bit each and the other aux values: a prover holding the circuit's
+//! matrices computes the rest, from a fraction of the bytes).
 //!
 //! Main types:
 //! - [`Region`]: the memfd mapping (1 GiB → 2 MiB → THP → plain pages, prefaulted, sealed), also
 //!   used alone for the SRS; [`pass_to`] hands its fd to a child.
 //! - [`Ring`]: the versioned header and the slot table over a region; [`SlotWriter`],
 //!   [`ClaimedSlot`] and [`DoneSlot`] are the handles that own a slot in WRITING, CLAIMED and
-//!   DONE; [`SlotView`] is the validated, zero-copy view a consumer proves from.
+//!   DONE; [`SlotView`] is the validated, zero-copy view a consumer proves from
+//!   ([`SlotView::witness`] for a witness slot: [`SlotWriter::begin_witness`],
+//!   [`SlotWriter::publish_witness`], sized by [`WitnessCapacity::slot_bytes`]).
 //! - [`Error`] / [`ErrorKind`]: every failure, including [`ErrorKind::StaleSlot`] for a handle
 //!   whose slot was reclaimed and [`ErrorKind::InvalidSlot`] naming the bad header field.
 //!
@@ -20,7 +25,7 @@
 //! The state machine, ownership rules and crash behaviour are described at the top of the
 //! [`ring`] module.
 //!
-//! # Byte layout of a ring (layout version 2, native byte order)
+//! # Byte layout of a ring (layout version 3, native byte order)
 //!
 //! ```text
 //! offset 0      ring header (4096 bytes)
@@ -47,12 +52,19 @@
 //!               0   state word    u64  state:3 | meta:1 | owner pid:23 | generation:37
 //!               8   ticket        u64  claim order: (255 - priority) << 56 | publish sequence
 //!              16   job id u64 · 24 circuit id u64 · 32 partition u32 · 36 attempt u32
+//!              40   kind u32       0 = full, 1 = witness; the other kind's fields are 0
+//!                   full slot:
 //!              64   offsets[8]     u64  bytes from the slot's data start:
 //!                                       a, b, c, input, aux, dens A-aux, B-input, B-aux
 //!             128   capacities[8]  u64  elements (32-byte Scalars) / words (u64) for bitmaps
 //!             192   n, inputs, aux u64
 //!             216   density bits[3]  u64   = aux, inputs, aux
 //!             240   popcounts[3]     u64
+//!                   witness slot:
+//!             264   offsets[3]     u64  input, bit values, non-bits
+//!             288   capacities[3]  u64  elements / words / elements
+//!             312   inputs, bits, non-bits u64   (aux = bits + non-bits)
+//!             336   ones           u64  popcount of the bit values
 //!             512   result status u32 (1 proof, 2 failed) · 516 result len u32
 //!            4096   result bytes [4096]
 //! data offset   the slots' data spans in slot order: class 0's slots (its slot bytes each),
@@ -60,6 +72,9 @@
 //!               a[n] b[n] c[n] input[inputs] aux[aux] : blstrs Scalar (4 × u64, Montgomery)
 //!               A-aux[⌈aux/64⌉] B-input[⌈inputs/64⌉] B-aux[⌈aux/64⌉] : u64, LSB first
 //!               each array starts 64-byte aligned (packed in this order by `begin`)
+//!               a witness slot: input[inputs] : Scalar; bit values[⌈bits/64⌉] : u64, LSB
+//!               first, bit j = the j-th bit variable in aux order; non-bits[non-bits] : Scalar,
+//!               in aux order (packed in this order by `begin_witness`)
 //! ```
 //!
 //! # Example
@@ -127,10 +142,10 @@ pub use region::{pass_to, thp_shmem_available, HugePagePolicy, PageKind, Region,
 pub use ring::{
     current_owner, pid_alive, Bitmap, ClaimedSlot, DoneSlot, Published, ReclaimReport,
     ReclaimedSlot, Ring, RingConfig, SlotClass, SlotPartsMut, SlotSnapshot, SlotView, SlotWriter,
-    StateCounts,
+    StateCounts, WitnessPartsMut, WitnessView,
 };
 #[cfg(not(loom))]
 pub use slot::{
-    check_slot_image, Density, SlotCapacity, SlotLayout, SlotLengths, SlotMeta, SlotResult,
-    SCALAR_BYTES, WORD_BYTES,
+    check_slot_image, Density, SlotCapacity, SlotKind, SlotLayout, SlotLengths, SlotMeta,
+    SlotResult, WitnessCapacity, WitnessLengths, SCALAR_BYTES, WORD_BYTES,
 };

@@ -78,8 +78,8 @@ use crate::layout::{
 };
 use crate::region::{PageKind, Region};
 use crate::slot::{
-    check_densities, check_geometry, Density, RawSlotLayout, SlotCapacity, SlotLayout, SlotLengths,
-    SlotMeta, SlotResult,
+    check_bit_values, check_densities, check_geometry, Density, RawSlotLayout, SlotCapacity,
+    SlotKind, SlotLayout, SlotLengths, SlotMeta, SlotResult, WitnessCapacity, WitnessLengths,
 };
 use crate::state::{self, SlotState, SlotTable, Word, MAX_OWNER};
 use crate::sync::Ordering;
@@ -974,13 +974,42 @@ impl Ring {
                 *o = x.load(Ordering::Relaxed); // Relaxed: ordered by the owner's Acquire CAS
             }
         };
-        let mut raw = RawSlotLayout::default();
+        let mut raw = RawSlotLayout {
+            kind: h.kind.load(Ordering::Relaxed), // Relaxed: ordered by the owner's Acquire CAS
+            witness_ones: h.witness_ones.load(Ordering::Relaxed), // Relaxed: as above
+            ..RawSlotLayout::default()
+        };
         arr(&h.offsets, &mut raw.offsets);
         arr(&h.capacities, &mut raw.capacities);
         arr(&h.lengths, &mut raw.lengths);
         arr(&h.density_bits, &mut raw.density_bits);
         arr(&h.popcounts, &mut raw.popcounts);
+        arr(&h.witness_offsets, &mut raw.witness_offsets);
+        arr(&h.witness_capacities, &mut raw.witness_capacities);
+        arr(&h.witness_lengths, &mut raw.witness_lengths);
         raw
+    }
+
+    /// Stores every layout field of `raw` into slot `index`'s header.
+    fn store_raw_layout(&self, index: usize, raw: &RawSlotLayout) {
+        let h = self.slot_header(index);
+        // Relaxed (every store here): the writer owns the slot; the Release CAS that follows
+        // (setting M in `begin`, READY in `publish`) publishes them.
+        let arr = |a: &[std::sync::atomic::AtomicU64], v: &[u64]| {
+            for (x, &v) in a.iter().zip(v) {
+                x.store(v, Ordering::Relaxed); // Relaxed: published by the following Release CAS
+            }
+        };
+        h.kind.store(raw.kind, Ordering::Relaxed); // Relaxed: as above
+        arr(&h.offsets, &raw.offsets);
+        arr(&h.capacities, &raw.capacities);
+        arr(&h.lengths, &raw.lengths);
+        arr(&h.density_bits, &raw.density_bits);
+        arr(&h.popcounts, &raw.popcounts);
+        arr(&h.witness_offsets, &raw.witness_offsets);
+        arr(&h.witness_capacities, &raw.witness_capacities);
+        arr(&h.witness_lengths, &raw.witness_lengths);
+        h.witness_ones.store(raw.witness_ones, Ordering::Relaxed); // Relaxed: as above
     }
 
     /// The validator: copy the header once, check geometry against the slot span, recount
@@ -992,12 +1021,13 @@ impl Ring {
             index,
         )?;
         let base = self.slot_data(index);
-        check_densities(&layout, index, |which| {
-            let f = which.field();
+        let words = |f: SlotField| {
             // SAFETY: `check_geometry` proved the bitmap's range lies inside this slot's span,
             // 64-byte aligned; `u64: ShmSafe`; the caller owns the slot (no writer).
             unsafe { shm_slice::<u64>(base, layout.offset(f), layout.len(f)) }
-        })?;
+        };
+        check_densities(&layout, index, |which| words(which.field()))?;
+        check_bit_values(&layout, index, words(SlotField::BitValues))?;
         Ok(layout)
     }
 
@@ -1176,6 +1206,17 @@ pub struct SlotPartsMut<'a> {
     pub density_b_aux: &'a mut [u64],
 }
 
+/// Mutable views of a witness slot's three arrays, disjoint from one another.
+#[derive(Debug)]
+pub struct WitnessPartsMut<'a> {
+    /// Input assignment, capacity `inputs`.
+    pub input: &'a mut [Scalar],
+    /// The bit variables' values, one bit each in aux order (zeroed by `begin_witness`).
+    pub bit_values: &'a mut [u64],
+    /// The other aux values in aux order, capacity `non_bits`.
+    pub non_bits: &'a mut [Scalar],
+}
+
 /// Where a published slot is: its index and the generation of its READY word.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Published {
@@ -1196,10 +1237,27 @@ impl<'r> SlotWriter<'r> {
         self.word.generation()
     }
 
-    /// Records `meta` and lays out the arrays for `caps` (packed, 64-byte aligned), zeroing the
-    /// three bitmaps. The scalar arrays are not cleared: they hold whatever the previous user
-    /// left. Fails if the arrays do not fit the slot, or if called twice.
+    /// Records `meta` and lays out the arrays of a full slot for `caps` (packed, 64-byte
+    /// aligned), zeroing the three bitmaps. The scalar arrays are not cleared: they hold whatever
+    /// the previous user left. Fails if the arrays do not fit the slot, or if called twice (or
+    /// after [`SlotWriter::begin_witness`]).
     pub fn begin(&mut self, meta: SlotMeta, caps: SlotCapacity) -> Result<()> {
+        let plan = RawSlotLayout::full(&caps)
+            .ok_or_else(|| ErrorKind::InvalidConfig(format!("capacities {caps:?} overflow")))?;
+        self.begin_with(meta, plan)
+    }
+
+    /// Records `meta` and lays out the arrays of a witness slot for `caps` (packed, 64-byte
+    /// aligned): the inputs, the bit values (zeroed) and the non-bit aux values. Fails as
+    /// [`SlotWriter::begin`] does.
+    pub fn begin_witness(&mut self, meta: SlotMeta, caps: WitnessCapacity) -> Result<()> {
+        let plan = RawSlotLayout::witness(&caps)
+            .ok_or_else(|| ErrorKind::InvalidConfig(format!("capacities {caps:?} overflow")))?;
+        self.begin_with(meta, plan)
+    }
+
+    /// `begin` for a planned layout (`raw`, its lengths at the capacities) of `total` bytes.
+    fn begin_with(&mut self, meta: SlotMeta, (raw, total): (RawSlotLayout, u64)) -> Result<()> {
         if self.plan.is_some() {
             return Err(ErrorKind::Protocol {
                 index: self.index,
@@ -1207,9 +1265,6 @@ impl<'r> SlotWriter<'r> {
             }
             .into());
         }
-        let (offsets, capacities, total) = caps
-            .plan()
-            .ok_or_else(|| ErrorKind::InvalidConfig(format!("capacities {caps:?} overflow")))?;
         let have = self.ring.slot_capacity(self.index);
         if total > have {
             return Err(ErrorKind::SlotTooSmall { need: total, have }.into());
@@ -1226,29 +1281,25 @@ impl<'r> SlotWriter<'r> {
         h.circuit_id.store(meta.circuit_id, Ordering::Relaxed);
         h.partition.store(meta.partition, Ordering::Relaxed); // Relaxed: published by the CAS that sets M
         h.attempt.store(meta.attempt, Ordering::Relaxed);
-        for k in 0..8 {
-            h.offsets[k].store(offsets[k], Ordering::Relaxed); // Relaxed: published by the CAS that sets M
-            h.capacities[k].store(capacities[k], Ordering::Relaxed);
-        }
-        for k in 0..3 {
-            h.lengths[k].store(0, Ordering::Relaxed); // Relaxed: published by the CAS that sets M
-            h.density_bits[k].store(0, Ordering::Relaxed);
-            h.popcounts[k].store(0, Ordering::Relaxed);
-        }
-        let plan = check_geometry(
-            &RawSlotLayout {
-                offsets,
-                capacities,
-                lengths: [caps.n as u64, caps.inputs as u64, caps.aux as u64],
-                density_bits: [caps.aux as u64, caps.inputs as u64, caps.aux as u64],
-                popcounts: [0; 3],
-            },
-            have,
+        // The offsets and capacities; every length, bit length and popcount 0 until `publish`.
+        self.ring.store_raw_layout(
             self.index,
-        )?;
+            &RawSlotLayout {
+                lengths: [0; 3],
+                density_bits: [0; 3],
+                popcounts: [0; 3],
+                witness_lengths: [0; 3],
+                witness_ones: 0,
+                ..raw
+            },
+        );
+        let plan = check_geometry(&raw, have, self.index)?;
         let base = self.ring.slot_data(self.index);
-        for which in Density::ALL {
-            let f = which.field();
+        let bitmaps = match plan.kind() {
+            SlotKind::Full => &SlotField::ARRAYS[5..],
+            SlotKind::Witness => &SlotField::WITNESS_ARRAYS[1..2],
+        };
+        for &f in bitmaps {
             // SAFETY: the plan was validated against this slot's span; WRITING(us) makes the
             // span ours alone.
             unsafe { shm_slice_mut::<u64>(base, plan.offset(f), plan.capacity(f)) }.fill(0);
@@ -1265,13 +1316,54 @@ impl<'r> SlotWriter<'r> {
         Ok(())
     }
 
-    /// Mutable views of all arrays at their capacities. Fails before `begin` or once the handle
-    /// is stale.
+    /// The plan of a begun slot of `kind`; a protocol error before `begin` or for the other
+    /// kind.
+    fn plan_of(&self, kind: SlotKind) -> Result<SlotLayout> {
+        match self.plan {
+            None => Err(ErrorKind::Protocol {
+                index: self.index,
+                what: "arrays used before `begin`",
+            }
+            .into()),
+            Some(plan) if plan.kind() != kind => Err(ErrorKind::Protocol {
+                index: self.index,
+                what: match kind {
+                    SlotKind::Full => "full arrays asked of a witness slot",
+                    SlotKind::Witness => "witness arrays asked of a full slot",
+                },
+            }
+            .into()),
+            Some(plan) => Ok(plan),
+        }
+    }
+
+    /// Mutable views of a witness slot's three arrays at their capacities. Fails before
+    /// [`SlotWriter::begin_witness`], for a full slot, or once the handle is stale.
+    pub fn witness_parts_mut(&mut self) -> Result<WitnessPartsMut<'_>> {
+        let plan = self.plan_of(SlotKind::Witness)?;
+        still_owned(self.ring, self.index, self.word)?;
+        let base = self.ring.slot_data(self.index);
+        // SAFETY: (all three slices) the plan was validated against this slot's span (inside
+        // the region, 64-byte aligned, pairwise disjoint); WRITING(us) gives this handle the
+        // span alone, and `&mut self` keeps the slices unique in this process.
+        unsafe {
+            let s = |f: SlotField| shm_slice_mut::<Scalar>(base, plan.offset(f), plan.capacity(f));
+            Ok(WitnessPartsMut {
+                input: s(SlotField::WitnessInput),
+                bit_values: shm_slice_mut::<u64>(
+                    base,
+                    plan.offset(SlotField::BitValues),
+                    plan.capacity(SlotField::BitValues),
+                ),
+                non_bits: s(SlotField::NonBits),
+            })
+        }
+    }
+
+    /// Mutable views of all arrays of a full slot at their capacities. Fails before `begin`, for
+    /// a witness slot, or once the handle is stale.
     pub fn parts_mut(&mut self) -> Result<SlotPartsMut<'_>> {
-        let plan = self.plan.ok_or(ErrorKind::Protocol {
-            index: self.index,
-            what: "arrays used before `begin`",
-        })?;
+        let plan = self.plan_of(SlotKind::Full)?;
         still_owned(self.ring, self.index, self.word)?;
         let base = self.ring.slot_data(self.index);
         // SAFETY: (all eight slices) the plan was validated against this slot's span (inside the
@@ -1344,8 +1436,8 @@ impl<'r> SlotWriter<'r> {
         self.priority = priority;
     }
 
-    /// Records the final lengths, validates the slot exactly as a consumer will, and makes it
-    /// READY (waking consumers). On any error the slot goes back to FREE.
+    /// Records a full slot's final lengths, validates the slot exactly as a consumer will, and
+    /// makes it READY (waking consumers). On any error the slot goes back to FREE.
     pub fn publish(self, lengths: SlotLengths) -> Result<Published> {
         let this = ManuallyDrop::new(self);
         let result = this.publish_inner(lengths);
@@ -1355,13 +1447,58 @@ impl<'r> SlotWriter<'r> {
         result
     }
 
+    /// Records a witness slot's final lengths, validates it exactly as a consumer will (the bit
+    /// values recounted), and makes it READY. On any error the slot goes back to FREE.
+    pub fn publish_witness(self, lengths: WitnessLengths) -> Result<Published> {
+        let this = ManuallyDrop::new(self);
+        let result = this.publish_witness_inner(lengths);
+        if result.is_err() {
+            let _ = this.abandon_inner();
+        }
+        result
+    }
+
+    fn publish_witness_inner(&self, lengths: WitnessLengths) -> Result<Published> {
+        self.plan_of(SlotKind::Witness)?;
+        still_owned(self.ring, self.index, self.word)?;
+        let h = self.ring.slot_header(self.index);
+        let w = [lengths.inputs, lengths.bits, lengths.non_bits];
+        for (x, v) in h.witness_lengths.iter().zip(w) {
+            x.store(v as u64, Ordering::Relaxed); // Relaxed: published by the Release CAS in `state::publish`
+        }
+        h.witness_ones.store(lengths.ones, Ordering::Relaxed); // Relaxed: as above
+        self.make_ready()
+    }
+
+    /// Validates the slot as a consumer will and moves it WRITING → READY.
+    fn make_ready(&self) -> Result<Published> {
+        self.ring.validate_slot(self.index)?;
+        let word = state::publish(self.ring, self.index, self.word, self.priority)
+            .map_err(|found| stale(self.index, self.word, found))?;
+        self.ring.notify(Event::Ready);
+        Ok(Published {
+            index: self.index,
+            generation: word.generation(),
+        })
+    }
+
     fn publish_inner(&self, lengths: SlotLengths) -> Result<Published> {
-        if self.plan.is_none() {
-            return Err(ErrorKind::Protocol {
-                index: self.index,
-                what: "`publish` before `begin`",
+        match self.plan {
+            None => {
+                return Err(ErrorKind::Protocol {
+                    index: self.index,
+                    what: "`publish` before `begin`",
+                }
+                .into())
             }
-            .into());
+            Some(plan) if plan.kind() == SlotKind::Witness => {
+                return Err(ErrorKind::Protocol {
+                    index: self.index,
+                    what: "`publish` of a witness slot: use `publish_witness`",
+                }
+                .into())
+            }
+            Some(_) => {}
         }
         still_owned(self.ring, self.index, self.word)?;
         let h = self.ring.slot_header(self.index);
@@ -1381,14 +1518,7 @@ impl<'r> SlotWriter<'r> {
         for (k, v) in pops.into_iter().enumerate() {
             h.popcounts[k].store(v, Ordering::Relaxed); // Relaxed: published by the Release CAS in `state::publish`
         }
-        self.ring.validate_slot(self.index)?;
-        let word = state::publish(self.ring, self.index, self.word, self.priority)
-            .map_err(|found| stale(self.index, self.word, found))?;
-        self.ring.notify(Event::Ready);
-        Ok(Published {
-            index: self.index,
-            generation: word.generation(),
-        })
+        self.make_ready()
     }
 
     /// Gives the slot back unpublished (→ FREE), waking producers.
@@ -1463,6 +1593,19 @@ pub struct Bitmap<'a> {
     pub popcount: u64,
 }
 
+/// A witness slot's arrays, validated: the inputs, the bit values (one bit per bit variable, in
+/// aux order; `bit_len` bits, `popcount` of them 1, recounted) and the non-bit aux values in aux
+/// order. Which aux variables are bits is the circuit's (its matrices say).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WitnessView<'a> {
+    /// Input assignment (first element is ONE by convention; not checked).
+    pub input: &'a [Scalar],
+    /// The bit variables' values.
+    pub bit_values: Bitmap<'a>,
+    /// The non-bit aux values.
+    pub non_bits: &'a [Scalar],
+}
+
 // SAFETY: a view is a set of shared slices into a claimed slot (like `&[Scalar]`): it can be
 // sent to and shared with other threads while the claim it borrows lives.
 unsafe impl Send for SlotView<'_> {}
@@ -1480,6 +1623,26 @@ impl<'a> SlotView<'a> {
     /// Meta written by the producer.
     pub fn meta(&self) -> SlotMeta {
         self.meta
+    }
+    /// What the slot carries. A witness slot's full arrays (a, b, c, input, aux, densities) are
+    /// empty: see [`SlotView::witness`].
+    pub fn kind(&self) -> SlotKind {
+        self.layout.kind()
+    }
+    /// A witness slot's arrays; `None` for a full slot.
+    pub fn witness(&self) -> Option<WitnessView<'a>> {
+        let w = self.layout.witness()?;
+        let f = SlotField::BitValues;
+        Some(WitnessView {
+            input: self.scalars(SlotField::WitnessInput),
+            bit_values: Bitmap {
+                // SAFETY: as in `scalars`.
+                words: unsafe { shm_slice(self.base, self.layout.offset(f), self.layout.len(f)) },
+                bit_len: w.bits as u64,
+                popcount: w.ones,
+            },
+            non_bits: self.scalars(SlotField::NonBits),
+        })
     }
     /// The validated layout.
     pub fn layout(&self) -> &SlotLayout {
@@ -2386,6 +2549,203 @@ mod tests {
             cell.store(good, Ordering::Relaxed); // Relaxed: single-threaded test setup
         }
         c.view().unwrap();
+    }
+
+    const WCAPS: WitnessCapacity = WitnessCapacity {
+        inputs: 3,
+        bits: 100,
+        non_bits: 20,
+    };
+
+    fn witness_lengths() -> WitnessLengths {
+        WitnessLengths {
+            inputs: 3,
+            bits: 100,
+            non_bits: 20,
+            ones: 4,
+        }
+    }
+
+    /// Writes a witness slot whose contents derive from `job` and publishes it.
+    fn produce_witness(ring: &Ring, job: u64) -> Published {
+        let mut w = ring
+            .acquire_free(
+                ME,
+                WCAPS.slot_bytes().unwrap(),
+                Some(Duration::from_secs(5)),
+            )
+            .unwrap();
+        w.begin_witness(meta(job), WCAPS).unwrap();
+        let p = w.witness_parts_mut().unwrap();
+        assert_eq!(
+            (p.input.len(), p.bit_values.len(), p.non_bits.len()),
+            (3, 2, 20)
+        );
+        assert_eq!(p.bit_values, &[0, 0], "begin_witness zeroes the bit values");
+        for (k, s) in p.input.iter_mut().chain(p.non_bits.iter_mut()).enumerate() {
+            *s = Scalar::from(job * 1000 + k as u64);
+        }
+        p.bit_values[0] = 0b1011;
+        p.bit_values[1] = 1 << 35; // bit 99, the last
+        w.publish_witness(witness_lengths()).unwrap()
+    }
+
+    #[test]
+    fn a_witness_slot_carries_its_three_arrays_and_no_full_ones() {
+        let ring = ring(2);
+        assert!(WCAPS.slot_bytes().unwrap() < CAPS.slot_bytes().unwrap());
+        produce_witness(&ring, 6);
+        let c = ring.try_claim_ready(ME).unwrap().unwrap();
+        let v = c.view().unwrap();
+        assert_eq!((v.meta(), v.kind()), (meta(6), SlotKind::Witness));
+        assert_eq!(v.layout().witness(), Some(witness_lengths()));
+        let w = v.witness().unwrap();
+        assert_eq!(w.input, &[6000u64, 6001, 6002].map(Scalar::from)[..]);
+        assert_eq!(w.non_bits.len(), 20);
+        assert_eq!(w.non_bits[19], Scalar::from(6022u64));
+        assert_eq!(
+            (
+                w.bit_values.words,
+                w.bit_values.bit_len,
+                w.bit_values.popcount
+            ),
+            (&[0b1011, 1 << 35][..], 100, 4)
+        );
+        assert!(v.a().is_empty() && v.input().is_empty() && v.aux().is_empty());
+        assert!(v.density(Density::AAux).words.is_empty());
+        c.complete(SlotResult::Proof(&[2; 192])).unwrap();
+        let done = ring.try_take_done(ME).unwrap().unwrap();
+        assert_eq!(done.result().unwrap(), SlotResult::Proof(&[2; 192]));
+        done.free().unwrap();
+        // The same slot serves a full synthesis next: `begin` clears the witness fields.
+        produce(&ring, 7);
+        let c = ring.try_claim_ready(ME).unwrap().unwrap();
+        let v = c.view().unwrap();
+        assert_eq!((v.kind(), v.witness()), (SlotKind::Full, None));
+        assert_eq!(v.a()[3], Scalar::from(7003u64));
+        c.complete(SlotResult::Proof(&[])).unwrap();
+        ring.try_take_done(ME).unwrap().unwrap().free().unwrap();
+        // And a witness one again after it.
+        produce_witness(&ring, 8);
+        let c = ring.try_claim_ready(ME).unwrap().unwrap();
+        assert_eq!(
+            c.view().unwrap().witness().unwrap().non_bits[0],
+            Scalar::from(8003u64)
+        );
+    }
+
+    #[test]
+    fn consumer_rejects_every_corrupted_witness_field_by_name() {
+        let ring = ring(1);
+        produce_witness(&ring, 4);
+        let c = ring.try_claim_ready(ME).unwrap().unwrap();
+        let h = ring.slot_header(c.index());
+        let cases: [(&AtomicU64, u64, SlotField); 13] = [
+            (&h.witness_offsets[0], 1 << 40, SlotField::WitnessInput),
+            (&h.witness_offsets[1], 8, SlotField::BitValues),
+            (&h.witness_offsets[2], 0, SlotField::NonBits),
+            (&h.witness_capacities[0], u64::MAX, SlotField::WitnessInput),
+            (&h.witness_capacities[1], 1, SlotField::BitValues),
+            (&h.witness_capacities[2], 1 << 40, SlotField::NonBits),
+            (&h.witness_lengths[0], 4, SlotField::WitnessInput),
+            (&h.witness_lengths[1], 129, SlotField::BitValues),
+            // Fewer bits than the words hold set: bit 99 is past the 65th.
+            (&h.witness_lengths[1], 65, SlotField::BitValues),
+            (&h.witness_lengths[2], 21, SlotField::NonBits),
+            (&h.witness_lengths[2], u64::MAX, SlotField::NonBits),
+            (&h.witness_ones, 5, SlotField::BitValues),
+            (&h.witness_ones, 101, SlotField::BitValues),
+        ];
+        for (k, (cell, bad, field)) in cases.into_iter().enumerate() {
+            let good = cell.swap(bad, Ordering::Relaxed); // Relaxed: single-threaded test setup
+            let e = c.view().unwrap_err();
+            assert!(
+                matches!(e.kind(), ErrorKind::InvalidSlot { field: f, .. } if *f == field),
+                "case {k}: {e}"
+            );
+            assert!(e.to_string().contains(field.name()), "case {k}: {e}");
+            cell.store(good, Ordering::Relaxed); // Relaxed: single-threaded test setup
+        }
+        for bad in [2, 7, u32::MAX] {
+            h.kind.store(bad, Ordering::Relaxed); // Relaxed: single-threaded test setup
+            let e = c.view().unwrap_err();
+            assert!(
+                matches!(
+                    e.kind(),
+                    ErrorKind::InvalidSlot {
+                        field: SlotField::Kind,
+                        ..
+                    }
+                ),
+                "{e}"
+            );
+        }
+        // Flipped to full, the slot reads as an empty full slot (its full fields are 0): nothing
+        // outside the span is reachable, and a prover refuses an empty assignment.
+        h.kind.store(0, Ordering::Relaxed); // Relaxed: single-threaded test setup
+        let v = c.view().unwrap();
+        assert_eq!((v.layout().n(), v.witness()), (0, None));
+        h.kind.store(1, Ordering::Relaxed); // Relaxed: single-threaded test setup
+        c.view().unwrap();
+    }
+
+    #[test]
+    fn the_arrays_and_publish_of_the_other_kind_are_refused() {
+        let ring = ring(1);
+        let mut w = ring.try_acquire_free(ME, 0).unwrap().unwrap();
+        assert!(matches!(
+            kind(w.witness_parts_mut()),
+            ErrorKind::Protocol { .. }
+        ));
+        w.begin_witness(meta(1), WCAPS).unwrap();
+        assert!(matches!(
+            kind(w.begin(meta(1), CAPS)),
+            ErrorKind::Protocol { .. }
+        ));
+        assert!(kind(w.parts_mut())
+            .to_string()
+            .contains("full arrays asked of a witness slot"));
+        let e = w.publish(lengths()).unwrap_err();
+        assert!(e.to_string().contains("publish_witness"), "{e}");
+        assert_eq!(ring.counts().free, 1, "the refused publish freed the slot");
+        let mut w = ring.try_acquire_free(ME, 0).unwrap().unwrap();
+        w.begin(meta(2), CAPS).unwrap();
+        assert!(kind(w.witness_parts_mut())
+            .to_string()
+            .contains("witness arrays asked of a full slot"));
+        let e = w.publish_witness(witness_lengths()).unwrap_err();
+        assert!(matches!(e.kind(), ErrorKind::Protocol { .. }), "{e}");
+        assert_eq!(ring.counts().free, 1);
+        // A witness slot that does not fit is refused like a full one.
+        let mut w = ring.try_acquire_free(ME, 0).unwrap().unwrap();
+        let huge = WitnessCapacity {
+            non_bits: 1 << 20,
+            ..WCAPS
+        };
+        assert!(matches!(
+            kind(w.begin_witness(meta(3), huge)),
+            ErrorKind::SlotTooSmall { .. }
+        ));
+        // Lengths that lie at publish: the producer gets the consumer's error, the slot is freed.
+        w.begin_witness(meta(3), WCAPS).unwrap();
+        w.witness_parts_mut().unwrap().bit_values[0] = 1;
+        let e = w
+            .publish_witness(WitnessLengths {
+                ones: 0,
+                ..witness_lengths()
+            })
+            .unwrap_err();
+        assert!(
+            matches!(
+                e.kind(),
+                ErrorKind::InvalidSlot {
+                    field: SlotField::BitValues,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert_eq!(ring.counts().free, 1);
     }
 
     #[test]

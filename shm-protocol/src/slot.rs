@@ -126,6 +126,103 @@ pub struct SlotLengths {
     pub b_aux_popcount: u64,
 }
 
+/// What a slot carries, recorded in its header by `begin` / `begin_witness`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum SlotKind {
+    /// a, b, c, the input and aux assignments and the three density bitmaps: what every backend
+    /// proves from.
+    #[default]
+    Full,
+    /// The witness alone: the inputs, the bit variables' values packed one bit each, the other
+    /// aux values; the prover computes a, b, c and the densities from the circuit's
+    /// pre-compiled matrices (which aux variables are bits is a property of those matrices).
+    Witness,
+}
+
+impl SlotKind {
+    /// The header word of this kind.
+    pub(crate) fn word(self) -> u32 {
+        match self {
+            SlotKind::Full => 0,
+            SlotKind::Witness => 1,
+        }
+    }
+
+    fn from_word(word: u32) -> Option<SlotKind> {
+        match word {
+            0 => Some(SlotKind::Full),
+            1 => Some(SlotKind::Witness),
+            _ => None,
+        }
+    }
+}
+
+/// Capacities of a witness slot, reserved by `begin_witness`: upper bounds of the final
+/// lengths.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WitnessCapacity {
+    /// Input assignment length (the first input is ONE).
+    pub inputs: usize,
+    /// Aux variables that are bits: one bit each.
+    pub bits: usize,
+    /// The other aux variables: one scalar each.
+    pub non_bits: usize,
+}
+
+impl WitnessCapacity {
+    /// Element capacities of the three arrays in layout order (the bit values in words).
+    pub(crate) fn capacities(&self) -> [u64; 3] {
+        [
+            self.inputs as u64,
+            (self.bits as u64).div_ceil(64),
+            self.non_bits as u64,
+        ]
+    }
+
+    /// Offsets of the three arrays packed in layout order, each aligned to [`ARRAY_ALIGN`], and
+    /// the total bytes; `None` on overflow.
+    pub(crate) fn plan(&self) -> Option<([u64; 3], [u64; 3], u64)> {
+        let caps = self.capacities();
+        let mut offsets = [0u64; 3];
+        let mut at = 0u64;
+        for (k, &cap) in caps.iter().enumerate() {
+            offsets[k] = at;
+            let bytes = cap.checked_mul(WITNESS_SIZES[k])?;
+            at = round_up(at.checked_add(bytes)?, ARRAY_ALIGN)?;
+        }
+        Some((offsets, caps, at))
+    }
+
+    /// Bytes of slot data these capacities need: size `RingConfig::slot_bytes` with it.
+    /// `None` if the sizes overflow.
+    pub fn slot_bytes(&self) -> Option<u64> {
+        self.plan().map(|(_, _, total)| total)
+    }
+}
+
+/// Bytes per element of the three witness arrays.
+const WITNESS_SIZES: [u64; 3] = [SCALAR_BYTES, WORD_BYTES, SCALAR_BYTES];
+
+/// The final lengths of a witness slot, given to `publish_witness`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WitnessLengths {
+    /// Input assignment length.
+    pub inputs: usize,
+    /// Bit variables: bits of the bit values.
+    pub bits: usize,
+    /// Non-bit aux values.
+    pub non_bits: usize,
+    /// Bit variables that are 1 (the bit values' popcount, recounted by the validator).
+    pub ones: u64,
+}
+
+impl WitnessLengths {
+    /// Aux variables: bits and non-bits.
+    pub fn aux(&self) -> usize {
+        self.bits + self.non_bits
+    }
+}
+
 /// What a consumer reports for a slot; stored in the slot's result area.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SlotResult<'a> {
@@ -196,47 +293,112 @@ impl SlotResult<'_> {
 /// The layout fields of a slot header, copied out of the header once.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct RawSlotLayout {
+    /// The kind word (0 full, 1 witness).
+    pub(crate) kind: u32,
     pub(crate) offsets: [u64; 8],
     pub(crate) capacities: [u64; 8],
     /// n, inputs, aux.
     pub(crate) lengths: [u64; 3],
     pub(crate) density_bits: [u64; 3],
     pub(crate) popcounts: [u64; 3],
+    pub(crate) witness_offsets: [u64; 3],
+    pub(crate) witness_capacities: [u64; 3],
+    /// Inputs, bits, non-bits.
+    pub(crate) witness_lengths: [u64; 3],
+    pub(crate) witness_ones: u64,
+}
+
+impl RawSlotLayout {
+    /// The plan `begin` lays out for `caps`, lengths at the capacities.
+    pub(crate) fn full(caps: &SlotCapacity) -> Option<(RawSlotLayout, u64)> {
+        let (offsets, capacities, total) = caps.plan()?;
+        let (n, i, x) = (caps.n as u64, caps.inputs as u64, caps.aux as u64);
+        let raw = RawSlotLayout {
+            kind: SlotKind::Full.word(),
+            offsets,
+            capacities,
+            lengths: [n, i, x],
+            density_bits: [x, i, x],
+            ..RawSlotLayout::default()
+        };
+        Some((raw, total))
+    }
+
+    /// The plan `begin_witness` lays out for `caps`, lengths at the capacities.
+    pub(crate) fn witness(caps: &WitnessCapacity) -> Option<(RawSlotLayout, u64)> {
+        let (witness_offsets, witness_capacities, total) = caps.plan()?;
+        let raw = RawSlotLayout {
+            kind: SlotKind::Witness.word(),
+            witness_offsets,
+            witness_capacities,
+            witness_lengths: [caps.inputs as u64, caps.bits as u64, caps.non_bits as u64],
+            ..RawSlotLayout::default()
+        };
+        Some((raw, total))
+    }
 }
 
 /// A slot layout that passed validation: every range lies inside the slot span, is aligned and
-/// overlaps no other, and lengths, bit lengths and popcounts agree.
+/// overlaps no other, and lengths, bit lengths and popcounts agree. The arrays of the other
+/// kind are empty (length and capacity 0, whatever the header said: they are never read).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SlotLayout {
+    kind: SlotKind,
     offsets: [u64; 8],
     capacities: [u64; 8],
     lengths: [u64; 3],
     popcounts: [u64; 3],
+    witness_offsets: [u64; 3],
+    witness_capacities: [u64; 3],
+    witness_lengths: [u64; 3],
+    witness_ones: u64,
 }
 
 impl SlotLayout {
-    /// Rows of a, b and c.
+    /// What the slot carries.
+    pub fn kind(&self) -> SlotKind {
+        self.kind
+    }
+    /// Rows of a, b and c (0 in a witness slot).
     pub fn n(&self) -> usize {
         self.lengths[0] as usize
     }
-    /// Input assignment length.
+    /// Input assignment length of a full slot (0 in a witness slot: see
+    /// [`SlotLayout::witness`]).
     pub fn inputs(&self) -> usize {
         self.lengths[1] as usize
     }
-    /// Aux assignment length.
+    /// Aux assignment length of a full slot (0 in a witness slot).
     pub fn aux(&self) -> usize {
         self.lengths[2] as usize
     }
 
-    /// Elements (words for bitmaps) of `field` that hold data.
+    /// A witness slot's lengths; `None` for a full slot.
+    pub fn witness(&self) -> Option<WitnessLengths> {
+        (self.kind == SlotKind::Witness).then(|| {
+            let [inputs, bits, non_bits] = self.witness_lengths.map(|v| v as usize);
+            WitnessLengths {
+                inputs,
+                bits,
+                non_bits,
+                ones: self.witness_ones,
+            }
+        })
+    }
+
+    /// Elements (words for bitmaps) of `field` that hold data; 0 for an array of the other
+    /// kind and for a field that is no array.
     pub fn len(&self, field: SlotField) -> usize {
-        let k = array_index(field);
-        let v = match k {
-            0..=2 => self.lengths[0],
-            3 => self.lengths[1],
-            4 => self.lengths[2],
-            5 | 7 => self.lengths[2].div_ceil(64),
-            _ => self.lengths[1].div_ceil(64),
+        let v = match field {
+            SlotField::A | SlotField::B | SlotField::C => self.lengths[0],
+            SlotField::Input => self.lengths[1],
+            SlotField::Aux => self.lengths[2],
+            SlotField::DensityAAux | SlotField::DensityBAux => self.lengths[2].div_ceil(64),
+            SlotField::DensityBInput => self.lengths[1].div_ceil(64),
+            SlotField::WitnessInput => self.witness_lengths[0],
+            SlotField::BitValues => self.witness_lengths[1].div_ceil(64),
+            SlotField::NonBits => self.witness_lengths[2],
+            _ => 0,
         };
         v as usize
     }
@@ -254,30 +416,53 @@ impl SlotLayout {
         self.popcounts[which.index()]
     }
 
-    /// Byte range of the data of `field` inside the slot span.
+    /// Byte range of the data of `field` inside the slot span (empty for a field that holds
+    /// none).
     pub fn data_range(&self, field: SlotField) -> Range<usize> {
-        let k = array_index(field);
-        let size = if k < 5 { SCALAR_BYTES } else { WORD_BYTES } as usize;
-        let start = self.offsets[k] as usize;
-        start..start + self.len(field) * size
+        let start = self.offset(field);
+        start..start + self.len(field) * element_bytes(field) as usize
     }
 
-    /// Byte offset of `field` inside the slot span.
+    /// Byte offset of `field` inside the slot span (0 for a field that is no array).
     pub(crate) fn offset(&self, field: SlotField) -> usize {
-        self.offsets[array_index(field)] as usize
+        match array_slot(field) {
+            Some((false, k)) => self.offsets[k] as usize,
+            Some((true, k)) => self.witness_offsets[k] as usize,
+            None => 0,
+        }
     }
 
     /// Capacity of `field` (elements or words).
     pub(crate) fn capacity(&self, field: SlotField) -> usize {
-        self.capacities[array_index(field)] as usize
+        match array_slot(field) {
+            Some((false, k)) => self.capacities[k] as usize,
+            Some((true, k)) => self.witness_capacities[k] as usize,
+            None => 0,
+        }
     }
 }
 
-fn array_index(field: SlotField) -> usize {
-    SlotField::ARRAYS
+/// Where `field` is among the arrays: (a witness array?, its index); `None` for a field that is
+/// no array.
+fn array_slot(field: SlotField) -> Option<(bool, usize)> {
+    if let Some(k) = SlotField::ARRAYS.iter().position(|&f| f == field) {
+        return Some((false, k));
+    }
+    SlotField::WITNESS_ARRAYS
         .iter()
         .position(|&f| f == field)
-        .unwrap_or(0)
+        .map(|k| (true, k))
+}
+
+/// Bytes per element of an array field (8 for bitmaps, 32 for scalars).
+fn element_bytes(field: SlotField) -> u64 {
+    match field {
+        SlotField::DensityAAux
+        | SlotField::DensityBInput
+        | SlotField::DensityBAux
+        | SlotField::BitValues => WORD_BYTES,
+        _ => SCALAR_BYTES,
+    }
 }
 
 fn invalid(index: usize, field: SlotField, problem: FieldProblem) -> crate::Error {
@@ -289,15 +474,18 @@ fn invalid(index: usize, field: SlotField, problem: FieldProblem) -> crate::Erro
     .into()
 }
 
-/// Checks the geometry of `raw` against a slot span of `slot_bytes`; touches no memory.
-pub(crate) fn check_geometry(
-    raw: &RawSlotLayout,
+/// Checks that each of `fields` (at `offsets`, `caps` elements of `sizes` bytes) is aligned,
+/// lies inside a span of `slot_bytes` and overlaps no other.
+fn check_spans(
+    fields: &[SlotField],
+    offsets: &[u64],
+    caps: &[u64],
     slot_bytes: u64,
     index: usize,
-) -> Result<SlotLayout> {
-    let mut spans: Vec<(u64, u64, SlotField)> = Vec::with_capacity(8);
-    for (k, field) in SlotField::ARRAYS.into_iter().enumerate() {
-        let (offset, cap) = (raw.offsets[k], raw.capacities[k]);
+) -> Result<()> {
+    let mut spans: Vec<(u64, u64, SlotField)> = Vec::with_capacity(fields.len());
+    for (k, &field) in fields.iter().enumerate() {
+        let (offset, cap) = (offsets[k], caps[k]);
         if offset % ARRAY_ALIGN != 0 {
             return Err(invalid(
                 index,
@@ -308,8 +496,7 @@ pub(crate) fn check_geometry(
                 },
             ));
         }
-        let size = if k < 5 { SCALAR_BYTES } else { WORD_BYTES };
-        let bytes = cap.checked_mul(size);
+        let bytes = cap.checked_mul(element_bytes(field));
         let end = bytes.and_then(|b| offset.checked_add(b));
         match end {
             Some(end) if end <= slot_bytes => {
@@ -336,6 +523,35 @@ pub(crate) fn check_geometry(
             return Err(invalid(index, pair[1].2, FieldProblem::Overlaps(pair[0].2)));
         }
     }
+    Ok(())
+}
+
+/// Checks the geometry of `raw` against a slot span of `slot_bytes`; touches no memory. Only
+/// the fields of the slot's kind are read: the other kind's arrays come out empty.
+pub(crate) fn check_geometry(
+    raw: &RawSlotLayout,
+    slot_bytes: u64,
+    index: usize,
+) -> Result<SlotLayout> {
+    match SlotKind::from_word(raw.kind) {
+        Some(SlotKind::Full) => check_full_geometry(raw, slot_bytes, index),
+        Some(SlotKind::Witness) => check_witness_geometry(raw, slot_bytes, index),
+        None => Err(invalid(
+            index,
+            SlotField::Kind,
+            FieldProblem::BadValue(raw.kind.into()),
+        )),
+    }
+}
+
+fn check_full_geometry(raw: &RawSlotLayout, slot_bytes: u64, index: usize) -> Result<SlotLayout> {
+    check_spans(
+        &SlotField::ARRAYS,
+        &raw.offsets,
+        &raw.capacities,
+        slot_bytes,
+        index,
+    )?;
     let [n, inputs, aux] = raw.lengths;
     let caps = &raw.capacities;
     for (k, len) in [n, n, n, inputs, aux].into_iter().enumerate() {
@@ -396,40 +612,130 @@ pub(crate) fn check_geometry(
         }
     }
     Ok(SlotLayout {
+        kind: SlotKind::Full,
         offsets: raw.offsets,
         capacities: raw.capacities,
         lengths: raw.lengths,
         popcounts: raw.popcounts,
+        witness_offsets: [0; 3],
+        witness_capacities: [0; 3],
+        witness_lengths: [0; 3],
+        witness_ones: 0,
     })
 }
 
-/// Recounts every bitmap: popcount equal to the recorded one, no bit set past the bit length.
-/// `words(which)` returns exactly the data words of that bitmap (as located by `layout`).
+fn check_witness_geometry(
+    raw: &RawSlotLayout,
+    slot_bytes: u64,
+    index: usize,
+) -> Result<SlotLayout> {
+    let caps = &raw.witness_capacities;
+    check_spans(
+        &SlotField::WITNESS_ARRAYS,
+        &raw.witness_offsets,
+        caps,
+        slot_bytes,
+        index,
+    )?;
+    let [inputs, bits, non_bits] = raw.witness_lengths;
+    for (len, k) in [(inputs, 0), (non_bits, 2)] {
+        if len > caps[k] {
+            return Err(invalid(
+                index,
+                SlotField::WITNESS_ARRAYS[k],
+                FieldProblem::LengthExceedsCapacity {
+                    len,
+                    capacity: caps[k],
+                },
+            ));
+        }
+    }
+    let needed = bits.div_ceil(64);
+    if caps[1] < needed {
+        return Err(invalid(
+            index,
+            SlotField::BitValues,
+            FieldProblem::WordCapacity {
+                words: caps[1],
+                needed,
+            },
+        ));
+    }
+    if raw.witness_ones > bits {
+        return Err(invalid(
+            index,
+            SlotField::BitValues,
+            FieldProblem::Popcount {
+                recorded: raw.witness_ones,
+                actual: bits,
+            },
+        ));
+    }
+    Ok(SlotLayout {
+        kind: SlotKind::Witness,
+        offsets: [0; 8],
+        capacities: [0; 8],
+        lengths: [0; 3],
+        popcounts: [0; 3],
+        witness_offsets: raw.witness_offsets,
+        witness_capacities: raw.witness_capacities,
+        witness_lengths: raw.witness_lengths,
+        witness_ones: raw.witness_ones,
+    })
+}
+
+/// Checks one bitmap's data words: no bit set past `bits`, popcount `recorded`.
+fn check_bitmap(
+    index: usize,
+    field: SlotField,
+    bits: u64,
+    recorded: u64,
+    words: &[u64],
+) -> Result<()> {
+    let tail = bits % 64;
+    if tail != 0 {
+        if let Some(last) = words.last() {
+            if last >> tail != 0 {
+                return Err(invalid(index, field, FieldProblem::TrailingBits));
+            }
+        }
+    }
+    let actual: u64 = words.iter().map(|x| u64::from(x.count_ones())).sum();
+    if actual != recorded {
+        return Err(invalid(
+            index,
+            field,
+            FieldProblem::Popcount { recorded, actual },
+        ));
+    }
+    Ok(())
+}
+
+/// Recounts a witness slot's bit values (`words`: exactly their data words, as located by
+/// `layout`); nothing to check in a full slot.
+pub(crate) fn check_bit_values(layout: &SlotLayout, index: usize, words: &[u64]) -> Result<()> {
+    match layout.witness() {
+        Some(w) => check_bitmap(index, SlotField::BitValues, w.bits as u64, w.ones, words),
+        None => Ok(()),
+    }
+}
+
+/// Recounts every density bitmap: popcount equal to the recorded one, no bit set past the bit
+/// length. `words(which)` returns exactly the data words of that bitmap (as located by
+/// `layout`; empty in a witness slot).
 pub(crate) fn check_densities<'a>(
     layout: &SlotLayout,
     index: usize,
     mut words: impl FnMut(Density) -> &'a [u64],
 ) -> Result<()> {
     for which in Density::ALL {
-        let bits = layout.bit_len(which);
-        let w = words(which);
-        let tail = bits % 64;
-        if tail != 0 {
-            if let Some(last) = w.last() {
-                if last >> tail != 0 {
-                    return Err(invalid(index, which.field(), FieldProblem::TrailingBits));
-                }
-            }
-        }
-        let actual: u64 = w.iter().map(|x| u64::from(x.count_ones())).sum();
-        let recorded = layout.popcount(which);
-        if actual != recorded {
-            return Err(invalid(
-                index,
-                which.field(),
-                FieldProblem::Popcount { recorded, actual },
-            ));
-        }
+        check_bitmap(
+            index,
+            which.field(),
+            layout.bit_len(which),
+            layout.popcount(which),
+            words(which),
+        )?;
     }
     Ok(())
 }
@@ -474,19 +780,31 @@ pub fn check_slot_image(header: &[u8], span: &[u64]) -> Result<(SlotMeta, SlotLa
         partition: u32_at(slot_offsets::PARTITION),
         attempt: u32_at(slot_offsets::ATTEMPT),
     };
-    let mut raw = RawSlotLayout::default();
+    let mut raw = RawSlotLayout {
+        kind: u32_at(slot_offsets::KIND),
+        witness_ones: u64_at(slot_offsets::WITNESS_ONES),
+        ..RawSlotLayout::default()
+    };
     arr(slot_offsets::OFFSETS, &mut raw.offsets);
     arr(slot_offsets::CAPACITIES, &mut raw.capacities);
     arr(slot_offsets::LENGTHS, &mut raw.lengths);
     arr(slot_offsets::DENSITY_BITS, &mut raw.density_bits);
     arr(slot_offsets::POPCOUNTS, &mut raw.popcounts);
+    arr(slot_offsets::WITNESS_OFFSETS, &mut raw.witness_offsets);
+    arr(
+        slot_offsets::WITNESS_CAPACITIES,
+        &mut raw.witness_capacities,
+    );
+    arr(slot_offsets::WITNESS_LENGTHS, &mut raw.witness_lengths);
     let span_bytes = (span.len() as u64).saturating_mul(WORD_BYTES);
     let layout = check_geometry(&raw, span_bytes, usize::MAX)?;
-    check_densities(&layout, usize::MAX, |which| {
-        // The geometry check placed the bitmap inside the span at an 8-aligned offset.
-        let start = layout.offset(which.field()) / WORD_BYTES as usize;
-        &span[start..start + layout.len(which.field())]
-    })?;
+    // The geometry check placed every bitmap inside the span at an 8-aligned offset.
+    let words = |field: SlotField| {
+        let start = layout.offset(field) / WORD_BYTES as usize;
+        &span[start..start + layout.len(field)]
+    };
+    check_densities(&layout, usize::MAX, |which| words(which.field()))?;
+    check_bit_values(&layout, usize::MAX, words(SlotField::BitValues))?;
     Ok((meta, layout))
 }
 
@@ -496,15 +814,44 @@ mod tests {
     use proptest::prelude::*;
 
     fn good(caps: SlotCapacity) -> (RawSlotLayout, u64) {
-        let (offsets, capacities, total) = caps.plan().unwrap();
-        let raw = RawSlotLayout {
-            offsets,
-            capacities,
-            lengths: [caps.n as u64, caps.inputs as u64, caps.aux as u64],
-            density_bits: [caps.aux as u64, caps.inputs as u64, caps.aux as u64],
-            popcounts: [0; 3],
+        RawSlotLayout::full(&caps).unwrap()
+    }
+
+    fn good_witness(caps: WitnessCapacity) -> (RawSlotLayout, u64) {
+        RawSlotLayout::witness(&caps).unwrap()
+    }
+
+    /// The header image of `raw` (every layout field at its offset, the rest zero).
+    fn image_of(raw: &RawSlotLayout) -> Vec<u8> {
+        let mut img = vec![0u8; 8192];
+        let put = |img: &mut Vec<u8>, at: usize, v: &[u64]| {
+            for (k, x) in v.iter().enumerate() {
+                img[at + 8 * k..at + 8 * k + 8].copy_from_slice(&x.to_ne_bytes());
+            }
         };
-        (raw, total)
+        img[slot_offsets::KIND..slot_offsets::KIND + 4].copy_from_slice(&raw.kind.to_ne_bytes());
+        put(&mut img, slot_offsets::OFFSETS, &raw.offsets);
+        put(&mut img, slot_offsets::CAPACITIES, &raw.capacities);
+        put(&mut img, slot_offsets::LENGTHS, &raw.lengths);
+        put(&mut img, slot_offsets::DENSITY_BITS, &raw.density_bits);
+        put(&mut img, slot_offsets::POPCOUNTS, &raw.popcounts);
+        put(
+            &mut img,
+            slot_offsets::WITNESS_OFFSETS,
+            &raw.witness_offsets,
+        );
+        put(
+            &mut img,
+            slot_offsets::WITNESS_CAPACITIES,
+            &raw.witness_capacities,
+        );
+        put(
+            &mut img,
+            slot_offsets::WITNESS_LENGTHS,
+            &raw.witness_lengths,
+        );
+        put(&mut img, slot_offsets::WITNESS_ONES, &[raw.witness_ones]);
+        img
     }
 
     fn kind(e: crate::Error) -> (SlotField, FieldProblem) {
@@ -594,6 +941,145 @@ mod tests {
             )
         );
         assert_eq!(check(&|r| r.popcounts[0] = 131).0, SlotField::DensityAAux);
+    }
+
+    #[test]
+    fn a_witness_plan_validates_and_each_rule_names_its_field() {
+        let caps = WitnessCapacity {
+            inputs: 3,
+            bits: 130,
+            non_bits: 70,
+        };
+        let (raw, total) = good_witness(caps);
+        assert_eq!(
+            raw.witness_offsets,
+            [0, 128, 192],
+            "input, bit values, non-bits"
+        );
+        assert_eq!(total, 192 + 70 * 32);
+        assert_eq!(caps.slot_bytes(), Some(total));
+        let l = check_geometry(&raw, total, 0).unwrap();
+        assert_eq!(l.kind(), SlotKind::Witness);
+        assert_eq!((l.n(), l.inputs(), l.aux()), (0, 0, 0), "no full arrays");
+        assert_eq!(l.witness().unwrap().aux(), 200);
+        assert_eq!(l.data_range(SlotField::BitValues), 128..152);
+        assert_eq!(l.data_range(SlotField::NonBits), 192..192 + 70 * 32);
+        assert!(l.data_range(SlotField::A).is_empty());
+        let check = |f: &dyn Fn(&mut RawSlotLayout)| {
+            let mut r = raw;
+            f(&mut r);
+            kind(check_geometry(&r, total, 3).unwrap_err())
+        };
+        assert_eq!(
+            check(&|r| r.kind = 2),
+            (SlotField::Kind, FieldProblem::BadValue(2))
+        );
+        assert_eq!(
+            check(&|r| r.witness_offsets[1] += 8),
+            (
+                SlotField::BitValues,
+                FieldProblem::Misaligned {
+                    offset: 136,
+                    align: 64
+                }
+            )
+        );
+        assert_eq!(
+            check(&|r| r.witness_offsets[2] = 128),
+            (
+                SlotField::NonBits,
+                FieldProblem::Overlaps(SlotField::BitValues)
+            )
+        );
+        assert_eq!(
+            check(&|r| r.witness_capacities[2] = 71).0,
+            SlotField::NonBits,
+            "past the span"
+        );
+        assert_eq!(
+            check(&|r| r.witness_capacities[0] = u64::MAX).0,
+            SlotField::WitnessInput
+        );
+        assert_eq!(
+            check(&|r| r.witness_lengths[0] = 4),
+            (
+                SlotField::WitnessInput,
+                FieldProblem::LengthExceedsCapacity {
+                    len: 4,
+                    capacity: 3
+                }
+            )
+        );
+        assert_eq!(
+            check(&|r| r.witness_lengths[1] = 193),
+            (
+                SlotField::BitValues,
+                FieldProblem::WordCapacity {
+                    words: 3,
+                    needed: 4
+                }
+            )
+        );
+        assert_eq!(check(&|r| r.witness_lengths[2] = 71).0, SlotField::NonBits);
+        assert_eq!(
+            check(&|r| r.witness_ones = 131),
+            (
+                SlotField::BitValues,
+                FieldProblem::Popcount {
+                    recorded: 131,
+                    actual: 130
+                }
+            )
+        );
+        // The full fields of a witness slot are never read: garbage there changes nothing.
+        let mut r = raw;
+        r.offsets[0] = 1;
+        r.lengths = [u64::MAX; 3];
+        assert_eq!(check_geometry(&r, total, 0).unwrap(), l);
+        // And a full slot's witness fields likewise.
+        let (mut full, total) = good(SlotCapacity {
+            n: 4,
+            inputs: 1,
+            aux: 2,
+        });
+        let fl = check_geometry(&full, total, 0).unwrap();
+        full.witness_offsets[0] = 3;
+        full.witness_lengths[1] = u64::MAX;
+        assert_eq!(check_geometry(&full, total, 0).unwrap(), fl);
+        assert_eq!(fl.witness(), None);
+    }
+
+    #[test]
+    fn bit_values_are_recounted() {
+        let (mut raw, total) = good_witness(WitnessCapacity {
+            inputs: 1,
+            bits: 70,
+            non_bits: 1,
+        });
+        raw.witness_ones = 3;
+        let l = check_geometry(&raw, total, 0).unwrap();
+        check_bit_values(&l, 0, &[0b101, 0b1]).unwrap();
+        assert_eq!(
+            kind(check_bit_values(&l, 0, &[0b101, 0b1000001]).unwrap_err()),
+            (SlotField::BitValues, FieldProblem::TrailingBits)
+        );
+        assert_eq!(
+            kind(check_bit_values(&l, 0, &[0b111, 0b1]).unwrap_err()),
+            (
+                SlotField::BitValues,
+                FieldProblem::Popcount {
+                    recorded: 3,
+                    actual: 4
+                }
+            )
+        );
+        // Nothing to recount in a full slot.
+        let (full, total) = good(SlotCapacity {
+            n: 1,
+            inputs: 1,
+            aux: 1,
+        });
+        check_bit_values(&check_geometry(&full, total, 0).unwrap(), 0, &[7]).unwrap();
     }
 
     #[test]
@@ -705,18 +1191,32 @@ mod tests {
         ]
     }
 
+    /// A kind word: mostly the two defined ones (so the rest of the header is exercised), some
+    /// garbage.
+    fn kind_word() -> impl Strategy<Value = u32> {
+        prop_oneof![4 => Just(0u32), 4 => Just(1u32), 1 => any::<u32>()]
+    }
+
     fn header_image() -> impl Strategy<Value = Vec<u8>> {
         (
-            prop::collection::vec(field_value(), 28),
+            prop::collection::vec(field_value(), 35),
+            kind_word(),
             prop::collection::vec(any::<u8>(), 0..64),
             any::<bool>(),
         )
-            .prop_map(|(fields, noise, truncate)| {
+            .prop_map(|(fields, kind, noise, truncate)| {
                 let mut img = vec![0u8; 8192];
+                // The 25 full-layout words from `OFFSETS`, then the 10 witness words.
                 for (k, v) in fields.iter().enumerate() {
-                    let at = slot_offsets::OFFSETS + 8 * k;
+                    let at = if k < 25 {
+                        slot_offsets::OFFSETS + 8 * k
+                    } else {
+                        slot_offsets::WITNESS_OFFSETS + 8 * (k - 25)
+                    };
                     img[at..at + 8].copy_from_slice(&v.to_ne_bytes());
                 }
+                img[slot_offsets::KIND..slot_offsets::KIND + 4]
+                    .copy_from_slice(&kind.to_ne_bytes());
                 let len = img.len();
                 for (k, b) in noise.iter().enumerate() {
                     img[(k * 97) % len] ^= b;
@@ -738,7 +1238,7 @@ mod tests {
             let span: Vec<u64> = (0..span_words as u64).map(|k| k.wrapping_mul(fill)).collect();
             match check_slot_image(&img, &span) {
                 Ok((_, layout)) => {
-                    for f in SlotField::ARRAYS {
+                    for f in SlotField::ARRAYS.into_iter().chain(SlotField::WITNESS_ARRAYS) {
                         prop_assert!(layout.data_range(f).end <= span_words * 8);
                     }
                 }
@@ -769,19 +1269,54 @@ mod tests {
             if lie && raw.density_bits[2] > 0 {
                 raw.popcounts[2] = raw.popcounts[2].wrapping_add(1) % (raw.density_bits[2] + 1);
             }
-            let mut img = vec![0u8; 8192];
-            let put = |img: &mut Vec<u8>, at: usize, v: &[u64]| {
-                for (k, x) in v.iter().enumerate() {
-                    img[at + 8 * k..at + 8 * k + 8].copy_from_slice(&x.to_ne_bytes());
-                }
-            };
-            put(&mut img, slot_offsets::OFFSETS, &raw.offsets);
-            put(&mut img, slot_offsets::CAPACITIES, &raw.capacities);
-            put(&mut img, slot_offsets::LENGTHS, &raw.lengths);
-            put(&mut img, slot_offsets::DENSITY_BITS, &raw.density_bits);
-            put(&mut img, slot_offsets::POPCOUNTS, &raw.popcounts);
-            let r = check_slot_image(&img, &span);
+            let r = check_slot_image(&image_of(&raw), &span);
             prop_assert_eq!(r.is_ok(), !(lie && raw.density_bits[2] > 0), "{:?}", r.err());
+        }
+
+        /// A valid witness layout with random bit values validates iff the recorded `ones`
+        /// matches and no bit is set past `bits`; its arrays lie where the plan put them.
+        #[test]
+        fn witness_bit_values_are_checked(inputs in 1usize..40, bits in 0usize..400, non_bits in 0usize..300, seed in any::<u64>(), lie in 0u8..3) {
+            let caps = WitnessCapacity { inputs, bits, non_bits };
+            let (mut raw, total) = good_witness(caps);
+            let mut span = vec![0u64; (total / 8) as usize];
+            let start = (raw.witness_offsets[1] / 8) as usize;
+            let mut x = seed | 1;
+            let mut ones = 0;
+            for w in 0..bits.div_ceil(64) {
+                x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+                let valid = if (w + 1) * 64 <= bits { u64::MAX } else { (1u64 << (bits % 64)) - 1 };
+                span[start + w] = x & valid;
+                ones += u64::from((x & valid).count_ones());
+            }
+            raw.witness_ones = ones;
+            let mut bad = false;
+            if lie == 1 && bits > 0 {
+                raw.witness_ones = (ones + 1) % (bits as u64 + 1);
+                bad = true;
+            }
+            if lie == 2 && bits % 64 != 0 {
+                span[start + bits / 64] |= 1 << 63;
+                bad = true;
+            }
+            match check_slot_image(&image_of(&raw), &span) {
+                Ok((_, layout)) => {
+                    prop_assert!(!bad);
+                    prop_assert_eq!(layout.kind(), SlotKind::Witness);
+                    prop_assert_eq!(layout.witness(), Some(WitnessLengths { inputs, bits, non_bits, ones }));
+                    prop_assert_eq!(layout.len(SlotField::BitValues), bits.div_ceil(64));
+                    for f in SlotField::ARRAYS {
+                        prop_assert!(layout.data_range(f).is_empty());
+                    }
+                    for f in SlotField::WITNESS_ARRAYS {
+                        prop_assert!(layout.data_range(f).end as u64 <= total);
+                    }
+                }
+                Err(e) => {
+                    prop_assert!(bad, "{}", e);
+                    prop_assert!(matches!(e.kind(), ErrorKind::InvalidSlot { field: SlotField::BitValues, .. }), "{}", e);
+                }
+            }
         }
     }
 }

@@ -41,7 +41,7 @@
 //! let req = SynthRequest { job_id: 1, partition: 0, circuit: spec.to_string(),
 //!                          circuit_id: spec.circuit_id(),
 //!                          request: JobRequest::Inline(BuiltinRequest { seed: 7, partitions: 1 }.to_bytes()),
-//!                          priority: 2, express: false };
+//!                          priority: 2, express: false, witness: false };
 //! let mut shapes = synth_proc::ShapeCache::default();
 //! let (published, _t_ns) = synth_proc::synthesize_request(&ring, &mut shapes, &req, None, None)?;
 //! assert_eq!(published.index, 0);
@@ -64,11 +64,15 @@ use anyhow::Context;
 use kernels::circuits::AnyCircuit;
 use kernels::r1cs::R1cs;
 use kernels::synth::{CircuitShape, Synthesis};
+use kernels::witness::{CircuitMatrices, WitnessLayout, WitnessParts, WitnessSink};
 use shm_protocol::control::{
     self, ChildConfig, EventKind, FromChild, R1csEntry, SharedSender, SynthConfig, SynthRequest,
     TimelineEvent, ToSynth, CHILD_CONFIG_ENV, CONTROL_FD, RING_FD,
 };
-use shm_protocol::{Published, Region, Ring, SealedBytes, SlotCapacity, SlotMeta};
+use shm_protocol::{
+    Published, Region, Ring, SealedBytes, SlotCapacity, SlotMeta, SlotWriter, WitnessCapacity,
+    WitnessLengths,
+};
 
 pub use jobs::{JobCache, RequestBytes, MAX_JOBS};
 pub use sink::SlotSink;
@@ -138,6 +142,16 @@ pub fn capacity_for(shape: &CircuitShape) -> SlotCapacity {
     }
 }
 
+/// Witness-slot capacities for a circuit's witness layout (its inputs, bit variables and the
+/// other aux variables): size the ring's witness slots with its `slot_bytes`.
+pub fn witness_capacity_for(layout: &WitnessLayout) -> WitnessCapacity {
+    WitnessCapacity {
+        inputs: layout.inputs(),
+        bits: layout.bits(),
+        non_bits: layout.non_bits(),
+    }
+}
+
 /// Parsed specs, their ids and shapes, counted once per circuit.
 #[derive(Default)]
 pub struct ShapeCache {
@@ -168,9 +182,10 @@ impl ShapeCache {
 }
 
 /// The pre-compiled constraint systems synth-proc was given, by circuit id: a partition of one of
-/// these circuits is synthesized through its matrices ([`kernels::r1cs`]), the others in full.
+/// these circuits is synthesized through its matrices ([`kernels::r1cs`]), the others in full;
+/// a request for a witness slot ([`SynthRequest::witness`]) is served with its witness pass alone.
 #[derive(Default, Clone)]
-pub struct CompiledCircuits(HashMap<u64, Arc<R1cs>>);
+pub struct CompiledCircuits(HashMap<u64, Arc<CircuitMatrices>>);
 
 impl CompiledCircuits {
     /// Maps and checks the inherited memfds of `entries`. One that cannot be used is logged and
@@ -189,7 +204,7 @@ impl CompiledCircuits {
             match Self::map_one(fd, e) {
                 Ok(r1cs) => {
                     tracing::info!(circuit = %e.circuit, mib = r1cs.bytes() >> 20, "pre-compiled constraint system mapped");
-                    map.insert(e.circuit_id, Arc::new(r1cs));
+                    map.insert(e.circuit_id, Arc::new(CircuitMatrices::new(r1cs)));
                 }
                 Err(why) => tracing::warn!(
                     circuit = %e.circuit,
@@ -219,12 +234,18 @@ impl CompiledCircuits {
 
     /// Serves `r1cs` for its circuit (tests, and callers with matrices in their own memory).
     pub fn insert(&mut self, r1cs: R1cs) {
-        self.0.insert(r1cs.circuit_id(), Arc::new(r1cs));
+        self.0
+            .insert(r1cs.circuit_id(), Arc::new(CircuitMatrices::new(r1cs)));
     }
 
     /// The matrices of `circuit_id`, if given.
     pub fn get(&self, circuit_id: u64) -> Option<&R1cs> {
-        self.0.get(&circuit_id).map(|r| &**r)
+        self.circuit(circuit_id).map(CircuitMatrices::r1cs)
+    }
+
+    /// The matrices of `circuit_id` with their witness layout, if given.
+    pub fn circuit(&self, circuit_id: u64) -> Option<&CircuitMatrices> {
+        self.0.get(&circuit_id).map(|c| &**c)
     }
 
     /// Circuits served through their matrices.
@@ -252,6 +273,12 @@ pub fn synthesize_request(
 ) -> Result<(Published, u64), SynthError> {
     let (spec, id, shape) = shapes.get(&req.circuit)?;
     let request = RequestBytes::for_message(&req.request, fd);
+    // The witness layout of a witness request, made here (the serving loop keeps each
+    // circuit's).
+    let layout = match compiled {
+        Some(r1cs) if req.witness => Some(WitnessLayout::of(r1cs)),
+        _ => None,
+    };
     synthesize_into_slot(
         ring,
         &spec,
@@ -260,7 +287,7 @@ pub fn synthesize_request(
         &JobCache::default(),
         req,
         &request,
-        compiled,
+        compiled.map(|r| (r, layout.as_ref())),
         None,
         &|_| {},
     )
@@ -306,6 +333,10 @@ impl CancelledJobs {
 /// The synthesis of one request. Waits for a free slot (re-checking `stop` every 200 ms, if
 /// given: the error it returns ends the wait), calls `on_started(slot)` once the slot is
 /// reserved, then synthesizes and publishes.
+///
+/// `compiled` is the circuit's matrices, with its witness layout when the request asks for a
+/// witness slot: a witness request is synthesized into a witness slot when both are given, into
+/// a full slot otherwise (a warning says why).
 #[allow(clippy::too_many_arguments)]
 fn synthesize_into_slot(
     ring: &Ring,
@@ -315,7 +346,7 @@ fn synthesize_into_slot(
     jobs: &JobCache,
     req: &SynthRequest,
     request: &RequestBytes,
-    compiled: Option<&R1cs>,
+    compiled: Option<(&R1cs, Option<&WitnessLayout>)>,
     stop: Option<&dyn Fn() -> Option<SynthError>>,
     on_started: &dyn Fn(u32),
 ) -> Result<Synthesized, SynthError> {
@@ -329,11 +360,29 @@ fn synthesize_into_slot(
     // The job, before a slot is taken: a bad request must not hold one.
     let job = jobs.job(req.job_id, spec, request)?;
     let owner = shm_protocol::current_owner();
+    let witness = match (req.witness, compiled) {
+        (true, Some((r1cs, Some(layout)))) => Some((r1cs, layout)),
+        (true, _) => {
+            tracing::warn!(
+                job = req.job_id,
+                partition = req.partition,
+                circuit = %req.circuit,
+                "a witness slot was asked for a circuit without pre-compiled matrices here; \
+                 synthesizing a full slot"
+            );
+            None
+        }
+        (false, _) => None,
+    };
     // The smallest free slot this circuit fits (a ring of several slot sizes keeps its large
     // slots for the large circuits); none that fits at all is this job's error, at once (a
     // size that overflows fits none).
     let caps = capacity_for(shape);
-    let need = caps.slot_bytes().unwrap_or(u64::MAX);
+    let need = match witness {
+        Some((_, layout)) => witness_capacity_for(layout).slot_bytes(),
+        None => caps.slot_bytes(),
+    }
+    .unwrap_or(u64::MAX);
     let mut writer = match stop {
         None => ring.acquire_free(owner, need, None)?,
         Some(stop) => loop {
@@ -355,7 +404,11 @@ fn synthesize_into_slot(
     };
     #[cfg(feature = "fault-injection")]
     let meta = mislabel(meta, req);
-    writer.begin(meta, caps)?;
+    if let Some((_, layout)) = witness {
+        writer.begin_witness(meta, witness_capacity_for(layout))?;
+    } else {
+        writer.begin(meta, caps)?;
+    }
     // Claimed by the gpu-procs before READY slots of lower priority (the job table's priority,
     // cuzk's scale 1..=4; the clamp only guards the cast).
     writer.set_claim_priority(req.priority.clamp(0, i32::from(u8::MAX)) as u8);
@@ -367,8 +420,27 @@ fn synthesize_into_slot(
         spec: req.circuit.clone(),
         source,
     };
+    if let Some((r1cs, layout)) = witness {
+        let counts =
+            synthesize_witness(&mut writer, &*job, k, r1cs, layout).map_err(|e| match e {
+                WitnessError::Ring(e) => SynthError::Ring(e),
+                WitnessError::Synthesis(e) => synthesis_error(e),
+            })?;
+        let end_ns = control::monotonic_ns();
+        let published = writer.publish_witness(WitnessLengths {
+            inputs: counts.inputs,
+            bits: counts.bits,
+            non_bits: counts.non_bits,
+            ones: counts.ones,
+        })?;
+        return Ok(Synthesized {
+            published,
+            witness_end_ns: None,
+            end_ns,
+        });
+    }
     let mut witness_end_ns = None;
-    let lengths = match compiled {
+    let lengths = match compiled.map(|(r1cs, _)| r1cs) {
         Some(r1cs) => {
             let mut sink = SlotSink::new(writer.parts_mut()?);
             match job.synthesize_partition_with(k, &mut sink, Synthesis::Compiled(r1cs)) {
@@ -405,6 +477,36 @@ fn synthesize_into_slot(
         witness_end_ns,
         end_ns,
     })
+}
+
+/// The witness pass of partition `k` of `job`, packed straight into the witness slot `writer`
+/// began ([`WitnessSink`]: no `Vec`, no copy). A bit variable whose value is not 0 or 1 fails it,
+/// naming the variable.
+fn synthesize_witness(
+    writer: &mut SlotWriter<'_>,
+    job: &dyn kernels::job::Job,
+    k: usize,
+    r1cs: &R1cs,
+    layout: &WitnessLayout,
+) -> Result<kernels::witness::WitnessCounts, WitnessError> {
+    let parts = writer.witness_parts_mut().map_err(WitnessError::Ring)?;
+    let mut sink = WitnessSink::new(
+        WitnessParts {
+            input: parts.input,
+            bit_values: parts.bit_values,
+            non_bits: parts.non_bits,
+        },
+        layout,
+    );
+    job.synthesize_partition_with(k, &mut sink, Synthesis::Witness(r1cs))
+        .map_err(WitnessError::Synthesis)?;
+    Ok(sink.counts())
+}
+
+/// Why [`synthesize_witness`] failed: the slot, or the synthesis.
+enum WitnessError {
+    Ring(shm_protocol::Error),
+    Synthesis(kernels::Error),
 }
 
 /// Entry point of the process: configuration from [`CHILD_CONFIG_ENV`], ring at [`RING_FD`],
@@ -687,7 +789,9 @@ fn work_inner(cx: &Serving<'_>, req: SynthRequest, request: RequestBytes) {
             jobs,
             &req,
             &request,
-            cx.compiled.get(id),
+            cx.compiled
+                .circuit(id)
+                .map(|c| (c.r1cs(), req.witness.then(|| c.witness_layout()))),
             Some(&halt),
             &started,
         )

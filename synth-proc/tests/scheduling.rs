@@ -90,6 +90,7 @@ fn no_synthesis_runs_inside_another_on_one_thread_and_every_phase_is_reported() 
             ),
             priority: 2,
             express: false,
+            witness: false,
         }))
         .unwrap();
     }

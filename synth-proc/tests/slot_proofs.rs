@@ -69,6 +69,7 @@ fn proofs_from_slots_are_bellpersons_for_every_builtin_circuit() {
             ),
             priority: 2,
             express: false,
+            witness: false,
         };
         synth_proc::synthesize_request(
             &ring,

@@ -236,6 +236,8 @@ impl Pipeline {
                     batch: g.batch.max(1),
                     // The SRS images loaded at each start, with their descriptors.
                     srs: Vec::new(),
+                    // Witness slots are not enabled yet: no matrices.
+                    r1cs: Vec::new(),
                 }),
                 fds: vec![(ring_fd.clone(), RING_FD)],
                 placement: Some(Placement::prepare(

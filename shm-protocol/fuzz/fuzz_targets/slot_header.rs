@@ -1,9 +1,10 @@
 //! Random bytes as a slot header image plus a data span: the decoder must never panic or read
-//! out of bounds, and whatever it accepts must lie inside the span.
+//! out of bounds, and whatever it accepts must lie inside the span, for both slot kinds (full and
+//! witness: the kind word at offset 40 chooses which fields are read).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use shm_protocol::{check_slot_image, ErrorKind, SlotField};
+use shm_protocol::{check_slot_image, ErrorKind, SlotField, SlotKind};
 
 fuzz_target!(|data: &[u8]| {
     // The first two bytes choose the span length in words, then the header image, then the span.
@@ -21,9 +22,15 @@ fuzz_target!(|data: &[u8]| {
         .collect();
     match check_slot_image(header, &span) {
         Ok((_, layout)) => {
-            for f in SlotField::ARRAYS {
+            for f in SlotField::ARRAYS.into_iter().chain(SlotField::WITNESS_ARRAYS) {
                 assert!(layout.data_range(f).end <= span.len() * 8);
             }
+            // Only the arrays of the slot's kind hold data.
+            let other = match layout.kind() {
+                SlotKind::Full => &SlotField::WITNESS_ARRAYS[..],
+                SlotKind::Witness => &SlotField::ARRAYS[..],
+            };
+            assert!(other.iter().all(|&f| layout.data_range(f).is_empty()));
         }
         Err(e) => assert!(matches!(e.kind(), ErrorKind::InvalidSlot { .. })),
     }
