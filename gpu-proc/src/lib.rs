@@ -53,7 +53,7 @@ use blstrs::Scalar;
 use ff::Field;
 use kernels::r1cs::R1cs;
 use kernels::witness::CircuitMatrices;
-use kernels::{Assignment, Backend, CpuBackend, Density};
+use kernels::{Assignment, Backend, CpuBackend, Density, WitnessAssignment};
 use shm_protocol::control::{
     self, BackendKind, ChildConfig, EventKind, FromChild, GpuConfig, R1csEntry, SharedSender,
     SrsEntry, TimelineEvent, ToGpu, CHILD_CONFIG_ENV, CONTROL_FD, RING_FD,
@@ -409,28 +409,57 @@ impl Prover {
                 results[*i] = r;
             }
         }
+        let mut pending = Vec::new();
         for (i, view) in witness {
-            if lost.is_some() {
-                // The claims are left for the launcher (see `prove_claimed_with`).
-                break;
+            match self.witness_of(view) {
+                Ok((matrices, w)) => pending.push((i, matrices, w)),
+                Err(e) => results[i] = Err(e),
             }
-            results[i] = self.expand(view).and_then(|(matrices, expanded)| {
-                let input = view.witness().map_or(&[][..], |w| w.input);
-                let assignment = expanded.assignment(input, matrices.r1cs());
-                prove_batch(name, &**backend, &[assignment], randomness, &mut lost)
-                    .pop()
-                    .unwrap_or_else(|| Err(format!("{name}: the backend returned no proof")))
-            });
+        }
+        if let Some((_, matrices, _)) = pending.first() {
+            // A batch is of one circuit: the backend proves the witnesses itself where it can
+            // (`gpu`: unpacked and multiplied on the device), all at once.
+            let ws: Vec<WitnessAssignment<'_>> = pending.iter().map(|(_, _, w)| *w).collect();
+            // Each witness's randomness drawn once, whichever path proves it.
+            let rs: Vec<(Scalar, Scalar)> = ws.iter().map(|_| randomness()).collect();
+            let device = prove_witness_batch(name, &**backend, &ws, matrices, &rs, &mut lost);
+            match device {
+                Some(proved) => {
+                    for ((i, _, _), r) in pending.iter().zip(proved) {
+                        results[*i] = r;
+                    }
+                }
+                None => {
+                    // Expanded on the host and proved alone (one expanded assignment in host
+                    // memory at a time).
+                    for ((i, matrices, w), rs) in pending.iter().zip(&rs) {
+                        if lost.is_some() {
+                            // The claims are left for the launcher (`prove_claimed_with`).
+                            break;
+                        }
+                        let mut own = Some(*rs);
+                        let mut mine = || own.take().expect("one proof, one draw");
+                        results[*i] = expand(matrices, w).and_then(|expanded| {
+                            let assignment = expanded.assignment(w.input, matrices.r1cs());
+                            prove_batch(name, &**backend, &[assignment], &mut mine, &mut lost)
+                                .pop()
+                                .unwrap_or_else(|| {
+                                    Err(format!("{name}: the backend returned no proof"))
+                                })
+                        });
+                    }
+                }
+            }
         }
         drop(backends);
         (results, lost)
     }
 
-    /// A witness slot's full assignment, computed on the host from its circuit's matrices.
-    fn expand(
+    /// A witness slot's circuit matrices and arrays, its lengths checked against their layout.
+    fn witness_of<'v>(
         &self,
-        view: &SlotView<'_>,
-    ) -> Result<(Arc<CircuitMatrices>, kernels::witness::Expanded), String> {
+        view: &'v SlotView<'_>,
+    ) -> Result<(Arc<CircuitMatrices>, WitnessAssignment<'v>), String> {
         let circuit_id = view.meta().circuit_id;
         let (w, lengths) = view
             .witness()
@@ -461,16 +490,52 @@ impl Prover {
                 layout.non_bits()
             ));
         }
-        let expanded = kernels::witness::expand(
-            matrices.r1cs(),
-            layout,
-            w.input,
-            w.bit_values.words,
-            w.non_bits,
-        )
-        .map_err(|e| format!("expanding the witness slot: {e}"))?;
-        Ok((matrices, expanded))
+        let w = WitnessAssignment {
+            input: w.input,
+            bit_values: w.bit_values.words,
+            non_bits: w.non_bits,
+        };
+        Ok((matrices, w))
     }
+}
+
+/// A witness slot's full assignment, computed on the host from its circuit's matrices.
+fn expand(
+    matrices: &CircuitMatrices,
+    w: &WitnessAssignment<'_>,
+) -> Result<kernels::witness::Expanded, String> {
+    kernels::witness::expand(
+        matrices.r1cs(),
+        matrices.witness_layout(),
+        w.input,
+        w.bit_values,
+        w.non_bits,
+    )
+    .map_err(|e| format!("expanding the witness slot: {e}"))
+}
+
+/// Proves witness-only assignments in one backend call where the backend can
+/// ([`Backend::prove_witness_batch`]); `None` when it cannot. A panic is caught and fails them
+/// all; a lost GPU context is noted in `lost`.
+fn prove_witness_batch(
+    name: &str,
+    backend: &dyn Backend,
+    witnesses: &[WitnessAssignment<'_>],
+    matrices: &CircuitMatrices,
+    rs: &[(Scalar, Scalar)],
+    lost: &mut Option<String>,
+) -> Option<Vec<Result<Vec<u8>, String>>> {
+    let (r, s): (Vec<Scalar>, Vec<Scalar>) = rs.iter().copied().unzip();
+    let run = catch_unwind(AssertUnwindSafe(|| {
+        backend.prove_witness_batch(witnesses, matrices, &r, &s)
+    }));
+    Some(finish_proofs(
+        name,
+        backend,
+        run.transpose()?,
+        witnesses.len(),
+        lost,
+    ))
 }
 
 /// Proves `assignments` in one backend call with randomness from `randomness`: one result per
@@ -483,9 +548,31 @@ fn prove_batch(
     lost: &mut Option<String>,
 ) -> Vec<Result<Vec<u8>, String>> {
     let (r, s): (Vec<Scalar>, Vec<Scalar>) = assignments.iter().map(|_| randomness()).unzip();
-    match catch_unwind(AssertUnwindSafe(|| {
+    let run = catch_unwind(AssertUnwindSafe(|| {
         backend.prove_batch(assignments, &r, &s)
-    })) {
+    }));
+    finish_proofs(name, backend, run, assignments.len(), lost)
+}
+
+/// One result per proof of a backend call that made `n`: the proofs' bytes, or the call's error
+/// (a lost GPU context noted in `lost`), or its panic.
+fn finish_proofs(
+    name: &str,
+    backend: &dyn Backend,
+    run: std::thread::Result<Result<Vec<kernels::Proof>, kernels::Error>>,
+    n: usize,
+    lost: &mut Option<String>,
+) -> Vec<Result<Vec<u8>, String>> {
+    match run {
+        Ok(Ok(proofs)) if proofs.len() != n => {
+            vec![
+                Err(format!(
+                    "{name}: the backend returned {} proofs for {n} circuits",
+                    proofs.len()
+                ));
+                n
+            ]
+        }
         Ok(Ok(proofs)) => proofs
             .iter()
             .map(|p| {
@@ -499,7 +586,7 @@ fn prove_batch(
             if matches!(e.kind(), kernels::ErrorKind::DeviceLost(_)) {
                 *lost = Some(format!("{name}: {e}"));
             }
-            vec![Err(format!("{name}: {e}")); assignments.len()]
+            vec![Err(format!("{name}: {e}")); n]
         }
         Err(panic) => {
             let msg = panic_message(&*panic);
@@ -509,7 +596,7 @@ fn prove_batch(
                     "{name}: the {} backend panicked: {msg}",
                     backend.name()
                 ));
-                assignments.len()
+                n
             ]
         }
     }

@@ -64,5 +64,5 @@ pub mod synth;
 pub mod witness;
 
 pub use backend::cpu::CpuBackend;
-pub use backend::{Assignment, Backend, Density, Proof};
+pub use backend::{Assignment, Backend, Density, Proof, WitnessAssignment};
 pub use error::{panic_message, Error, ErrorKind};

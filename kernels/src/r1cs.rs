@@ -944,6 +944,22 @@ impl R1cs {
         &self.densities
     }
 
+    /// Matrix `m` (0 A, 1 B, 2 C) as stored: `n + 1` row offsets into its terms, and the terms,
+    /// each its column (low 32 bits: inputs first, then aux) and its coefficient id (high 32
+    /// bits, into [`R1cs::coefficient_table`]). For a prover that evaluates it elsewhere (the
+    /// `gpu` backend's device). `None` past C.
+    pub fn csr(&self, m: usize) -> Option<(&[u64], &[u64])> {
+        (m < 3).then(|| {
+            let r = self.matrix(m);
+            (r.row_start, r.terms)
+        })
+    }
+
+    /// The coefficients the terms' ids index: id 0 is 1, id 1 is -1.
+    pub fn coefficient_table(&self) -> &[Scalar] {
+        &self.coeffs
+    }
+
     /// The aux variables the rows show to be bits ([`crate::witness`]: the boolean forms, and
     /// variables a row fixes to 0 or 1 from bits shown before it), one bit per aux variable (u64
     /// words, least significant bit first). One pass over the rows, in order (each row sees the

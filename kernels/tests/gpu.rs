@@ -542,3 +542,106 @@ fn the_gpu_generator_without_a_gpu_says_so() {
     };
     assert!(matches!(err.kind(), ErrorKind::NoGpu), "{err}");
 }
+
+/// Witness-only proofs (issue 31): the packed witness unpacked and multiplied by the resident
+/// matrices on the device prove to the CPU backend's bytes for the full assignment, alone and in
+/// a batch, finished on the host and on the device; a batch's next witness overlaps the current
+/// proof. Another circuit's matrices are refused by the context.
+#[test]
+fn witness_only_proofs_equal_full_proofs_bit_for_bit() {
+    use kernels::witness::{CircuitMatrices, PackedWitness};
+    use kernels::WitnessAssignment;
+    if !have_gpu("witness_only_proofs_equal_full_proofs_bit_for_bit") {
+        return;
+    }
+    let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(31);
+    for (text, device_finish) in ["pubinputs:4", "bits:700", "sha-chain:1", "porep-like:16384"]
+        .into_iter()
+        .flat_map(|s| [(s, false), (s, true)])
+    {
+        let spec: CircuitSpec = text.parse().unwrap();
+        let image = image_for(&spec, 3);
+        let cpu = CpuBackend::new(&image).unwrap();
+        let options = GpuOptions {
+            device_finish: Some(device_finish),
+            ..GpuOptions::default()
+        };
+        let gpu =
+            GpuBackend::with_options(&SrsView::new(image.as_ref()).unwrap(), options).unwrap();
+        let matrices = CircuitMatrices::new(kernels::r1cs::compile(&spec.into()).unwrap());
+        let seeds = [1u64, 2, 3];
+        let packed: Vec<PackedWitness> = seeds
+            .iter()
+            .map(|&seed| {
+                PackedWitness::synthesize(
+                    spec.circuit(Some(seed)),
+                    matrices.r1cs(),
+                    matrices.witness_layout(),
+                )
+                .unwrap()
+            })
+            .collect();
+        let witnesses: Vec<WitnessAssignment<'_>> = packed
+            .iter()
+            .map(|p| WitnessAssignment {
+                input: &p.input,
+                bit_values: &p.bit_values,
+                non_bits: &p.non_bits,
+            })
+            .collect();
+        let full: Vec<OwnedAssignment> = seeds.iter().map(|&s| synthesize(&spec, s)).collect();
+        let r: Vec<Scalar> = seeds.iter().map(|_| Scalar::random(&mut rng)).collect();
+        let s: Vec<Scalar> = seeds.iter().map(|_| Scalar::random(&mut rng)).collect();
+        let asgs: Vec<_> = full.iter().map(OwnedAssignment::as_assignment).collect();
+        let want = cpu.prove_batch(&asgs, &r, &s).unwrap();
+        let case = format!("{text} finished on the device: {device_finish}");
+        // One at a time, then the three in one batch.
+        for i in 0..seeds.len() {
+            let got = gpu
+                .prove_witness_batch(&witnesses[i..=i], &matrices, &r[i..=i], &s[i..=i])
+                .expect("the gpu backend proves witnesses")
+                .unwrap();
+            assert_eq!(bytes(&got[0]), bytes(&want[i]), "{case}, seed {}", seeds[i]);
+        }
+        let got = gpu
+            .prove_witness_batch(&witnesses, &matrices, &r, &s)
+            .unwrap()
+            .unwrap();
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(bytes(g), bytes(w), "{case}, batch member {i}");
+        }
+        // Full and witness-only proofs share the context.
+        let again = gpu.prove_batch(&asgs[..1], &r[..1], &s[..1]).unwrap();
+        assert_eq!(
+            bytes(&again[0]),
+            bytes(&want[0]),
+            "{case}: a full proof after"
+        );
+        assert!(gpu.matrices_bytes() > 0);
+    }
+    // A context serves one circuit's matrices.
+    let spec: CircuitSpec = "bits:700".parse().unwrap();
+    let other: CircuitSpec = "bits:701".parse().unwrap();
+    let image = image_for(&spec, 3);
+    let gpu = GpuBackend::new(&SrsView::new(image.as_ref()).unwrap()).unwrap();
+    let m = CircuitMatrices::new(kernels::r1cs::compile(&spec.into()).unwrap());
+    let o = CircuitMatrices::new(kernels::r1cs::compile(&other.into()).unwrap());
+    let p = PackedWitness::synthesize(spec.circuit(Some(1)), m.r1cs(), m.witness_layout()).unwrap();
+    let w = WitnessAssignment {
+        input: &p.input,
+        bit_values: &p.bit_values,
+        non_bits: &p.non_bits,
+    };
+    let one = [Scalar::ONE];
+    gpu.prove_witness_batch(&[w], &m, &one, &one)
+        .unwrap()
+        .unwrap();
+    let e = gpu
+        .prove_witness_batch(&[w], &o, &one, &one)
+        .unwrap()
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("holds the matrices of circuit"),
+        "{e}"
+    );
+}

@@ -59,6 +59,18 @@ pub struct Assignment<'a> {
     pub b_aux_density: Density<'a>,
 }
 
+/// A witness-only assignment as a witness slot holds it ([`crate::witness`]'s packed form):
+/// the inputs (`ONE` first), the bit variables' values one bit each, the other aux values.
+#[derive(Clone, Copy, Debug)]
+pub struct WitnessAssignment<'a> {
+    /// Input assignment; the first element is ONE.
+    pub input: &'a [Scalar],
+    /// The bit variables' values in aux order, `u64` words, least significant bit first.
+    pub bit_values: &'a [u64],
+    /// The other aux values, in aux order.
+    pub non_bits: &'a [Scalar],
+}
+
 /// The verifying-key points that blind a proof: what turns the five unblinded sums
 /// ([`Components`]) into a proof for given `r` and `s`, in bellperson's order of terms (the affine
 /// result is unique, so every backend that gets the sums right gives the same bytes).
@@ -218,6 +230,21 @@ pub trait Backend: Send + Sync {
     /// streams its points on every call).
     fn device_bytes(&self) -> u64 {
         0
+    }
+
+    /// Proves witness-only assignments (issue 31) of `matrices`' circuit with its randomness
+    /// `r[i]`, `s[i]`, computing the full assignment where this backend proves (the `gpu`
+    /// backend: on the device). `None`: this backend takes full assignments only, and the
+    /// caller expands each witness on the host ([`crate::witness::expand`]) and calls
+    /// [`Backend::prove_batch`]. Same bytes either way.
+    fn prove_witness_batch(
+        &self,
+        _batch: &[WitnessAssignment<'_>],
+        _matrices: &crate::witness::CircuitMatrices,
+        _r: &[Scalar],
+        _s: &[Scalar],
+    ) -> Option<Result<Vec<Proof>, crate::Error>> {
+        None
     }
 
     /// Drops what this backend shares beyond its own value, before it is dropped for good (an
