@@ -338,11 +338,25 @@ mod tests {
         // and the H MSM in 8 chunks, every SRS query still resident.
         let lens = porep_32g();
         let own = DeviceLayout::of(&lens, H100_SMS, 0, 0);
-        assert!(
-            own.total(2) > 95 * GIB,
-            "{:.1} GiB",
-            own.total(2) as f64 / GIB as f64
-        );
+        let gib = |b: u64| b as f64 / GIB as f64;
+        for l in [own].into_iter().chain(
+            CHUNK_STEPS
+                .iter()
+                .map(|&c| DeviceLayout::of(&lens, H100_SMS, 0, c)),
+        ) {
+            println!(
+                "H MSM {} chunk(s) of {}-bit windows: SRS {:.2} GiB, once {:.2} GiB, set {:.2} \
+                 GiB, one set {:.2} GiB, two sets {:.2} GiB",
+                l.h_chunks,
+                l.h_window_bits,
+                gib(l.srs()),
+                gib(l.once),
+                gib(l.set),
+                gib(l.total(1)),
+                gib(l.total(2))
+            );
+        }
+        assert!(own.total(2) > 95 * GIB, "{:.1} GiB", gib(own.total(2)));
         let p = plan(&lens, &request(78 * GIB)).unwrap();
         assert_eq!(p.input_sets, 1);
         assert_eq!(p.layout.h_chunks, 8, "{}", p.describe());
