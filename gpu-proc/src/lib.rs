@@ -43,7 +43,6 @@ pub use device::DeviceProbe;
 
 use std::collections::HashMap;
 use std::os::fd::{FromRawFd, OwnedFd};
-use std::os::unix::net::UnixStream;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
@@ -53,10 +52,10 @@ use blstrs::Scalar;
 use ff::Field;
 use kernels::r1cs::R1cs;
 use kernels::witness::CircuitMatrices;
-use kernels::{Assignment, Backend, CpuBackend, Density, WitnessAssignment};
+use kernels::{panic_message, Assignment, Backend, CpuBackend, Density, WitnessAssignment};
 use shm_protocol::control::{
     self, BackendKind, ChildConfig, EventKind, FromChild, GpuConfig, R1csEntry, SharedSender,
-    SrsEntry, TimelineEvent, ToGpu, CHILD_CONFIG_ENV, CONTROL_FD, RING_FD,
+    SrsEntry, TimelineEvent, ToGpu,
 };
 use shm_protocol::{ClaimedSlot, Region, Ring, SealedBytes, SlotResult, SlotView};
 
@@ -790,35 +789,19 @@ fn open_gpu(_image: &[u8]) -> Result<Opened, Error> {
     Err(Error::NoCuda)
 }
 
-fn panic_message(p: &(dyn std::any::Any + Send)) -> &str {
-    kernels::panic_message(p).unwrap_or("unknown panic payload")
-}
-
 /// Entry point of the process: configuration from [`CHILD_CONFIG_ENV`], ring at [`RING_FD`],
 /// control socket at [`CONTROL_FD`], SRS images from `FIRST_SRS_FD`.
 pub fn run_from_env() -> Result<(), Error> {
-    let raw = std::env::var(CHILD_CONFIG_ENV).map_err(|_| {
-        Error::Config(format!(
-            "`{CHILD_CONFIG_ENV}` is not set: gpu-proc is started by `splitprover`"
-        ))
-    })?;
-    let config = match serde_json::from_str::<ChildConfig>(&raw)
-        .map_err(|e| Error::Config(format!("bad child configuration: {e}")))?
-    {
-        ChildConfig::Gpu(c) => c,
-        other => {
-            return Err(Error::Config(format!(
-                "gpu-proc was given another process's configuration: {other:?}"
-            )))
-        }
-    };
-    // SAFETY: the launcher passes the ring memfd at RING_FD; nothing else owns that number.
-    let region = unsafe { Region::from_inherited_fd(OwnedFd::from_raw_fd(RING_FD)) }
-        .map_err(Error::ring("cannot map the ring passed by the launcher"))?;
-    let ring =
-        Ring::open(region).map_err(Error::ring("the ring passed by the launcher is not valid"))?;
-    // SAFETY: the launcher passes one end of a socketpair at CONTROL_FD; we take sole ownership.
-    let control = unsafe { UnixStream::from_raw_fd(CONTROL_FD) };
+    // SAFETY: called once, by the process the launcher started as gpu-proc: RING_FD and
+    // CONTROL_FD are its own.
+    let inherited = unsafe {
+        shm_protocol::child::inherit("gpu-proc", |c| match c {
+            ChildConfig::Gpu(g) => Ok(g),
+            other => Err(other),
+        })
+    }
+    .map_err(|e| Error::Config(e.to_string()))?;
+    let (config, ring, control) = (inherited.config, inherited.ring, inherited.control);
     let (sender, receiver) = control::channel(control)?;
     let sender = SharedSender::new(sender);
     // Beat while the backends load too: opening a large SRS can take a while.

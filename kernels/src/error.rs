@@ -176,10 +176,13 @@ pub enum ErrorKind {
     Filecoin(String),
 }
 
-/// The message of a caught panic (`panic!` with a literal or a formatted string), if it has one.
-pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> Option<&str> {
+/// The message of a caught panic (`panic!` with a literal or a formatted string), or
+/// `a panic without a message`: the one place every process turns a panic into the text of
+/// the error that reports it.
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {
     payload
         .downcast_ref::<String>()
         .map(String::as_str)
         .or_else(|| payload.downcast_ref::<&str>().copied())
+        .unwrap_or("a panic without a message")
 }

@@ -409,7 +409,9 @@ pub fn main() -> ExitCode {
         Command::Srs(c) => commands::srs::run(c),
         #[cfg(feature = "filecoin")]
         Command::Params(c) => crate::filecoin::params::run(c),
-        Command::SynthProc => synth_proc::run_from_env().map(|()| ExitCode::SUCCESS),
+        Command::SynthProc => synth_proc::run_from_env()
+            .map(|()| ExitCode::SUCCESS)
+            .map_err(anyhow::Error::from),
         Command::GpuProc => gpu_proc::run_from_env()
             .map(|()| ExitCode::SUCCESS)
             .map_err(anyhow::Error::from),

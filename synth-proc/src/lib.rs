@@ -60,14 +60,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use anyhow::Context;
 use kernels::circuits::AnyCircuit;
+use kernels::panic_message;
 use kernels::r1cs::R1cs;
 use kernels::synth::{CircuitShape, Synthesis};
 use kernels::witness::{CircuitMatrices, WitnessLayout, WitnessParts, WitnessSink};
 use shm_protocol::control::{
     self, ChildConfig, EventKind, FromChild, R1csEntry, SharedSender, SynthConfig, SynthRequest,
-    TimelineEvent, ToSynth, CHILD_CONFIG_ENV, CONTROL_FD, RING_FD,
+    TimelineEvent, ToSynth,
 };
 use shm_protocol::{
     Published, Region, Ring, SealedBytes, SlotCapacity, SlotMeta, SlotWriter, WitnessCapacity,
@@ -131,6 +131,22 @@ pub enum SynthError {
         /// Why.
         source: kernels::Error,
     },
+}
+
+/// Why synth-proc could not serve (each synthesis's own failure is a [`SynthError`] reported
+/// to the launcher, never this).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServeError {
+    /// What the launcher passes at start could not be taken.
+    #[error(transparent)]
+    Start(#[from] shm_protocol::child::StartError),
+    /// The control channel to the launcher failed.
+    #[error("control channel: {0}")]
+    Control(#[source] std::io::Error),
+    /// A worker thread could not be started.
+    #[error("cannot start the synthesis workers: {0}")]
+    Workers(#[source] std::io::Error),
 }
 
 /// Slot capacities for a circuit shape.
@@ -511,23 +527,16 @@ enum WitnessError {
 
 /// Entry point of the process: configuration from [`CHILD_CONFIG_ENV`], ring at [`RING_FD`],
 /// control socket at [`CONTROL_FD`].
-pub fn run_from_env() -> anyhow::Result<()> {
-    let raw = std::env::var(CHILD_CONFIG_ENV).with_context(|| {
-        format!("`{CHILD_CONFIG_ENV}` is not set: synth-proc is started by `splitprover`")
-    })?;
-    let config = match serde_json::from_str::<ChildConfig>(&raw)
-        .context("bad child configuration")?
-    {
-        ChildConfig::Synth(c) => c,
-        other => anyhow::bail!("synth-proc was given another process's configuration: {other:?}"),
-    };
-    // SAFETY: the launcher passes the ring memfd at RING_FD and nothing else owns that number in
-    // this process; `from_inherited_fd` validates what it maps.
-    let region = unsafe { Region::from_inherited_fd(OwnedFd::from_raw_fd(RING_FD)) }
-        .context("cannot map the ring passed by the launcher")?;
-    let ring = Ring::open(region).context("the ring passed by the launcher is not valid")?;
-    // SAFETY: the launcher passes one end of a socketpair at CONTROL_FD; we take sole ownership.
-    let control = unsafe { UnixStream::from_raw_fd(CONTROL_FD) };
+pub fn run_from_env() -> Result<(), ServeError> {
+    // SAFETY: called once, by the process the launcher started as synth-proc: RING_FD and
+    // CONTROL_FD are its own.
+    let inherited = unsafe {
+        shm_protocol::child::inherit("synth-proc", |c| match c {
+            ChildConfig::Synth(s) => Ok(s),
+            other => Err(other),
+        })
+    }?;
+    let (config, ring, control) = (inherited.config, inherited.ring, inherited.control);
     // SAFETY: the launcher passes each pre-compiled constraint system's memfd, written and
     // sealed before this process started, at the number its entry names, and nothing else here
     // owns those numbers.
@@ -541,20 +550,19 @@ pub fn serve(
     control: UnixStream,
     config: SynthConfig,
     compiled: CompiledCircuits,
-) -> anyhow::Result<()> {
-    let (sender, mut receiver) = control::channel(control)?;
+) -> Result<(), ServeError> {
+    let (sender, mut receiver) = control::channel(control).map_err(ServeError::Control)?;
     let sender = SharedSender::new(sender);
     let _heartbeat = sender.spawn_heartbeat(HEARTBEAT);
     let threads = config.concurrency.max(1);
     let products = products_pool();
     // One synthesis per worker thread; their products run on the global rayon pool (see
     // `workers`: a synthesis never runs on a rayon worker).
-    let pool = Lane::start("synth", threads).context("cannot start the synthesis workers")?;
+    let pool = Lane::start("synth", threads).map_err(ServeError::Workers)?;
     // The express worker: HIGH/CRITICAL partitions the launcher marks `express` start at once
     // instead of behind the workers' queue (one more thread on the same cores, busy only while
     // such a partition runs: a WinningPoSt is one partition a few times an hour).
-    let express =
-        Lane::start("synth-express", 1).context("cannot start the express synthesis worker")?;
+    let express = Lane::start("synth-express", 1).map_err(ServeError::Workers)?;
     let pid = std::process::id();
     tracing::info!(pid, threads, products, pages = %ring.page_kind(), slots = ring.slot_count(), precompiled = compiled.len(), "synth-proc serving");
     let precompiled = match compiled.len() {
@@ -720,10 +728,6 @@ fn work(cx: &Serving<'_>, req: SynthRequest, request: RequestBytes) {
             },
         );
     }
-}
-
-fn panic_message(p: &(dyn std::any::Any + Send)) -> &str {
-    kernels::panic_message(p).unwrap_or("unknown panic payload")
 }
 
 fn work_inner(cx: &Serving<'_>, req: SynthRequest, request: RequestBytes) {

@@ -509,13 +509,6 @@ fn raw_assignment(c: &Assignment<'_>) -> supraseal_c2::Assignment<Scalar> {
     }
 }
 
-/// The message of a caught supraseal-c2 panic.
-fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    crate::panic_message(payload)
-        .unwrap_or("supraseal-c2 panicked")
-        .to_owned()
-}
-
 /// Groth16 prover on the GPU through supraseal-c2, bound to one SRS.
 ///
 /// Proofs are bit-exact with `bellperson::groth16::create_proof` for the same `r`, `s`.
@@ -578,7 +571,7 @@ impl CudaBackend {
             .map_err(|p| {
                 Error::from(ErrorKind::Cuda(format!(
                     "loading the SRS panicked: {}",
-                    panic_message(&*p)
+                    crate::panic_message(&*p)
                 )))
             })?
             .map_err(|e| {
@@ -649,7 +642,7 @@ impl Backend for CudaBackend {
             supraseal_c2::generate_groth16_proofs(&raw, r, s, &mut out, &self.srs)
         }));
         if let Err(payload) = result {
-            let message = panic_message(&*payload);
+            let message = crate::panic_message(&*payload);
             tracing::error!(circuits = batch.len(), "supraseal-c2 failed: {message}");
             return Err(ErrorKind::Cuda(format!("supraseal-c2 failed: {message}")).into());
         }

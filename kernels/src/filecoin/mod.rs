@@ -678,7 +678,7 @@ pub(crate) fn guarded<T>(what: &str, f: impl FnOnce() -> anyhow::Result<T>) -> R
         Ok(Ok(v)) => Ok(v),
         Ok(Err(e)) => Err(fil_error(what, e)),
         Err(panic) => {
-            let msg = crate::panic_message(&*panic).unwrap_or("panic without a message");
+            let msg = crate::panic_message(&*panic);
             Err(fil_error(what, format_args!("panicked: {msg}")))
         }
     }

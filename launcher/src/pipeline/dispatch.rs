@@ -14,7 +14,6 @@
 //! watchdog and exits non-zero so that systemd restarts it; the journal re-queues its accepted
 //! jobs at the next start. Nothing keeps accepting jobs that are never dispatched.
 
-use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{mpsc, Mutex};
 use std::time::{Duration, Instant};
@@ -46,20 +45,12 @@ const LAST_VERDICTS: Duration = Duration::from_secs(60);
 pub(super) fn dispatch(core: &Mutex<Core>, events: mpsc::Receiver<Event>, pool: VerifierPool) {
     let run = catch_unwind(AssertUnwindSafe(|| serve(core, &events, &pool)));
     if let Err(panic) = run {
-        let why = format!("the dispatcher panicked: {}", panic_text(panic.as_ref()));
+        let why = format!(
+            "the dispatcher panicked: {}",
+            kernels::panic_message(panic.as_ref())
+        );
         tracing::error!("{why}; no job is dispatched any more");
         lock(core).dispatcher_panicked(why);
-    }
-}
-
-/// The text of a panic's payload.
-pub(super) fn panic_text(panic: &(dyn Any + Send)) -> String {
-    if let Some(s) = panic.downcast_ref::<&str>() {
-        (*s).to_owned()
-    } else if let Some(s) = panic.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "(a panic without a message)".to_owned()
     }
 }
 

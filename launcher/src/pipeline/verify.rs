@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use bellperson::groth16::{verify_proof, PreparedVerifyingKey, Proof};
 use blstrs::{Bls12, Scalar};
 
-use super::dispatch::{panic_text, Event};
+use super::dispatch::Event;
 use super::failure::ProofRejection;
 use crate::sync::lock;
 
@@ -146,7 +146,7 @@ fn serve(
             catch_unwind(AssertUnwindSafe(|| verifier.verify(&task))).unwrap_or_else(|panic| {
                 Err(ProofRejection::Error(format!(
                     "the verifier panicked: {}",
-                    panic_text(panic.as_ref())
+                    kernels::panic_message(panic.as_ref())
                 )))
             });
         let verdict = Verdict {
