@@ -247,8 +247,8 @@ impl Service {
 
     /// Accepts a job (or finds the one its request id names).
     pub fn submit(&self, s: Submission) -> Result<Accepted, ServiceError> {
-        if self.stopping.load(Ordering::Relaxed) {
-            // Relaxed: a plain flag, nothing is published through it.
+        if self.stopping.load(Ordering::Acquire) {
+            // Acquire: pairs with the Release store in `shutdown` (the flag convention).
             return Err(Reason::ShuttingDown.into());
         }
         let _one = guard(&self.submitting);
@@ -381,8 +381,8 @@ impl Service {
 
     /// The service no longer answers waiters (stopping, drain over).
     pub fn is_closing(&self) -> bool {
-        // Relaxed: a plain flag; the watch channel orders the rest.
-        self.closing.load(Ordering::Relaxed)
+        // Acquire: pairs with the Release store in `close` (the flag convention).
+        self.closing.load(Ordering::Acquire)
     }
 
     /// Cancels a live job; returns whether any partition of it had started.
@@ -543,14 +543,14 @@ impl Service {
 
     /// Stop accepting requests.
     pub fn stop_accepting(&self) {
-        // Relaxed: a plain flag.
-        self.stopping.store(true, Ordering::Relaxed);
+        // The flag convention: stored Release, loaded Acquire.
+        self.stopping.store(true, Ordering::Release); // flags: stored Release, loaded Acquire
     }
 
     /// Let every waiter go (after the drain).
     pub fn close(&self) {
-        // Relaxed: a plain flag; the watch channel wakes the waiters.
-        self.closing.store(true, Ordering::Relaxed);
+        // The watch channel wakes the waiters.
+        self.closing.store(true, Ordering::Release); // flags: stored Release, loaded Acquire
         self.ended.send_modify(|n| *n += 1);
     }
 

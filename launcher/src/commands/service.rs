@@ -205,7 +205,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     // A fatal pipeline dispatches nothing: there is nothing to drain.
     let report = fatal.is_none().then(|| service.pipeline().drain(grace));
     // The last outcomes are journaled before the waiting clients are answered.
-    collector_stop.store(true, Ordering::Relaxed);
+    collector_stop.store(true, Ordering::Release); // flags: stored Release, loaded Acquire
     let _ = collector.join();
     service.close();
     rt.block_on(async {
@@ -279,8 +279,8 @@ fn collector_loop(service: &Service, stop: &AtomicBool) {
     let (mut expired, mut trimmed) = (Instant::now() - EXPIRE_EVERY, Instant::now());
     loop {
         service.collect();
-        // Relaxed: a plain flag.
-        if stop.load(Ordering::Relaxed) {
+        // The flag convention: stored Release, loaded Acquire.
+        if stop.load(Ordering::Acquire) {
             return;
         }
         if expired.elapsed() >= EXPIRE_EVERY {

@@ -148,8 +148,8 @@ pub fn run(
     let collector = {
         let (service, stop) = (service.clone(), stop.clone());
         std::thread::spawn(move || {
-            // Relaxed: a plain flag.
-            while !stop.load(Ordering::Relaxed) {
+            // The flag convention: stored Release, loaded Acquire.
+            while !stop.load(Ordering::Acquire) {
                 service.collect();
                 std::thread::sleep(Duration::from_millis(2));
             }
@@ -341,7 +341,7 @@ pub fn run(
     }
     let _ = stop_server.send(true);
     let _ = rt.block_on(server);
-    stop.store(true, Ordering::Relaxed);
+    stop.store(true, Ordering::Release); // flags: stored Release, loaded Acquire
     let _ = collector.join();
     drop(c);
     rt.shutdown_timeout(Duration::from_secs(1));
