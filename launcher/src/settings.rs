@@ -1,14 +1,37 @@
 //! Pipeline settings, resolved in one place before any work starts: from the command line's
 //! shared pipeline flags ([`from_args`], [`for_circuit`]) or from a config file
 //! ([`from_config`]). Everything after this works from a `PipelineSettings`.
+//!
+//! ```no_run
+//! use clap::Parser;
+//! use launcher::args::PipelineArgs;
+//!
+//! #[derive(Parser)]
+//! struct Demo {
+//!     #[command(flatten)]
+//!     pipeline: PipelineArgs,
+//! }
+//!
+//! let args = Demo::parse_from(["demo", "--huge-pages", "none"]);
+//! let spec = launcher::settings::parse_spec("sha-chain:1")?;
+//! let settings = launcher::settings::from_args(&args.pipeline, &spec, None)?;
+//! launcher::pipeline::Pipeline::start(settings)?.shutdown();
+//! # Ok::<(), anyhow::Error>(())
+//! ```
 
 use anyhow::Context;
 use kernels::circuits::{AnyCircuit, CircuitSpec};
 
-use crate::cli::PipelineArgs;
+use crate::args::PipelineArgs;
 use crate::config::Config;
 use crate::pinning::{CpuList, PinChoice};
 use crate::pipeline::{CircuitSetting, GpuSetting, PipelineSettings};
+
+/// Parses a circuit spec with a message naming it.
+pub fn parse_spec(text: &str) -> anyhow::Result<CircuitSpec> {
+    text.parse()
+        .with_context(|| format!("bad circuit spec `{text}`"))
+}
 
 /// Resolves the shared pipeline flags into settings for one built-in circuit (its SRS `srs`, or
 /// the cached one, generated on first use).
@@ -41,7 +64,7 @@ pub fn for_circuit(
     s.synth_concurrency = args.synth_concurrency;
     s.synth_lookahead = args.synth_lookahead;
     s.synthesis = crate::r1cs::SynthesisSettings {
-        precompiled: args.synthesis == crate::cli::SynthesisMode::Precompiled,
+        precompiled: args.synthesis == crate::args::SynthesisMode::Precompiled,
         cache_dir: Some(args.cache_dir.clone().unwrap_or_else(crate::env::cache_dir)),
         budget_bytes: crate::r1cs::default_budget(),
         worker_bytes: crate::r1cs::DEFAULT_WORKER_BYTES,

@@ -17,8 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-
-use crate::pinning::CpuList;
+use launcher::pinning::CpuList;
 
 /// The first line the hog prints once it runs.
 pub const READY: &str = "hog ready:";

@@ -15,9 +15,9 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
+use launcher::pinning::{CpuList, Layout};
 use serde::{Deserialize, Serialize};
 
-use crate::pinning::{CpuList, Layout};
 use crate::report::SweepRow;
 
 /// The machine's physical cores.
@@ -320,7 +320,7 @@ fn apart(
 
 /// The best split row's layout as config sections: the split row without the noisy neighbour
 /// with the highest throughput (within 1 %, the one whose gpu-procs have the fewest cpus, as
-/// [`crate::pinning::default_gpu_cores`] gives them only what their backend needs, then the
+/// [`launcher::pinning::default_gpu_cores`] gives them only what their backend needs, then the
 /// lower p99 latency), rendered as the `[cpus]`,
 /// `[[gpu]]` and `[synthesis]` sections of `systemd/config.example.toml` with the bench's
 /// `backend` and `batch`. `None` when no such row has a throughput.
@@ -500,7 +500,7 @@ mod tests {
             text.starts_with("# best measured layout: gpu 6 cores"),
             "{text}"
         );
-        let config = crate::config::Config::parse(&text).unwrap();
+        let config = launcher::config::Config::parse(&text).unwrap();
         assert_eq!(
             config.cpus.synth.as_deref(),
             Some(rows[4].synth_cpus.as_str())
@@ -513,7 +513,7 @@ mod tests {
         let mut two = rows[3].clone();
         two.gpu_cpus = "12-13;14-15".into();
         let text = recommend(&[two], "cuda", 2).unwrap();
-        let config = crate::config::Config::parse(&text).unwrap();
+        let config = launcher::config::Config::parse(&text).unwrap();
         assert_eq!(config.gpu.len(), 2);
         assert_eq!(
             (config.gpu[1].device, config.gpu[1].cpus.as_deref()),

@@ -2,7 +2,7 @@
 //! pipeline, recording the same [`TimelineEvent`]s (pid = this process) so that
 //! [`crate::report`] measures every mode alike. They take jobs ([`kernels::job::Job`]), so
 //! built-in circuits and Filecoin requests go through the same code, and every synthesis goes
-//! through [`super::synthesize_partition`].
+//! through the [`Synthesizer`] they are given.
 //!
 //! - [`run_monolithic`]: synthesize a batch of partitions in parallel on the rayon pool, then
 //!   prove the batch, repeat (what stock bellperson does; batch 1 is "ours one at a time").
@@ -29,13 +29,15 @@
 //!
 //! ```no_run
 //! use kernels::circuits::CircuitSpec;
-//! use launcher::bench::local::{builtin_jobs, run_monolithic};
-//! use launcher::report::{render_table, BenchRow, TimelineStats};
+//! use splitprover_bench::local::{builtin_jobs, run_monolithic};
+//! use splitprover_bench::report::{render_table, BenchRow, TimelineStats};
+//! use splitprover_bench::synthesis::Synthesizer;
 //!
 //! # fn demo(backend: &dyn kernels::Backend) -> Result<(), Box<dyn std::error::Error>> {
 //! let spec: CircuitSpec = "sha-chain:38".parse()?;
 //! let jobs = builtin_jobs(spec, 20, 0)?;
-//! let run = run_monolithic(backend, &jobs, 10, &|done| eprintln!("{done} proofs"))?;
+//! let synthesis = Synthesizer::full();
+//! let run = run_monolithic(backend, &synthesis, &jobs, 10, &|done| eprintln!("{done} proofs"))?;
 //! let stats = TimelineStats::from_timeline(&run.timeline);
 //! print!("{}", render_table(&[BenchRow::from_stats("batch 10", "monolithic", &stats)]));
 //! # Ok(()) }
@@ -56,11 +58,12 @@ use kernels::synth::{
     AssignmentSink, CircuitShape, DensityKind, Evaluations, OwnedAssignment, VecSink,
 };
 use kernels::{Backend, Proof};
+use launcher::pinning::CpuList;
 use rayon::prelude::*;
 use shm_protocol::control::{EventKind, TimelineEvent};
 
-use crate::pinning::CpuList;
 use crate::sync::lock;
+use crate::synthesis::Synthesizer;
 use crate::timeline::{Timeline, NO_SLOT};
 
 /// A failed local bench run. [`Error::kind`] says what went wrong.
@@ -261,10 +264,11 @@ struct Synthesized {
     events: Vec<TimelineEvent>,
 }
 
-/// Synthesizes partition `k` of `job` (job id `job_id` in the events) into Vecs reserved up
-/// front for `shape`, as a slot would be; records `SYNTH_START`, `WITNESS_END` (the
+/// Synthesizes partition `k` of `job` (job id `job_id` in the events) through `synthesis` into
+/// Vecs reserved up front for `shape`, as a slot would be; records `SYNTH_START`, `WITNESS_END` (the
 /// pre-compiled synthesis), `SYNTH_END` and `SLOT_PUBLISH`, as synth-proc does.
 fn synth_one(
+    synthesis: &Synthesizer,
     job: &dyn Job,
     shape: CircuitShape,
     job_id: u64,
@@ -277,7 +281,8 @@ fn synth_one(
         inner: &mut sink,
         witness_end_ns: None,
     };
-    super::synthesize_partition(job, k, &mut clocked)
+    synthesis
+        .synthesize_partition(job, k, &mut clocked)
         .map_err(|source| ErrorKind::Synthesis { job_id, source })?;
     if let Some(t_ns) = clocked.witness_end_ns {
         events.push(TimelineEvent {
@@ -385,6 +390,7 @@ fn prove(
 /// after each batch.
 pub fn run_monolithic(
     backend: &dyn Backend,
+    synthesis: &Synthesizer,
     jobs: &[Arc<dyn Job>],
     batch: usize,
     progress: &dyn Fn(usize),
@@ -398,7 +404,7 @@ pub fn run_monolithic(
     for chunk in work_items(jobs).chunks(batch) {
         let ready: Vec<Synthesized> = chunk
             .par_iter()
-            .map(|&(j, k)| synth_one(&*jobs[j], shape, j as u64, k))
+            .map(|&(j, k)| synth_one(synthesis, &*jobs[j], shape, j as u64, k))
             .collect::<Result<_, _>>()?;
         for r in &ready {
             events.extend_from_slice(&r.events);
@@ -431,6 +437,7 @@ pub fn run_monolithic(
 /// is called on this thread with the number of jobs done.
 pub fn run_inprocess(
     backend: &dyn Backend,
+    synthesis: &Synthesizer,
     jobs: &[Arc<dyn Job>],
     opts: &InProcessOptions,
     progress: &dyn Fn(usize),
@@ -442,7 +449,7 @@ pub fn run_inprocess(
     common_shape(jobs)?;
     let circuit = first.circuit();
     let run =
-        with_inprocess(backend, circuit, opts, |pipeline| {
+        with_inprocess(backend, synthesis, circuit, opts, |pipeline| {
             let handles: Vec<InProcessHandle> = jobs
                 .iter()
                 .map(|j| pipeline.submit(j.clone()))
@@ -568,6 +575,7 @@ struct Queue {
 
 /// What the pipeline's threads share.
 struct Shared {
+    synthesis: Synthesizer,
     circuit: AnyCircuit,
     shape: CircuitShape,
     max_batch: usize,
@@ -682,12 +690,14 @@ impl InProcess<'_> {
     }
 }
 
-/// Starts the in-process pipeline for `circuit` on `backend` with `opts`, runs `f` with it on
+/// Starts the in-process pipeline for `circuit` on `backend` with `opts`, synthesizing through
+/// `synthesis`, runs `f` with it on
 /// this thread, then stops it (jobs still queued end with [`ErrorKind::Stopped`]) and returns
 /// `f`'s value. Errors for bad options, a thread that cannot be started or pinned, or one that
 /// panicked.
 pub fn with_inprocess<R>(
     backend: &dyn Backend,
+    synthesis: &Synthesizer,
     circuit: AnyCircuit,
     opts: &InProcessOptions,
     f: impl FnOnce(&InProcess<'_>) -> R,
@@ -698,6 +708,7 @@ pub fn with_inprocess<R>(
     let shape = shape_of(&circuit)?;
     let _pinned = RayonPin::to(opts.cpus.as_ref())?;
     let shared = Shared {
+        synthesis: synthesis.clone(),
         circuit,
         shape,
         max_batch: opts.max_batch,
@@ -839,7 +850,13 @@ fn synth_worker(shared: &Shared, tx: mpsc::SyncSender<Ready>) {
         if task.entry.failed.load(Ordering::Acquire) {
             continue;
         }
-        match synth_one(&*task.entry.job, shared.shape, task.entry.id, task.k) {
+        match synth_one(
+            &shared.synthesis,
+            &*task.entry.job,
+            shared.shape,
+            task.entry.id,
+            task.k,
+        ) {
             Ok(s) => {
                 shared.record(s.events);
                 let ready = Ready {
@@ -941,6 +958,7 @@ fn prover_loop(backend: &dyn Backend, shared: &Shared, rx: mpsc::Receiver<Ready>
 /// number of syntheses done. The timeline has `SYNTH_START`/`SYNTH_END` only; measure it with
 /// [`crate::report::BenchRow::from_synth_stats`].
 pub fn run_synth_only(
+    synthesis: &Synthesizer,
     jobs: &[Arc<dyn Job>],
     threads: usize,
     cpus: Option<&CpuList>,
@@ -954,10 +972,11 @@ pub fn run_synth_only(
     // alone, as synth-proc's workers do: unpinned, a capacity measured on a 16-core host with
     // 10 synthesis cpus counted all 16 (1.6x too high on an H200 host, BENCHMARKS.md).
     let _pinned = RayonPin::to(cpus)?;
-    synth_only_pinned(jobs, threads, shape, cpus, progress)
+    synth_only_pinned(synthesis, jobs, threads, shape, cpus, progress)
 }
 
 fn synth_only_pinned(
+    synthesis: &Synthesizer,
     jobs: &[Arc<dyn Job>],
     threads: usize,
     shape: CircuitShape,
@@ -986,12 +1005,13 @@ fn synth_only_pinned(
                             let Some(&(j, k)) = items.get(t) else {
                                 break;
                             };
-                            let done = synth_one(&*jobs[j], shape, j as u64, k).map(|r| {
-                                // Not handed to any prover: keep start and end only.
-                                let mut ev = r.events;
-                                ev.truncate(2);
-                                ev
-                            });
+                            let done =
+                                synth_one(synthesis, &*jobs[j], shape, j as u64, k).map(|r| {
+                                    // Not handed to any prover: keep start and end only.
+                                    let mut ev = r.events;
+                                    ev.truncate(2);
+                                    ev
+                                });
                             let failed = done.is_err();
                             if tx.send(done).is_err() || failed {
                                 break;
@@ -1037,6 +1057,7 @@ fn synth_only_pinned(
 /// `i % batch`). `progress` is called with the number of proofs done after each batch.
 pub fn run_prove_only(
     backend: &dyn Backend,
+    synthesis: &Synthesizer,
     jobs: &[Arc<dyn Job>],
     n: usize,
     batch: usize,
@@ -1050,7 +1071,7 @@ pub fn run_prove_only(
     let distinct = batch.min(items.len()).max(1);
     let pool: Vec<((usize, usize), Synthesized)> = items[..distinct.min(items.len())]
         .par_iter()
-        .map(|&(j, k)| synth_one(&*jobs[j], shape, j as u64, k).map(|s| ((j, k), s)))
+        .map(|&(j, k)| synth_one(synthesis, &*jobs[j], shape, j as u64, k).map(|s| ((j, k), s)))
         .collect::<Result<_, _>>()?;
     let mut run = LocalRun::default();
     let mut events = Vec::new();
@@ -1155,7 +1176,10 @@ mod tests {
     fn monolithic_run_is_complete_and_verifies() {
         let calls = RefCell::new(Vec::new());
         let jobs = jobs(3);
-        let run = run_monolithic(backend(), &jobs, 2, &|d| calls.borrow_mut().push(d)).unwrap();
+        let run = run_monolithic(backend(), &Synthesizer::full(), &jobs, 2, &|d| {
+            calls.borrow_mut().push(d)
+        })
+        .unwrap();
         assert_eq!(*calls.borrow(), [2, 3]);
         assert_eq!(
             run.proofs.iter().map(|p| p.job_id).collect::<Vec<_>>(),
@@ -1199,14 +1223,14 @@ mod tests {
             assert!(!backend.verify(&run.proofs[0].proof, &wrong).unwrap());
             assert_eq!(TimelineStats::from_timeline(&run.timeline).proofs, 6);
         };
-        check(&run_monolithic(&backend, &jobs, 1, &|_| {}).unwrap());
+        check(&run_monolithic(&backend, &Synthesizer::full(), &jobs, 1, &|_| {}).unwrap());
         let opts = InProcessOptions {
             synth_threads: 2,
             max_batch: 2,
             queue_depth: 1,
             cpus: None,
         };
-        check(&run_inprocess(&backend, &jobs, &opts, &|_| {}).unwrap());
+        check(&run_inprocess(&backend, &Synthesizer::full(), &jobs, &opts, &|_| {}).unwrap());
     }
 
     #[test]
@@ -1219,7 +1243,10 @@ mod tests {
         };
         let last = RefCell::new(0);
         let jobs = jobs(3);
-        let run = run_inprocess(backend(), &jobs, &opts, &|d| *last.borrow_mut() = d).unwrap();
+        let run = run_inprocess(backend(), &Synthesizer::full(), &jobs, &opts, &|d| {
+            *last.borrow_mut() = d
+        })
+        .unwrap();
         assert_eq!(*last.borrow(), 3);
         assert_eq!(
             run.proofs.iter().map(|p| p.job_id).collect::<Vec<_>>(),
@@ -1243,7 +1270,7 @@ mod tests {
         };
         let jobs = jobs(4);
         let circuit = jobs[0].circuit();
-        with_inprocess(backend(), circuit, &opts, |p| {
+        with_inprocess(backend(), &Synthesizer::full(), circuit, &opts, |p| {
             // One client, one job at a time.
             let o = p.submit(jobs[0].clone()).unwrap().wait().unwrap();
             assert_eq!((o.job_id, o.proofs.len()), (0, 1));
@@ -1285,11 +1312,15 @@ mod tests {
     #[test]
     fn synth_only_and_prove_only_capacities() {
         let done = RefCell::new(0);
-        let run = run_synth_only(&jobs(2), 2, None, &|d| *done.borrow_mut() = d).unwrap();
+        let run = run_synth_only(&Synthesizer::full(), &jobs(2), 2, None, &|d| {
+            *done.borrow_mut() = d
+        })
+        .unwrap();
         assert_eq!(*done.borrow(), 2);
         // Confined to the synthesis cpus (here: all this process may use), the same work.
         let all = CpuList::allowed().unwrap();
-        let pinned = run_synth_only(&jobs(2), 2, Some(&all), &|_| {}).unwrap();
+        let pinned =
+            run_synth_only(&Synthesizer::full(), &jobs(2), 2, Some(&all), &|_| {}).unwrap();
         assert_eq!(TimelineStats::from_timeline(&pinned.timeline).syntheses, 2);
         assert_eq!(CpuList::allowed().unwrap(), all);
         assert!(run.proofs.is_empty());
@@ -1298,7 +1329,7 @@ mod tests {
         assert!(s.syntheses_per_s.unwrap() > 0.0);
 
         let jobs = jobs(3);
-        let run = run_prove_only(backend(), &jobs, 3, 2, &|_| {}).unwrap();
+        let run = run_prove_only(backend(), &Synthesizer::full(), &jobs, 3, 2, &|_| {}).unwrap();
         assert_eq!(
             run.proofs
                 .iter()
@@ -1313,7 +1344,8 @@ mod tests {
 
     #[test]
     fn bad_parameters_are_errors() {
-        let err = run_monolithic(backend(), &jobs(1), 0, &|_| {}).unwrap_err();
+        let err =
+            run_monolithic(backend(), &Synthesizer::full(), &jobs(1), 0, &|_| {}).unwrap_err();
         assert!(
             matches!(
                 err.kind(),
@@ -1329,20 +1361,29 @@ mod tests {
             synth_threads: 0,
             ..Default::default()
         };
-        assert!(run_inprocess(backend(), &jobs(1), &opts, &|_| {}).is_err());
-        assert!(run_synth_only(&jobs(1), 0, None, &|_| {}).is_err());
+        assert!(run_inprocess(backend(), &Synthesizer::full(), &jobs(1), &opts, &|_| {}).is_err());
+        assert!(run_synth_only(&Synthesizer::full(), &jobs(1), 0, None, &|_| {}).is_err());
         // The synthesis cpus are taken as given: an empty list is refused before any work.
-        let err = run_synth_only(&jobs(1), 1, Some(&CpuList::new()), &|_| {}).unwrap_err();
+        let err = run_synth_only(
+            &Synthesizer::full(),
+            &jobs(1),
+            1,
+            Some(&CpuList::new()),
+            &|_| {},
+        )
+        .unwrap_err();
         assert!(err.to_string().contains("cannot pin"), "{err}");
         // No jobs is an empty run, not an error.
-        assert!(run_monolithic(backend(), &[], 1, &|_| {})
-            .unwrap()
-            .timeline
-            .is_empty());
+        assert!(
+            run_monolithic(backend(), &Synthesizer::full(), &[], 1, &|_| {})
+                .unwrap()
+                .timeline
+                .is_empty()
+        );
         // Jobs of two circuits are refused.
         let mut mixed = jobs(1);
         mixed.extend(builtin_jobs("pubinputs:1".parse().unwrap(), 1, 0).unwrap());
-        let err = run_monolithic(backend(), &mixed, 1, &|_| {}).unwrap_err();
+        let err = run_monolithic(backend(), &Synthesizer::full(), &mixed, 1, &|_| {}).unwrap_err();
         assert!(err.to_string().contains("one circuit"), "{err}");
     }
 
@@ -1361,7 +1402,8 @@ mod tests {
             queue_depth: 1,
             cpus: None,
         };
-        let err = run_inprocess(&wrong, &jobs(4), &opts, &|_| {}).unwrap_err();
+        let err =
+            run_inprocess(&wrong, &Synthesizer::full(), &jobs(4), &opts, &|_| {}).unwrap_err();
         assert!(
             matches!(
                 err.kind(),
@@ -1373,7 +1415,7 @@ mod tests {
             ),
             "{err}"
         );
-        let err = run_monolithic(&wrong, &jobs(2), 2, &|_| {}).unwrap_err();
+        let err = run_monolithic(&wrong, &Synthesizer::full(), &jobs(2), 2, &|_| {}).unwrap_err();
         assert!(
             err.to_string()
                 .starts_with("proving a batch of 2 (first job 0) failed"),

@@ -5,15 +5,15 @@
 //! [`render_table`] and written by [`rows_to_json`]; [`ratio_line`] states how close the split
 //! pipeline comes to the slower of its two capacities.
 //!
-//! A sweep (`splitprover bench --sweep-clients ...`, [`crate::bench::sweep`]) writes a
+//! A sweep (`splitprover bench --sweep-clients ...`, [`crate::sweep`]) writes a
 //! [`SweepReport`]: one [`SweepRow`] per mode, layout, neighbour and client concurrency (a
 //! [`BenchRow`] plus those coordinates, the GPU time relative to GPU-only and the job latency
 //! [`percentile`]s), rendered by [`render_sweep_table`] and, with charts, by `splitprover
 //! report`.
 //!
 //! ```
-//! use launcher::report::{render_table, BenchRow, TimelineStats};
-//! use launcher::timeline::Timeline;
+//! use splitprover_bench::report::{render_table, BenchRow, TimelineStats};
+//! use splitprover_bench::timeline::Timeline;
 //! use shm_protocol::control::{EventKind, TimelineEvent};
 //!
 //! let ev = |kind, t_ms: u64| TimelineEvent {
@@ -738,7 +738,7 @@ pub struct SweepReport {
     /// Layouts skipped and why, and other remarks.
     #[serde(default)]
     pub notes: Vec<String>,
-    /// The config sections of the best split row ([`crate::bench::layout::recommend`]).
+    /// The config sections of the best split row ([`crate::layout::recommend`]).
     #[serde(default)]
     pub recommendation: Option<String>,
 }

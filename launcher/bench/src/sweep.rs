@@ -29,15 +29,16 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use kernels::Backend;
+use launcher::pinning::CpuList;
+use launcher::pipeline::{JobHandle, Pipeline, PipelineSettings};
 use shm_protocol::control::TimelineEvent;
 
 use super::hog::Hog;
 use super::layout::LayoutChoice;
 use super::local::{self, InProcess, InProcessOptions};
 use super::workload::{proof_bytes, Workload};
-use crate::pinning::CpuList;
-use crate::pipeline::{JobHandle, Pipeline, PipelineSettings};
 use crate::report::{self, BenchRow, SweepRow, TimelineStats};
+use crate::synthesis::Synthesizer;
 use crate::timeline::Timeline;
 
 /// A pipeline shape the sweep measures.
@@ -116,12 +117,14 @@ impl SweepPlan {
 
 /// Runs the sweep on `workload`: `base` is the split pipeline's settings (its circuit the
 /// workload's), `backend` the in-process modes' prover (needed when the plan has
-/// [`Mode::InProcess`]). Returns every row in the order measured, and notes.
+/// [`Mode::InProcess`]) and `synthesis` how they synthesize (as `base` says the split pipeline
+/// does). Returns every row in the order measured, and notes.
 pub fn run(
     plan: &SweepPlan,
     base: &PipelineSettings,
     workload: &Workload,
     backend: Option<&dyn Backend>,
+    synthesis: &Synthesizer,
 ) -> anyhow::Result<(Vec<SweepRow>, Vec<String>)> {
     std::fs::create_dir_all(&plan.out_dir)
         .with_context(|| format!("cannot create `{}`", plan.out_dir.display()))?;
@@ -189,9 +192,13 @@ pub fn run(
                             queue_depth: slots.saturating_sub(threads).max(1),
                             cpus: Some(layout.all()),
                         };
-                        let out = local::with_inprocess(backend, workload.circuit(), &opts, |ip| {
-                            ctx.measure(&InProcessEngine { ip }, Mode::InProcess)
-                        })
+                        let out = local::with_inprocess(
+                            backend,
+                            synthesis,
+                            workload.circuit(),
+                            &opts,
+                            |ip| ctx.measure(&InProcessEngine { ip }, Mode::InProcess),
+                        )
                         .context("the in-process pipeline")??;
                         rows.extend(out);
                     }

@@ -184,7 +184,7 @@ mod tests {
         let spec: CircuitSpec = "pubinputs:2".parse().unwrap();
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("p.params");
-        crate::srs::generate(&spec, 9, &path, false).unwrap();
+        launcher::srs::generate(&spec, 9, &path, false).unwrap();
         let w = Workload::builtin(spec, &path, 2).unwrap();
         assert_eq!((w.partitions(), w.label()), (2, "pubinputs:2"));
         let r = BuiltinRequest::from_bytes(&w.request(3)).unwrap();
@@ -198,7 +198,14 @@ mod tests {
         )
         .unwrap();
         let job = w.open(3).unwrap();
-        let run = crate::bench::local::run_monolithic(&*backend, &[job], 1, &|_| {}).unwrap();
+        let run = crate::local::run_monolithic(
+            &*backend,
+            &crate::synthesis::Synthesizer::full(),
+            &[job],
+            1,
+            &|_| {},
+        )
+        .unwrap();
         let proofs: Vec<Vec<u8>> = run
             .proofs
             .iter()

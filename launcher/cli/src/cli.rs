@@ -1,10 +1,16 @@
 //! The `splitprover` command line: one variant per subcommand, each resolved into plain settings
-//! before any work starts, then handed to its module under `commands/`.
+//! before any work starts, then handed to its module: under `commands/`, or for the measuring
+//! subcommands (`bench`, `report`, `synth-bench`, `hog`) under `splitprover_bench::commands`,
+//! whose arguments the enum embeds.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
+use launcher::args::PipelineArgs;
+use splitprover_bench::commands::bench::{BenchArgs, HogArgs};
+use splitprover_bench::commands::report::ReportArgs;
+use splitprover_bench::commands::synth_bench::SynthBenchArgs;
 
 use crate::commands;
 
@@ -62,57 +68,6 @@ pub enum Command {
     /// Internal: the bench's noisy neighbour, a memory-bandwidth and cache hog.
     #[command(hide = true)]
     Hog(HogArgs),
-}
-
-/// Options every pipeline-starting command shares.
-#[derive(Debug, Args, Clone)]
-pub struct PipelineArgs {
-    /// Prover backend of the gpu-proc: `cpu`, `gpu` (our CUDA prover, SRS resident on the
-    /// device) or `cuda` (supraseal-c2).
-    #[arg(long, default_value = "cpu")]
-    pub backend: shm_protocol::control::BackendKind,
-    /// Number of gpu-procs (one per GPU).
-    #[arg(long, default_value_t = 1)]
-    pub gpus: usize,
-    /// Cores given to each gpu-proc, the rest go to synth-proc (default: by backend, see
-    /// `launcher::pinning::default_gpu_cores`: 1 for `gpu`).
-    #[arg(long)]
-    pub gpu_cores: Option<usize>,
-    /// Circuits proved together in one backend call.
-    #[arg(long, default_value_t = 1)]
-    pub batch: usize,
-    /// Partitions synthesized at once (0: one per synth-proc core).
-    #[arg(long, default_value_t = 0)]
-    pub synth_concurrency: usize,
-    /// Partitions handed to synth-proc beyond its concurrency (default: its concurrency).
-    #[arg(long)]
-    pub synth_lookahead: Option<usize>,
-    /// Ring slots.
-    #[arg(long, default_value_t = 4)]
-    pub slots: usize,
-    /// Huge pages for the ring: `auto`, `1g`, `2m`, `thp`, `none`.
-    #[arg(long, default_value = "auto")]
-    pub huge_pages: String,
-    /// Pinning: `auto`, `cgroup-v2`, `cgroup-v1`, `affinity`.
-    #[arg(long, default_value = "auto")]
-    pub pin: String,
-    /// Directory for generated SRS files.
-    #[arg(long, env = crate::env::SPLITPROVER_CACHE_DIR)]
-    pub cache_dir: Option<PathBuf>,
-    /// How partitions are synthesized: `precompiled` (the circuit's constraint matrices recorded
-    /// once and cached, then per proof the witness and three sparse products) or `full` (every
-    /// linear combination built and evaluated, as bellperson does). The same bytes either way.
-    #[arg(long, value_enum, default_value = "precompiled")]
-    pub synthesis: SynthesisMode,
-}
-
-/// `--synthesis`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum SynthesisMode {
-    /// Through pre-compiled constraint matrices.
-    Precompiled,
-    /// Every linear combination built and evaluated.
-    Full,
 }
 
 /// `splitprover demo`.
@@ -183,7 +138,7 @@ pub struct ProveArgs {
     #[command(flatten)]
     pub request: RequestArgs,
     /// Filecoin parameter cache dir (official `v28-*.params` names).
-    #[arg(long, env = crate::env::FIL_PROOFS_PARAMETER_CACHE)]
+    #[arg(long, env = launcher::env::FIL_PROOFS_PARAMETER_CACHE)]
     pub param_cache: Option<PathBuf>,
     /// SRS file (bellperson `Parameters` format); default: the cache, generated if missing.
     #[arg(long)]
@@ -248,7 +203,7 @@ pub struct SubmitArgs {
     #[arg(long)]
     pub request_id: Option<String>,
     /// The service: its Unix socket (a path or `unix:///path`) or `host:port`.
-    #[arg(long, env = crate::env::SPLITPROVER_SOCKET)]
+    #[arg(long, env = launcher::env::SPLITPROVER_SOCKET)]
     pub socket: Option<String>,
 }
 
@@ -264,7 +219,7 @@ pub struct FetchArgs {
     #[arg(long, short)]
     pub out: Option<PathBuf>,
     /// The service: its Unix socket (a path or `unix:///path`) or `host:port`.
-    #[arg(long, env = crate::env::SPLITPROVER_SOCKET)]
+    #[arg(long, env = launcher::env::SPLITPROVER_SOCKET)]
     pub socket: Option<String>,
 }
 
@@ -274,7 +229,7 @@ pub struct CancelArgs {
     /// The job id `submit` printed (`job-7`, or `7` for it), or the request id it was sent with.
     pub job: String,
     /// The service: its Unix socket (a path or `unix:///path`) or `host:port`.
-    #[arg(long, env = crate::env::SPLITPROVER_SOCKET)]
+    #[arg(long, env = launcher::env::SPLITPROVER_SOCKET)]
     pub socket: Option<String>,
 }
 
@@ -282,7 +237,7 @@ pub struct CancelArgs {
 #[derive(Debug, Args)]
 pub struct StatusArgs {
     /// The service: its Unix socket (a path or `unix:///path`) or `host:port`.
-    #[arg(long, env = crate::env::SPLITPROVER_SOCKET)]
+    #[arg(long, env = launcher::env::SPLITPROVER_SOCKET)]
     pub socket: Option<String>,
     /// Print JSON instead of text.
     #[arg(long)]
@@ -323,7 +278,7 @@ pub enum SrsCommand {
         /// The circuit: its spec or cuzk's name (`porep-32g`).
         circuit: String,
         /// The service: its Unix socket (a path or `unix:///path`) or `host:port`.
-        #[arg(long, env = crate::env::SPLITPROVER_SOCKET)]
+        #[arg(long, env = launcher::env::SPLITPROVER_SOCKET)]
         socket: Option<String>,
     },
     /// Unload a configured circuit's SRS from the running service (`EvictSRS`).
@@ -331,7 +286,7 @@ pub enum SrsCommand {
         /// The circuit: its spec or cuzk's name (`porep-32g`).
         circuit: String,
         /// The service: its Unix socket (a path or `unix:///path`) or `host:port`.
-        #[arg(long, env = crate::env::SPLITPROVER_SOCKET)]
+        #[arg(long, env = launcher::env::SPLITPROVER_SOCKET)]
         socket: Option<String>,
     },
 }
@@ -350,7 +305,7 @@ pub enum ParamsCommand {
         #[arg(required = true)]
         kinds: Vec<String>,
         /// Parameter cache dir.
-        #[arg(long, env = crate::env::FIL_PROOFS_PARAMETER_CACHE)]
+        #[arg(long, env = launcher::env::FIL_PROOFS_PARAMETER_CACHE)]
         param_cache: Option<PathBuf>,
         /// Seed of the parameters (reproducible); random if absent.
         #[arg(long)]
@@ -365,20 +320,21 @@ pub enum ParamsCommand {
         #[arg(required = true)]
         kinds: Vec<String>,
         /// Parameter cache dir.
-        #[arg(long, env = crate::env::FIL_PROOFS_PARAMETER_CACHE)]
+        #[arg(long, env = launcher::env::FIL_PROOFS_PARAMETER_CACHE)]
         param_cache: Option<PathBuf>,
     },
 }
 
-/// Parses the command line and runs it.
-pub fn main() -> ExitCode {
+/// Parses the command line and runs it; an error is printed (`error: ...`) and exits 2.
+pub fn run() -> ExitCode {
+    use splitprover_bench::commands as bench;
     let cli = Cli::parse();
     if matches!(cli.command, Command::Demo(_))
-        && std::env::var_os(crate::env::SPLITPROVER_LOG).is_none()
+        && std::env::var_os(launcher::env::SPLITPROVER_LOG).is_none()
     {
         // The demo prints its own summary; keep the logs (ours and the children's, who inherit
         // the variable) to warnings. This runs before any thread is started.
-        std::env::set_var(crate::env::SPLITPROVER_LOG, "warn");
+        std::env::set_var(launcher::env::SPLITPROVER_LOG, "warn");
     }
     crate::logging::init(matches!(cli.command, Command::SynthProc | Command::GpuProc));
     let result = match cli.command {
@@ -387,20 +343,20 @@ pub fn main() -> ExitCode {
         #[cfg(feature = "filecoin")]
         Command::Bench(a) if a.filecoin.is_some() => {
             let kind = a.filecoin.clone().unwrap_or_default();
-            crate::filecoin::bench::run_command(&a, &kind)
+            splitprover_bench::filecoin::bench::run_command(&a, &kind)
         }
-        Command::Bench(a) => commands::bench::run(*a),
-        Command::Report(a) => commands::report::run(a),
+        Command::Bench(a) => bench::bench::run(*a),
+        Command::Report(a) => bench::report::run(a),
         Command::SynthBench(a) => {
             #[cfg(feature = "filecoin")]
-            let filecoin: commands::synth_bench::FilecoinRequests<'_> =
-                Some(&crate::filecoin::bench::request_bytes);
+            let filecoin: bench::synth_bench::FilecoinRequests<'_> =
+                Some(&splitprover_bench::filecoin::bench::request_bytes);
             #[cfg(not(feature = "filecoin"))]
-            let filecoin: commands::synth_bench::FilecoinRequests<'_> = None;
-            commands::synth_bench::run(a, filecoin)
+            let filecoin: bench::synth_bench::FilecoinRequests<'_> = None;
+            bench::synth_bench::run(a, filecoin)
         }
         Command::Shape(a) => commands::shape::run(a),
-        Command::Hog(a) => commands::bench::hog(a),
+        Command::Hog(a) => bench::bench::hog(a),
         Command::Run(a) => commands::service::run(a),
         Command::Submit(a) => commands::service::submit(a),
         Command::Fetch(a) => commands::service::fetch(a),
@@ -408,7 +364,7 @@ pub fn main() -> ExitCode {
         Command::Status(a) => commands::service::status(a),
         Command::Srs(c) => commands::srs::run(c),
         #[cfg(feature = "filecoin")]
-        Command::Params(c) => crate::filecoin::params::run(c),
+        Command::Params(c) => commands::params::run(c),
         Command::SynthProc => synth_proc::run_from_env().map(|()| ExitCode::SUCCESS),
         Command::GpuProc => gpu_proc::run_from_env()
             .map(|()| ExitCode::SUCCESS)
@@ -423,128 +379,6 @@ pub fn main() -> ExitCode {
     }
 }
 
-/// `splitprover bench`.
-#[derive(Debug, Args)]
-pub struct BenchArgs {
-    /// Circuit spec.
-    #[arg(long, default_value = "sha-chain:1")]
-    pub circuit: String,
-    /// Proofs per mode.
-    #[arg(short = 'n', long, default_value_t = 6)]
-    pub proofs: usize,
-    /// Jobs of the monolithic and synthesis-only modes (default: -n); they take a job at a
-    /// time, so a few are enough.
-    #[arg(long)]
-    pub monolithic_proofs: Option<usize>,
-    /// Jobs of each GPU-only capacity run (every partition needs its own ring slot; default:
-    /// min(-n, 48)).
-    #[arg(long)]
-    pub gpu_only_proofs: Option<usize>,
-    /// Client concurrency: jobs in flight in the in-process and split modes (closed-loop
-    /// clients).
-    #[arg(short = 'j', long, default_value_t = 4)]
-    pub clients: usize,
-    /// Modes to run, comma separated: monolithic, inprocess, split, synth-only, gpu-only.
-    #[arg(long, default_value = "monolithic,inprocess,split,synth-only,gpu-only")]
-    pub modes: String,
-    /// Sweep: gpu-proc core counts, comma separated (default: --gpu-cores); each is a layout
-    /// (the in-process mode gets the same cpus in all: synth-proc's and the gpu-procs').
-    #[arg(long)]
-    pub sweep_gpu_cores: Option<String>,
-    /// Sweep: synthesis concurrencies (synth-proc's workers, the in-process synthesis threads),
-    /// comma separated; 0 is one per synthesis cpu (default: --synth-concurrency).
-    #[arg(long)]
-    pub sweep_synth: Option<String>,
-    /// Sweep: client concurrencies, jobs in flight, comma separated (default: -j); one started
-    /// pipeline serves every level.
-    #[arg(long)]
-    pub sweep_clients: Option<String>,
-    /// Sweep: where the gpu-procs' cpus sit on the SMT siblings, comma separated: `auto` (the
-    /// top cpus), `together` (whole physical cores), `apart` (one sibling of each core, the
-    /// other synthesizes). Read from sysfs; without SMT only `auto` is measured.
-    #[arg(long, default_value = "auto")]
-    pub sweep_smt: String,
-    /// The noisy neighbour: `off`, `on`, or `both` (every level without, then with, a
-    /// memory-bandwidth and cache hog on the synthesis cpus, started and killed by the bench).
-    #[arg(long, default_value = "off")]
-    pub noisy_neighbour: String,
-    /// MiB each hog thread streams over (default: together twice the last-level cache, at
-    /// least 64 each).
-    #[arg(long)]
-    pub hog_mib: Option<usize>,
-    /// The hog's cpus (default: each layout's synthesis cpus).
-    #[arg(long)]
-    pub hog_cpus: Option<String>,
-    /// Jobs per client of a sweep level: a level with `c` jobs in flight proves
-    /// `min(-n, per-client × c)` jobs; 0: `-n` at every level.
-    #[arg(long, default_value_t = 0)]
-    pub per_client: usize,
-    /// Unmeasured jobs at each start of a pipeline (in-process or split) before its rows.
-    #[arg(long, default_value_t = 1)]
-    pub warm_up: usize,
-    /// Where to write TIMELINE logs, traces, waterfalls and the table as JSON.
-    #[arg(long, default_value = "bench-out")]
-    pub out_dir: PathBuf,
-    /// SRS file (default: the cache, generated if missing).
-    #[arg(long)]
-    pub srs: Option<PathBuf>,
-    /// A Filecoin proof instead of a built-in circuit: PoRep C2 (`porep:StackedDrg2KiBV1_1`,
-    /// `porep:StackedDrg512MiBV1_1`), WinningPoSt / WindowPoSt
-    /// (`post:StackedDrgWindow2KiBV1_2`), SnapDeals (`snap:StackedDrg2KiBV1`): the sectors and
-    /// the request are made as the Filecoin tests make them, parameters generated if missing,
-    /// and `--filecoin-modes` measured in one run.
-    #[cfg(feature = "filecoin")]
-    #[arg(long)]
-    pub filecoin: Option<String>,
-    /// Modes of the Filecoin bench: stock (filecoin-proofs `seal_commit_phase2`, PoRep only),
-    /// monolithic (ours in process, one partition at a time), inprocess (the in-process
-    /// pipeline), split, gpu-only (each pipeline's GPU-only capacity, the baseline of the GPU
-    /// time column); api: the gRPC API against the local path (PoRep only).
-    #[cfg(feature = "filecoin")]
-    #[arg(long, default_value = "stock,monolithic,inprocess,split,gpu-only")]
-    pub filecoin_modes: String,
-    /// Rounds each way (local, API) of the Filecoin bench's `api` mode, `-n` proofs each.
-    #[cfg(feature = "filecoin")]
-    #[arg(long, default_value_t = 5)]
-    pub api_rounds: usize,
-    /// PoRep C2 jobs queued ahead of the WinningPoSt in the `api` mode.
-    #[cfg(feature = "filecoin")]
-    #[arg(long, default_value_t = 20)]
-    pub api_queued: usize,
-    /// Runs of the stock prover in the Filecoin bench.
-    #[cfg(feature = "filecoin")]
-    #[arg(long, default_value_t = 2)]
-    pub stock_runs: usize,
-    /// Filecoin parameter cache dir.
-    #[cfg(feature = "filecoin")]
-    #[arg(long, env = crate::env::FIL_PROOFS_PARAMETER_CACHE)]
-    pub param_cache: Option<PathBuf>,
-    /// Pipeline options (backend, batch, cores...).
-    #[command(flatten)]
-    pub pipeline: PipelineArgs,
-}
-
-/// `splitprover synth-bench`.
-#[derive(Debug, Args)]
-pub struct SynthBenchArgs {
-    /// Circuits: built-in specs (`sha-chain:38`) or Filecoin proof kinds
-    /// (`porep:StackedDrg2KiBV1_1`, `post:StackedDrgWindow2KiBV1_2`, `snap:StackedDrg2KiBV1`).
-    #[arg(required = true)]
-    pub circuits: Vec<String>,
-    /// Syntheses per path and thread count (the median is printed).
-    #[arg(long, default_value_t = 3)]
-    pub iters: usize,
-    /// Rayon pool sizes, comma separated (1 is the per-core cost).
-    #[arg(long, default_value = "1")]
-    pub threads: String,
-    /// Run only `full` or `precompiled`, `--iters` times (a workload for `perf record`).
-    #[arg(long)]
-    pub profile: Option<String>,
-    /// Where Filecoin sectors are sealed (default: a temporary directory, removed after).
-    #[arg(long)]
-    pub work_dir: Option<PathBuf>,
-}
-
 /// `splitprover shape`.
 #[derive(Debug, Args)]
 pub struct ShapeArgs {
@@ -552,29 +386,4 @@ pub struct ShapeArgs {
     /// (`porep:StackedDrg32GiBV1_1`: one partition's circuit).
     #[arg(required = true)]
     pub circuits: Vec<String>,
-}
-
-/// `splitprover report`.
-#[derive(Debug, Args)]
-pub struct ReportArgs {
-    /// The `--out-dir` of a `splitprover bench`, or TIMELINE logs (the `.timeline` files a
-    /// bench writes there, or any log holding `TIMELINE` lines): one table row each, with the
-    /// steady rate.
-    #[arg(required = true)]
-    pub paths: Vec<PathBuf>,
-}
-
-/// `splitprover hog` (hidden).
-#[derive(Debug, Args)]
-pub struct HogArgs {
-    /// Cpus, one pinned thread each (kernel list syntax).
-    #[arg(long)]
-    pub cpus: String,
-    /// MiB each thread streams over (default: together twice the last-level cache, at least
-    /// 64 each).
-    #[arg(long)]
-    pub mib: Option<usize>,
-    /// Stop after this many seconds (default: when killed or when the parent is gone).
-    #[arg(long)]
-    pub seconds: Option<f64>,
 }

@@ -138,7 +138,7 @@ fn status_lists_each_gpu_with_its_device_current_job_and_busy_time() {
     assert_eq!(g.current_job, None, "idle after its batch");
     assert!(g.busy_ns > 0, "job 1 was proved: {g:?}");
     let busy = g.busy_ns;
-    let rendered = launcher::commands::service::render_status(&st);
+    let rendered = splitprover::commands::service::render_status(&st);
     assert!(rendered.contains("CPU backend ("), "{rendered}");
 
     let hanging = submit(&p, 2, 0);
@@ -149,7 +149,7 @@ fn status_lists_each_gpu_with_its_device_current_job_and_busy_time() {
     let g = &st.gpus[0];
     assert_eq!(g.current_circuit.as_deref(), Some(CIRCUIT));
     assert_eq!(g.busy_ns, busy, "a batch counts once it ends");
-    let rendered = launcher::commands::service::render_status(&st);
+    let rendered = splitprover::commands::service::render_status(&st);
     assert!(
         rendered.contains("proving job 2 (sha-chain:1)"),
         "{rendered}"

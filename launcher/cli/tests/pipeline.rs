@@ -122,7 +122,7 @@ fn a_ten_partition_job_streams_through_a_smaller_ring() {
             "job {id}: the GPU started its first partition only after the last synthesis began"
         );
     }
-    let timeline = launcher::timeline::Timeline::from_events(events);
+    let timeline = splitprover_bench::timeline::Timeline::from_events(events);
     let iv = timeline.intervals();
     assert_eq!(iv.phases.len(), 20);
     assert!(iv.phases.iter().all(|p| p.tid != 0
@@ -536,7 +536,7 @@ fn a_small_circuit_is_proved_in_its_own_slots_while_the_large_slot_is_held() {
         vec![(2, small), (1, large)]
     );
     assert_eq!(status.ring_data_bytes(), 2 * small + large);
-    let text = launcher::commands::service::render_status(&status);
+    let text = splitprover::commands::service::render_status(&status);
     assert!(
         text.contains(&format!(
             "1 slots x {} + 2 slots x {}",

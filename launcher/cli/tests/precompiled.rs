@@ -41,7 +41,7 @@ fn prove_all(p: &Pipeline, circuit: &str, jobs: u64, partitions: u32) {
 fn plan(p: &Pipeline) -> String {
     let s = p.status();
     assert_eq!(s.synthesis.len(), 1, "{:?}", s.synthesis);
-    let rendered = launcher::commands::service::render_status(&s);
+    let rendered = splitprover::commands::service::render_status(&s);
     assert!(rendered.contains("synthesis: "), "{rendered}");
     s.synthesis[0].1.clone()
 }

@@ -2,9 +2,9 @@
 //! out of order, a TIMELINE log written and read back, statistics, the table, the JSON rows, the
 //! trace and both waterfalls.
 
-use launcher::report::{ratio_line, render_table, rows_to_json, BenchRow, TimelineStats};
-use launcher::timeline::Timeline;
 use shm_protocol::control::{EventKind, TimelineEvent};
+use splitprover_bench::report::{ratio_line, render_table, rows_to_json, BenchRow, TimelineStats};
+use splitprover_bench::timeline::Timeline;
 
 const SYNTH: u32 = 100;
 const SYNTH_RESTARTED: u32 = 101;

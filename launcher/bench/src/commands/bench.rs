@@ -1,6 +1,6 @@
 //! `splitprover bench`: monolithic, in-process and split proving of the same circuit with the same
 //! kernels on the same machine, plus the two capacities alone, in one invocation; and the
-//! isolation sweep ([`crate::bench::sweep`]): cpuset layouts, synthesis and client concurrency,
+//! isolation sweep ([`crate::sweep`]): cpuset layouts, synthesis and client concurrency,
 //! with and without a noisy neighbour, for the in-process and split pipelines. Prints the table,
 //! the ratios and the recommended `[cpus]` layout; writes `sweep.json` (rendered by
 //! `splitprover report`, which the bench runs at its end), `bench.json` (the rows as the older
@@ -10,20 +10,138 @@
 //! [`sweep_plan`] and [`finish`].
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context;
+use clap::Args;
+use launcher::args::PipelineArgs;
+use launcher::pinning::CpuList;
 
-use crate::bench::layout::{self, Smt, Topology};
-use crate::bench::local;
-use crate::bench::sweep::{self, Mode, SweepPlan};
-use crate::bench::workload::{proof_bytes, Workload};
-use crate::cli::{BenchArgs, HogArgs};
-use crate::pinning::CpuList;
+use crate::layout::{self, Smt, Topology};
+use crate::local;
 use crate::report::{self, BenchRow, SweepReport, SweepRow, TimelineStats};
+use crate::sweep::{self, Mode, SweepPlan};
+use crate::synthesis::Synthesizer;
 use crate::timeline::Timeline;
+use crate::workload::{proof_bytes, Workload};
+
+/// `splitprover bench`.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Circuit spec.
+    #[arg(long, default_value = "sha-chain:1")]
+    pub circuit: String,
+    /// Proofs per mode.
+    #[arg(short = 'n', long, default_value_t = 6)]
+    pub proofs: usize,
+    /// Jobs of the monolithic and synthesis-only modes (default: -n); they take a job at a
+    /// time, so a few are enough.
+    #[arg(long)]
+    pub monolithic_proofs: Option<usize>,
+    /// Jobs of each GPU-only capacity run (every partition needs its own ring slot; default:
+    /// min(-n, 48)).
+    #[arg(long)]
+    pub gpu_only_proofs: Option<usize>,
+    /// Client concurrency: jobs in flight in the in-process and split modes (closed-loop
+    /// clients).
+    #[arg(short = 'j', long, default_value_t = 4)]
+    pub clients: usize,
+    /// Modes to run, comma separated: monolithic, inprocess, split, synth-only, gpu-only.
+    #[arg(long, default_value = "monolithic,inprocess,split,synth-only,gpu-only")]
+    pub modes: String,
+    /// Sweep: gpu-proc core counts, comma separated (default: --gpu-cores); each is a layout
+    /// (the in-process mode gets the same cpus in all: synth-proc's and the gpu-procs').
+    #[arg(long)]
+    pub sweep_gpu_cores: Option<String>,
+    /// Sweep: synthesis concurrencies (synth-proc's workers, the in-process synthesis threads),
+    /// comma separated; 0 is one per synthesis cpu (default: --synth-concurrency).
+    #[arg(long)]
+    pub sweep_synth: Option<String>,
+    /// Sweep: client concurrencies, jobs in flight, comma separated (default: -j); one started
+    /// pipeline serves every level.
+    #[arg(long)]
+    pub sweep_clients: Option<String>,
+    /// Sweep: where the gpu-procs' cpus sit on the SMT siblings, comma separated: `auto` (the
+    /// top cpus), `together` (whole physical cores), `apart` (one sibling of each core, the
+    /// other synthesizes). Read from sysfs; without SMT only `auto` is measured.
+    #[arg(long, default_value = "auto")]
+    pub sweep_smt: String,
+    /// The noisy neighbour: `off`, `on`, or `both` (every level without, then with, a
+    /// memory-bandwidth and cache hog on the synthesis cpus, started and killed by the bench).
+    #[arg(long, default_value = "off")]
+    pub noisy_neighbour: String,
+    /// MiB each hog thread streams over (default: together twice the last-level cache, at
+    /// least 64 each).
+    #[arg(long)]
+    pub hog_mib: Option<usize>,
+    /// The hog's cpus (default: each layout's synthesis cpus).
+    #[arg(long)]
+    pub hog_cpus: Option<String>,
+    /// Jobs per client of a sweep level: a level with `c` jobs in flight proves
+    /// `min(-n, per-client × c)` jobs; 0: `-n` at every level.
+    #[arg(long, default_value_t = 0)]
+    pub per_client: usize,
+    /// Unmeasured jobs at each start of a pipeline (in-process or split) before its rows.
+    #[arg(long, default_value_t = 1)]
+    pub warm_up: usize,
+    /// Where to write TIMELINE logs, traces, waterfalls and the table as JSON.
+    #[arg(long, default_value = "bench-out")]
+    pub out_dir: PathBuf,
+    /// SRS file (default: the cache, generated if missing).
+    #[arg(long)]
+    pub srs: Option<PathBuf>,
+    /// A Filecoin proof instead of a built-in circuit: PoRep C2 (`porep:StackedDrg2KiBV1_1`,
+    /// `porep:StackedDrg512MiBV1_1`), WinningPoSt / WindowPoSt
+    /// (`post:StackedDrgWindow2KiBV1_2`), SnapDeals (`snap:StackedDrg2KiBV1`): the sectors and
+    /// the request are made as the Filecoin tests make them, parameters generated if missing,
+    /// and `--filecoin-modes` measured in one run.
+    #[cfg(feature = "filecoin")]
+    #[arg(long)]
+    pub filecoin: Option<String>,
+    /// Modes of the Filecoin bench: stock (filecoin-proofs `seal_commit_phase2`, PoRep only),
+    /// monolithic (ours in process, one partition at a time), inprocess (the in-process
+    /// pipeline), split, gpu-only (each pipeline's GPU-only capacity, the baseline of the GPU
+    /// time column); api: the gRPC API against the local path (PoRep only).
+    #[cfg(feature = "filecoin")]
+    #[arg(long, default_value = "stock,monolithic,inprocess,split,gpu-only")]
+    pub filecoin_modes: String,
+    /// Rounds each way (local, API) of the Filecoin bench's `api` mode, `-n` proofs each.
+    #[cfg(feature = "filecoin")]
+    #[arg(long, default_value_t = 5)]
+    pub api_rounds: usize,
+    /// PoRep C2 jobs queued ahead of the WinningPoSt in the `api` mode.
+    #[cfg(feature = "filecoin")]
+    #[arg(long, default_value_t = 20)]
+    pub api_queued: usize,
+    /// Runs of the stock prover in the Filecoin bench.
+    #[cfg(feature = "filecoin")]
+    #[arg(long, default_value_t = 2)]
+    pub stock_runs: usize,
+    /// Filecoin parameter cache dir.
+    #[cfg(feature = "filecoin")]
+    #[arg(long, env = launcher::env::FIL_PROOFS_PARAMETER_CACHE)]
+    pub param_cache: Option<PathBuf>,
+    /// Pipeline options (backend, batch, cores...).
+    #[command(flatten)]
+    pub pipeline: PipelineArgs,
+}
+
+/// `splitprover hog` (hidden).
+#[derive(Debug, Args)]
+pub struct HogArgs {
+    /// Cpus, one pinned thread each (kernel list syntax).
+    #[arg(long)]
+    pub cpus: String,
+    /// MiB each thread streams over (default: together twice the last-level cache, at least
+    /// 64 each).
+    #[arg(long)]
+    pub mib: Option<usize>,
+    /// Stop after this many seconds (default: when killed or when the parent is gone).
+    #[arg(long)]
+    pub seconds: Option<f64>,
+}
 
 /// A comma-separated list of numbers, or `[default]`.
 pub fn list(text: Option<&str>, default: usize) -> anyhow::Result<Vec<usize>> {
@@ -70,9 +188,9 @@ pub fn sweep_plan(
         .collect::<anyhow::Result<_>>()
         .context("--sweep-smt")?;
     let default_cores = args.pipeline.gpu_cores.unwrap_or_else(|| {
-        crate::pinning::default_gpu_cores(
+        launcher::pinning::default_gpu_cores(
             &[args.pipeline.backend],
-            super::settings::allowed_cpus(),
+            launcher::settings::allowed_cpus(),
             gpu_procs,
         )
     });
@@ -329,7 +447,7 @@ fn ratio_lines(rows: &[SweepRow]) -> Vec<String> {
 
 /// Runs the bench of a built-in circuit.
 pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
-    let spec = super::parse_spec(&args.circuit)?;
+    let spec = launcher::settings::parse_spec(&args.circuit)?;
     let modes: Vec<String> = args.modes.split(',').map(|m| m.trim().to_owned()).collect();
     for m in &modes {
         anyhow::ensure!(
@@ -341,8 +459,10 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         );
     }
     let has = |m: &str| modes.iter().any(|x| x == m);
-    let base = super::settings_from_args(&args.pipeline, &spec, args.srs.as_deref())?;
-    crate::bench::use_synthesis(
+    let base = launcher::settings::from_args(&args.pipeline, &spec, args.srs.as_deref())?;
+    // How the in-process modes synthesize: as the split pipeline does, the matrices got ready
+    // now, outside any timed run.
+    let synthesis = Synthesizer::new(
         &base.synthesis,
         &kernels::circuits::AnyCircuit::Builtin(spec),
     );
@@ -396,7 +516,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             .map(|i| workload.open(i))
             .collect::<anyhow::Result<_>>()?;
         let bar = report::progress_bar(n, "monolithic");
-        let run = local::run_monolithic(backend.as_ref(), &jobs, batch, &|d| {
+        let run = local::run_monolithic(backend.as_ref(), &synthesis, &jobs, batch, &|d| {
             bar.set_position(d as u64)
         })?;
         bar.finish_and_clear();
@@ -430,10 +550,13 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             .map(|i| workload.open(i))
             .collect::<anyhow::Result<_>>()?;
         let bar = report::progress_bar(n, "synth-only");
-        let run =
-            local::run_synth_only(&jobs, synth_threads, Some(&plan.layouts[0].synth), &|d| {
-                bar.set_position(d as u64)
-            })?;
+        let run = local::run_synth_only(
+            &synthesis,
+            &jobs,
+            synth_threads,
+            Some(&plan.layouts[0].synth),
+            &|d| bar.set_position(d as u64),
+        )?;
         bar.finish_and_clear();
         let config = format!("{synth_threads} threads");
         let mut r = plain_row(&config, "synth-only", &run.timeline, None, &[], true)?;
@@ -448,7 +571,8 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         rows.push(r);
     }
     if !plan.modes.is_empty() {
-        let (sweep_rows, sweep_notes) = sweep::run(&plan, &base, &workload, backend.as_deref())?;
+        let (sweep_rows, sweep_notes) =
+            sweep::run(&plan, &base, &workload, backend.as_deref(), &synthesis)?;
         rows.extend(sweep_rows);
         notes.extend(sweep_notes);
     }
@@ -464,16 +588,14 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `splitprover hog`: the noisy neighbour ([`crate::bench::hog`]).
+/// `splitprover hog`: the noisy neighbour ([`crate::hog`]).
 pub fn hog(args: HogArgs) -> anyhow::Result<ExitCode> {
     let cpus: CpuList = args
         .cpus
         .parse()
         .with_context(|| format!("--cpus `{}`", args.cpus))?;
-    let mib = args
-        .mib
-        .unwrap_or_else(|| crate::bench::hog::default_mib(&cpus));
-    crate::bench::hog::run(&cpus, mib, args.seconds)?;
+    let mib = args.mib.unwrap_or_else(|| crate::hog::default_mib(&cpus));
+    crate::hog::run(&cpus, mib, args.seconds)?;
     Ok(ExitCode::SUCCESS)
 }
 

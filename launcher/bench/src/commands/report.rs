@@ -18,11 +18,21 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
+use clap::Args;
 
-use crate::bench::chart::{line_chart, side_by_side, sweep_series};
-use crate::cli::ReportArgs;
+use crate::chart::{line_chart, side_by_side, sweep_series};
 use crate::report::{self, BenchRow, SweepReport, SweepRow};
 use crate::timeline::Timeline;
+
+/// `splitprover report`.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// The `--out-dir` of a `splitprover bench`, or TIMELINE logs (the `.timeline` files a
+    /// bench writes there, or any log holding `TIMELINE` lines): one table row each, with the
+    /// steady rate.
+    #[arg(required = true)]
+    pub paths: Vec<PathBuf>,
+}
 
 /// The files [`render_dir`] wrote.
 #[derive(Debug)]

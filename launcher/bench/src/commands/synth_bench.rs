@@ -11,18 +11,44 @@
 //!
 //! `--profile full|precompiled` runs only that path, `--iters` times, and prints its time per
 //! synthesis: a workload for `perf record` (the profiles in BENCHMARKS.md).
+//!
+//! Both paths synthesize through a [`Synthesizer`], as every in-process synthesis does: the full
+//! one through [`Synthesizer::full`], the pre-compiled one through the matrices recorded here.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Context;
+use clap::Args;
 use kernels::circuits::AnyCircuit;
 use kernels::job::{BuiltinRequest, Job};
 use kernels::r1cs::R1cs;
-use kernels::synth::{Synthesis, VecSink};
+use kernels::synth::VecSink;
 
-use crate::cli::SynthBenchArgs;
+use crate::synthesis::Synthesizer;
+
+/// `splitprover synth-bench`.
+#[derive(Debug, Args)]
+pub struct SynthBenchArgs {
+    /// Circuits: built-in specs (`sha-chain:38`) or Filecoin proof kinds
+    /// (`porep:StackedDrg2KiBV1_1`, `post:StackedDrgWindow2KiBV1_2`, `snap:StackedDrg2KiBV1`).
+    #[arg(required = true)]
+    pub circuits: Vec<String>,
+    /// Syntheses per path and thread count (the median is printed).
+    #[arg(long, default_value_t = 3)]
+    pub iters: usize,
+    /// Rayon pool sizes, comma separated (1 is the per-core cost).
+    #[arg(long, default_value = "1")]
+    pub threads: String,
+    /// Run only `full` or `precompiled`, `--iters` times (a workload for `perf record`).
+    #[arg(long)]
+    pub profile: Option<String>,
+    /// Where Filecoin sectors are sealed (default: a temporary directory, removed after).
+    #[arg(long)]
+    pub work_dir: Option<PathBuf>,
+}
 
 /// Makes the request bytes of a Filecoin circuit in a work directory (`None` in a build without
 /// Filecoin support: such a circuit is refused).
@@ -46,9 +72,15 @@ pub fn run(args: SynthBenchArgs, filecoin: FilecoinRequests<'_>) -> anyhow::Resu
         let circuit: AnyCircuit = text.parse().with_context(|| format!("circuit `{text}`"))?;
         let job = open(&circuit, &work, filecoin)?;
         let t = Instant::now();
-        let r1cs = kernels::r1cs::compile(&circuit)?;
+        let r1cs = Arc::new(kernels::r1cs::compile(&circuit)?);
         let record_s = t.elapsed().as_secs_f64();
         kernels::r1cs::check_job(&*job, &r1cs)?;
+        let compiled = Synthesizer::compiled(circuit, r1cs.clone());
+        anyhow::ensure!(
+            compiled.matrices_for(&job.circuit()).is_some(),
+            "`{circuit}` opened a job of `{}`",
+            job.circuit()
+        );
         eprintln!(
             "{circuit}: {} constraints, matrices {} MiB, terms {:?}, {} coefficients, recorded \
              in {record_s:.2} s; both paths give the same bytes",
@@ -59,14 +91,14 @@ pub fn run(args: SynthBenchArgs, filecoin: FilecoinRequests<'_>) -> anyhow::Resu
         );
         if let Some(path) = &args.profile {
             let how = match path.as_str() {
-                "full" => Synthesis::Full,
-                "precompiled" => Synthesis::Compiled(&r1cs),
+                "full" => Synthesizer::full(),
+                "precompiled" => compiled.clone(),
                 other => anyhow::bail!("--profile `{other}`: full or precompiled"),
             };
             let t = Instant::now();
             for _ in 0..iters {
                 let mut sink = VecSink::with_limit(r1cs.shape());
-                job.synthesize_partition_with(0, &mut sink, how)?;
+                how.synthesize_partition(&*job, 0, &mut sink)?;
             }
             println!(
                 "{circuit} {path}: {:.3} s per synthesis",
@@ -76,7 +108,8 @@ pub fn run(args: SynthBenchArgs, filecoin: FilecoinRequests<'_>) -> anyhow::Resu
         }
         for &t in &threads {
             let pool = rayon::ThreadPoolBuilder::new().num_threads(t).build()?;
-            let (full, fast, products) = pool.install(|| measure(&*job, &r1cs, iters))?;
+            let (full, fast, products) =
+                pool.install(|| measure(&*job, &compiled, &r1cs, iters))?;
             rows.push(format!(
                 "| {circuit} | {} | {t} | {full:.3} | {fast:.3} | {:.3} | {products:.3} | {:.2}x |",
                 r1cs.shape().constraints,
@@ -119,18 +152,23 @@ fn open(
     Ok(Arc::from(kernels::job::open(circuit, &bytes)?))
 }
 
-/// Median seconds of (full, pre-compiled, the products alone) over `iters` runs; the products
-/// recomputed must equal what the pre-compiled synthesis wrote.
-fn measure(job: &dyn Job, r1cs: &R1cs, iters: usize) -> anyhow::Result<(f64, f64, f64)> {
+/// Median seconds of (full, pre-compiled through `compiled`, the products of `r1cs` alone) over
+/// `iters` runs; the products recomputed must equal what the pre-compiled synthesis wrote.
+fn measure(
+    job: &dyn Job,
+    compiled: &Synthesizer,
+    r1cs: &R1cs,
+    iters: usize,
+) -> anyhow::Result<(f64, f64, f64)> {
     let (mut full, mut fast, mut products) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..iters {
         let mut sink = VecSink::with_limit(r1cs.shape());
         let t = Instant::now();
-        job.synthesize_partition(0, &mut sink)?;
+        Synthesizer::full().synthesize_partition(job, 0, &mut sink)?;
         full.push(t.elapsed().as_secs_f64());
         let mut sink = VecSink::with_limit(r1cs.shape());
         let t = Instant::now();
-        job.synthesize_partition_with(0, &mut sink, Synthesis::Compiled(r1cs))?;
+        compiled.synthesize_partition(job, 0, &mut sink)?;
         fast.push(t.elapsed().as_secs_f64());
         let a = sink.finish();
         let (mut x, mut y, mut z) = (a.a.clone(), a.b.clone(), a.c.clone());

@@ -18,14 +18,13 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use kernels::circuits::AnyCircuit;
 use kernels::filecoin::{self, curio, fixture, ProofKind, RegisteredPoStProof};
-
-use crate::api::client::Client;
-use crate::api::server::{serve_unix, Serving};
-use crate::api::{pb, Endpoint, DEFAULT_MAX_MESSAGE_BYTES};
-use crate::journal::Journal;
-use crate::metrics::Metrics;
-use crate::pipeline::{JobOptions, Pipeline, PipelineSettings};
-use crate::service::{Limits, Service};
+use launcher::api::client::Client;
+use launcher::api::server::{serve_unix, Serving};
+use launcher::api::{pb, Endpoint, DEFAULT_MAX_MESSAGE_BYTES};
+use launcher::journal::Journal;
+use launcher::metrics::Metrics;
+use launcher::pipeline::{JobOptions, Pipeline, PipelineSettings};
+use launcher::service::{Limits, Service};
 
 /// The figures.
 #[derive(Debug)]
@@ -119,12 +118,12 @@ pub fn run(
         fixture::randomness(21),
     )?;
     settings.circuits = vec![
-        crate::pipeline::CircuitSetting {
+        launcher::pipeline::CircuitSetting {
             spec: AnyCircuit::Filecoin(kind),
             params: porep_params.to_owned(),
             slots: 0,
         },
-        crate::pipeline::CircuitSetting {
+        launcher::pipeline::CircuitSetting {
             spec: AnyCircuit::Filecoin(winning_kind),
             params: winning_files.params.clone(),
             slots: 0,
@@ -137,7 +136,7 @@ pub fn run(
     for stale in ["", "-wal", "-shm"] {
         let _ = std::fs::remove_file(format!("{}{stale}", journal_path.display()));
     }
-    let limits = Limits::new(&crate::config::ServiceConfig::default());
+    let limits = Limits::new(&launcher::config::ServiceConfig::default());
     let service = Arc::new(Service::new(
         pipeline,
         Journal::open(&journal_path)?,

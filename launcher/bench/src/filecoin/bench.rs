@@ -3,7 +3,7 @@
 //!   code, so it is its CPU path); PoRep only;
 //! - `monolithic`: ours one at a time: each partition synthesized, then proved by our backend
 //!   (`--backend`), in this process ([`local::run_monolithic`], batch 1);
-//! - `inprocess`, `split`, `gpu-only`: the isolation sweep ([`crate::bench::sweep`]): the
+//! - `inprocess`, `split`, `gpu-only`: the isolation sweep ([`crate::sweep`]): the
 //!   in-process pipeline and the split pipeline on the same cores, over the sweep's layouts,
 //!   synthesis and client concurrencies and neighbour states, each start's GPU-only capacity the
 //!   baseline of its GPU time column;
@@ -27,16 +27,18 @@ use std::time::Instant;
 use anyhow::Context;
 use kernels::circuits::AnyCircuit;
 use kernels::filecoin::{self, curio, fixture, ParamFiles, ProofKind, RegisteredSealProof};
+use launcher::pinning::CpuList;
 
-use crate::bench::layout::Topology;
-use crate::bench::local;
-use crate::bench::sweep::{self, Mode};
-use crate::bench::workload::{proof_bytes, Verifier, Workload};
-use crate::cli::BenchArgs;
-use crate::commands::bench::{finish, job_spans, plain_row, sweep_plan, write_run_files};
-use crate::pinning::CpuList;
+use crate::commands::bench::{
+    finish, job_spans, plain_row, sweep_plan, write_run_files, BenchArgs,
+};
+use crate::layout::Topology;
+use crate::local;
 use crate::report::{self, SweepReport};
+use crate::sweep::{self, Mode};
+use crate::synthesis::Synthesizer;
 use crate::timeline::Timeline;
+use crate::workload::{proof_bytes, Verifier, Workload};
 
 /// The modes `--filecoin-modes` takes.
 pub const MODES: [&str; 6] = [
@@ -183,7 +185,7 @@ pub fn run_command(args: &BenchArgs, kind: &str) -> anyhow::Result<ExitCode> {
     let param_cache = args
         .param_cache
         .clone()
-        .unwrap_or_else(crate::env::param_cache_dir);
+        .unwrap_or_else(launcher::env::param_cache_dir);
     let work_dir = args.out_dir.join("filecoin-work");
     eprintln!("parameters: {}", describe_cache(kind, &param_cache));
     std::fs::create_dir_all(&param_cache)?;
@@ -191,12 +193,12 @@ pub fn run_command(args: &BenchArgs, kind: &str) -> anyhow::Result<ExitCode> {
     std::fs::create_dir_all(&parents)?;
     // filecoin-proofs reads its settings once per process: before any call. The children
     // inherit them.
-    std::env::set_var(crate::env::FIL_PROOFS_PARAMETER_CACHE, &param_cache);
+    std::env::set_var(launcher::env::FIL_PROOFS_PARAMETER_CACHE, &param_cache);
     if std::env::var_os("FIL_PROOFS_PARENT_CACHE").is_none() {
         std::env::set_var("FIL_PROOFS_PARENT_CACHE", &parents);
     }
     let t = Instant::now();
-    let bar = crate::srs::GenBar::new(true);
+    let bar = launcher::srs::GenBar::new(true);
     let (files, generated) =
         filecoin::ensure_parameters(kind, &param_cache, 17, &|p| bar.update(p))?;
     bar.finish();
@@ -214,8 +216,10 @@ pub fn run_command(args: &BenchArgs, kind: &str) -> anyhow::Result<ExitCode> {
         request.bytes,
         request.verify,
     )?;
-    let settings = crate::commands::settings_for(&args.pipeline, circuit, files.params.clone())?;
-    crate::bench::use_synthesis(&settings.synthesis, &circuit);
+    let settings = launcher::settings::for_circuit(&args.pipeline, circuit, files.params.clone())?;
+    // How the in-process modes synthesize: as the split pipeline does, the matrices got ready
+    // now, outside any timed run.
+    let synthesis = Synthesizer::new(&settings.synthesis, &circuit);
     let n = args.proofs.max(1);
     let topology = Topology::read(&CpuList::allowed()?);
     let mut sweep_modes = Vec::new();
@@ -283,8 +287,9 @@ pub fn run_command(args: &BenchArgs, kind: &str) -> anyhow::Result<ExitCode> {
         let job = workload.open(0)?;
         let jobs: Vec<Arc<dyn kernels::job::Job>> = vec![job; n];
         let bar = report::progress_bar(n * workload.partitions(), "monolithic");
-        let run =
-            local::run_monolithic(backend.as_ref(), &jobs, 1, &|d| bar.set_position(d as u64))?;
+        let run = local::run_monolithic(backend.as_ref(), &synthesis, &jobs, 1, &|d| {
+            bar.set_position(d as u64)
+        })?;
         bar.finish_and_clear();
         for (j, _) in jobs.iter().enumerate() {
             let proofs = run
@@ -316,7 +321,7 @@ pub fn run_command(args: &BenchArgs, kind: &str) -> anyhow::Result<ExitCode> {
     }
     if !plan.modes.is_empty() {
         let (sweep_rows, sweep_notes) =
-            sweep::run(&plan, &settings, &workload, backend.as_deref())?;
+            sweep::run(&plan, &settings, &workload, backend.as_deref(), &synthesis)?;
         rows.extend(sweep_rows);
         notes.extend(sweep_notes);
     }

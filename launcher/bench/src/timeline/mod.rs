@@ -27,7 +27,7 @@
 //! counts as a zero wait, and a claim with no publish (a re-claim after a restart) ends nothing.
 //!
 //! ```
-//! use launcher::timeline::Timeline;
+//! use splitprover_bench::timeline::Timeline;
 //! use shm_protocol::control::{EventKind, TimelineEvent};
 //!
 //! let ev = |kind, t_ns| TimelineEvent { kind, job_id: 1, partition: 0, slot: 0, pid: 7, tid: 0, t_ns };

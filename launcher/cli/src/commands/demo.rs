@@ -1,16 +1,19 @@
-//! `splitprover demo`: the embedded default end to end.
+//! `splitprover demo`: the embedded default end to end. Its summary (the waterfall, the GPU
+//! busy share) is rendered by `splitprover_bench`'s timeline and report, as a bench's is.
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use launcher::pipeline::Pipeline;
+use splitprover_bench::report::TimelineStats;
+use splitprover_bench::timeline::Timeline;
+
 use crate::cli::DemoArgs;
-use crate::pipeline::Pipeline;
-use crate::timeline::Timeline;
 
 /// Runs the demo.
 pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
-    let spec = super::parse_spec(&args.circuit)?;
-    let settings = super::settings_from_args(&args.pipeline, &spec, None)?;
+    let spec = launcher::settings::parse_spec(&args.circuit)?;
+    let settings = launcher::settings::from_args(&args.pipeline, &spec, None)?;
     let started = Instant::now();
     let pipeline = Pipeline::start(settings)?;
     pipeline.wait_ready(Duration::from_secs(120))?;
@@ -60,7 +63,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     pipeline.shutdown();
     println!();
     println!("{}", timeline.ascii_waterfall(72));
-    let stats = crate::report::TimelineStats::from_timeline(&timeline);
+    let stats = TimelineStats::from_timeline(&timeline);
     println!(
         "{ok}/{} jobs proved and verified; {:.2} s/proof over {:.1}s; GPU busy {:.0}%; total {:.1}s including start-up",
         args.jobs,

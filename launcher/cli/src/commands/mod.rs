@@ -1,25 +1,14 @@
-//! One module per subcommand.
+//! One module per subcommand (the measuring ones are `splitprover_bench::commands`).
 
-pub mod bench;
 pub mod demo;
+#[cfg(feature = "filecoin")]
+pub mod params;
 pub mod prove;
-pub mod report;
 pub mod service;
-pub mod settings;
 pub mod shape;
 pub mod srs;
-pub mod synth_bench;
-
-pub use settings::{for_circuit as settings_for, from_args as settings_from_args};
 
 use anyhow::Context;
-use kernels::circuits::CircuitSpec;
-
-/// Parses a circuit spec with a message naming it.
-pub fn parse_spec(text: &str) -> anyhow::Result<CircuitSpec> {
-    text.parse()
-        .with_context(|| format!("bad circuit spec `{text}`"))
-}
 
 /// The `--proof-type` and request-flag choices of a Filecoin request (`porep`, `post`, `snap`),
 /// parsed: what `kernels::job::filecoin_request_kind` checks the request against.

@@ -19,7 +19,7 @@ pub fn run(cmd: ParamsCommand) -> anyhow::Result<ExitCode> {
             seed,
             force,
         } => {
-            let dir = param_cache.unwrap_or_else(crate::env::param_cache_dir);
+            let dir = param_cache.unwrap_or_else(launcher::env::param_cache_dir);
             for kind in parse_kinds(&kinds)? {
                 let files = ParamFiles::for_kind(kind, &dir)?;
                 if !force && files.params.is_file() && files.vk.is_file() {
@@ -37,7 +37,7 @@ pub fn run(cmd: ParamsCommand) -> anyhow::Result<ExitCode> {
                     shape.inputs,
                     dir.display()
                 );
-                let bar = crate::srs::GenBar::new(true);
+                let bar = launcher::srs::GenBar::new(true);
                 let seed = seed.unwrap_or_else(rand::random);
                 let (files, _) =
                     filecoin::generate_parameters(kind, &dir, seed, &|p| bar.update(p))
@@ -50,7 +50,7 @@ pub fn run(cmd: ParamsCommand) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         ParamsCommand::Check { kinds, param_cache } => {
-            let dir: PathBuf = param_cache.unwrap_or_else(crate::env::param_cache_dir);
+            let dir: PathBuf = param_cache.unwrap_or_else(launcher::env::param_cache_dir);
             let mut bad = 0;
             for kind in parse_kinds(&kinds)? {
                 match check(kind, &dir) {

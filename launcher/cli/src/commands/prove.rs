@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use anyhow::Context;
 use ff::PrimeField;
+use launcher::pipeline::Pipeline;
 
 use crate::cli::ProveArgs;
-use crate::pipeline::Pipeline;
 
 /// Runs one job.
 pub fn run(args: ProveArgs) -> anyhow::Result<ExitCode> {
@@ -18,8 +18,8 @@ pub fn run(args: ProveArgs) -> anyhow::Result<ExitCode> {
         .circuit
         .as_deref()
         .context("--circuit is required without a request file")?;
-    let spec = super::parse_spec(circuit)?;
-    let settings = super::settings_from_args(&args.pipeline, &spec, args.srs.as_deref())?;
+    let spec = launcher::settings::parse_spec(circuit)?;
+    let settings = launcher::settings::from_args(&args.pipeline, &spec, args.srs.as_deref())?;
     let pipeline = Pipeline::start(settings)?;
     pipeline.wait_ready(Duration::from_secs(300))?;
     let outcome = pipeline
@@ -53,14 +53,14 @@ fn prove_request(args: &ProveArgs, request: &std::path::Path) -> anyhow::Result<
     let param_cache = args
         .param_cache
         .clone()
-        .unwrap_or_else(crate::env::param_cache_dir);
+        .unwrap_or_else(launcher::env::param_cache_dir);
     let cache = args
         .pipeline
         .cache_dir
         .clone()
-        .unwrap_or_else(crate::env::cache_dir);
-    let params = crate::srs::resolve_any(&spec, args.srs.as_deref(), &cache, &param_cache)?;
-    let settings = super::settings_for(&args.pipeline, spec, params)?;
+        .unwrap_or_else(launcher::env::cache_dir);
+    let params = launcher::srs::resolve_any(&spec, args.srs.as_deref(), &cache, &param_cache)?;
+    let settings = launcher::settings::for_circuit(&args.pipeline, spec, params)?;
     let pipeline = Pipeline::start(settings)?;
     pipeline.wait_ready(Duration::from_secs(600))?;
     let outcome = pipeline

@@ -1,7 +1,7 @@
 //! `splitprover run`, `submit`, `fetch`, `cancel` and `status`: the long-lived service and its
 //! clients.
 //!
-//! `run` starts the pipeline, opens the journal, and serves cuzk's gRPC API (`crate::api`) on
+//! `run` starts the pipeline, opens the journal, and serves cuzk's gRPC API (`launcher::api`) on
 //! the configured Unix socket, on every address of `[service] listen`, and Prometheus text on
 //! `metrics_listen`. The other commands are clients of that same API.
 //!
@@ -25,18 +25,18 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use launcher::api::client::Client;
+use launcher::api::server::{serve_tcp, serve_unix, ServerTask, Serving};
+use launcher::api::{pb, Endpoint};
+use launcher::config::Config;
+use launcher::journal::{self, Journal};
+use launcher::metrics::Metrics;
+use launcher::notify::Notifier;
+use launcher::pipeline::{Pipeline, PipelineStatus};
+use launcher::service::{Limits, Service};
 use shm_protocol::layout::PROOF_BYTES;
 
-use crate::api::client::Client;
-use crate::api::server::{serve_tcp, serve_unix, ServerTask, Serving};
-use crate::api::{pb, Endpoint};
 use crate::cli::{CancelArgs, FetchArgs, RunArgs, StatusArgs, SubmitArgs};
-use crate::config::Config;
-use crate::journal::{self, Journal};
-use crate::metrics::Metrics;
-use crate::notify::Notifier;
-use crate::pipeline::{Pipeline, PipelineStatus};
-use crate::service::{Limits, Service};
 
 /// `splitprover run`.
 pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
@@ -65,7 +65,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         .service
         .journal
         .clone()
-        .unwrap_or_else(|| crate::env::journal_path(&socket));
+        .unwrap_or_else(|| launcher::env::journal_path(&socket));
     // The journal first: a corrupt one stops the start before minutes of SRS loading.
     let journal = Journal::open(&journal_path)?;
     for old in journal::set_aside(&journal_path) {
@@ -74,7 +74,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             old.display()
         );
     }
-    let settings = super::settings::from_config(&config)?;
+    let settings = launcher::settings::from_config(&config)?;
     let pipeline = Pipeline::start(settings)?;
     pipeline.wait_ready(Duration::from_secs(600))?;
     let service = Arc::new(Service::new(pipeline, journal, limits, Metrics::new()));
@@ -124,7 +124,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             Some(s) => s.metrics().render(&s.status(), s.uptime()),
             None => String::new(),
         });
-        rt.spawn(crate::metrics::serve_http(
+        rt.spawn(launcher::metrics::serve_http(
             listener,
             render,
             servers_stop.clone(),
@@ -150,7 +150,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         signal_hook::flag::register(sig, stop.clone()).context("cannot install signal handlers")?;
     }
     // The watchdog holds the service weakly, so the pipeline can be shut down on stop.
-    let watchdog = match crate::notify::watchdog_interval() {
+    let watchdog = match launcher::notify::watchdog_interval() {
         Ok(Some(interval)) => {
             let (weak, stop) = (Arc::downgrade(&service), stop.clone());
             let notifier = Notifier::from_env().unwrap_or_else(|_| Notifier::disabled());
@@ -372,7 +372,7 @@ fn group_id(name: &str) -> anyhow::Result<u32> {
 fn endpoint_of(explicit: Option<&str>) -> anyhow::Result<Endpoint> {
     match explicit {
         Some(e) => Ok(e.parse()?),
-        None => Ok(Endpoint::Unix(crate::env::socket_path())),
+        None => Ok(Endpoint::Unix(launcher::env::socket_path())),
     }
 }
 
@@ -417,10 +417,12 @@ pub fn submit(args: SubmitArgs) -> anyhow::Result<ExitCode> {
                 args.jobs == 1,
                 "--jobs applies to built-in circuits; send one request file per job"
             );
-            let bytes = crate::request_file::read(
+            let bytes = launcher::request_file::read(
                 file,
-                crate::config::FaultsConfig::default().max_request_bytes.0,
-                crate::request_file::Reader::Launcher,
+                launcher::config::FaultsConfig::default()
+                    .max_request_bytes
+                    .0,
+                launcher::request_file::Reader::Launcher,
             )
             .with_context(|| format!("proof request `{}`", file.display()))?;
             let (kind, family) =
@@ -486,9 +488,12 @@ pub fn submit(args: SubmitArgs) -> anyhow::Result<ExitCode> {
         if let Some(path) = path {
             match (&request_file, &args.circuit) {
                 (Some(_), _) => super::prove::write_proof(&path, &bytes)?,
-                (None, Some(circuit)) => {
-                    super::prove::write_outputs(&path, &super::parse_spec(circuit)?, seed, &bytes)?
-                }
+                (None, Some(circuit)) => super::prove::write_outputs(
+                    &path,
+                    &launcher::settings::parse_spec(circuit)?,
+                    seed,
+                    &bytes,
+                )?,
                 (None, None) => unreachable!("checked before sending"),
             }
             println!("{}", path.display());

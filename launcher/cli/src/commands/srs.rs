@@ -19,7 +19,13 @@ pub fn run(cmd: SrsCommand) -> anyhow::Result<ExitCode> {
             let spec: CircuitSpec = circuit
                 .parse()
                 .with_context(|| format!("bad circuit spec `{circuit}`"))?;
-            crate::srs::generate_on(&spec, seed.unwrap_or_else(rand::random), device, &out, true)?;
+            launcher::srs::generate_on(
+                &spec,
+                seed.unwrap_or_else(rand::random),
+                device,
+                &out,
+                true,
+            )?;
             println!("{}", out.display());
             Ok(ExitCode::SUCCESS)
         }

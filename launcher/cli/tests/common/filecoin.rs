@@ -6,14 +6,14 @@ use std::path::{Path, PathBuf};
 
 /// The Filecoin test parameter cache every test binary shares.
 pub fn param_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/filecoin-test-params")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/filecoin-test-params")
 }
 
 /// The pre-compiled matrices cache the Filecoin test binaries share (checksummed files, written
 /// atomically; a damaged one is recorded again), so each circuit is recorded once per checkout
 /// rather than at every pipeline start.
 pub fn r1cs_cache() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/filecoin-test-r1cs")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/filecoin-test-r1cs")
 }
 
 /// filecoin-proofs' settings are read once per process: set before any fil call. Children
