@@ -1,13 +1,18 @@
-//! The launcher behind the `splitprover` CLI: it creates the shared-memory ring and the SRS
-//! images, starts synth-proc and the gpu-procs pinned to their own cores, supervises them, and owns
-//! the jobs.
+//! The service behind the `splitprover` CLI: it creates the shared-memory ring and the SRS
+//! images, starts synth-proc and the gpu-procs pinned to their own cores, supervises them, owns
+//! the jobs, and serves cuzk's gRPC API. No subcommand lives here: the `splitprover` package
+//! (the binary) and `splitprover-bench` (the measurements) are written against this library.
 //!
 //! - [`pipeline::Pipeline`]: the running split pipeline (ring, SRS, children, job table);
 //!   [`pipeline::child`] starts and restarts one child;
-//! - [`jobs`]: the job table, pure bookkeeping;
+//! - [`jobs`]: the job table, pure bookkeeping; [`service::Service`]: the jobs below any
+//!   transport, with their [`journal`]; [`api`]: cuzk's gRPC API (server and client);
+//!   [`metrics`]: the Prometheus text;
 //! - [`pinning`]: cpu lists, layouts and pinning (cgroup v2, cgroup v1, affinity);
-//! - [`timeline`], [`report`], [`bench`](mod@bench): measuring;
-//! - [`cli`], [`commands`], [`config`], [`env`](mod@env): the command line and its settings;
+//! - [`r1cs`]: the circuits' pre-compiled matrices; [`srs`]: the SRS files and images;
+//! - [`args::PipelineArgs`], [`settings`]: the pipeline flags every pipeline-starting command
+//!   shares (the CLI's and the bench's) and their resolution, with a [`config::Config`] file's,
+//!   into one [`pipeline::PipelineSettings`]; [`env`](mod@env): every environment variable;
 //! - [`notify`]: systemd notification.
 //!
 //! # Example
@@ -26,25 +31,19 @@
 #![deny(missing_docs)]
 
 pub mod api;
-pub mod bench;
-pub mod cli;
-pub mod commands;
+pub mod args;
 pub mod config;
 pub mod env;
-#[cfg(feature = "filecoin")]
-pub mod filecoin;
 pub mod jobs;
 pub mod journal;
-mod logging;
 pub mod metrics;
 pub mod notify;
 pub mod pinning;
 pub mod pipeline;
 pub mod r1cs;
-pub mod report;
 pub mod request_file;
-pub mod ring;
+mod ring;
 pub mod service;
+pub mod settings;
 pub mod srs;
 mod sync;
-pub mod timeline;

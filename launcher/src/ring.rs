@@ -1,4 +1,4 @@
-//! Ring settings shared by the commands.
+//! Ring settings shared by the command line and the config file.
 
 use shm_protocol::{HugePagePolicy, PageKind};
 
