@@ -422,8 +422,9 @@ fn level<E: Engine>(
         let threads: Vec<_> = (0..clients.clamp(1, total.max(1)))
             .map(|_| {
                 s.spawn(|| -> anyhow::Result<()> {
-                    // Relaxed: a ticket counter and a plain stop flag.
-                    while !failed.load(Ordering::Relaxed)
+                    // Acquire: the flag convention (stored Release below). Relaxed: a ticket
+                    // counter, each value taken once, no memory depends on it.
+                    while !failed.load(Ordering::Acquire)
                         && next.fetch_add(1, Ordering::Relaxed) < total
                     {
                         let i = tickets.fetch_add(1, Ordering::Relaxed);
@@ -444,7 +445,7 @@ fn level<E: Engine>(
                                 bar.set_position(d.len() as u64);
                             }
                             Err(e) => {
-                                failed.store(true, Ordering::Relaxed);
+                                failed.store(true, Ordering::Release); // the flag convention
                                 return Err(e);
                             }
                         }
