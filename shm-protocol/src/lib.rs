@@ -118,6 +118,7 @@
 // Under loom only the state machine is exercised; the rest of the crate is unused there.
 #![cfg_attr(loom, allow(dead_code))]
 
+#[cfg(not(loom))]
 pub mod child;
 pub mod control;
 mod error;
