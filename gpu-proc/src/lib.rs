@@ -178,14 +178,13 @@ impl Prover {
     ///
     /// # Safety
     ///
-    /// Every `fd` in `config.srs` must satisfy [`SrsMapping::from_fd`]'s contract.
     /// Every `fd` in `config.srs` must satisfy [`SrsMapping::from_fd`]'s contract, and every
     /// `fd` in `config.r1cs` [`map_matrices`]'s.
     pub unsafe fn from_config(config: &GpuConfig) -> Result<Prover, Error> {
         let mut backends: Backends = HashMap::new();
         for entry in &config.srs {
             // SAFETY: forwarded to the caller.
-            let backend = unsafe { open_backend(config.backend, entry) }?;
+            let backend = unsafe { open_backend(config.backend, config.memory_budget, entry) }?;
             backends.insert(entry.circuit_id, (entry.circuit.clone(), backend));
         }
         let prover = Prover::from_backends(backends);
@@ -275,6 +274,7 @@ impl Prover {
     pub unsafe fn load(
         &self,
         kind: BackendKind,
+        memory_budget: Option<u64>,
         circuit_id: u64,
         circuit: &str,
         params_path: &std::path::Path,
@@ -285,7 +285,7 @@ impl Prover {
         }
         // Opened outside the lock: proving goes on meanwhile.
         // SAFETY: forwarded to the caller.
-        let backend = unsafe { open_backend_fd(kind, fd, circuit, params_path) }?;
+        let backend = unsafe { open_backend_fd(kind, memory_budget, fd, circuit, params_path) }?;
         let mut backends = self.write();
         if backends.contains_key(&circuit_id) {
             backend.release();
@@ -679,11 +679,15 @@ pub fn assignment_of<'a>(v: &SlotView<'a>) -> Assignment<'a> {
 ///
 /// As [`SrsMapping::from_fd`] for `entry.fd` (read for [`BackendKind::Cpu`] and
 /// [`BackendKind::Gpu`]).
-pub unsafe fn open_backend(kind: BackendKind, entry: &SrsEntry) -> Result<Box<dyn Backend>, Error> {
+pub unsafe fn open_backend(
+    kind: BackendKind,
+    memory_budget: Option<u64>,
+    entry: &SrsEntry,
+) -> Result<Box<dyn Backend>, Error> {
     // SAFETY: forwarded to the caller; the launcher passes `entry.fd` to this process alone.
     let fd = unsafe { OwnedFd::from_raw_fd(entry.fd) };
     // SAFETY: forwarded to the caller.
-    unsafe { open_backend_fd(kind, fd, &entry.circuit, &entry.params_path) }
+    unsafe { open_backend_fd(kind, memory_budget, fd, &entry.circuit, &entry.params_path) }
 }
 
 /// [`open_backend`] over an owned SRS memfd. The supraseal-c2 backend loads from `params_path`
@@ -696,6 +700,7 @@ pub unsafe fn open_backend(kind: BackendKind, entry: &SrsEntry) -> Result<Box<dy
 /// [`BackendKind::Gpu`]).
 unsafe fn open_backend_fd(
     kind: BackendKind,
+    memory_budget: Option<u64>,
     fd: OwnedFd,
     circuit: &str,
     params_path: &std::path::Path,
@@ -713,7 +718,7 @@ unsafe fn open_backend_fd(
         BackendKind::Gpu => {
             // SAFETY: forwarded to the caller.
             let mapping = unsafe { SrsMapping::from_owned_fd(fd) }?;
-            open_gpu(mapping.as_ref())?
+            open_gpu(mapping.as_ref(), memory_budget)?
         }
     };
     opened.map_err(|source| Error::Backend {
@@ -738,7 +743,7 @@ pub fn open_backend_from_file(
         BackendKind::Cuda => open_cuda(params)?,
         BackendKind::Gpu => {
             match kernels::srs::SrsImage::from_params_file(params, circuit_id, false) {
-                Ok(image) => open_gpu(image.as_ref())?,
+                Ok(image) => open_gpu(image.as_ref(), None)?,
                 Err(e) => Err(e),
             }
         }
@@ -765,9 +770,13 @@ fn open_cuda(_params: &std::path::Path) -> Result<Opened, Error> {
 
 /// Our own GPU backend over an SRS image: the points go to the device, the image is not kept.
 #[cfg(feature = "cuda")]
-fn open_gpu(image: &[u8]) -> Result<Opened, Error> {
+fn open_gpu(image: &[u8], memory_budget: Option<u64>) -> Result<Opened, Error> {
+    let options = kernels::backend::gpu::GpuOptions {
+        memory_budget,
+        ..Default::default()
+    };
     Ok(kernels::srs::SrsView::new(image)
-        .and_then(|view| kernels::backend::gpu::GpuBackend::new(&view))
+        .and_then(|view| kernels::backend::gpu::GpuBackend::with_options(&view, options))
         .map(|b| {
             let r = b.residency();
             tracing::info!(
@@ -778,6 +787,8 @@ fn open_gpu(image: &[u8]) -> Result<Opened, Error> {
                 // 2: a batch's copies overlap the previous proof (prove_claimed hands the
                 // backend the whole batch)
                 input_sets = r.input_sets,
+                planned_mib = r.planned_bytes >> 20,
+                budget_mib = r.budget_bytes >> 20,
                 "SRS uploaded to the GPU"
             );
             Box::new(b) as Box<dyn Backend>
@@ -785,7 +796,7 @@ fn open_gpu(image: &[u8]) -> Result<Opened, Error> {
 }
 
 #[cfg(not(feature = "cuda"))]
-fn open_gpu(_image: &[u8]) -> Result<Opened, Error> {
+fn open_gpu(_image: &[u8], _memory_budget: Option<u64>) -> Result<Opened, Error> {
     Err(Error::NoCuda)
 }
 
@@ -829,7 +840,12 @@ pub fn serve(
     let paused = Arc::new(AtomicBool::new(false));
     {
         let (stop, paused) = (stop.clone(), paused.clone());
-        let (prover, sender, kind) = (prover.clone(), sender.clone(), config.backend);
+        let (prover, sender, kind, budget) = (
+            prover.clone(),
+            sender.clone(),
+            config.backend,
+            config.memory_budget,
+        );
         std::thread::spawn(move || {
             loop {
                 match receiver.recv::<ToGpu>() {
@@ -843,7 +859,9 @@ pub fn serve(
                         let loaded = receiver.take_fd().map(|fd| {
                             // SAFETY: the launcher sends a memfd it sealed against writes
                             // before sending, and this process owns the received descriptor.
-                            unsafe { prover.load(kind, circuit_id, &circuit, &params_path, fd) }
+                            unsafe {
+                                prover.load(kind, budget, circuit_id, &circuit, &params_path, fd)
+                            }
                         });
                         let error = match loaded {
                             Some(Ok(new)) => {

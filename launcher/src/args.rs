@@ -45,6 +45,16 @@ pub struct PipelineArgs {
     /// linear combination built and evaluated, as bellperson does). The same bytes either way.
     #[arg(long, value_enum, default_value = "precompiled")]
     pub synthesis: SynthesisMode,
+    /// Witness-only slots for the pre-compiled circuits: synth-proc writes the inputs and the
+    /// aux values (bits packed) only, and the gpu-procs compute a, b, c from the matrices (the
+    /// `gpu` backend on the device, the others on the host). Slots many times smaller, the same
+    /// proofs.
+    #[arg(long)]
+    pub witness_slots: bool,
+    /// Device memory each gpu-proc of the `gpu` backend may take (`24GiB`, bytes); default:
+    /// what the device has free at start.
+    #[arg(long)]
+    pub gpu_memory_budget: Option<crate::config::ByteSize>,
 }
 
 /// `--synthesis`.

@@ -248,6 +248,11 @@ pub struct GpuConfig {
     /// Circuits proved together in one backend call.
     #[serde(default = "default_batch")]
     pub batch: usize,
+    /// Device memory the `gpu` backend may take on this GPU (`24GiB`); default: what the
+    /// device has free at start. The backend plans within it (fewer input sets, the H MSM in
+    /// chunks) and refuses at start, with the numbers, what cannot fit.
+    #[serde(default)]
+    pub memory_budget: Option<ByteSize>,
 }
 
 /// `[synthesis]`.
@@ -273,6 +278,11 @@ pub struct SynthesisConfig {
     /// a configuration whose model exceeds the host's memory is refused at start.
     #[serde(default)]
     pub worker_memory: Option<ByteSize>,
+    /// Witness-only slots for the pre-compiled circuits: synth-proc writes the inputs and the
+    /// aux values (bits packed), the gpu-procs compute a, b, c from the same matrices (`gpu`: on
+    /// the device). A 32 GiB PoRep partition's slot takes 379 MiB instead of 15.6 GiB.
+    #[serde(default)]
+    pub witness_slots: bool,
 }
 
 impl Default for SynthesisConfig {
@@ -283,6 +293,7 @@ impl Default for SynthesisConfig {
             precompiled: default_precompiled(),
             matrices_budget: None,
             worker_memory: None,
+            witness_slots: false,
         }
     }
 }
@@ -409,6 +420,7 @@ fn default_gpus() -> Vec<GpuConfig> {
         backend: default_backend(),
         cpus: None,
         batch: default_batch(),
+        memory_budget: None,
     }]
 }
 
@@ -583,6 +595,32 @@ mod tests {
         let text = include_str!("../../systemd/config.example.toml");
         let c = Config::parse(text).unwrap();
         assert!(!c.circuit.is_empty());
+    }
+
+    #[test]
+    fn witness_slots_and_a_gpu_memory_budget_are_read_and_default_off() {
+        let c = Config::parse(
+            "[synthesis]\nwitness_slots = true\n[[gpu]]\nmemory_budget = \"22GiB\"\n",
+        )
+        .unwrap();
+        assert!(c.synthesis.witness_slots);
+        assert_eq!(c.gpu[0].memory_budget.map(|b| b.0), Some(22 << 30));
+        let with_circuit = Config::parse(
+            "[synthesis]\nwitness_slots = true\n[[gpu]]\nmemory_budget = \"22GiB\"\n\
+             [[circuit]]\nspec = \"pubinputs:4\"\n",
+        )
+        .unwrap();
+        let s = crate::settings::from_config(&with_circuit).unwrap();
+        assert!(s.synthesis.witness_slots);
+        assert_eq!(s.gpus[0].memory_budget, Some(22 << 30));
+        let d = Config::parse("").unwrap();
+        assert!(!d.synthesis.witness_slots);
+        assert!(d.gpu.iter().all(|g| g.memory_budget.is_none()));
+        let e = format!(
+            "{:#}",
+            Config::parse("[[gpu]]\nmemory_budget = \"lots\"\n").unwrap_err()
+        );
+        assert!(e.contains("lots"), "{e}");
     }
 
     #[test]

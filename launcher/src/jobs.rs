@@ -71,6 +71,8 @@ pub struct JobSpec {
     /// Where synth-proc finds the job's request bytes (inline, or the job's sealed memfd that
     /// the pipeline sends with every request of the job).
     pub request: JobRequest,
+    /// Its partitions travel in witness-only slots (`SynthRequest::witness`, issue 31).
+    pub witness: bool,
 }
 
 /// The slot of a partition the ring holds but whose `Published` message was lost with synth-proc.
@@ -722,8 +724,7 @@ fn request(job_id: u64, spec: &JobSpec, partition: u32, priority: i32) -> SynthR
         request: spec.request.clone(),
         priority,
         express: false,
-        // Issue 31: witness slots are not wired yet (the lead's `Pipeline::start` work).
-        witness: false,
+        witness: spec.witness,
     }
 }
 
@@ -745,6 +746,7 @@ mod tests {
                 }
                 .to_bytes(),
             ),
+            witness: false,
         }
     }
 

@@ -32,6 +32,9 @@ pub struct SynthesisSettings {
     pub budget_bytes: u64,
     /// Memory one synthesis worker may take besides its slot (the memory model's allowance).
     pub worker_bytes: u64,
+    /// Pre-compiled circuits travel in witness-only slots (issue 31): synth-proc writes the
+    /// witness alone and the gpu-procs compute a, b, c from the same matrices.
+    pub witness_slots: bool,
 }
 
 impl Default for SynthesisSettings {
@@ -41,6 +44,7 @@ impl Default for SynthesisSettings {
             cache_dir: None,
             budget_bytes: default_budget(),
             worker_bytes: DEFAULT_WORKER_BYTES,
+            witness_slots: false,
         }
     }
 }
@@ -164,18 +168,19 @@ pub fn cache_file(cache_dir: &Path, spec: &AnyCircuit, circuit_id: u64) -> PathB
 }
 
 /// The matrices of `spec` (of `shape`, counted for the slots), from the cache or recorded, if
-/// they fit `budget` bytes; otherwise why not.
+/// they fit `budget` bytes, in a memfd of `huge` pages; otherwise why not.
 pub fn load_or_record(
     spec: &AnyCircuit,
     circuit_id: u64,
     shape: &CircuitShape,
     cache_dir: Option<&Path>,
     budget: u64,
+    huge: HugePagePolicy,
 ) -> Result<SharedR1cs, String> {
     if let Some(dir) = cache_dir {
         let path = cache_file(dir, spec, circuit_id);
         if path.exists() {
-            match read_cached(&path, spec, circuit_id, shape, budget) {
+            match read_cached(&path, spec, circuit_id, shape, budget, huge) {
                 Ok(shared) => return Ok(shared),
                 Err(Refusal::OverBudget(why)) => return Err(why),
                 Err(Refusal::Unusable(why)) => {
@@ -201,7 +206,7 @@ pub fn load_or_record(
         ));
     }
     let len = builder.encoded_bytes();
-    let mut region = new_region(spec, len)?;
+    let mut region = new_region(spec, len, huge)?;
     {
         // SAFETY: the region was just created and its fd is not shared yet: nothing else reads
         // or writes it while it is filled.
@@ -249,6 +254,7 @@ fn read_cached(
     circuit_id: u64,
     shape: &CircuitShape,
     budget: u64,
+    huge: HugePagePolicy,
 ) -> Result<SharedR1cs, Refusal> {
     let unusable = |e: std::io::Error| Refusal::Unusable(e.to_string());
     let mut file = std::fs::File::open(path).map_err(unusable)?;
@@ -260,7 +266,7 @@ fn read_cached(
             budget >> 20
         )));
     }
-    let mut region = new_region(spec, len).map_err(Refusal::Unusable)?;
+    let mut region = new_region(spec, len, huge).map_err(Refusal::Unusable)?;
     {
         // SAFETY: the region was just created and its fd is not shared yet: nothing else reads
         // or writes it while it is filled.
@@ -279,9 +285,9 @@ fn read_cached(
     )
 }
 
-fn new_region(spec: &AnyCircuit, len: u64) -> Result<Region, String> {
+fn new_region(spec: &AnyCircuit, len: u64, huge: HugePagePolicy) -> Result<Region, String> {
     let bytes = usize::try_from(len).map_err(|_| format!("{len} bytes"))?;
-    Region::create_write_once("splitprover-r1cs", bytes, HugePagePolicy::Auto)
+    Region::create_write_once("splitprover-r1cs", bytes, huge)
         .map_err(|e| format!("cannot create the memory of `{spec}`'s matrices: {e}"))
 }
 
@@ -357,7 +363,8 @@ mod tests {
         let spec: AnyCircuit = "bits:130".parse().unwrap();
         let shape = spec.shape().unwrap();
         let id = spec.circuit_id().unwrap();
-        let shared = load_or_record(&spec, id, &shape, None, 1 << 30).unwrap();
+        let shared =
+            load_or_record(&spec, id, &shape, None, 1 << 30, HugePagePolicy::Auto).unwrap();
         let caps = shared.witness_capacity().unwrap();
         assert_eq!((caps.inputs, caps.bits, caps.non_bits), (2, 130, 3));
         assert!(

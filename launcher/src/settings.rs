@@ -68,6 +68,7 @@ pub fn for_circuit(
         cache_dir: Some(args.cache_dir.clone().unwrap_or_else(crate::env::cache_dir)),
         budget_bytes: crate::r1cs::default_budget(),
         worker_bytes: crate::r1cs::DEFAULT_WORKER_BYTES,
+        witness_slots: args.witness_slots,
     };
     anyhow::ensure!(args.gpus >= 1, "--gpus must be at least 1");
     s.gpus = (0..args.gpus as u32)
@@ -76,6 +77,7 @@ pub fn for_circuit(
             backend: args.backend,
             batch: args.batch.max(1),
             cpus: None,
+            memory_budget: args.gpu_memory_budget.map(|b| b.0),
         })
         .collect();
     Ok(s)
@@ -144,6 +146,7 @@ pub fn from_config(config: &Config) -> anyhow::Result<PipelineSettings> {
             .synthesis
             .worker_memory
             .map_or(crate::r1cs::DEFAULT_WORKER_BYTES, |b| b.0),
+        witness_slots: config.synthesis.witness_slots,
     };
     s.faults = config.faults.settings();
     s.gpus = config
@@ -155,6 +158,7 @@ pub fn from_config(config: &Config) -> anyhow::Result<PipelineSettings> {
                 backend: g.backend,
                 batch: g.batch,
                 cpus: g.cpus.as_deref().map(str::parse::<CpuList>).transpose()?,
+                memory_budget: g.memory_budget.map(|b| b.0),
             })
         })
         .collect::<anyhow::Result<_>>()?;

@@ -70,6 +70,9 @@ pub struct GpuConfig {
     pub batch: usize,
     /// The SRS of every circuit served.
     pub srs: Vec<SrsEntry>,
+    /// Device memory the `gpu` backend may take, bytes; `None`: what the device has free.
+    #[serde(default)]
+    pub memory_budget: Option<u64>,
     /// The pre-compiled constraint systems of the circuits whose slots may come as witness
     /// slots ([`SynthRequest::witness`]): gpu-proc maps them read-only and computes a, b, c and
     /// the densities of such a slot from them. A witness slot of a circuit not listed here fails

@@ -80,6 +80,7 @@ impl Synthesizer {
                     &shape,
                     settings.cache_dir.as_deref(),
                     settings.budget_bytes,
+                    shm_protocol::HugePagePolicy::Auto,
                 )
             })
             .and_then(|shared| shared.open().map_err(|e| e.to_string()));

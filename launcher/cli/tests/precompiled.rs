@@ -19,6 +19,7 @@ fn settings(circuit: &str, cache: &std::path::Path) -> PipelineSettings {
         cache_dir: Some(cache.to_owned()),
         budget_bytes: 1 << 30,
         worker_bytes: launcher::r1cs::DEFAULT_WORKER_BYTES,
+        witness_slots: false,
     };
     s
 }
@@ -208,4 +209,54 @@ fn synth_bench_times_both_paths_and_says_they_agree() {
     let (code, _, err) = cli(&["synth-bench", "sha-chain:1", "--threads", "0"], &[]);
     assert_ne!(code, 0);
     assert!(err.contains("--threads"), "{err}");
+}
+
+#[test]
+fn witness_slots_carry_the_witness_alone_and_every_proof_verifies() {
+    let _g = serial();
+    let cache = tempfile::tempdir().unwrap();
+    let circuit = "sha-chain:1";
+    let full = {
+        let p = Pipeline::start(settings(circuit, cache.path())).unwrap();
+        let bytes = p.status().slot_bytes;
+        p.shutdown();
+        bytes
+    };
+    let mut s = settings(circuit, cache.path());
+    s.synthesis.witness_slots = true;
+    let p = Pipeline::start(s).unwrap();
+    p.wait_ready(Duration::from_secs(60)).unwrap();
+    let witness = p.status().slot_bytes;
+    eprintln!("slot bytes: full {full}, witness {witness}");
+    // sha-chain's aux variables are nearly all bits: packed, the slot is a small part of a full
+    // one (a, b, c and the assignment as field elements).
+    assert!(
+        witness * 8 < full,
+        "witness slot {witness} B, full {full} B"
+    );
+    prove_all(&p, circuit, 3, 2);
+
+    // gpu-proc killed: the restarted one is given the matrices again, after its SRS.
+    let gpu = |p: &Pipeline| {
+        p.status()
+            .children
+            .iter()
+            .find(|c| c.role != Role::Synth.to_string())
+            .and_then(|c| c.pid)
+    };
+    let pid = gpu(&p).unwrap();
+    kill(pid, libc::SIGKILL);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while gpu(&p).is_none_or(|now| now == pid) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "gpu-proc did not restart"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    p.wait_ready(Duration::from_secs(60)).unwrap();
+    prove_all(&p, circuit, 2, 2);
+    let counters = p.status().counters;
+    p.shutdown();
+    assert_eq!(counters.failed, 0, "{counters:?}");
 }

@@ -260,6 +260,7 @@ impl World {
             spec,
             shape: spec.shape().unwrap(),
             params: PathBuf::new(),
+            witness: false,
         };
         let srs = Arc::new(Mutex::new(SrsSet::new(Vec::new())));
         World {
@@ -465,6 +466,7 @@ impl FakePipeline {
             spec,
             shape: spec.shape().unwrap(),
             params: srs.params_path.clone(),
+            witness: false,
         };
         let rules = Rules {
             injected,

@@ -98,6 +98,9 @@ pub(super) struct CircuitEntry {
     pub(super) spec: AnyCircuit,
     pub(super) shape: CircuitShape,
     pub(super) params: std::path::PathBuf,
+    /// Its partitions travel in witness-only slots (`[synthesis] witness_slots` and its
+    /// matrices given to synth-proc and every gpu-proc).
+    pub(super) witness: bool,
 }
 
 /// A live job as the pipeline keeps it besides its bookkeeping (the opened job itself is dropped

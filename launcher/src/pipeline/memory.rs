@@ -4,7 +4,8 @@
 //!
 //! host memory = SRS images (once, shared) + ring slots + pre-compiled matrices + synthesis
 //! working set (workers × allowance) + supraseal-c2's own SRS copy per `cuda` gpu-proc + the
-//! processes themselves.
+//! processes themselves + with witness slots, each non-`gpu` gpu-proc's host expansion of one
+//! slot (a, b, c and the assignment, a full slot's size).
 //!
 //! The SRS images, the ring and the matrices are memfds that may sit in huge pages: those draw
 //! on the free hugetlb pool first (when huge pages are allowed) and on ordinary memory for the
@@ -186,10 +187,12 @@ pub fn gib(bytes: u64) -> String {
     }
 }
 
-/// The memory model of `settings`, from the counted circuits.
+/// The memory model of `settings`, from the counted circuits; those of `witness` travel in
+/// witness slots (their matrices already made, in ordinary pages).
 pub(super) fn plan(
     settings: &super::PipelineSettings,
     counted: &[(&super::CircuitSetting, u64, kernels::synth::CircuitShape)],
+    witness: &[u64],
     ring_config: &shm_protocol::RingConfig,
     synth_concurrency: usize,
 ) -> MemoryPlan {
@@ -225,7 +228,7 @@ pub(super) fn plan(
                     }
                 ),
                 bytes,
-                true,
+                witness.is_empty(),
             );
         }
     }
@@ -252,6 +255,29 @@ pub(super) fn plan(
         plan.add(
             format!("supraseal-c2's own SRS copy: {cuda} cuda gpu-proc(s)"),
             cuda * srs_total,
+            false,
+        );
+    }
+    // A witness slot is expanded on the host by gpu-procs whose backend has no device path: one
+    // slot at a time, a full slot's size.
+    let expansion = counted
+        .iter()
+        .filter(|(_, id, _)| witness.contains(id))
+        .filter_map(|(_, _, shape)| synth_proc::capacity_for(shape).slot_bytes())
+        .max()
+        .unwrap_or(0);
+    let host_expanding = settings
+        .gpus
+        .iter()
+        .filter(|g| g.backend != shm_protocol::control::BackendKind::Gpu)
+        .count() as u64;
+    if expansion > 0 && host_expanding > 0 {
+        plan.add(
+            format!(
+                "witness slots expanded on the host: {host_expanding} gpu-proc(s) x {}",
+                gib(expansion)
+            ),
+            host_expanding * expansion,
             false,
         );
     }

@@ -40,6 +40,8 @@ pub struct GpuSetting {
     pub batch: usize,
     /// Explicit cores (else the automatic layout decides).
     pub cpus: Option<CpuList>,
+    /// Device memory the `gpu` backend may take, bytes; `None`: what the device has free.
+    pub memory_budget: Option<u64>,
 }
 
 /// Fault containment: progress deadlines, attempts, limits and the timeline bound.
@@ -172,6 +174,7 @@ impl PipelineSettings {
                 backend: BackendKind::Cpu,
                 batch: 1,
                 cpus: None,
+                memory_budget: None,
             }],
             synth_concurrency: 1,
             synth_lookahead: None,

@@ -4,20 +4,22 @@
 //! dispatcher thread put together ([`Pipeline::assemble`], which the tests use with fake
 //! children).
 
-use std::os::fd::OwnedFd;
+use std::os::fd::{OwnedFd, RawFd};
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread;
 use std::time::Instant;
 
 use bellperson::groth16::prepare_verifying_key;
 use kernels::circuits::AnyCircuit;
+use kernels::synth::CircuitShape;
 use shm_protocol::control::{
-    BackendKind, ChildConfig, GpuConfig, R1csEntry, SynthConfig, FIRST_R1CS_FD, RING_FD,
+    BackendKind, ChildConfig, GpuConfig, R1csEntry, SynthConfig, FIRST_R1CS_FD, FIRST_SRS_FD,
+    RING_FD,
 };
 use shm_protocol::fault::Faults;
 use shm_protocol::{HugePagePolicy, Region, Ring, RingConfig, SlotClass};
 
-use super::child::{ChildSpec, Role, Supervisor};
+use super::child::{ChildSpec, Role, SpawnHook, Supervisor};
 use super::dispatch::{dispatch, Event};
 use super::machine::{CircuitEntry, Core, Rules};
 use super::settings::PipelineSettings;
@@ -56,8 +58,6 @@ impl Pipeline {
         }
         // Every circuit counted once: the memory model, the SRS check and the slot size need it.
         let mut counted = Vec::new();
-        let mut slot_bytes = 0u64;
-        let mut own_classes = Vec::new();
         for c in &settings.circuits {
             let t = Instant::now();
             let circuit_error = |source| PipelineError::Circuit {
@@ -67,9 +67,41 @@ impl Pipeline {
             let shape = c.spec.shape().map_err(circuit_error)?;
             tracing::info!(circuit = %c.spec, constraints = shape.constraints, secs = t.elapsed().as_secs_f64(), "circuit counted");
             let id = c.spec.circuit_id().map_err(circuit_error)?;
-            let need = synth_proc::capacity_for(&shape)
-                .slot_bytes()
-                .ok_or(PipelineError::SlotOverflow(c.spec))?;
+            counted.push((c, id, shape));
+        }
+        // With witness slots the pre-compiled matrices size the slots (a circuit's witness slot
+        // holds its inputs and the aux variables its rows show to be bits, packed), so they come
+        // first, in ordinary pages (the ring's huge pages are not known yet). Otherwise they
+        // come after the ring, which has the first claim on huge pages.
+        let witness_slots = settings.synthesis.precompiled && settings.synthesis.witness_slots;
+        let early = witness_slots.then(|| {
+            let circuits: Vec<_> = counted
+                .iter()
+                .map(|(c, id, shape)| (c.spec, *id, *shape))
+                .collect();
+            precompile(&settings, &circuits, HugePagePolicy::Plain)
+        });
+        // The slots: a full slot's size, or a witness slot's for a circuit with matrices.
+        let mut slot_bytes = 0u64;
+        let mut own_classes = Vec::new();
+        let mut witness_ids = Vec::new();
+        for (c, id, shape) in &counted {
+            let compiled = early
+                .as_ref()
+                .and_then(|(r1cs, _)| r1cs.iter().find(|r| r.circuit_id == *id));
+            let need = match compiled.map(|r| r.witness_capacity()) {
+                Some(Ok(capacity)) => {
+                    witness_ids.push(*id);
+                    capacity.slot_bytes()
+                }
+                Some(Err(e)) => {
+                    tracing::warn!(circuit = %c.spec, "full slots: its witness layout cannot be made: {e}");
+                    synth_proc::capacity_for(shape).slot_bytes()
+                }
+                None => synth_proc::capacity_for(shape).slot_bytes(),
+            }
+            .ok_or(PipelineError::SlotOverflow(c.spec))?;
+            tracing::info!(circuit = %c.spec, slot_mib = need >> 20, witness = witness_ids.contains(id), "slot size");
             slot_bytes = slot_bytes.max(need);
             if c.slots > 0 {
                 own_classes.push(SlotClass {
@@ -78,7 +110,6 @@ impl Pipeline {
                     slot_bytes: need,
                 });
             }
-            counted.push((c, id, shape));
         }
         if let Some(explicit) = settings.slot_bytes {
             if explicit < slot_bytes {
@@ -97,7 +128,13 @@ impl Pipeline {
         };
         // Nothing large is allocated before the configuration is known to fit the host.
         if settings.memory_check {
-            let plan = memory::plan(&settings, &counted, &ring_config, synth_concurrency);
+            let plan = memory::plan(
+                &settings,
+                &counted,
+                &witness_ids,
+                &ring_config,
+                synth_concurrency,
+            );
             let host = memory::HostMemory::read();
             let huge = settings.huge_pages != HugePagePolicy::Plain;
             plan.check(&host, huge).map_err(PipelineError::Memory)?;
@@ -121,6 +158,7 @@ impl Pipeline {
                     spec: c.spec,
                     shape,
                     params: c.params.clone(),
+                    witness: witness_ids.contains(&id),
                 },
             ));
             srs.push(shared);
@@ -139,8 +177,17 @@ impl Pipeline {
             "ring created"
         );
         // The pre-compiled constraint systems, after the ring so they never take huge pages the
-        // ring could have had.
-        let (r1cs, synthesis) = precompile(&settings, &circuits);
+        // ring could have had (unless the slots needed them first).
+        let (r1cs, synthesis) = match early {
+            Some(done) => done,
+            None => {
+                let counted: Vec<_> = circuits
+                    .iter()
+                    .map(|(id, e)| (e.spec, *id, e.shape))
+                    .collect();
+                precompile(&settings, &counted, HugePagePolicy::Auto)
+            }
+        };
         // Where everyone runs.
         let pin_mode = PinMode::select(settings.pin)?;
         tracing::info!(mode = %pin_mode, %layout, "pinning");
@@ -202,6 +249,23 @@ impl Pipeline {
                 bytes: shared.len(),
             });
         }
+        // Each gpu-proc inherits the matrices of the circuits that travel in witness slots, after
+        // its SRS descriptors, to compute their a, b, c.
+        let mut gpu_matrices = Vec::new();
+        for (entry, shared) in r1cs_entries.iter().zip(&r1cs) {
+            if witness_ids.contains(&entry.circuit_id) {
+                let dup = shared
+                    .bytes
+                    .region()
+                    .fd()
+                    .try_clone_to_owned()
+                    .map_err(|source| PipelineError::Io {
+                        what: "cannot duplicate a pre-compiled constraint system's descriptor",
+                        cause: source,
+                    })?;
+                gpu_matrices.push((Arc::new(dup), entry.clone()));
+            }
+        }
         let mut supervisors = Vec::new();
         supervisors.push(Supervisor::start(
             ChildSpec {
@@ -236,7 +300,8 @@ impl Pipeline {
                     batch: g.batch.max(1),
                     // The SRS images loaded at each start, with their descriptors.
                     srs: Vec::new(),
-                    // Witness slots are not enabled yet: no matrices.
+                    memory_budget: g.memory_budget,
+                    // Filled at each start, after the SRS descriptors.
                     r1cs: Vec::new(),
                 }),
                 fds: vec![(ring_fd.clone(), RING_FD)],
@@ -247,7 +312,10 @@ impl Pipeline {
                 )?),
                 restart: settings.restart,
                 outbox: settings.faults.outbox,
-                prepare: Some(srs_set::spawn_hook(srs.clone(), Role::Gpu(g.device))),
+                prepare: Some(with_matrices(
+                    srs_set::spawn_hook(srs.clone(), Role::Gpu(g.device)),
+                    gpu_matrices.clone(),
+                )),
             };
             supervisors.push(Supervisor::start(spec, events_tx.clone()));
         }
@@ -303,6 +371,26 @@ impl Pipeline {
     }
 }
 
+/// `srs` (the SRS descriptors of a gpu-proc's start) followed by the descriptors of `matrices`,
+/// numbered on from the last SRS descriptor, as `GpuConfig::r1cs` entries.
+fn with_matrices(srs: SpawnHook, matrices: Vec<(Arc<OwnedFd>, R1csEntry)>) -> SpawnHook {
+    Arc::new(move |config: &mut ChildConfig| {
+        let mut fds = srs(config);
+        if let ChildConfig::Gpu(gpu) = config {
+            gpu.r1cs.clear();
+            for (fd, entry) in &matrices {
+                let number = FIRST_SRS_FD + fds.len() as RawFd;
+                fds.push((fd.clone(), number));
+                gpu.r1cs.push(R1csEntry {
+                    fd: number,
+                    ..entry.clone()
+                });
+            }
+        }
+        fds
+    })
+}
+
 /// One gpu-proc per GPU: supraseal-c2 spreads a batch over every GPU it sees, so each gpu-proc
 /// sees only its own device (index `device` among those the launcher may use).
 fn gpu_env(device: u32) -> Vec<(String, String)> {
@@ -350,7 +438,8 @@ pub(super) fn config_text(config: &RingConfig) -> String {
 /// budget (in the settings' order, the budget shared), and how each circuit is synthesized.
 fn precompile(
     settings: &PipelineSettings,
-    circuits: &[(u64, CircuitEntry)],
+    circuits: &[(AnyCircuit, u64, CircuitShape)],
+    huge: HugePagePolicy,
 ) -> (
     Vec<crate::r1cs::SharedR1cs>,
     Vec<(AnyCircuit, crate::r1cs::Plan)>,
@@ -360,26 +449,27 @@ fn precompile(
     let mut plans = Vec::new();
     let mut budget = settings.synthesis.budget_bytes;
     let mut seen = Vec::new();
-    for (id, c) in circuits {
-        if seen.contains(id) {
+    for &(spec, id, ref shape) in circuits {
+        if seen.contains(&id) {
             continue;
         }
-        seen.push(*id);
+        seen.push(id);
         if !settings.synthesis.precompiled {
-            plans.push((c.spec, Plan::Full("pre-compiled matrices are off".into())));
+            plans.push((spec, Plan::Full("pre-compiled matrices are off".into())));
             continue;
         }
         match load_or_record(
-            &c.spec,
-            *id,
-            &c.shape,
+            &spec,
+            id,
+            shape,
             settings.synthesis.cache_dir.as_deref(),
             budget,
+            huge,
         ) {
             Ok(r1cs) => {
                 budget = budget.saturating_sub(r1cs.len());
                 plans.push((
-                    c.spec,
+                    spec,
                     Plan::Precompiled {
                         bytes: r1cs.len(),
                         origin: r1cs.origin.clone(),
@@ -388,8 +478,8 @@ fn precompile(
                 shared.push(r1cs);
             }
             Err(why) => {
-                tracing::warn!(circuit = %c.spec, "synthesized in full: {why}");
-                plans.push((c.spec, Plan::Full(why)));
+                tracing::warn!(circuit = %spec, "synthesized in full: {why}");
+                plans.push((spec, Plan::Full(why)));
             }
         }
     }

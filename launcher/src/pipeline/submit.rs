@@ -109,6 +109,8 @@ impl NewJob {
                 circuit_id,
                 partitions,
                 request,
+                // Set when the core takes the job: it knows how the circuit travels.
+                witness: false,
             },
             priority,
             inputs,
@@ -126,6 +128,11 @@ impl Core {
             return Err(PipelineError::Fatal(f.clone()));
         }
         let partitions = job.spec.partitions;
+        let mut job = job;
+        job.spec.witness = self
+            .circuits
+            .get(&job.spec.circuit_id)
+            .is_some_and(|c| c.witness);
         let id = match job.id {
             None => self.jobs.submit_at(job.spec, job.priority),
             Some(id) => {
