@@ -645,3 +645,83 @@ fn witness_only_proofs_equal_full_proofs_bit_for_bit() {
         "{e}"
     );
 }
+
+/// A device memory budget (issue 32) is planned within: below the default plan the context
+/// takes one input set, then the H MSM in more chunks; the device's free memory drops by about
+/// what the plan says; the proofs stay the CPU backend's bytes; a budget that cannot hold the
+/// SRS is refused with the numbers and a hint.
+#[test]
+fn a_memory_budget_is_planned_within_and_what_cannot_fit_is_refused() {
+    use kernels::backend::cuda::device_info;
+    if !have_gpu("a_memory_budget_is_planned_within_and_what_cannot_fit_is_refused") {
+        return;
+    }
+    let spec: CircuitSpec = "porep-like:16384".parse().unwrap();
+    let image = image_for(&spec, 5);
+    let view = SrsView::new(image.as_ref()).unwrap();
+    let cpu = CpuBackend::new(&image).unwrap();
+    let default = GpuBackend::new(&view).unwrap().residency();
+    let full: Vec<OwnedAssignment> = [1u64, 2].iter().map(|&s| synthesize(&spec, s)).collect();
+    let asgs: Vec<_> = full.iter().map(OwnedAssignment::as_assignment).collect();
+    let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(32);
+    let r: Vec<Scalar> = asgs.iter().map(|_| Scalar::random(&mut rng)).collect();
+    let s: Vec<Scalar> = asgs.iter().map(|_| Scalar::random(&mut rng)).collect();
+    let want = cpu.prove_batch(&asgs, &r, &s).unwrap();
+    let mut budget = default.planned_bytes - 1;
+    let mut last = default;
+    for step in 0..3 {
+        let options = GpuOptions {
+            memory_budget: Some(budget),
+            ..GpuOptions::default()
+        };
+        let before = device_info().unwrap().free_bytes;
+        let gpu = match GpuBackend::with_options(&view, options) {
+            Ok(gpu) => gpu,
+            Err(e) => {
+                // Past the smallest layout: refused with the numbers.
+                let text = e.to_string();
+                assert!(
+                    step > 0,
+                    "the first step below the default must fit: {text}"
+                );
+                assert!(text.contains("memory_budget"), "{text}");
+                break;
+            }
+        };
+        let used = before.saturating_sub(device_info().unwrap().free_bytes);
+        let res = gpu.residency();
+        eprintln!(
+            "budget {budget} B: planned {} B, device free memory dropped {used} B, {} input \
+             set(s), H MSM in {} chunk(s)",
+            res.planned_bytes, res.input_sets, res.h_chunks
+        );
+        assert!(res.planned_bytes <= budget, "{res:?}");
+        assert!(
+            res.input_sets < last.input_sets || res.h_chunks > last.h_chunks,
+            "a smaller budget, a smaller layout: {res:?} after {last:?}"
+        );
+        // What the device gave is the plan, give or take the allocator's rounding.
+        assert!(
+            used <= res.planned_bytes + (res.planned_bytes >> 4) + (64 << 20),
+            "planned {} B, took {used} B",
+            res.planned_bytes
+        );
+        let got = gpu.prove_batch(&asgs, &r, &s).unwrap();
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(bytes(g), bytes(w), "budget {budget}: proof {i}");
+        }
+        last = res;
+        budget = res.planned_bytes - 1;
+    }
+    let e = GpuBackend::with_options(
+        &view,
+        GpuOptions {
+            memory_budget: Some(default.srs_bytes / 2),
+            ..GpuOptions::default()
+        },
+    )
+    .err()
+    .expect("half the SRS cannot fit");
+    let text = e.to_string();
+    assert!(text.contains("memory_budget"), "{text}");
+}
