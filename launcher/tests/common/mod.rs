@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use launcher::pipeline::PipelineSettings;
 
+pub mod verify;
+
 /// Pipelines in one test binary run one at a time: the machine has two cores.
 pub fn serial() -> MutexGuard<'static, ()> {
     static LOCK: Mutex<()> = Mutex::new(());
