@@ -26,8 +26,12 @@ use storage_proofs_core::sector::SectorId;
 const PROOF: RegisteredSealProof = RegisteredSealProof::StackedDrg2KiBV1_1;
 const SECTOR_ID: u64 = 4242;
 
+/// The shared test parameter cache, `target/filecoin-test-params` of the checkout. The checkout
+/// is found at run time (cargo sets `CARGO_MANIFEST_DIR` for tests too), so that the test binary
+/// does not depend on where it is and stays fresh in a target dir shared by several checkouts.
 fn param_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/filecoin-test-params")
+    let manifest = std::env::var_os("CARGO_MANIFEST_DIR").expect("run by `cargo test`");
+    Path::new(&manifest).join("../target/filecoin-test-params")
 }
 
 /// Points filecoin-proofs' settings (read once per process) at the test dirs before any call.

@@ -33,8 +33,12 @@ const SEAL_PROOF: RegisteredSealProof = RegisteredSealProof::StackedDrg2KiBV1_1;
 /// Three sectors: two WindowPoSt partitions of two sectors (the second one padded).
 const SECTOR_IDS: [u64; 3] = [7001, 7002, 7003];
 
+/// The shared test parameter cache, `target/filecoin-test-params` of the checkout. The checkout
+/// is found at run time (cargo sets `CARGO_MANIFEST_DIR` for tests too), so that the test binary
+/// does not depend on where it is and stays fresh in a target dir shared by several checkouts.
 fn param_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/filecoin-test-params")
+    let manifest = std::env::var_os("CARGO_MANIFEST_DIR").expect("run by `cargo test`");
+    Path::new(&manifest).join("../target/filecoin-test-params")
 }
 
 fn work_dir() -> PathBuf {

@@ -31,8 +31,12 @@ const SEAL_PROOF: RegisteredSealProof = RegisteredSealProof::StackedDrg2KiBV1_1;
 const KIND: ProofKind = ProofKind::SnapDeals(PROOF);
 const SECTOR_ID: u64 = 5151;
 
+/// The shared test parameter cache, `target/filecoin-test-params` of the checkout. The checkout
+/// is found at run time (cargo sets `CARGO_MANIFEST_DIR` for tests too), so that the test binary
+/// does not depend on where it is and stays fresh in a target dir shared by several checkouts.
 fn param_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/filecoin-test-params")
+    let manifest = std::env::var_os("CARGO_MANIFEST_DIR").expect("run by `cargo test`");
+    Path::new(&manifest).join("../target/filecoin-test-params")
 }
 
 fn work_dir() -> PathBuf {

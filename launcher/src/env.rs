@@ -58,7 +58,12 @@ pub fn service_socket_path() -> PathBuf {
 /// systemd, `/var/lib/splitprover/jobs.sqlite` for the system socket, else `jobs.sqlite` in the
 /// socket's directory.
 pub fn journal_path(socket: &std::path::Path) -> PathBuf {
-    if let Some(d) = systemd_dir(STATE_DIRECTORY) {
+    journal_path_in(systemd_dir(STATE_DIRECTORY), socket)
+}
+
+/// [`journal_path`] with the unit's state directory given (`None` without systemd).
+fn journal_path_in(state_dir: Option<PathBuf>, socket: &std::path::Path) -> PathBuf {
+    if let Some(d) = state_dir {
         return d.join("jobs.sqlite");
     }
     // The system service run by hand; any other socket (a test's, a user's) keeps its journal
@@ -127,17 +132,17 @@ mod tests {
 
     #[test]
     fn the_journal_goes_beside_any_socket_but_the_system_one() {
-        if std::env::var_os(STATE_DIRECTORY).is_some() {
-            // Under systemd the unit's state directory wins; nothing else to check here.
-            return;
+        let at = |socket: &str| journal_path_in(None, std::path::Path::new(socket));
+        assert_eq!(at("/tmp/t1/sp.sock"), PathBuf::from("/tmp/t1/jobs.sqlite"));
+        assert_eq!(at(SYSTEM_SOCKET), PathBuf::from(SYSTEM_JOURNAL));
+        assert_eq!(at("sp.sock"), PathBuf::from("./jobs.sqlite"));
+        // Under systemd the unit's state directory wins, whatever the socket.
+        let state = Some(PathBuf::from("/var/lib/sp"));
+        for socket in ["/tmp/t1/sp.sock", SYSTEM_SOCKET] {
+            assert_eq!(
+                journal_path_in(state.clone(), std::path::Path::new(socket)),
+                PathBuf::from("/var/lib/sp/jobs.sqlite")
+            );
         }
-        assert_eq!(
-            journal_path(std::path::Path::new("/tmp/t1/sp.sock")),
-            PathBuf::from("/tmp/t1/jobs.sqlite")
-        );
-        assert_eq!(
-            journal_path(std::path::Path::new(SYSTEM_SOCKET)),
-            PathBuf::from(SYSTEM_JOURNAL)
-        );
     }
 }

@@ -2,7 +2,8 @@
 //! built from our own generated stubs, over the Unix socket and over TCP: every RPC, idempotent
 //! resubmits, cancels, the AwaitProof timeout, bad requests, the message limit, priorities, the
 //! Prometheus endpoint. CPU backend, built-in circuits (Curio's Filecoin payloads:
-//! `grpc_filecoin.rs`).
+//! `grpc_filecoin.rs`); every proof is also checked by the test's own verifier
+//! (`common::verify`).
 
 mod common;
 mod service_common;
@@ -33,11 +34,24 @@ fn pipeline(c: &mut Client) -> PipelineStatus {
     serde_json::from_str(&c.status().unwrap().pipeline_json).unwrap()
 }
 
-fn completed(a: &pb::AwaitProofResponse, partitions: usize) {
+/// Checks that `a` is the completed proof of `req`: one per partition, each accepted by the
+/// test's own verifier.
+fn completed(a: &pb::AwaitProofResponse, req: &pb::SubmitProofRequest) {
+    let partitions = kernels::job::BuiltinRequest::from_bytes(&req.request)
+        .unwrap()
+        .partitions as usize;
     assert_eq!(a.status, S::Completed as i32, "{a:?}");
     assert_eq!(a.proof.len(), 192 * partitions, "{a:?}");
     assert_eq!(a.partitions as usize, partitions);
     assert!(a.error_message.is_empty());
+    common::verify::builtin_proof(&req.circuit, &req.request, &a.proof);
+}
+
+/// `Prove` (submit and await), checked by [`completed`].
+fn proved(c: &mut Client, req: pb::SubmitProofRequest) -> pb::AwaitProofResponse {
+    let a = c.prove(req.clone()).unwrap();
+    completed(&a, &req);
+    a
 }
 
 /// Waits until no job is live (slots free again).
@@ -80,11 +94,12 @@ fn every_rpc_works_over_the_unix_socket_and_over_tcp() {
     for (i, endpoint) in endpoints.iter().enumerate() {
         let mut c = Client::connect(endpoint).unwrap();
         // SubmitProof answers at once with a generated id; AwaitProof gets the proof.
-        let a = c.submit(builtin(10 + i as u64, 2)).unwrap();
+        let req = builtin(10 + i as u64, 2);
+        let a = c.submit(req.clone()).unwrap();
         assert!(a.job_id.starts_with("job-"), "{a:?}");
         assert!(!a.existing);
         let r = c.await_proof(&a.job_id, 0).unwrap();
-        completed(&r, 2);
+        completed(&r, &req);
         assert_eq!(r.job_id, a.job_id);
         assert!(r.total_ms >= r.queue_wait_ms, "{r:?}");
         assert!(r.gpu_compute_ms > 0 || r.synthesis_ms > 0, "{r:?}");
@@ -92,8 +107,10 @@ fn every_rpc_works_over_the_unix_socket_and_over_tcp() {
         let rid = format!("run-{i}");
         let mut req = builtin(20 + i as u64, 1);
         req.request_id = rid.clone();
-        let r = c.prove(req).unwrap();
-        completed(&r, 1);
+        let r = proved(&mut c, req);
+        // The test's verifier is no rubber stamp: not for another seed's public inputs.
+        let other = builtin(21 + i as u64, 1);
+        assert!(!common::verify::accepts(CIRCUIT, &other.request, &r.proof));
         assert_eq!(r.job_id, rid);
         proofs += 2;
         // The same proof again by its id (a finished result stays until it expires).
@@ -161,7 +178,7 @@ fn every_rpc_works_over_the_unix_socket_and_over_tcp() {
     let e = c.preload_srs("porep-32g").unwrap_err();
     assert_eq!(e.code(), Some(Code::NotFound), "{e}");
     // Still proving after all that.
-    completed(&c.prove(builtin(30, 1)).unwrap(), 1);
+    proved(&mut c, builtin(30, 1));
     // Unknown jobs are NOT_FOUND, for await and cancel.
     for e in [
         c.await_proof("nope", 0).unwrap_err(),
@@ -212,7 +229,7 @@ fn a_request_id_names_one_job_and_one_gpu_proof() {
         .collect();
     let answers: Vec<_> = retries.into_iter().map(|t| t.join().unwrap()).collect();
     for a in &answers {
-        completed(a, 30);
+        completed(a, &req);
         assert_eq!(a.proof, answers[0].proof);
     }
     // After it finished, once more: the same proof, nothing proved again.
@@ -245,8 +262,7 @@ fn a_failed_proof_is_ok_with_status_failed_and_its_request_id_runs_again() {
     assert!(failed.proof.is_empty());
     assert!(!failed.error_message.is_empty(), "{failed:?}");
     // Curio retries with the same request id: a new attempt, not the old failure.
-    let again = c.prove(req).unwrap();
-    completed(&again, 1);
+    let again = proved(&mut c, req);
     assert_eq!(again.job_id, "porep-1000-9");
     let p = idle(&mut c);
     assert_eq!(
@@ -297,7 +313,7 @@ fn cancel_drops_a_queued_and_a_running_job_frees_their_slots_and_the_next_job_is
         "a cancelled job's queued partitions were dropped: {:?}",
         p.counters
     );
-    completed(&c.prove(builtin(3, 2)).unwrap(), 2);
+    proved(&mut c, builtin(3, 2));
     let m = c.metrics().unwrap();
     assert!(
         m.contains("splitprover_proofs_cancelled{proof_kind=\"builtin\"} 2"),
@@ -351,7 +367,11 @@ fn bad_requests_are_invalid_argument_with_the_reason_and_the_service_goes_on() {
                 ..Default::default()
             },
             Code::InvalidArgument,
-            "",
+            if cfg!(feature = "filecoin") {
+                "malformed JSON"
+            } else {
+                "no Filecoin support"
+            },
         ),
         (
             pb::SubmitProofRequest {
@@ -368,7 +388,7 @@ fn bad_requests_are_invalid_argument_with_the_reason_and_the_service_goes_on() {
                 ..Default::default()
             },
             Code::InvalidArgument,
-            "",
+            "request is 12 bytes (seed, partitions), not 3",
         ),
         (
             pb::SubmitProofRequest {
@@ -397,7 +417,7 @@ fn bad_requests_are_invalid_argument_with_the_reason_and_the_service_goes_on() {
         assert_eq!(e.code(), Some(code), "{req:?}: {e}");
         assert!(e.to_string().contains(why), "{req:?}: {e}");
     }
-    completed(&c.prove(builtin(2, 1)).unwrap(), 1);
+    proved(&mut c, builtin(2, 1));
     let p = idle(&mut c);
     assert_eq!(
         p.counters.submitted, 1,
@@ -422,7 +442,7 @@ fn messages_up_to_256_mib_pass_and_larger_ones_are_refused() {
     let e = c.submit(req).unwrap_err();
     assert_eq!(e.code(), Some(Code::OutOfRange), "{e}");
     let mut c = Client::connect(&Endpoint::Unix(s.socket.clone())).unwrap();
-    completed(&c.prove(builtin(2, 1)).unwrap(), 1);
+    proved(&mut c, builtin(2, 1));
 }
 
 #[test]
@@ -432,26 +452,27 @@ fn critical_and_high_jobs_overtake_queued_normal_work() {
     let s = setup.start();
     let ep = Endpoint::Unix(s.socket.clone());
     let mut c = Client::connect(&ep).unwrap();
-    let normal: Vec<String> = (0..20)
-        .map(|i| c.submit(builtin(100 + i, 4)).unwrap().job_id)
-        .collect();
-    let critical = c
-        .submit(pb::SubmitProofRequest {
-            priority: pb::Priority::Critical as i32,
-            ..builtin(7, 1)
+    let normal: Vec<(String, pb::SubmitProofRequest)> = (0..20)
+        .map(|i| {
+            let req = builtin(100 + i, 4);
+            (c.submit(req.clone()).unwrap().job_id, req)
         })
-        .unwrap()
-        .job_id;
+        .collect();
+    let critical_req = pb::SubmitProofRequest {
+        priority: pb::Priority::Critical as i32,
+        ..builtin(7, 1)
+    };
+    let critical = c.submit(critical_req.clone()).unwrap().job_id;
     // Finish order, from one waiter per job.
     let order = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let waiters: Vec<_> = normal
         .iter()
-        .chain([&critical])
-        .map(|id| {
-            let (ep, id, order) = (ep.clone(), id.clone(), order.clone());
+        .chain([&(critical.clone(), critical_req)])
+        .map(|(id, req)| {
+            let (ep, id, req, order) = (ep.clone(), id.clone(), req.clone(), order.clone());
             std::thread::spawn(move || {
                 let a = Client::connect(&ep).unwrap().await_proof(&id, 0).unwrap();
-                assert_eq!(a.status, S::Completed as i32, "{a:?}");
+                completed(&a, &req);
                 order.lock().unwrap().push(id);
             })
         })

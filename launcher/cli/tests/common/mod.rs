@@ -7,28 +7,47 @@ use std::time::Duration;
 
 use launcher::pipeline::PipelineSettings;
 
+pub mod verify;
+
 /// Pipelines in one test binary run one at a time: the machine has two cores.
 pub fn serial() -> MutexGuard<'static, ()> {
     static LOCK: Mutex<()> = Mutex::new(());
     LOCK.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// The SRS of `circuit`, generated once per test binary (seed 42) into a directory of this
-/// process.
+/// The SRS of `circuit` (seed 42), generated once per build for all the test binaries: in a
+/// directory of `CARGO_TARGET_TMPDIR` named after the `splitprover` binary they test, which is
+/// rebuilt whenever the generator is (the test binaries of one `cargo test` share it; another
+/// build starts a new set, and sets untouched for a day go). Generated to a temporary name and
+/// renamed, so a file that exists is whole. Tests read these files, never change them.
 pub fn srs_for(circuit: &str) -> PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
-    static MADE: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    static MAKING: Mutex<()> = Mutex::new(());
     let dir = DIR.get_or_init(|| {
-        let d = std::env::temp_dir().join(format!("splitprover-test-srs-{}", std::process::id()));
+        let bin = std::fs::metadata(env!("CARGO_BIN_EXE_splitprover")).unwrap();
+        let built = bin.modified().unwrap();
+        let since = built.duration_since(std::time::UNIX_EPOCH).unwrap();
+        let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join("test-srs");
+        let d = root.join(format!("{:x}-{:x}", bin.len(), since.as_nanos()));
         std::fs::create_dir_all(&d).unwrap();
+        for old in std::fs::read_dir(&root).unwrap().flatten() {
+            // Another build's set, unless it is recent (a `cargo test` of another build may
+            // still be running).
+            let stale = old.metadata().and_then(|m| m.modified()).is_ok_and(|t| {
+                t.elapsed()
+                    .is_ok_and(|age| age > Duration::from_secs(24 * 3600))
+            });
+            if old.path() != d && stale {
+                let _ = std::fs::remove_dir_all(old.path());
+            }
+        }
         d
     });
     let spec = circuit.parse().unwrap();
     let path = launcher::srs::cached_path(dir, &spec);
-    let mut made = MADE.lock().unwrap();
-    if !made.iter().any(|c| c == circuit) {
+    let _making = MAKING.lock().unwrap_or_else(|e| e.into_inner());
+    if !path.is_file() {
         launcher::srs::generate(&spec, 42, &path, false).unwrap();
-        made.push(circuit.to_owned());
     }
     path
 }

@@ -72,8 +72,11 @@ enum Next {
 }
 
 /// A connection with `send`/`recv` (a waiting submission answers twice: accepted, finished).
+/// The proofs it receives of jobs submitted through these helpers are checked by the test's own
+/// verifier (`common::verify`), not only by the service's.
 pub struct Client {
     api: ApiClient,
+    socket: PathBuf,
     next: VecDeque<Next>,
 }
 
@@ -89,6 +92,7 @@ impl Client {
             ApiClient::connect(&Endpoint::Unix(socket.to_owned())).map_err(|e| e.to_string())?;
         Ok(Client {
             api,
+            socket: socket.to_owned(),
             next: VecDeque::new(),
         })
     }
@@ -114,6 +118,7 @@ impl Client {
                 }) {
                     Ok(a) => {
                         let id = number(&a.job_id);
+                        verify::record_submitted(&self.socket, id, circuit, &request.to_bytes());
                         self.next
                             .push_back(Next::Ready(Response::Accepted { job_id: id }));
                         if *wait {
@@ -154,12 +159,15 @@ impl Client {
         match self.api.await_proof(&format!("job-{job_id}"), timeout_ms) {
             Ok(a) => match S::try_from(a.status) {
                 Ok(S::Timeout) => Response::Queued { job_id },
-                Ok(S::Completed) => Response::Finished {
-                    job_id,
-                    proofs: a.proof.chunks(192).map(<[u8]>::to_vec).collect(),
-                    error: None,
-                    elapsed_ms: a.total_ms,
-                },
+                Ok(S::Completed) => {
+                    verify::check_submitted(&self.socket, job_id, &a.proof);
+                    Response::Finished {
+                        job_id,
+                        proofs: a.proof.chunks(192).map(<[u8]>::to_vec).collect(),
+                        error: None,
+                        elapsed_ms: a.total_ms,
+                    }
+                }
                 _ => Response::Finished {
                     job_id,
                     proofs: Vec::new(),
@@ -180,6 +188,7 @@ impl Client {
     }
 }
 
+use crate::common::verify;
 pub use crate::common::{serial, srs_for};
 
 /// A service's files: everything under one temporary dir, kept across restarts.
@@ -363,8 +372,13 @@ pub fn submit(circuit: &str, seed: u64, wait: bool) -> Request {
     }
 }
 
-/// Waits for job `id` through `fetch --wait` and checks it succeeded with one proof.
+/// Waits for job `id` through `fetch --wait` and checks it succeeded with one proof, which the
+/// test's own verifier accepts.
 pub fn fetch_ok(s: &Service, id: u64) {
+    assert!(
+        verify::is_submitted(&s.socket, id),
+        "job {id} was not submitted through these helpers: its proof cannot be checked"
+    );
     match s.ask(&Request::Fetch {
         job_id: id,
         wait: true,
