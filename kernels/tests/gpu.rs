@@ -713,15 +713,15 @@ fn a_memory_budget_is_planned_within_and_what_cannot_fit_is_refused() {
         last = res;
         budget = res.planned_bytes - 1;
     }
-    let e = GpuBackend::with_options(
+    let Err(e) = GpuBackend::with_options(
         &view,
         GpuOptions {
             memory_budget: Some(default.srs_bytes / 2),
             ..GpuOptions::default()
         },
-    )
-    .err()
-    .expect("half the SRS cannot fit");
+    ) else {
+        panic!("half the SRS cannot fit");
+    };
     let text = e.to_string();
     assert!(text.contains("memory_budget"), "{text}");
 }

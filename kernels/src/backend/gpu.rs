@@ -1091,19 +1091,7 @@ impl GpuBackend {
         batch
             .iter()
             .map(|w| {
-                for (what, expected, found) in [
-                    ("witness inputs", layout.inputs(), w.input.len()),
-                    (
-                        "bit-value words",
-                        layout.bit_value_words(),
-                        w.bit_values.len(),
-                    ),
-                    ("non-bit aux values", layout.non_bits(), w.non_bits.len()),
-                ] {
-                    if expected != found {
-                        return Err(Error::shape(what, expected, found));
-                    }
-                }
+                check_lengths(layout, w)?;
                 Ok(ffi::Assignment {
                     a: std::ptr::null(),
                     b: std::ptr::null(),
@@ -1195,14 +1183,11 @@ impl MatricesRaw {
     }
 }
 
-/// The device's witness arithmetic run on the host with the same C++ templates: `w`'s aux
-/// unpacked and `a`, `b`, `c` computed from `m`'s matrices. For the no-GPU tests, against
-/// [`crate::witness::expand`].
-pub fn witness_check(
-    m: &CircuitMatrices,
+/// A witness's array lengths against its circuit's witness layout.
+fn check_lengths(
+    layout: &crate::witness::WitnessLayout,
     w: &WitnessAssignment<'_>,
-) -> Result<crate::witness::Expanded, Error> {
-    let layout = m.witness_layout();
+) -> Result<(), Error> {
     for (what, expected, found) in [
         ("witness inputs", layout.inputs(), w.input.len()),
         (
@@ -1216,6 +1201,18 @@ pub fn witness_check(
             return Err(Error::shape(what, expected, found));
         }
     }
+    Ok(())
+}
+
+/// The device's witness arithmetic run on the host with the same C++ templates: `w`'s aux
+/// unpacked and `a`, `b`, `c` computed from `m`'s matrices. For the no-GPU tests, against
+/// [`crate::witness::expand`].
+pub fn witness_check(
+    m: &CircuitMatrices,
+    w: &WitnessAssignment<'_>,
+) -> Result<crate::witness::Expanded, Error> {
+    let layout = m.witness_layout();
+    check_lengths(layout, w)?;
     let raw = MatricesRaw::of(m)?;
     let n = m.r1cs().shape().n();
     let mut aux = vec![Scalar::ZERO; layout.aux()];

@@ -230,6 +230,9 @@ impl Pipeline {
         // every start (a restarted synth-proc maps the same memory again).
         let mut synth_fds = vec![(ring_fd.clone(), RING_FD)];
         let mut r1cs_entries = Vec::new();
+        // Each gpu-proc inherits the matrices of the circuits that travel in witness slots, after
+        // its SRS descriptors, to compute their a, b, c.
+        let mut gpu_matrices = Vec::new();
         for shared in &r1cs {
             let fd = FIRST_R1CS_FD + r1cs_entries.len() as i32;
             let dup = shared
@@ -241,30 +244,18 @@ impl Pipeline {
                     what: "cannot duplicate a pre-compiled constraint system's descriptor",
                     cause: source,
                 })?;
-            synth_fds.push((Arc::new(dup), fd));
-            r1cs_entries.push(R1csEntry {
+            let dup = Arc::new(dup);
+            synth_fds.push((dup.clone(), fd));
+            let entry = R1csEntry {
                 circuit_id: shared.circuit_id,
                 circuit: shared.spec.to_string(),
                 fd,
                 bytes: shared.len(),
-            });
-        }
-        // Each gpu-proc inherits the matrices of the circuits that travel in witness slots, after
-        // its SRS descriptors, to compute their a, b, c.
-        let mut gpu_matrices = Vec::new();
-        for (entry, shared) in r1cs_entries.iter().zip(&r1cs) {
-            if witness_ids.contains(&entry.circuit_id) {
-                let dup = shared
-                    .bytes
-                    .region()
-                    .fd()
-                    .try_clone_to_owned()
-                    .map_err(|source| PipelineError::Io {
-                        what: "cannot duplicate a pre-compiled constraint system's descriptor",
-                        cause: source,
-                    })?;
-                gpu_matrices.push((Arc::new(dup), entry.clone()));
+            };
+            if witness_ids.contains(&shared.circuit_id) {
+                gpu_matrices.push((dup, entry.clone()));
             }
+            r1cs_entries.push(entry);
         }
         let mut supervisors = Vec::new();
         supervisors.push(Supervisor::start(
