@@ -37,8 +37,13 @@ impl DeviceProbe {
         }
     }
 
-    /// The device as it is now, with `srs_device_bytes` resident for the backends.
-    pub fn report(&self, srs_device_bytes: u64) -> FromChild {
+    /// The device as it is now, with `srs_device_bytes` resident for the backends and `memory`
+    /// planned by them.
+    pub fn report(
+        &self,
+        srs_device_bytes: u64,
+        memory: kernels::backend::DeviceMemory,
+    ) -> FromChild {
         let free = match self.backend {
             BackendKind::Cpu => 0,
             BackendKind::Cuda | BackendKind::Gpu => cuda_info().map(|i| i.2).unwrap_or(0),
@@ -49,6 +54,8 @@ impl DeviceProbe {
             vram_total_bytes: self.total,
             vram_free_bytes: free,
             srs_device_bytes,
+            planned_device_bytes: memory.planned_bytes,
+            device_budget_bytes: memory.budget_bytes,
         }
     }
 }
@@ -103,15 +110,19 @@ mod tests {
 
     #[test]
     fn the_cpu_backend_reports_its_model_and_no_vram() {
-        match DeviceProbe::new(3, BackendKind::Cpu).report(0) {
+        let probe = DeviceProbe::new(3, BackendKind::Cpu);
+        match probe.report(0, Default::default()) {
             FromChild::Device {
                 ordinal,
                 name,
                 vram_total_bytes,
                 vram_free_bytes,
                 srs_device_bytes,
+                planned_device_bytes,
+                device_budget_bytes,
             } => {
                 assert_eq!(srs_device_bytes, 0);
+                assert_eq!((planned_device_bytes, device_budget_bytes), (0, 0));
                 assert_eq!(ordinal, 3);
                 assert!(name.starts_with("CPU backend ("), "{name}");
                 assert!(name.ends_with(" threads)"), "{name}");

@@ -258,6 +258,18 @@ impl Prover {
         self.read().values().map(|(_, b)| b.device_bytes()).sum()
     }
 
+    /// What its backends planned in device memory, together, and the largest budget among
+    /// them (each plans within the gpu-proc's one budget).
+    pub fn device_memory(&self) -> kernels::backend::DeviceMemory {
+        self.read().values().map(|(_, b)| b.device_memory()).fold(
+            kernels::backend::DeviceMemory::default(),
+            |all, m| kernels::backend::DeviceMemory {
+                planned_bytes: all.planned_bytes + m.planned_bytes,
+                budget_bytes: all.budget_bytes.max(m.budget_bytes),
+            },
+        )
+    }
+
     /// The circuit ids it can prove.
     pub fn circuit_ids(&self) -> Vec<u64> {
         let mut ids: Vec<u64> = self.read().keys().copied().collect();
@@ -899,7 +911,7 @@ pub fn serve(
         detail: format!("gpu-proc[{}]: {} backend", config.device, config.backend),
     })?;
     let device = DeviceProbe::new(config.device, config.backend);
-    sender.send(&device.report(prover.device_bytes()))?;
+    sender.send(&device.report(prover.device_bytes(), prover.device_memory()))?;
     let owner = shm_protocol::current_owner();
     let batch = config.batch.max(1);
     let mut acked_pause = false;
@@ -991,7 +1003,7 @@ pub fn serve(
                 generation: o.generation,
             })?;
         }
-        sender.send(&device.report(prover.device_bytes()))?;
+        sender.send(&device.report(prover.device_bytes(), prover.device_memory()))?;
     }
     tracing::info!("gpu-proc exiting");
     Ok(())

@@ -314,6 +314,27 @@ impl Metrics {
         }
         head(
             &mut o,
+            "splitprover_gpu_memory_bytes",
+            "gauge",
+            "Device memory per gpu-proc: free, the SRS resident, what its backends planned and \
+             the budget they planned within.",
+        );
+        for g in &status.gpus {
+            for (what, bytes) in [
+                ("free", g.vram_free_bytes),
+                ("srs", g.srs_device_bytes),
+                ("planned", g.planned_device_bytes),
+                ("budget", g.device_budget_bytes),
+            ] {
+                let _ = writeln!(
+                    o,
+                    "splitprover_gpu_memory_bytes{{gpu=\"{}\",what=\"{what}\"}} {bytes}",
+                    g.ordinal
+                );
+            }
+        }
+        head(
+            &mut o,
             "splitprover_huge_pages",
             "gauge",
             "Page kind backing the ring (1 for the kind in use).",

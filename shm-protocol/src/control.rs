@@ -313,6 +313,13 @@ pub enum FromChild {
         /// SRS bytes its backends keep resident in device memory (the `gpu` backend's).
         #[serde(default)]
         srs_device_bytes: u64,
+        /// Device memory its backends planned (SRS, scratch, input sets, resident matrices).
+        #[serde(default)]
+        planned_device_bytes: u64,
+        /// The device-memory budget they planned within (`[[gpu]] memory_budget`, or what the
+        /// device had free); 0 for backends that plan none.
+        #[serde(default)]
+        device_budget_bytes: u64,
     },
     /// Answer to [`ToGpu::LoadSrs`]: the SRS is mapped and its backend open, or why not.
     SrsLoaded {
@@ -860,11 +867,17 @@ mod tests {
             vram_total_bytes: 150_000_000_000,
             vram_free_bytes: 149_000_000_000,
             srs_device_bytes: 7_600_000_000,
+            planned_device_bytes: 9_000_000_000,
+            device_budget_bytes: 24_000_000_000,
         };
         let json = serde_json::to_string(&msg).unwrap();
         assert_eq!(serde_json::from_str::<FromChild>(&json).unwrap(), msg);
         // A report from a gpu-proc of the previous version (no SRS bytes) still reads.
-        let old = json.replace(",\"srs_device_bytes\":7600000000", "");
+        let old = json.replace(
+            ",\"srs_device_bytes\":7600000000,\"planned_device_bytes\":9000000000,\
+             \"device_budget_bytes\":24000000000",
+            "",
+        );
         assert_ne!(old, json);
         match serde_json::from_str::<FromChild>(&old).unwrap() {
             FromChild::Device {

@@ -1260,6 +1260,13 @@ impl Backend for GpuBackend {
         self.residency.srs_bytes
     }
 
+    fn device_memory(&self) -> super::DeviceMemory {
+        super::DeviceMemory {
+            planned_bytes: self.residency.planned_bytes + self.matrices_bytes(),
+            budget_bytes: self.residency.budget_bytes,
+        }
+    }
+
     fn prove_batch(
         &self,
         batch: &[Assignment<'_>],

@@ -7,10 +7,20 @@ pub mod blind;
 pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;
+
 #[cfg(feature = "cuda")]
 pub mod gpu;
 #[cfg(feature = "cuda")]
 pub mod plan;
+
+/// What a backend planned in device memory ([`Backend::device_memory`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DeviceMemory {
+    /// Bytes its plan allocates, with the matrices of witness-only proofs once resident.
+    pub planned_bytes: u64,
+    /// The budget it planned within (`[[gpu]] memory_budget`, or what the device had free).
+    pub budget_bytes: u64,
+}
 
 use blstrs::{Bls12, G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use group::Curve;
@@ -230,6 +240,13 @@ pub trait Backend: Send + Sync {
     /// streams its points on every call).
     fn device_bytes(&self) -> u64 {
         0
+    }
+
+    /// Device memory this backend planned for itself (SRS, scratch, input sets, resident
+    /// matrices) and the budget it planned within, for status; zeros for backends that plan
+    /// none (the CPU one, supraseal-c2).
+    fn device_memory(&self) -> DeviceMemory {
+        DeviceMemory::default()
     }
 
     /// Proves witness-only assignments (issue 31) of `matrices`' circuit with its randomness

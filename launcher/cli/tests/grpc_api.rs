@@ -151,6 +151,8 @@ fn every_rpc_works_over_the_unix_socket_and_over_tcp() {
     assert!(text.contains("splitprover_gpu_seconds_bucket{proof_kind=\"builtin\",le=\"+Inf\"}"));
     assert!(text.contains("splitprover_ring_slots{state=\"free\"}"));
     assert!(text.contains("splitprover_gpu_busy_ratio{gpu=\"0\"}"));
+    // The CPU backend plans no device memory: the budget and the plan read 0.
+    assert!(text.contains("splitprover_gpu_memory_bytes{gpu=\"0\",what=\"budget\"} 0"));
     let (line, body) = http_get(&format!("127.0.0.1:{metrics_port}"), "/metrics");
     assert!(line.contains("200"), "{line}");
     assert!(

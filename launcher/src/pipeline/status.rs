@@ -168,6 +168,11 @@ pub struct GpuLine {
     /// SRS bytes resident in device memory at its last report (the `gpu` backend's; 0 for
     /// backends that keep none there).
     pub srs_device_bytes: u64,
+    /// Device memory its backends planned (SRS, scratch, input sets, resident matrices) at its
+    /// last report; 0 for backends that plan none.
+    pub planned_device_bytes: u64,
+    /// The budget they planned within (`[[gpu]] memory_budget`, or what the device had free).
+    pub device_budget_bytes: u64,
     /// The job of the batch it is proving now (the first claimed, when a batch mixes jobs).
     pub current_job: Option<u64>,
     /// That job's circuit spec.

@@ -649,12 +649,20 @@ pub fn render_status(s: &PipelineStatus) -> String {
             "no VRAM".to_owned()
         } else {
             format!(
-                "VRAM {} of {} MiB free{}",
+                "VRAM {} of {} MiB free{}{}",
                 g.vram_free_bytes >> 20,
                 g.vram_total_bytes >> 20,
                 match g.srs_device_bytes {
                     0 => String::new(),
                     b => format!(", SRS resident {} MiB", b >> 20),
+                },
+                match g.device_budget_bytes {
+                    0 => String::new(),
+                    b => format!(
+                        ", planned {} MiB of a {} MiB budget",
+                        g.planned_device_bytes >> 20,
+                        b >> 20
+                    ),
                 }
             )
         };
