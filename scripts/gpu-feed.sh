@@ -15,7 +15,7 @@
 # nested synthesis; the tables, TIMELINE logs and waterfalls are under OUT_DIR. Each bench is
 # followed by its split rows again with witness-only slots (`--witness-slots`, issue 31; WITNESS=0
 # leaves them out), on the same machine, so the two compare. BACKEND (gpu), BATCHES ("10 1"),
-# POREP (1), SWEEP_38, SWEEP_POREP, N, LIMIT (seconds per bench) change the run.
+# POREP (1), CIRCUIT (sha-chain:38), SWEEP_38, SWEEP_POREP, N, LIMIT (seconds per bench) change the run.
 set -uo pipefail
 bin="$(realpath "${1:?splitprover binary}")"
 out="$(realpath -m "${2:-gpu-feed}")"
@@ -28,9 +28,10 @@ nproc
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
 status=0
 
-srs="$work/sha38.params"
-[ -f "$srs" ] || timeout 120 "$bin" srs generate --circuit sha-chain:38 --out "$srs" --seed 1 \
-  --device gpu >"$out/srs.log" 2>&1 || { tail -5 "$out/srs.log"; status=1; }
+circuit="${CIRCUIT:-sha-chain:38}"
+srs="$work/${circuit//:/-}.params"
+[ -f "$srs" ] || timeout 120 "$bin" srs generate --circuit "$circuit" --out "$srs" --seed 1 \
+  --device "${SRS_DEVICE:-gpu}" >"$out/srs.log" 2>&1 || { tail -5 "$out/srs.log"; status=1; }
 
 step() { printf '\n=== %s (%s)\n' "$1" "$(date -u +%T)"; }
 summary() { grep -E '^(split|  )' "$1" | grep -v '^  \[' || tail -20 "$1"; }
@@ -38,15 +39,15 @@ summary() { grep -E '^(split|  )' "$1" | grep -v '^  \[' || tail -20 "$1"; }
 witness="${WITNESS:-1}"
 for batch in ${BATCHES:-10 1}; do
   n=$([ "$batch" = 10 ] && echo "${N:-96}" || echo "${N1:-48}")
-  step "sha-chain:38 batch $batch"
-  timeout "$limit" "$bin" bench --circuit sha-chain:38 --srs "$srs" --backend "$backend" \
+  step "$circuit batch $batch"
+  timeout "$limit" "$bin" bench --circuit "$circuit" --srs "$srs" --backend "$backend" \
     --batch "$batch" --slots 24 -n "$n" -j 24 --sweep-gpu-cores "${SWEEP_38:-1,2,4}" \
     --monolithic-proofs 16 --modes inprocess,split,synth-only,gpu-only \
     --out-dir "$out/sha38-b$batch" >"$out/sha38-b$batch.log" 2>&1 || status=1
   summary "$out/sha38-b$batch.log"
   [ "$witness" = 0 ] && continue
-  step "sha-chain:38 batch $batch, witness slots"
-  timeout "$limit" "$bin" bench --circuit sha-chain:38 --srs "$srs" --backend "$backend" \
+  step "$circuit batch $batch, witness slots"
+  timeout "$limit" "$bin" bench --circuit "$circuit" --srs "$srs" --backend "$backend" \
     --batch "$batch" --slots 24 -n "$n" -j 24 --sweep-gpu-cores "${SWEEP_38:-1,2,4}" \
     --modes split,gpu-only --witness-slots \
     --out-dir "$out/sha38-b$batch-witness" >"$out/sha38-b$batch-witness.log" 2>&1 || status=1
