@@ -1,6 +1,7 @@
 //! Filecoin proofs through the split pipeline with real processes (issue 5): a 2 KiB sector sealed
 //! in the test (PC1, PC2, C1 through filecoin-proofs-api), its C2 synthesized by synth-proc into
-//! a ring slot and proved by gpu-proc, the proof bytes checked with filecoin-proofs' `verify_seal`;
+//! a ring slot (a witness-only slot in the first test: gpu-proc computes a, b, c from the
+//! matrices) and proved by gpu-proc, the proof bytes checked with filecoin-proofs' `verify_seal`;
 //! bad requests fail alone while the pipeline keeps serving; the CLI (`prove --porep-c1`,
 //! `params check`) and the service (`submit --porep-c1`) do the same.
 //!
@@ -58,12 +59,19 @@ fn settings(kind: ProofKind) -> PipelineSettings {
 }
 
 #[test]
-fn porep_c2_through_the_split_pipeline_verifies_and_bad_requests_fail_alone() {
+fn porep_c2_through_witness_slots_verifies_and_bad_requests_fail_alone() {
     let _g = serial();
     let kind = ProofKind::PoRep(PROOF);
     let (a, a_path) = sector(7001);
-    let p = Pipeline::start(settings(kind)).unwrap();
+    // Through witness-only slots (the other Filecoin tests take full slots): synth-proc writes
+    // the witness alone, gpu-proc computes a, b, c from the same matrices.
+    let mut s = settings(kind);
+    s.synthesis.witness_slots = true;
+    let p = Pipeline::start(s).unwrap();
     p.wait_ready(Duration::from_secs(120)).unwrap();
+    // A full slot of this circuit takes 328.7 MiB, its witness slot 8.1 MiB.
+    let slot = p.status().slot_bytes;
+    assert!(slot < 16 << 20, "not a witness slot: {slot} bytes");
 
     // Bad requests are refused at submission, naming the file and the problem.
     let bad = work_dir().join("truncated.json");
