@@ -130,10 +130,8 @@ mod tests {
 
     #[test]
     fn full_and_pre_compiled_write_the_same_bytes() {
-        let circuit: AnyCircuit = "sha-chain:1".parse().unwrap();
-        let AnyCircuit::Builtin(spec) = circuit else {
-            unreachable!()
-        };
+        let spec: kernels::circuits::CircuitSpec = "sha-chain:1".parse().unwrap();
+        let circuit = AnyCircuit::Builtin(spec);
         let job = BuiltinJob::new(
             spec,
             BuiltinRequest {
