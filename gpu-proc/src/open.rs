@@ -1,0 +1,203 @@
+//! What a gpu-proc maps and opens: the SRS images and pre-compiled constraint systems the
+//! launcher passes as sealed memfds, and the backend of each circuit over its SRS.
+
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::sync::Arc;
+
+use kernels::r1cs::R1cs;
+use kernels::{Backend, CpuBackend};
+use shm_protocol::control::{BackendKind, R1csEntry, SrsEntry};
+use shm_protocol::{Region, SealedBytes};
+
+use crate::Error;
+
+/// An SRS image in an inherited, read-only-by-contract memfd.
+pub struct SrsMapping(Region);
+
+impl SrsMapping {
+    /// Maps the SRS memfd `fd`.
+    ///
+    /// # Safety
+    ///
+    /// `fd` must be an SRS memfd that the launcher finished writing before starting this process
+    /// and never writes again (the launcher's contract), and nothing else in this process may
+    /// own that descriptor.
+    pub unsafe fn from_fd(fd: i32) -> Result<SrsMapping, Error> {
+        // SAFETY: forwarded to the caller.
+        unsafe { SrsMapping::from_owned_fd(OwnedFd::from_raw_fd(fd)) }
+    }
+
+    /// Maps the SRS memfd `fd` (one received with [`ToGpu::LoadSrs`]).
+    ///
+    /// # Safety
+    ///
+    /// `fd` must be an SRS memfd that the launcher finished writing and sealed before sending
+    /// it, and never writes again (the launcher's contract).
+    pub unsafe fn from_owned_fd(fd: OwnedFd) -> Result<SrsMapping, Error> {
+        // SAFETY: forwarded to the caller.
+        let region = unsafe { Region::from_inherited_fd_read_only(fd) }
+            .map_err(Error::ring("mapping an SRS image"))?;
+        Ok(SrsMapping(region))
+    }
+}
+
+impl AsRef<[u8]> for SrsMapping {
+    fn as_ref(&self) -> &[u8] {
+        // SAFETY: an SRS region is written once by the launcher before any gpu-proc starts and
+        // never again (see `from_fd`), so no write can overlap this shared borrow.
+        unsafe { self.0.as_slice() }
+    }
+}
+
+/// Maps and checks the pre-compiled constraint system of `entry` (its inherited memfd).
+///
+/// # Safety
+///
+/// `entry.fd` must be a memfd the launcher wrote once and sealed against writes before starting
+/// this process (its contract), owned by nothing else in this process.
+pub unsafe fn map_matrices(entry: &R1csEntry) -> Result<R1cs, String> {
+    // SAFETY: forwarded to the caller: the launcher's sealed memfd, owned here alone.
+    let fd = unsafe { OwnedFd::from_raw_fd(entry.fd) };
+    // SAFETY: as above: sealed by the launcher, never written again.
+    let region = unsafe { Region::from_inherited_fd_read_only(fd) }.map_err(|e| e.to_string())?;
+    let len = usize::try_from(entry.bytes).map_err(|_| format!("{} bytes", entry.bytes))?;
+    let bytes = SealedBytes::new(Arc::new(region), len).map_err(|e| e.to_string())?;
+    let r1cs = R1cs::from_bytes(Box::new(bytes)).map_err(|e| e.to_string())?;
+    if r1cs.circuit_id() != entry.circuit_id {
+        return Err(format!(
+            "made for circuit id {:#x}, not {:#x}",
+            r1cs.circuit_id(),
+            entry.circuit_id
+        ));
+    }
+    Ok(r1cs)
+}
+
+/// Opens the `kind` backend for one SRS the launcher passed: the CPU backend over the inherited
+/// SRS image, the `gpu` backend uploading that image to the device, the supraseal-c2 (`cuda`)
+/// backend from the `.params` file it came from.
+///
+/// # Safety
+///
+/// As [`SrsMapping::from_fd`] for `entry.fd` (read for [`BackendKind::Cpu`] and
+/// [`BackendKind::Gpu`]).
+pub unsafe fn open_backend(
+    kind: BackendKind,
+    memory_budget: Option<u64>,
+    entry: &SrsEntry,
+) -> Result<Box<dyn Backend>, Error> {
+    // SAFETY: forwarded to the caller; the launcher passes `entry.fd` to this process alone.
+    let fd = unsafe { OwnedFd::from_raw_fd(entry.fd) };
+    // SAFETY: forwarded to the caller.
+    unsafe { open_backend_fd(kind, memory_budget, fd, &entry.circuit, &entry.params_path) }
+}
+
+/// [`open_backend`] over an owned SRS memfd. The supraseal-c2 backend loads from `params_path`
+/// and closes `fd` at once, and the `gpu` backend unmaps it once the points are on the device, so
+/// an evicted SRS's memory is not kept alive by this process.
+///
+/// # Safety
+///
+/// As [`SrsMapping::from_owned_fd`] for `fd` (read for [`BackendKind::Cpu`] and
+/// [`BackendKind::Gpu`]).
+pub(crate) unsafe fn open_backend_fd(
+    kind: BackendKind,
+    memory_budget: Option<u64>,
+    fd: OwnedFd,
+    circuit: &str,
+    params_path: &std::path::Path,
+) -> Result<Box<dyn Backend>, Error> {
+    let opened = match kind {
+        BackendKind::Cpu => {
+            // SAFETY: forwarded to the caller.
+            let mapping = unsafe { SrsMapping::from_owned_fd(fd) }?;
+            CpuBackend::new(mapping).map(|b| Box::new(b) as Box<dyn Backend>)
+        }
+        BackendKind::Cuda => {
+            drop(fd);
+            open_cuda(params_path)?
+        }
+        BackendKind::Gpu => {
+            // SAFETY: forwarded to the caller.
+            let mapping = unsafe { SrsMapping::from_owned_fd(fd) }?;
+            open_gpu(mapping.as_ref(), memory_budget)?
+        }
+    };
+    opened.map_err(|source| Error::Backend {
+        circuit: circuit.to_owned(),
+        source,
+    })
+}
+
+/// Opens the `kind` backend from a `.params` file (benches and in-process modes): the CPU
+/// backend over an SRS image read from it (tagged `circuit_id`), the CUDA backend over the file.
+/// `circuit` names the circuit in errors.
+pub fn open_backend_from_file(
+    kind: BackendKind,
+    params: &std::path::Path,
+    circuit_id: u64,
+    circuit: &str,
+) -> Result<Box<dyn Backend>, Error> {
+    let opened = match kind {
+        BackendKind::Cpu => kernels::srs::SrsImage::from_params_file(params, circuit_id, false)
+            .and_then(CpuBackend::new)
+            .map(|b| Box::new(b) as Box<dyn Backend>),
+        BackendKind::Cuda => open_cuda(params)?,
+        BackendKind::Gpu => {
+            match kernels::srs::SrsImage::from_params_file(params, circuit_id, false) {
+                Ok(image) => open_gpu(image.as_ref(), None)?,
+                Err(e) => Err(e),
+            }
+        }
+    };
+    opened.map_err(|source| Error::Backend {
+        circuit: circuit.to_owned(),
+        source,
+    })
+}
+
+/// The CUDA backend over `params`: the outer error when this build cannot have one, the inner
+/// one when it fails to open.
+type Opened = Result<Box<dyn Backend>, kernels::Error>;
+
+#[cfg(feature = "cuda")]
+fn open_cuda(params: &std::path::Path) -> Result<Opened, Error> {
+    Ok(kernels::backend::cuda::CudaBackend::open(params).map(|b| Box::new(b) as Box<dyn Backend>))
+}
+
+#[cfg(not(feature = "cuda"))]
+fn open_cuda(_params: &std::path::Path) -> Result<Opened, Error> {
+    Err(Error::NoCuda)
+}
+
+/// Our own GPU backend over an SRS image: the points go to the device, the image is not kept.
+#[cfg(feature = "cuda")]
+fn open_gpu(image: &[u8], memory_budget: Option<u64>) -> Result<Opened, Error> {
+    let options = kernels::backend::gpu::GpuOptions {
+        memory_budget,
+        ..Default::default()
+    };
+    Ok(kernels::srs::SrsView::new(image)
+        .and_then(|view| kernels::backend::gpu::GpuBackend::with_options(&view, options))
+        .map(|b| {
+            let r = b.residency();
+            tracing::info!(
+                srs_mib = r.srs_bytes >> 20,
+                scratch_mib = r.scratch_bytes >> 20,
+                upload_ms = format!("{:.0}", r.upload_ms),
+                pinned = r.pinned,
+                // 2: a batch's copies overlap the previous proof (prove_claimed hands the
+                // backend the whole batch)
+                input_sets = r.input_sets,
+                planned_mib = r.planned_bytes >> 20,
+                budget_mib = r.budget_bytes >> 20,
+                "SRS uploaded to the GPU"
+            );
+            Box::new(b) as Box<dyn Backend>
+        }))
+}
+
+#[cfg(not(feature = "cuda"))]
+fn open_gpu(_image: &[u8], _memory_budget: Option<u64>) -> Result<Opened, Error> {
+    Err(Error::NoCuda)
+}

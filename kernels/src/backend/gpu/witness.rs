@@ -1,0 +1,294 @@
+//! Witness-only proofs on the device (issue 31): a context keeps one circuit's matrices
+//! resident; each proof's packed witness is unpacked and multiplied by them on the device
+//! (`gpu_prover.cu`: `sp_issue_witness`) before the NTTs.
+
+use super::*;
+
+/// Witness-only proofs (issue 31): the circuit's matrices resident, each proof's packed witness
+/// unpacked and multiplied on the device (`gpu_prover.cu`: `sp_issue_witness`).
+impl GpuBackend {
+    /// Uploads `m`'s matrices, its witness layout and densities once; a context serves one
+    /// circuit, so another circuit's matrices are refused.
+    fn ensure_matrices(&self, m: &CircuitMatrices) -> Result<(), Error> {
+        let mut held = self.matrices.lock().unwrap_or_else(|e| e.into_inner());
+        let id = m.r1cs().circuit_id();
+        match *held {
+            Some((h, _)) if h == id => return Ok(()),
+            Some((h, _)) => {
+                return Err(ErrorKind::Cuda(format!(
+                    "this GPU context holds the matrices of circuit {h:#x}, not {id:#x}"
+                ))
+                .into())
+            }
+            None => {}
+        }
+        let raw = MatricesRaw::of(m)?;
+        let mut bytes = 0usize;
+        // SAFETY: `raw` points into `m`'s matrices, coefficient table, witness layout and
+        // densities with the lengths it states (`MatricesRaw::of`), alive across the call; the
+        // C++ side copies them to the device and keeps no host pointer; `bytes` is writable.
+        let err =
+            unsafe { ffi::splitprover_gpu_set_matrices(self.ctx.as_ptr(), &raw.ffi, &mut bytes) };
+        if err.code != 0 {
+            return Err(sppark_error(err, "uploading the matrices to the GPU"));
+        }
+        tracing::info!(
+            circuit_id = format_args!("{id:#x}"),
+            mib = bytes >> 20,
+            "gpu backend: matrices resident on the device (witness-only proofs)"
+        );
+        *held = Some((id, bytes as u64));
+        Ok(())
+    }
+
+    /// Bytes of the resident matrices (0 before the first witness-only proof).
+    pub fn matrices_bytes(&self) -> u64 {
+        self.matrices
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .map_or(0, |(_, b)| b)
+    }
+
+    /// `batch` in the C++ layout: each witness checked against `m`'s layout, its densities the
+    /// matrices'.
+    fn raw_witness(
+        &self,
+        batch: &[WitnessAssignment<'_>],
+        m: &CircuitMatrices,
+    ) -> Result<Vec<ffi::Assignment>, Error> {
+        let layout = m.witness_layout();
+        let d = m.r1cs().densities();
+        let density = |d: &crate::synth::DensityBits| ffi::Density {
+            words: d.words.as_ptr(),
+            bit_len: d.bit_len,
+            popcount: d.popcount,
+        };
+        batch
+            .iter()
+            .map(|w| {
+                check_lengths(layout, w)?;
+                Ok(ffi::Assignment {
+                    a: std::ptr::null(),
+                    b: std::ptr::null(),
+                    c: std::ptr::null(),
+                    abc_len: m.r1cs().shape().n(),
+                    input: w.input.as_ptr(),
+                    input_len: w.input.len(),
+                    aux: std::ptr::null(),
+                    aux_len: layout.aux(),
+                    a_aux: density(&d[0]),
+                    b_input: density(&d[1]),
+                    b_aux: density(&d[2]),
+                    bit_values: w.bit_values.as_ptr(),
+                    bit_words: w.bit_values.len(),
+                    non_bits: w.non_bits.as_ptr(),
+                    non_bits_len: w.non_bits.len(),
+                    witness: 1,
+                    pad: 0,
+                })
+            })
+            .collect()
+    }
+
+    /// Proofs of witness-only assignments, with each proof's phases and the batch's time.
+    pub fn prove_witness_batch_timed(
+        &self,
+        batch: &[WitnessAssignment<'_>],
+        m: &CircuitMatrices,
+        r: &[Scalar],
+        s: &[Scalar],
+    ) -> Result<(Vec<Proof>, Vec<Phases>, BatchTimes), Error> {
+        if r.len() != batch.len() || s.len() != batch.len() {
+            return Err(Error::shape(
+                "randomness values (one r and one s per circuit)",
+                batch.len(),
+                r.len().min(s.len()),
+            ));
+        }
+        self.ensure_matrices(m)?;
+        let raw = self.raw_witness(batch, m)?;
+        // SAFETY: `raw_witness` checked every witness's lengths against the layout; its
+        // pointers are into `batch`'s slices and `m`'s densities, alive across the call.
+        unsafe { self.prove_raw_timed(&raw, r, s) }
+    }
+}
+
+/// A circuit's matrices in the C++ layout (`sp_matrices`), pointing into its `CircuitMatrices`.
+struct MatricesRaw {
+    ffi: ffi::Matrices,
+}
+
+impl MatricesRaw {
+    fn of(m: &CircuitMatrices) -> Result<MatricesRaw, Error> {
+        let r1cs = m.r1cs();
+        let layout = m.witness_layout();
+        let csr = |q| {
+            r1cs.csr(q)
+                .ok_or_else(|| Error::format("the matrices have no matrix {q}"))
+        };
+        let (a, b, c) = (csr(0)?, csr(1)?, csr(2)?);
+        let table = r1cs.coefficient_table();
+        let d = r1cs.densities();
+        Ok(MatricesRaw {
+            ffi: ffi::Matrices {
+                row_start: [a.0.as_ptr(), b.0.as_ptr(), c.0.as_ptr()],
+                terms: [a.1.as_ptr(), b.1.as_ptr(), c.1.as_ptr()],
+                nnz: [a.1.len() as u64, b.1.len() as u64, c.1.len() as u64],
+                rows: r1cs.shape().n() as u64,
+                coeffs: table.as_ptr(),
+                n_coeffs: table.len() as u64,
+                is_bit: layout.is_bit_words().as_ptr(),
+                bits_before: layout.bits_before().as_ptr(),
+                aux_words: layout.is_bit_words().len() as u64,
+                n_inputs: layout.inputs() as u64,
+                n_aux: layout.aux() as u64,
+                n_bits: layout.bits() as u64,
+                density: [
+                    d[0].words.as_ptr(),
+                    d[1].words.as_ptr(),
+                    d[2].words.as_ptr(),
+                ],
+                popcount: [
+                    d[0].popcount as u64,
+                    d[1].popcount as u64,
+                    d[2].popcount as u64,
+                ],
+            },
+        })
+    }
+}
+
+/// A witness's array lengths against its circuit's witness layout.
+fn check_lengths(
+    layout: &crate::witness::WitnessLayout,
+    w: &WitnessAssignment<'_>,
+) -> Result<(), Error> {
+    for (what, expected, found) in [
+        ("witness inputs", layout.inputs(), w.input.len()),
+        (
+            "bit-value words",
+            layout.bit_value_words(),
+            w.bit_values.len(),
+        ),
+        ("non-bit aux values", layout.non_bits(), w.non_bits.len()),
+    ] {
+        if expected != found {
+            return Err(Error::shape(what, expected, found));
+        }
+    }
+    Ok(())
+}
+
+/// The device's witness arithmetic run on the host with the same C++ templates: `w`'s aux
+/// unpacked and `a`, `b`, `c` computed from `m`'s matrices. For the no-GPU tests, against
+/// [`crate::witness::expand`].
+pub fn witness_check(
+    m: &CircuitMatrices,
+    w: &WitnessAssignment<'_>,
+) -> Result<crate::witness::Expanded, Error> {
+    let layout = m.witness_layout();
+    check_lengths(layout, w)?;
+    let raw = MatricesRaw::of(m)?;
+    let n = m.r1cs().shape().n();
+    let mut aux = vec![Scalar::ZERO; layout.aux()];
+    let mut abc = vec![Scalar::ZERO; 3 * n];
+    // SAFETY: host-only code reading `raw`'s arrays (lengths it states, into `m`) and `w`'s
+    // (checked above against the layout `raw` names), writing `layout.aux()` scalars to `aux`
+    // and `3 n` to `abc`, all alive across the call.
+    unsafe {
+        ffi::splitprover_gpu_witness_check(
+            &raw.ffi,
+            w.input.as_ptr(),
+            w.bit_values.as_ptr(),
+            w.non_bits.as_ptr(),
+            aux.as_mut_ptr(),
+            abc.as_mut_ptr(),
+        )
+    };
+    let c = abc.split_off(2 * n);
+    let b = abc.split_off(n);
+    Ok(crate::witness::Expanded { a: abc, b, c, aux })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::circuits::CircuitSpec;
+    use crate::witness::PackedWitness;
+
+    /// The device's witness arithmetic (`witness.cuh`, run on the host from the same templates)
+    /// unpacks and multiplies to exactly what the host path computes and what the full
+    /// synthesis writes, for every built-in circuit family; no GPU needed.
+    #[test]
+    fn the_device_witness_arithmetic_gives_the_full_synthesis() {
+        let mut kinds = [0usize; 2];
+        for (text, seed) in [
+            ("sha-chain:1", 5u64),
+            ("bits:700", 7),
+            ("porep-like:16384", 8),
+            ("pubinputs:4", 6),
+        ] {
+            let spec: CircuitSpec = text.parse().unwrap();
+            let matrices = CircuitMatrices::new(crate::r1cs::compile(&spec.into()).unwrap());
+            let layout = matrices.witness_layout();
+            let packed =
+                PackedWitness::synthesize(spec.circuit(Some(seed)), matrices.r1cs(), layout)
+                    .unwrap();
+            let w = WitnessAssignment {
+                input: &packed.input,
+                bit_values: &packed.bit_values,
+                non_bits: &packed.non_bits,
+            };
+            let device = witness_check(&matrices, &w).unwrap();
+            let host = crate::witness::expand(
+                matrices.r1cs(),
+                layout,
+                &packed.input,
+                &packed.bit_values,
+                &packed.non_bits,
+            )
+            .unwrap();
+            let full = crate::synth::synthesize_owned(spec.circuit(Some(seed))).unwrap();
+            assert_eq!(device.aux, host.aux, "{text}: aux");
+            assert_eq!(
+                device.aux, full.aux,
+                "{text}: aux against the full synthesis"
+            );
+            for (q, (d, f)) in [
+                (&device.a, &full.a),
+                (&device.b, &full.b),
+                (&device.c, &full.c),
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                assert_eq!(d, f, "{text}: matrix {q}");
+            }
+            kinds[0] += layout.bits();
+            kinds[1] += layout.non_bits();
+        }
+        assert!(
+            kinds[0] > 0 && kinds[1] > 0,
+            "both kinds of aux value: {kinds:?}"
+        );
+    }
+
+    #[test]
+    fn a_witness_of_the_wrong_length_is_refused_before_any_arithmetic() {
+        let spec: CircuitSpec = "bits:130".parse().unwrap();
+        let matrices = CircuitMatrices::new(crate::r1cs::compile(&spec.into()).unwrap());
+        let packed = PackedWitness::synthesize(
+            spec.circuit(Some(1)),
+            matrices.r1cs(),
+            matrices.witness_layout(),
+        )
+        .unwrap();
+        let short = WitnessAssignment {
+            input: &packed.input,
+            bit_values: &packed.bit_values[1..],
+            non_bits: &packed.non_bits,
+        };
+        let e = witness_check(&matrices, &short).unwrap_err().to_string();
+        assert!(e.contains("bit-value words"), "{e}");
+    }
+}
