@@ -62,15 +62,7 @@ pub unsafe fn map_matrices(entry: &R1csEntry) -> Result<R1cs, String> {
     let region = unsafe { Region::from_inherited_fd_read_only(fd) }.map_err(|e| e.to_string())?;
     let len = usize::try_from(entry.bytes).map_err(|_| format!("{} bytes", entry.bytes))?;
     let bytes = SealedBytes::new(Arc::new(region), len).map_err(|e| e.to_string())?;
-    let r1cs = R1cs::from_bytes(Box::new(bytes)).map_err(|e| e.to_string())?;
-    if r1cs.circuit_id() != entry.circuit_id {
-        return Err(format!(
-            "made for circuit id {:#x}, not {:#x}",
-            r1cs.circuit_id(),
-            entry.circuit_id
-        ));
-    }
-    Ok(r1cs)
+    R1cs::from_bytes_of(Box::new(bytes), entry.circuit_id).map_err(|e| e.to_string())
 }
 
 /// Opens the `kind` backend for one SRS the launcher passed: the CPU backend over the inherited

@@ -736,6 +736,22 @@ fn words<'a>(bytes: &'a [u8], at: usize, count: usize, what: &str) -> Result<&'a
 }
 
 impl R1cs {
+    /// [`R1cs::from_bytes`] of an encoding that must have been made for circuit `circuit_id`
+    /// (a shared memfd or a cache file named after it): another circuit's is refused.
+    pub fn from_bytes_of(
+        bytes: Box<dyn AsRef<[u8]> + Send + Sync>,
+        circuit_id: u64,
+    ) -> Result<R1cs, Error> {
+        let r1cs = R1cs::from_bytes(bytes)?;
+        if r1cs.circuit_id() != circuit_id {
+            return Err(format_error(format!(
+                "made for circuit id {:#x}, not {circuit_id:#x}",
+                r1cs.circuit_id()
+            )));
+        }
+        Ok(r1cs)
+    }
+
     /// Checks an encoding (magic, version, counts, that the length is what they make, the
     /// checksum, every row start and term, every coefficient canonical) and serves it. Costs one
     /// pass over the bytes; the density bitmaps are computed from the matrices here.
@@ -1445,6 +1461,15 @@ mod tests {
         let sum = xxhash_rust::xxh3::xxh3_64(&b[HEADER_BYTES..]);
         b[80..88].copy_from_slice(&sum.to_le_bytes());
         check(&b, "names column");
+        // Another circuit's id is refused, naming both.
+        let e = R1cs::from_bytes_of(Box::new(good.clone()), spec.circuit_id() ^ 1)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("made for circuit id"), "{e}");
+        assert!(
+            R1cs::from_bytes_of(Box::new(good.clone()), spec.circuit_id()).is_ok(),
+            "its own id"
+        );
         // And the good one opens, with the shape and densities of the full synthesis.
         let r1cs = R1cs::from_bytes(Box::new(good)).unwrap();
         let full = synthesize(spec.circuit(Some(3)), VecSink::new())

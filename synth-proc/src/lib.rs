@@ -237,15 +237,7 @@ impl CompiledCircuits {
             unsafe { Region::from_inherited_fd_read_only(fd) }.map_err(|e| e.to_string())?;
         let len = usize::try_from(e.bytes).map_err(|_| format!("{} bytes", e.bytes))?;
         let bytes = SealedBytes::new(Arc::new(region), len).map_err(|e| e.to_string())?;
-        let r1cs = R1cs::from_bytes(Box::new(bytes)).map_err(|e| e.to_string())?;
-        if r1cs.circuit_id() != e.circuit_id {
-            return Err(format!(
-                "made for circuit id {:#x}, not {:#x}",
-                r1cs.circuit_id(),
-                e.circuit_id
-            ));
-        }
-        Ok(r1cs)
+        R1cs::from_bytes_of(Box::new(bytes), e.circuit_id).map_err(|e| e.to_string())
     }
 
     /// Serves `r1cs` for its circuit (tests, and callers with matrices in their own memory).
