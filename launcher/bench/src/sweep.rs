@@ -736,14 +736,16 @@ mod tests {
         let _ = child.kill();
         let _ = child.wait();
         let (before, clock, after) = read.expect("the child ran 50 ms of CPU within 20 s");
-        // The ticks are the clock's time cut down to a whole tick: read between them, the clock
-        // is at least the first and less than a tick above the second.
+        // The ticks are the clock's time cut down to whole ticks: read between them, the clock
+        // is at least the first and within a little of the second (the kernel scales the
+        // ticks' user/system split from the clock, which can leave them a tick behind it on a
+        // loaded machine: two ticks of slack, seen at 1.05 ticks in CI).
         assert!(
             before <= clock + 1e-6,
             "ticks {before} s, then clock {clock} s"
         );
         assert!(
-            clock < after + 0.0101,
+            clock < after + 0.0201,
             "clock {clock} s, then ticks {after} s"
         );
         assert!((clock * 100.0).fract() != 0.0, "{clock} s is whole ticks");
