@@ -37,13 +37,8 @@ impl DeviceProbe {
         }
     }
 
-    /// The device as it is now, with `srs_device_bytes` resident for the backends and `memory`
-    /// planned by them.
-    pub fn report(
-        &self,
-        srs_device_bytes: u64,
-        memory: kernels::backend::DeviceMemory,
-    ) -> FromChild {
+    /// The device as it is now, with what its backends hold and planned in it (`memory`).
+    pub fn report(&self, memory: kernels::backend::DeviceMemory) -> FromChild {
         let free = match self.backend {
             BackendKind::Cpu => 0,
             BackendKind::Cuda | BackendKind::Gpu => cuda_info().map(|i| i.2).unwrap_or(0),
@@ -53,7 +48,7 @@ impl DeviceProbe {
             name: self.name.clone(),
             vram_total_bytes: self.total,
             vram_free_bytes: free,
-            srs_device_bytes,
+            srs_device_bytes: memory.srs_bytes,
             planned_device_bytes: memory.planned_bytes,
             device_budget_bytes: memory.budget_bytes,
         }
@@ -111,7 +106,7 @@ mod tests {
     #[test]
     fn the_cpu_backend_reports_its_model_and_no_vram() {
         let probe = DeviceProbe::new(3, BackendKind::Cpu);
-        match probe.report(0, Default::default()) {
+        match probe.report(Default::default()) {
             FromChild::Device {
                 ordinal,
                 name,

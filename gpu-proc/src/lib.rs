@@ -219,17 +219,13 @@ impl Prover {
         self.matrices.read().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// SRS bytes its backends keep resident in device memory.
-    pub fn device_bytes(&self) -> u64 {
-        self.read().values().map(|(_, b)| b.device_bytes()).sum()
-    }
-
-    /// What its backends planned in device memory, together, and the largest budget among
-    /// them (each plans within the gpu-proc's one budget).
+    /// What its backends hold and planned in device memory, together, and the largest budget
+    /// among them (each plans within the gpu-proc's one budget).
     pub fn device_memory(&self) -> kernels::backend::DeviceMemory {
         self.read().values().map(|(_, b)| b.device_memory()).fold(
             kernels::backend::DeviceMemory::default(),
             |all, m| kernels::backend::DeviceMemory {
+                srs_bytes: all.srs_bytes + m.srs_bytes,
                 planned_bytes: all.planned_bytes + m.planned_bytes,
                 budget_bytes: all.budget_bytes.max(m.budget_bytes),
             },
@@ -724,7 +720,7 @@ pub fn serve(
         detail: format!("gpu-proc[{}]: {} backend", config.device, config.backend),
     })?;
     let device = DeviceProbe::new(config.device, config.backend);
-    sender.send(&device.report(prover.device_bytes(), prover.device_memory()))?;
+    sender.send(&device.report(prover.device_memory()))?;
     let owner = shm_protocol::current_owner();
     let batch = config.batch.max(1);
     let mut acked_pause = false;
@@ -816,7 +812,7 @@ pub fn serve(
                 generation: o.generation,
             })?;
         }
-        sender.send(&device.report(prover.device_bytes(), prover.device_memory()))?;
+        sender.send(&device.report(prover.device_memory()))?;
     }
     tracing::info!("gpu-proc exiting");
     Ok(())

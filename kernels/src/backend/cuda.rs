@@ -78,6 +78,8 @@ mod ffi {
     /// `cudaHostRegisterPortable`: the range counts as pinned in every CUDA context.
     pub const HOST_REGISTER_PORTABLE: c_uint = 1;
 
+    // SAFETY: each declaration is the CUDA runtime's own C signature (cuda_runtime_api.h of
+    // CUDA 12 and 13: `cudaError_t` is a C enum, passed as `int`; `size_t` is `usize`).
     extern "C" {
         pub fn cudaGetDeviceCount(count: *mut c_int) -> c_int;
         pub fn cudaHostRegister(ptr: *mut c_void, size: usize, flags: c_uint) -> c_int;
@@ -94,6 +96,8 @@ mod ffi {
     /// `cudaDevAttrMultiProcessorCount`.
     pub const ATTR_MULTIPROCESSORS: c_int = 16;
 
+    // SAFETY: the declaration matches the definition in vendor/supraseal-c2 (`int
+    // splitprover_supraseal_patch_level()`, extern "C").
     extern "C" {
         /// Defined by our patched copy of supraseal-c2 (vendor/supraseal-c2): the number of
         /// its patches. Unresolved at link time if the upstream crate is linked instead.

@@ -218,6 +218,9 @@ pub(super) mod ffi {
     pub type OnProof =
         unsafe extern "C" fn(user: *mut c_void, index: usize, sums: *const Components);
 
+    // SAFETY: each declaration matches its `extern "C"` definition in kernels/cuda/gpu_prover.cu,
+    // and every struct passed by pointer above is `#[repr(C)]` with the C++ struct's fields in
+    // order (the `size_of` assertions above pin the sizes the C++ side was written for).
     extern "C" {
         pub fn splitprover_gpu_create(
             srs: *const Srs,
@@ -1053,12 +1056,9 @@ impl Backend for GpuBackend {
         "gpu"
     }
 
-    fn device_bytes(&self) -> u64 {
-        self.residency.srs_bytes
-    }
-
     fn device_memory(&self) -> super::DeviceMemory {
         super::DeviceMemory {
+            srs_bytes: self.residency.srs_bytes,
             planned_bytes: self.residency.planned_bytes + self.matrices_bytes(),
             budget_bytes: self.residency.budget_bytes,
         }

@@ -16,6 +16,8 @@ pub mod plan;
 /// What a backend planned in device memory ([`Backend::device_memory`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct DeviceMemory {
+    /// SRS bytes resident (the `gpu` backend's uploaded queries).
+    pub srs_bytes: u64,
     /// Bytes its plan allocates, with the matrices of witness-only proofs once resident.
     pub planned_bytes: u64,
     /// The budget it planned within (`[[gpu]] memory_budget`, or what the device had free).
@@ -235,16 +237,9 @@ pub trait Backend: Send + Sync {
         s: &[Scalar],
     ) -> Result<Vec<Proof>, crate::Error>;
 
-    /// Bytes of SRS this backend keeps resident in device memory (the `gpu` backend's uploaded
-    /// queries), for status; 0 for backends that keep none (the CPU one, supraseal-c2, which
-    /// streams its points on every call).
-    fn device_bytes(&self) -> u64 {
-        0
-    }
-
-    /// Device memory this backend planned for itself (SRS, scratch, input sets, resident
-    /// matrices) and the budget it planned within, for status; zeros for backends that plan
-    /// none (the CPU one, supraseal-c2).
+    /// What this backend holds and planned in device memory, for status; zeros for backends
+    /// that keep nothing there (the CPU one, supraseal-c2, which streams its points on every
+    /// call).
     fn device_memory(&self) -> DeviceMemory {
         DeviceMemory::default()
     }

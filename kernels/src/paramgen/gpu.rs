@@ -10,6 +10,8 @@ use crate::Error;
 mod ffi {
     use blstrs::{G1Affine, G2Affine, Scalar};
 
+    // SAFETY: each declaration matches its `extern "C"` definition in kernels/cuda/gpu_paramgen.cu;
+    // blstrs' affine points and scalars are `#[repr(transparent)]` over blst's C structs.
     extern "C" {
         pub fn splitprover_paramgen_g1(
             out: *mut G1Affine,

@@ -74,13 +74,12 @@ impl Pipeline {
         // first, in ordinary pages (the ring's huge pages are not known yet). Otherwise they
         // come after the ring, which has the first claim on huge pages.
         let witness_slots = settings.synthesis.precompiled && settings.synthesis.witness_slots;
-        let early = witness_slots.then(|| {
-            let circuits: Vec<_> = counted
-                .iter()
-                .map(|(c, id, shape)| (c.spec, *id, *shape))
-                .collect();
-            precompile(&settings, &circuits, HugePagePolicy::Plain)
-        });
+        let to_compile: Vec<_> = counted
+            .iter()
+            .map(|(c, id, shape)| (c.spec, *id, *shape))
+            .collect();
+        let early =
+            witness_slots.then(|| precompile(&settings, &to_compile, HugePagePolicy::Plain));
         // The slots: a full slot's size, or a witness slot's for a circuit with matrices.
         let mut slot_bytes = 0u64;
         let mut own_classes = Vec::new();
@@ -178,16 +177,8 @@ impl Pipeline {
         );
         // The pre-compiled constraint systems, after the ring so they never take huge pages the
         // ring could have had (unless the slots needed them first).
-        let (r1cs, synthesis) = match early {
-            Some(done) => done,
-            None => {
-                let counted: Vec<_> = circuits
-                    .iter()
-                    .map(|(id, e)| (e.spec, *id, e.shape))
-                    .collect();
-                precompile(&settings, &counted, HugePagePolicy::Auto)
-            }
-        };
+        let (r1cs, synthesis) =
+            early.unwrap_or_else(|| precompile(&settings, &to_compile, HugePagePolicy::Auto));
         // Where everyone runs.
         let pin_mode = PinMode::select(settings.pin)?;
         tracing::info!(mode = %pin_mode, %layout, "pinning");
