@@ -228,6 +228,8 @@ impl Prover {
                 srs_bytes: all.srs_bytes + m.srs_bytes,
                 planned_bytes: all.planned_bytes + m.planned_bytes,
                 budget_bytes: all.budget_bytes.max(m.budget_bytes),
+                streamed_bytes: all.streamed_bytes + m.streamed_bytes,
+                streamed_total_bytes: all.streamed_total_bytes + m.streamed_total_bytes,
             },
         )
     }

@@ -1061,6 +1061,7 @@ impl Backend for GpuBackend {
             srs_bytes: self.residency.srs_bytes,
             planned_bytes: self.residency.planned_bytes + self.matrices_bytes(),
             budget_bytes: self.residency.budget_bytes,
+            ..Default::default()
         }
     }
 

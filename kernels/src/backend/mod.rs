@@ -22,6 +22,11 @@ pub struct DeviceMemory {
     pub planned_bytes: u64,
     /// The budget it planned within (`[[gpu]] memory_budget`, or what the device had free).
     pub budget_bytes: u64,
+    /// SRS bytes its plan does not keep resident: copied from the page-locked host image in
+    /// chunks for every proof (the `gpu` backend under a budget smaller than the SRS).
+    pub streamed_bytes: u64,
+    /// SRS bytes copied from the host image so far, every proof's chunks summed.
+    pub streamed_total_bytes: u64,
 }
 
 use blstrs::{Bls12, G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
