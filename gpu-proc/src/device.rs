@@ -37,7 +37,8 @@ impl DeviceProbe {
         }
     }
 
-    /// The device as it is now, with what its backends hold and planned in it (`memory`).
+    /// The device as it is now, with what its backends hold and planned in it and the SRS bytes
+    /// they stream from the host (`memory`).
     pub fn report(&self, memory: kernels::backend::DeviceMemory) -> FromChild {
         let free = match self.backend {
             BackendKind::Cpu => 0,
@@ -51,6 +52,8 @@ impl DeviceProbe {
             srs_device_bytes: memory.srs_bytes,
             planned_device_bytes: memory.planned_bytes,
             device_budget_bytes: memory.budget_bytes,
+            srs_streamed_bytes: memory.streamed_bytes,
+            srs_streamed_total_bytes: memory.streamed_total_bytes,
         }
     }
 }
@@ -115,14 +118,49 @@ mod tests {
                 srs_device_bytes,
                 planned_device_bytes,
                 device_budget_bytes,
+                srs_streamed_bytes,
+                srs_streamed_total_bytes,
             } => {
                 assert_eq!(srs_device_bytes, 0);
                 assert_eq!((planned_device_bytes, device_budget_bytes), (0, 0));
+                assert_eq!((srs_streamed_bytes, srs_streamed_total_bytes), (0, 0));
                 assert_eq!(ordinal, 3);
                 assert!(name.starts_with("CPU backend ("), "{name}");
                 assert!(name.ends_with(" threads)"), "{name}");
                 assert_eq!((vram_total_bytes, vram_free_bytes), (0, 0));
             }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_report_carries_what_the_backends_planned_and_streamed() {
+        let probe = DeviceProbe::new(0, BackendKind::Cpu);
+        let memory = kernels::backend::DeviceMemory {
+            srs_bytes: 5,
+            planned_bytes: 7,
+            budget_bytes: 11,
+            streamed_bytes: 13,
+            streamed_total_bytes: 17,
+        };
+        match probe.report(memory) {
+            FromChild::Device {
+                srs_device_bytes,
+                planned_device_bytes,
+                device_budget_bytes,
+                srs_streamed_bytes,
+                srs_streamed_total_bytes,
+                ..
+            } => assert_eq!(
+                (
+                    srs_device_bytes,
+                    planned_device_bytes,
+                    device_budget_bytes,
+                    srs_streamed_bytes,
+                    srs_streamed_total_bytes
+                ),
+                (5, 7, 11, 13, 17)
+            ),
             other => panic!("unexpected {other:?}"),
         }
     }

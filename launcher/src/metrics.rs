@@ -316,13 +316,14 @@ impl Metrics {
             &mut o,
             "splitprover_gpu_memory_bytes",
             "gauge",
-            "Device memory per gpu-proc: free, the SRS resident, what its backends planned and \
-             the budget they planned within.",
+            "Device memory per gpu-proc: free, the SRS resident, the SRS streamed from the host \
+             for every proof, what its backends planned and the budget they planned within.",
         );
         for g in &status.gpus {
             for (what, bytes) in [
                 ("free", g.vram_free_bytes),
                 ("srs", g.srs_device_bytes),
+                ("streamed", g.srs_streamed_bytes),
                 ("planned", g.planned_device_bytes),
                 ("budget", g.device_budget_bytes),
             ] {
@@ -332,6 +333,19 @@ impl Metrics {
                     g.ordinal
                 );
             }
+        }
+        head(
+            &mut o,
+            "splitprover_gpu_srs_streamed_bytes_total",
+            "counter",
+            "SRS bytes each gpu-proc copied from the host image (the part not kept resident).",
+        );
+        for g in &status.gpus {
+            let _ = writeln!(
+                o,
+                "splitprover_gpu_srs_streamed_bytes_total{{gpu=\"{}\"}} {}",
+                g.ordinal, g.srs_streamed_total_bytes
+            );
         }
         head(
             &mut o,
@@ -451,5 +465,50 @@ mod tests {
             "{o}"
         );
         assert!(o.contains("x_count{proof_kind=\"k\"} 2\n"), "{o}");
+    }
+
+    #[test]
+    fn each_gpu_reports_its_memory_and_the_srs_it_streams() {
+        let gpu = |ordinal, streamed, total| crate::pipeline::GpuLine {
+            ordinal,
+            vram_free_bytes: 40,
+            srs_device_bytes: 30,
+            planned_device_bytes: 20,
+            device_budget_bytes: 50,
+            srs_streamed_bytes: streamed,
+            srs_streamed_total_bytes: total,
+            ..Default::default()
+        };
+        let status = PipelineStatus {
+            pin_mode: String::new(),
+            ring_pages: "plain".into(),
+            ring_slots: 1,
+            slot_bytes: 1 << 20,
+            slot_classes: Vec::new(),
+            slots: Default::default(),
+            children: Vec::new(),
+            jobs: Vec::new(),
+            counters: Default::default(),
+            fatal: None,
+            srs: Vec::new(),
+            gpus: vec![gpu(0, 0, 0), gpu(1, 7 << 30, 70 << 30)],
+            synthesis: Vec::new(),
+        };
+        let o = Metrics::new().render(&status, Duration::from_secs(1));
+        for line in [
+            "splitprover_gpu_memory_bytes{gpu=\"0\",what=\"streamed\"} 0\n",
+            "splitprover_gpu_memory_bytes{gpu=\"1\",what=\"streamed\"} 7516192768\n",
+            "splitprover_gpu_memory_bytes{gpu=\"1\",what=\"srs\"} 30\n",
+            "splitprover_gpu_memory_bytes{gpu=\"1\",what=\"budget\"} 50\n",
+            "# TYPE splitprover_gpu_srs_streamed_bytes_total counter\n",
+            "splitprover_gpu_srs_streamed_bytes_total{gpu=\"0\"} 0\n",
+            "splitprover_gpu_srs_streamed_bytes_total{gpu=\"1\"} 75161927680\n",
+        ] {
+            assert!(o.contains(line), "{line} in {o}");
+        }
+        assert!(
+            o.contains("# HELP splitprover_gpu_srs_streamed_bytes_total SRS bytes"),
+            "{o}"
+        );
     }
 }

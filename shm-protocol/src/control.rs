@@ -320,6 +320,14 @@ pub enum FromChild {
         /// device had free); 0 for backends that plan none.
         #[serde(default)]
         device_budget_bytes: u64,
+        /// SRS bytes its backends do not keep resident: copied from the page-locked host image
+        /// in chunks for every proof (the `gpu` backend under a budget smaller than the SRS).
+        #[serde(default)]
+        srs_streamed_bytes: u64,
+        /// SRS bytes its backends have copied from the host image so far (every proof's
+        /// chunks, summed; a counter).
+        #[serde(default)]
+        srs_streamed_total_bytes: u64,
     },
     /// Answer to [`ToGpu::LoadSrs`]: the SRS is mapped and its backend open, or why not.
     SrsLoaded {
@@ -869,20 +877,58 @@ mod tests {
             srs_device_bytes: 7_600_000_000,
             planned_device_bytes: 9_000_000_000,
             device_budget_bytes: 24_000_000_000,
+            srs_streamed_bytes: 3_000_000_000,
+            srs_streamed_total_bytes: 300_000_000_000,
         };
         let json = serde_json::to_string(&msg).unwrap();
+        assert!(
+            json.contains(
+                ",\"srs_streamed_bytes\":3000000000,\"srs_streamed_total_bytes\":300000000000"
+            ),
+            "{json}"
+        );
         assert_eq!(serde_json::from_str::<FromChild>(&json).unwrap(), msg);
-        // A report from a gpu-proc of the previous version (no SRS bytes) still reads.
-        let old = json.replace(
+        // A report from a gpu-proc without the streamed bytes reads as nothing streamed.
+        let unstreamed = json.replace(
+            ",\"srs_streamed_bytes\":3000000000,\"srs_streamed_total_bytes\":300000000000",
+            "",
+        );
+        assert_ne!(unstreamed, json);
+        assert_eq!(
+            serde_json::from_str::<FromChild>(&unstreamed).unwrap(),
+            FromChild::Device {
+                ordinal: 1,
+                name: "NVIDIA H200".into(),
+                vram_total_bytes: 150_000_000_000,
+                vram_free_bytes: 149_000_000_000,
+                srs_device_bytes: 7_600_000_000,
+                planned_device_bytes: 9_000_000_000,
+                device_budget_bytes: 24_000_000_000,
+                srs_streamed_bytes: 0,
+                srs_streamed_total_bytes: 0,
+            }
+        );
+        // A report from a gpu-proc of an older version (no SRS bytes at all) still reads.
+        let old = unstreamed.replace(
             ",\"srs_device_bytes\":7600000000,\"planned_device_bytes\":9000000000,\
              \"device_budget_bytes\":24000000000",
             "",
         );
-        assert_ne!(old, json);
+        assert_ne!(old, unstreamed);
         match serde_json::from_str::<FromChild>(&old).unwrap() {
             FromChild::Device {
-                srs_device_bytes, ..
-            } => assert_eq!(srs_device_bytes, 0),
+                srs_device_bytes,
+                srs_streamed_bytes,
+                srs_streamed_total_bytes,
+                ..
+            } => assert_eq!(
+                (
+                    srs_device_bytes,
+                    srs_streamed_bytes,
+                    srs_streamed_total_bytes
+                ),
+                (0, 0, 0)
+            ),
             other => panic!("unexpected {other:?}"),
         }
     }

@@ -122,6 +122,15 @@ fn every_rpc_works_over_the_unix_socket_and_over_tcp() {
     assert_eq!(st.gpus.len(), 1, "{st:?}");
     assert!(st.gpus[0].name.starts_with("CPU backend"), "{st:?}");
     assert!(st.gpus[0].current_job_id.is_empty());
+    // The CPU backend streams no SRS to a device.
+    assert_eq!(
+        (
+            st.gpus[0].srs_streamed_bytes,
+            st.gpus[0].srs_streamed_total_bytes
+        ),
+        (0, 0),
+        "{st:?}"
+    );
     let srs = st
         .loaded_srs
         .iter()
@@ -153,6 +162,8 @@ fn every_rpc_works_over_the_unix_socket_and_over_tcp() {
     assert!(text.contains("splitprover_gpu_busy_ratio{gpu=\"0\"}"));
     // The CPU backend plans no device memory: the budget and the plan read 0.
     assert!(text.contains("splitprover_gpu_memory_bytes{gpu=\"0\",what=\"budget\"} 0"));
+    assert!(text.contains("splitprover_gpu_memory_bytes{gpu=\"0\",what=\"streamed\"} 0"));
+    assert!(text.contains("splitprover_gpu_srs_streamed_bytes_total{gpu=\"0\"} 0\n"));
     let (line, body) = http_get(&format!("127.0.0.1:{metrics_port}"), "/metrics");
     assert!(line.contains("200"), "{line}");
     assert!(

@@ -544,6 +544,8 @@ fn gpu_lines(s: &Service, status: &crate::pipeline::PipelineStatus) -> Vec<pb::G
             srs_device_bytes: g.srs_device_bytes,
             planned_device_bytes: g.planned_device_bytes,
             device_budget_bytes: g.device_budget_bytes,
+            srs_streamed_bytes: g.srs_streamed_bytes,
+            srs_streamed_total_bytes: g.srs_streamed_total_bytes,
             current_job_id: g.current_job.map(|id| s.request_id(id)).unwrap_or_default(),
             current_proof_kind: g
                 .current_circuit

@@ -505,10 +505,14 @@ impl Core {
                 srs_device_bytes,
                 planned_device_bytes,
                 device_budget_bytes,
+                srs_streamed_bytes,
+                srs_streamed_total_bytes,
             } => {
                 let d = self.progress.gpu_devices.entry(role).or_default();
                 d.planned_device_bytes = planned_device_bytes;
                 d.device_budget_bytes = device_budget_bytes;
+                d.srs_streamed_bytes = srs_streamed_bytes;
+                d.srs_streamed_total_bytes = srs_streamed_total_bytes;
                 d.name = name;
                 d.vram_total_bytes = vram_total_bytes;
                 d.vram_free_bytes = vram_free_bytes;

@@ -61,6 +61,8 @@ pub(super) struct GpuDevice {
     pub(super) srs_device_bytes: u64,
     pub(super) planned_device_bytes: u64,
     pub(super) device_budget_bytes: u64,
+    pub(super) srs_streamed_bytes: u64,
+    pub(super) srs_streamed_total_bytes: u64,
     pub(super) busy_ns: u64,
 }
 
@@ -187,6 +189,8 @@ impl Core {
                     srs_device_bytes: device.map_or(0, |d| d.srs_device_bytes),
                     planned_device_bytes: device.map_or(0, |d| d.planned_device_bytes),
                     device_budget_bytes: device.map_or(0, |d| d.device_budget_bytes),
+                    srs_streamed_bytes: device.map_or(0, |d| d.srs_streamed_bytes),
+                    srs_streamed_total_bytes: device.map_or(0, |d| d.srs_streamed_total_bytes),
                     current_job: batch.map(|b| b.job),
                     current_circuit: batch.and_then(|b| b.circuit_name.clone()),
                     busy_ns: device.map_or(0, |d| d.busy_ns),

@@ -649,12 +649,20 @@ pub fn render_status(s: &PipelineStatus) -> String {
             "no VRAM".to_owned()
         } else {
             format!(
-                "VRAM {} of {} MiB free{}{}",
+                "VRAM {} of {} MiB free{}{}{}",
                 g.vram_free_bytes >> 20,
                 g.vram_total_bytes >> 20,
                 match g.srs_device_bytes {
                     0 => String::new(),
                     b => format!(", SRS resident {} MiB", b >> 20),
+                },
+                match g.srs_streamed_bytes {
+                    0 => String::new(),
+                    b => format!(
+                        ", SRS {} streamed per proof ({} so far)",
+                        bytes_text(b),
+                        bytes_text(g.srs_streamed_total_bytes)
+                    ),
                 },
                 match g.device_budget_bytes {
                     0 => String::new(),
@@ -717,4 +725,81 @@ pub fn render_status(s: &PipelineStatus) -> String {
         let _ = writeln!(o, "FATAL: {f}");
     }
     o
+}
+
+/// Bytes for people, one decimal: TiB, GiB, else MiB.
+fn bytes_text(bytes: u64) -> String {
+    let (unit, shift) = match bytes {
+        b if b >= 1 << 40 => ("TiB", 40),
+        b if b >= 1 << 30 => ("GiB", 30),
+        _ => ("MiB", 20),
+    };
+    format!("{:.1} {unit}", bytes as f64 / (1u64 << shift) as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use launcher::pipeline::{Counters, GpuLine, SlotCounts};
+
+    fn status_of(gpus: Vec<GpuLine>) -> PipelineStatus {
+        PipelineStatus {
+            pin_mode: String::new(),
+            ring_pages: String::new(),
+            ring_slots: 1,
+            slot_bytes: 1 << 20,
+            slot_classes: Vec::new(),
+            slots: SlotCounts::default(),
+            children: Vec::new(),
+            jobs: Vec::new(),
+            counters: Counters::default(),
+            fatal: None,
+            srs: Vec::new(),
+            gpus,
+            synthesis: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_gpu_line_shows_its_budget_and_the_srs_streamed_only_when_some_is() {
+        let gib = 1u64 << 30;
+        let mut g = GpuLine {
+            ordinal: 0,
+            role: "gpu-proc[0]".into(),
+            name: "NVIDIA H100".into(),
+            vram_total_bytes: 80 * gib,
+            vram_free_bytes: 60 * gib,
+            srs_device_bytes: 8 * gib,
+            planned_device_bytes: 20 * gib,
+            device_budget_bytes: 22 * gib,
+            ..GpuLine::default()
+        };
+        let resident = render_status(&status_of(vec![g.clone()]));
+        assert!(
+            resident.contains(
+                "VRAM 61440 of 81920 MiB free, SRS resident 8192 MiB, \
+                 planned 20480 MiB of a 22528 MiB budget; idle"
+            ),
+            "{resident}"
+        );
+        assert!(!resident.contains("streamed"), "{resident}");
+        g.srs_streamed_bytes = 12 * gib;
+        g.srs_streamed_total_bytes = 1_200 * gib;
+        let streamed = render_status(&status_of(vec![g]));
+        assert!(
+            streamed.contains(
+                ", SRS resident 8192 MiB, SRS 12.0 GiB streamed per proof (1.2 TiB so far), \
+                 planned 20480 MiB"
+            ),
+            "{streamed}"
+        );
+    }
+
+    #[test]
+    fn bytes_read_in_the_largest_whole_unit() {
+        assert_eq!(bytes_text(0), "0.0 MiB");
+        assert_eq!(bytes_text(512 << 20), "512.0 MiB");
+        assert_eq!(bytes_text(3 << 29), "1.5 GiB");
+        assert_eq!(bytes_text(5 << 40), "5.0 TiB");
+    }
 }
