@@ -37,6 +37,7 @@ mod cuda {
         super::nvcc::one_arch().unwrap_or_else(|| {
             let mut nvcc = sppark::build::ccmd();
             nvcc.flag("-gencode").flag("arch=compute_90,code=sm_90");
+            nvcc.debug(false);
             nvcc
         })
     }

@@ -147,19 +147,14 @@ impl Prover {
     /// Every `fd` in `config.srs` must satisfy [`SrsMapping::from_fd`]'s contract, and every
     /// `fd` in `config.r1cs` [`map_matrices`]'s.
     pub unsafe fn from_config(config: &GpuConfig) -> Result<Prover, Error> {
-        let mut backends: Backends = HashMap::new();
-        for entry in &config.srs {
-            // SAFETY: forwarded to the caller.
-            let backend = unsafe { open_backend(config.backend, config.memory_budget, entry) }?;
-            backends.insert(entry.circuit_id, (entry.circuit.clone(), backend));
-        }
-        let prover = Prover::from_backends(backends);
+        // The matrices first: the `gpu` backend's device plan leaves room for its circuit's.
+        let mut mapped = Vec::new();
         for entry in &config.r1cs {
             // SAFETY: forwarded to the caller.
             match unsafe { map_matrices(entry) } {
                 Ok(r1cs) => {
                     tracing::info!(circuit = %entry.circuit, mib = r1cs.bytes() >> 20, "pre-compiled constraint system mapped for witness slots");
-                    prover.add_matrices(r1cs);
+                    mapped.push(r1cs);
                 }
                 // Not fatal: the full slots of every circuit are proved as before, and a
                 // witness slot of this circuit fails with a message saying why.
@@ -169,6 +164,22 @@ impl Prover {
                      slots will fail"
                 ),
             }
+        }
+        let mut backends: Backends = HashMap::new();
+        for entry in &config.srs {
+            let reserve = mapped
+                .iter()
+                .filter(|r| r.circuit_id() == entry.circuit_id)
+                .map(open::matrices_reserve)
+                .sum();
+            // SAFETY: forwarded to the caller.
+            let backend =
+                unsafe { open_backend(config.backend, config.memory_budget, reserve, entry) }?;
+            backends.insert(entry.circuit_id, (entry.circuit.clone(), backend));
+        }
+        let prover = Prover::from_backends(backends);
+        for r1cs in mapped {
+            prover.add_matrices(r1cs);
         }
         // The witness layouts (one pass over each circuit's rows, in order: tens of seconds at
         // a 32 GiB PoRep partition) are made now, beside serving, so the first witness slot
@@ -259,9 +270,14 @@ impl Prover {
         if self.read().contains_key(&circuit_id) {
             return Ok(false);
         }
+        let reserve = self
+            .read_matrices()
+            .get(&circuit_id)
+            .map_or(0, |m| open::matrices_reserve(m.r1cs()));
         // Opened outside the lock: proving goes on meanwhile.
         // SAFETY: forwarded to the caller.
-        let backend = unsafe { open_backend_fd(kind, memory_budget, fd, circuit, params_path) }?;
+        let backend =
+            unsafe { open_backend_fd(kind, (memory_budget, reserve), fd, circuit, params_path) }?;
         let mut backends = self.write();
         if backends.contains_key(&circuit_id) {
             backend.release();

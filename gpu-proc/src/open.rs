@@ -69,6 +69,9 @@ pub unsafe fn map_matrices(entry: &R1csEntry) -> Result<R1cs, String> {
 /// SRS image, the `gpu` backend uploading that image to the device, the supraseal-c2 (`cuda`)
 /// backend from the `.params` file it came from.
 ///
+/// `reserve` is device memory the `gpu` backend's plan leaves for what is uploaded later (the
+/// circuit's matrices, [`matrices_reserve`]).
+///
 /// # Safety
 ///
 /// As [`SrsMapping::from_fd`] for `entry.fd` (read for [`BackendKind::Cpu`] and
@@ -76,16 +79,33 @@ pub unsafe fn map_matrices(entry: &R1csEntry) -> Result<R1cs, String> {
 pub unsafe fn open_backend(
     kind: BackendKind,
     memory_budget: Option<u64>,
+    reserve: u64,
     entry: &SrsEntry,
 ) -> Result<Box<dyn Backend>, Error> {
     // SAFETY: forwarded to the caller; the launcher passes `entry.fd` to this process alone.
     let fd = unsafe { OwnedFd::from_raw_fd(entry.fd) };
+    let budget = (memory_budget, reserve);
     // SAFETY: forwarded to the caller.
-    unsafe { open_backend_fd(kind, memory_budget, fd, &entry.circuit, &entry.params_path) }
+    unsafe { open_backend_fd(kind, budget, fd, &entry.circuit, &entry.params_path) }
 }
 
-/// [`open_backend`] over an owned SRS memfd. The supraseal-c2 backend loads from `params_path`
-/// and closes `fd` at once, and the `gpu` backend unmaps it once the points are on the device, so
+/// Device bytes the `gpu` backend takes for `r1cs`'s matrices once a witness-only proof of its
+/// circuit comes (0 in a build without CUDA).
+#[cfg(feature = "cuda")]
+pub fn matrices_reserve(r1cs: &R1cs) -> u64 {
+    kernels::backend::gpu::matrices_device_bytes(r1cs)
+}
+
+/// Device bytes the `gpu` backend takes for `r1cs`'s matrices once a witness-only proof of its
+/// circuit comes (0 in a build without CUDA).
+#[cfg(not(feature = "cuda"))]
+pub fn matrices_reserve(_r1cs: &R1cs) -> u64 {
+    0
+}
+
+/// [`open_backend`] over an owned SRS memfd, `budget` the memory budget and the reserve. The
+/// supraseal-c2 backend loads from `params_path` and closes `fd` at once, and the `gpu` backend
+/// unmaps it once the points are on the device unless its plan streams part of them from it, so
 /// an evicted SRS's memory is not kept alive by this process.
 ///
 /// # Safety
@@ -94,7 +114,7 @@ pub unsafe fn open_backend(
 /// [`BackendKind::Gpu`]).
 pub(crate) unsafe fn open_backend_fd(
     kind: BackendKind,
-    memory_budget: Option<u64>,
+    budget: (Option<u64>, u64),
     fd: OwnedFd,
     circuit: &str,
     params_path: &std::path::Path,
@@ -112,7 +132,7 @@ pub(crate) unsafe fn open_backend_fd(
         BackendKind::Gpu => {
             // SAFETY: forwarded to the caller.
             let mapping = unsafe { SrsMapping::from_owned_fd(fd) }?;
-            open_gpu(mapping.as_ref(), memory_budget)?
+            open_gpu(Arc::new(mapping), budget)?
         }
     };
     opened.map_err(|source| Error::Backend {
@@ -137,7 +157,7 @@ pub fn open_backend_from_file(
         BackendKind::Cuda => open_cuda(params)?,
         BackendKind::Gpu => {
             match kernels::srs::SrsImage::from_params_file(params, circuit_id, false) {
-                Ok(image) => open_gpu(image.as_ref(), None)?,
+                Ok(image) => open_gpu(Arc::new(image), (None, 0))?,
                 Err(e) => Err(e),
             }
         }
@@ -162,16 +182,20 @@ fn open_cuda(_params: &std::path::Path) -> Result<Opened, Error> {
     Err(Error::NoCuda)
 }
 
-/// Our own GPU backend over an SRS image: the points go to the device, the image is not kept.
+/// Our own GPU backend over an SRS image: the points go to the device; the image is kept only
+/// where the plan streams part of it for every proof (a budget smaller than the SRS).
 #[cfg(feature = "cuda")]
-fn open_gpu(image: &[u8], memory_budget: Option<u64>) -> Result<Opened, Error> {
+fn open_gpu(
+    image: Arc<dyn AsRef<[u8]> + Send + Sync>,
+    (memory_budget, reserve_bytes): (Option<u64>, u64),
+) -> Result<Opened, Error> {
     let options = kernels::backend::gpu::GpuOptions {
         memory_budget,
+        reserve_bytes,
         ..Default::default()
     };
-    Ok(kernels::srs::SrsView::new(image)
-        .and_then(|view| kernels::backend::gpu::GpuBackend::with_options(&view, options))
-        .map(|b| {
+    Ok(
+        kernels::backend::gpu::GpuBackend::with_image(image, options).map(|b| {
             let r = b.residency();
             tracing::info!(
                 srs_mib = r.srs_bytes >> 20,
@@ -183,13 +207,19 @@ fn open_gpu(image: &[u8], memory_budget: Option<u64>) -> Result<Opened, Error> {
                 input_sets = r.input_sets,
                 planned_mib = r.planned_bytes >> 20,
                 budget_mib = r.budget_bytes >> 20,
+                streamed_mib = r.streamed_bytes >> 20,
+                stream_gbps = format!("{:.1}", r.stream_gbps),
                 "SRS uploaded to the GPU"
             );
             Box::new(b) as Box<dyn Backend>
-        }))
+        }),
+    )
 }
 
 #[cfg(not(feature = "cuda"))]
-fn open_gpu(_image: &[u8], _memory_budget: Option<u64>) -> Result<Opened, Error> {
+fn open_gpu(
+    _image: Arc<dyn AsRef<[u8]> + Send + Sync>,
+    _budget: (Option<u64>, u64),
+) -> Result<Opened, Error> {
     Err(Error::NoCuda)
 }

@@ -732,6 +732,8 @@ struct sp_phases {
     double cpu_finish;   // the window combination and the phase times, after the wait
     double cpu_blind;    // written by the Rust side: blinding the sums into the proof
     double side;         // the side stream: the final sums of L, A, B_G1, B_G2 (and `sp_side`)
+    double stream;       // the streaming stream: the proof's first SRS chunk copy to its last
+                         // landed (0: nothing streamed)
 };
 
 // One batch: device milliseconds from the first copy to the last sums copied back.
@@ -743,12 +745,23 @@ struct sp_batch_times {
     char graph_error[200];     // why the context stopped using graphs ("" while it does)
 };
 
+// Which SRS points stay in device memory (issue 32): per query (SP_Q_H .. SP_Q_B2) a prefix of
+// `resident[q]` points (at least the query's length: all of it); the rest of each query is
+// copied from the page-locked host image for every proof, chunk by chunk, through two staging
+// buffers of `stage_bytes` each, the copy of one chunk overlapping the MSM over the other.
+enum { SP_Q_H, SP_Q_L, SP_Q_A, SP_Q_B1, SP_Q_B2, SP_QUERIES };
+struct sp_residency {
+    size_t resident[SP_QUERIES];
+    size_t stage_bytes;
+};
+
 struct sp_options {
     int double_buffer;   // 0: one input set (no copy overlap); otherwise two where memory allows
     uint32_t wbits_h;    // 0: sppark's window size for the H MSM; otherwise 10..=18
     uint32_t chunks_h;   // 0: sppark's chunking of the H MSM; otherwise 1..=64 chunks
     int no_graphs;       // nonzero: launch the front half kernel by kernel (no CUDA graph)
     int finish;          // 0: on the device from 2^20 up (SP_DEVICE_FINISH_LG); 1: device; 2: host
+    sp_residency res;    // what stays resident; the rest streams
 };
 
 struct sp_upload {
@@ -760,6 +773,8 @@ struct sp_upload {
     uint32_t wbits_h;        // the H MSM's window size
     uint32_t chunks_h;       // the H MSM's chunks
     int device_finish;       // 1: `sp_side` finishes every proof on the device
+    size_t streamed_bytes;   // SRS bytes copied from the host image for every proof
+    double stream_gbps;      // host-to-device rate of one staging buffer's copy (0: none)
 };
 
 // Shape of one Pippenger run (mirrored as `MsmPlan` for the no-GPU tests).
@@ -879,6 +894,27 @@ struct sp_layout {
     size_t acc_g1, acc_g2;                                       // window accumulator entries
     size_t results_bytes;
     sp_msm_plan plan_h;
+    // Residency (issue 32): the points of each query kept on the device (a prefix), the points
+    // of one streamed chunk in G1 and in G2, and each of the two staging buffers (0: nothing
+    // streams).
+    size_t n[SP_QUERIES], res[SP_QUERIES];
+    size_t stage_g1, stage_g2, stage_bytes;
+
+    static size_t point_bytes(int q) { return q == SP_Q_B2 ? sizeof(affine_fp2_t) : sizeof(affine_t); }
+    size_t resident_bytes() const
+    {
+        size_t b = 0;
+        for (int q = 0; q < SP_QUERIES; q++)
+            b += res[q] * point_bytes(q);
+        return b;
+    }
+    size_t streamed_bytes() const
+    {
+        size_t b = 0;
+        for (int q = 0; q < SP_QUERIES; q++)
+            b += (n[q] - res[q]) * point_bytes(q);
+        return b;
+    }
 
     size_t set_bytes() const
     {
@@ -895,15 +931,40 @@ struct sp_layout {
         b += SP_G1_JOBS * (acc_g1 + 2 * parts) * sizeof(bucket_t);
         b += (acc_g2 + 2 * parts) * sizeof(bucket_fp2_t);
         b += results_bytes + 2 * sizeof(sp_blind);   // the results, the flights' blinding input
+        b += 2 * stage_bytes;
         return b;
     }
 };
 
 static size_t sp_nz(size_t n) { return n ? n : 1; }
 
-static sp_layout sp_layout_of(const sp_srs& s, int sms, uint32_t wbits_h, uint32_t chunks_h)
+// A streamed chunk's points are a multiple of this: whole tiles of the split bitmaps' prefix
+// sums (SP_TILE words of 64 bits), so that a chunk's gather and batch addition start on a tile.
+static const size_t SP_CHUNK_ALIGN = (size_t)SP_TILE * 64;
+
+static sp_layout sp_layout_of(const sp_srs& s, int sms, uint32_t wbits_h, uint32_t chunks_h,
+                              const sp_residency* r)
 {
     sp_layout l{};
+    const size_t n5[SP_QUERIES] = {s.n_h, s.n_l, s.n_a, s.n_b, s.n_b};
+    bool streams = false;
+    for (int q = 0; q < SP_QUERIES; q++) {
+        l.n[q] = n5[q];
+        l.res[q] = r ? std::min(r->resident[q], n5[q]) : n5[q];
+        streams |= l.res[q] < n5[q];
+    }
+    if (streams) {
+        // at least one chunk of G2 points per buffer; chunks of whole tiles
+        size_t bytes = std::max(r->stage_bytes, SP_CHUNK_ALIGN * sizeof(affine_fp2_t));
+        l.stage_g1 = bytes / sizeof(affine_t) / SP_CHUNK_ALIGN * SP_CHUNK_ALIGN;
+        l.stage_g2 = bytes / sizeof(affine_fp2_t) / SP_CHUNK_ALIGN * SP_CHUNK_ALIGN;
+        l.stage_bytes = std::max(l.stage_g1 * sizeof(affine_t), l.stage_g2 * sizeof(affine_fp2_t));
+        for (int q = SP_Q_L; q <= SP_Q_B1; q++)
+            if (l.res[q] < n5[q])
+                l.res[q] = l.res[q] / l.stage_g1 * l.stage_g1;
+        if (l.res[SP_Q_B2] < n5[SP_Q_B2])
+            l.res[SP_Q_B2] = l.res[SP_Q_B2] / l.stage_g2 * l.stage_g2;
+    }
     uint32_t lg_domain = sp_lg2(s.n_h - 1) + 1;
     l.domain = (size_t)1 << lg_domain;
     l.abc = 3 * l.domain;
@@ -934,7 +995,16 @@ static sp_layout sp_layout_of(const sp_srs& s, int sms, uint32_t wbits_h, uint32
         wbits_h = std::min(sp_plan(s.n_h).wbits + 2, 14u);
         chunks_h = 1;
     }
+    // A streamed H takes its points in chunks of at most one staging buffer; the resident
+    // prefix is whole chunks (a chunk is read from the device only when it lies in the prefix).
+    if (l.res[SP_Q_H] < s.n_h) {
+        size_t need = (s.n_h + l.stage_g1 - 1) / l.stage_g1;
+        size_t have = chunks_h ? chunks_h : sp_plan(s.n_h, wbits_h).batch;
+        chunks_h = (uint32_t)std::max(need, have);
+    }
     l.plan_h = sp_plan(s.n_h, wbits_h, chunks_h);
+    if (l.res[SP_Q_H] < s.n_h)
+        l.res[SP_Q_H] = l.res[SP_Q_H] / l.plan_h.stride * l.plan_h.stride;
     size_t b_g1 = l.plan_h.buckets, b_g2 = 0;
     size_t digits = l.plan_h.digits, temps = l.plan_h.temps;
     for (int q = 0; q < 3; q++) {
@@ -1050,6 +1120,9 @@ struct sp_flight {
     uint32_t nwins[SP_JOBS] = {}, wbits[SP_JOBS] = {};
     sp_components host_sums;           // the diagnostic's sums (`splitprover_gpu_prove_batch`)
     double cpu_issue = 0, cpu_wait = 0; // this proof's host CPU so far (ms), for its phases
+    cudaEvent_t stream0 = nullptr, stream1 = nullptr;   // the streaming stream: first chunk
+                                                        // copy started, last one landed
+    bool streamed = false;             // this proof copied SRS chunks
 };
 
 // CPU milliseconds of the calling thread.
@@ -1066,6 +1139,24 @@ struct sp_cpu_span {
     double t0;
     explicit sp_cpu_span(double& a) : acc(a), t0(sp_cpu_ms()) {}
     ~sp_cpu_span() { acc += sp_cpu_ms() - t0; }
+};
+
+// Page-locks [ptr, ptr + len) for the copy when CUDA accepts it (not every mapping can be).
+struct sp_host_lock {
+    void* ptr = nullptr;
+    bool ok = false;
+    sp_host_lock(const void* p, size_t len)
+    {
+        if (len && cudaHostRegister(const_cast<void*>(p), len, cudaHostRegisterPortable
+                                                         | cudaHostRegisterReadOnly)
+                   == cudaSuccess) {
+            ptr = const_cast<void*>(p);
+            ok = true;
+        } else {
+            (void)cudaGetLastError();
+        }
+    }
+    ~sp_host_lock() { if (ok) (void)cudaHostUnregister(ptr); }
 };
 
 struct GpuContext {
@@ -1103,6 +1194,19 @@ struct GpuContext {
     sp_buf<unsigned char> d_results;
 
     sp_dev_matrices mat;   // witness-only proofs: the circuit's matrices
+
+    // SRS streaming (issue 32): the points past each query's resident prefix (`lay.res`) are
+    // copied from the page-locked host image (`lens`' pointers, kept; `image_lock`) into the
+    // staging buffers in turn on `s_stream`. A copy waits for its buffer's `consumed` (the last
+    // kernel that read its previous chunk); the kernels reading it wait for its `landed`.
+    bool streams = false;
+    sp_buf<unsigned char> stage[2];
+    std::unique_ptr<stream_t> s_stream;
+    cudaEvent_t landed[2] = {}, consumed[2] = {};
+    uint64_t stage_next = 0;
+    std::atomic<uint64_t> streamed_total{0};
+    cudaEvent_t* stream_mark = nullptr;   // the flight's stream0, recorded at its first copy
+    std::unique_ptr<sp_host_lock> image_lock;
 
     std::unique_ptr<stream_t> s_main, s_n1, s_n2, s_copy;
     // The side stream (highest priority: its single block must start while the H MSM fills the
@@ -1148,14 +1252,15 @@ struct GpuContext {
     GpuContext(const gpu_t& g) : gpu(g) {}
     ~GpuContext()
     {
-        for (auto* s : {s_main.get(), s_n1.get(), s_n2.get(), s_copy.get()})
+        for (auto* s : {s_main.get(), s_n1.get(), s_n2.get(), s_copy.get(), s_stream.get()})
             if (s) (void)cudaStreamSynchronize(*s);
         if (s_side) {
             (void)cudaStreamSynchronize(s_side);
             (void)cudaStreamDestroy(s_side);
         }
         for (cudaEvent_t e : {ev_fork, ev_join1, ev_join2, ev_side_fork, ev_side_join, ev_batch,
-                              released[0], released[1]})
+                              released[0], released[1], landed[0], landed[1], consumed[0],
+                              consumed[1]})
             if (e) (void)cudaEventDestroy(e);
         for (auto& f : fl) {
             for (cudaEvent_t e : f.ev)
@@ -1165,6 +1270,8 @@ struct GpuContext {
             if (f.assign) (void)cudaEventDestroy(f.assign);
             if (f.counted) (void)cudaEventDestroy(f.counted);
             if (f.done) (void)cudaEventDestroy(f.done);
+            if (f.stream0) (void)cudaEventDestroy(f.stream0);
+            if (f.stream1) (void)cudaEventDestroy(f.stream1);
         }
         if (pinned) (void)cudaFreeHost(pinned);
         for (auto& row : front)
@@ -1174,6 +1281,7 @@ struct GpuContext {
             for (auto& f : row)
                 for (auto& g : f)
                     if (g.exec) (void)cudaGraphExecDestroy(g.exec);
+        image_lock.reset();   // after every stream that copied from the image is idle
     }
 };
 
@@ -1204,24 +1312,6 @@ static void sp_upload_points(sp_buf<T>& dst, const T* src, size_t n, stream_t& s
     if (n)
         CUDA_OK(cudaMemcpyAsync(dst.ptr, src, n * sizeof(T), cudaMemcpyHostToDevice, s));
 }
-
-// Page-locks [ptr, ptr + len) for the copy when CUDA accepts it (not every mapping can be).
-struct sp_host_lock {
-    void* ptr = nullptr;
-    bool ok = false;
-    sp_host_lock(const void* p, size_t len)
-    {
-        if (len && cudaHostRegister(const_cast<void*>(p), len, cudaHostRegisterPortable
-                                                         | cudaHostRegisterReadOnly)
-                   == cudaSuccess) {
-            ptr = const_cast<void*>(p);
-            ok = true;
-        } else {
-            (void)cudaGetLastError();
-        }
-    }
-    ~sp_host_lock() { if (ok) (void)cudaHostUnregister(ptr); }
-};
 
 static void sp_event(cudaEvent_t* e, unsigned flags)
 {
@@ -1278,9 +1368,9 @@ RustError::by_value splitprover_gpu_create(const sp_srs* srs, const void* image,
         // Refuse a shape that cannot fit, with the numbers, before allocating anything; take
         // the second input set only when it fits with room to spare.
         const sp_layout& L = ctx->lay = sp_layout_of(*srs, ctx->sms, opts->wbits_h,
-                                                     opts->chunks_h);
-        size_t srs_bytes = (srs->n_h + srs->n_l + srs->n_a + srs->n_b) * sizeof(affine_t)
-                         + srs->n_b * sizeof(affine_fp2_t);
+                                                     opts->chunks_h, &opts->res);
+        size_t srs_bytes = L.resident_bytes();
+        ctx->streams = L.stage_bytes != 0;
         size_t one_set = L.once_bytes() + L.set_bytes();
         size_t free_b = 0, total_b = 0;
         CUDA_OK(cudaMemGetInfo(&free_b, &total_b));
@@ -1300,6 +1390,8 @@ RustError::by_value splitprover_gpu_create(const sp_srs* srs, const void* image,
         ctx->s_n1.reset(new stream_t(gpu.id()));
         ctx->s_n2.reset(new stream_t(gpu.id()));
         ctx->s_copy.reset(new stream_t(gpu.id()));
+        if (ctx->streams)
+            ctx->s_stream.reset(new stream_t(gpu.id()));
         int least = 0, greatest = 0;
         CUDA_OK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
         CUDA_OK(cudaStreamCreateWithPriority(&ctx->s_side, cudaStreamNonBlocking, greatest));
@@ -1309,21 +1401,60 @@ RustError::by_value splitprover_gpu_create(const sp_srs* srs, const void* image,
 
         auto t0 = std::chrono::steady_clock::now();
         {
-            sp_host_lock lock(image, image_len);
-            stats->pinned = lock.ok;
-            sp_upload_points(ctx->d_h, srs->h, srs->n_h, s);
-            sp_upload_points(ctx->d_l, srs->l, srs->n_l, s);
-            sp_upload_points(ctx->d_a, srs->a, srs->n_a, s);
-            sp_upload_points(ctx->d_b_g1, srs->b_g1, srs->n_b, s);
-            sp_upload_points(ctx->d_b_g2, srs->b_g2, srs->n_b, s);
+            // Kept page-locked for the context's life when part of the SRS streams from it.
+            auto lock = std::make_unique<sp_host_lock>(image, image_len);
+            stats->pinned = lock->ok;
+            sp_upload_points(ctx->d_h, srs->h, L.res[SP_Q_H], s);
+            sp_upload_points(ctx->d_l, srs->l, L.res[SP_Q_L], s);
+            sp_upload_points(ctx->d_a, srs->a, L.res[SP_Q_A], s);
+            sp_upload_points(ctx->d_b_g1, srs->b_g1, L.res[SP_Q_B1], s);
+            sp_upload_points(ctx->d_b_g2, srs->b_g2, L.res[SP_Q_B2], s);
             s.sync();
+            if (ctx->streams)
+                ctx->image_lock = std::move(lock);
         }
         stats->upload_ms = std::chrono::duration<double, std::milli>(
                                std::chrono::steady_clock::now() - t0).count();
-        ctx->lens.h = ctx->lens.l = ctx->lens.a = ctx->lens.b_g1 = nullptr;
-        ctx->lens.b_g2 = nullptr;
+        if (!ctx->streams) {
+            ctx->lens.h = ctx->lens.l = ctx->lens.a = ctx->lens.b_g1 = nullptr;
+            ctx->lens.b_g2 = nullptr;
+        }
         stats->resident_bytes = ctx->d_h.bytes() + ctx->d_l.bytes() + ctx->d_a.bytes()
                               + ctx->d_b_g1.bytes() + ctx->d_b_g2.bytes();
+        stats->streamed_bytes = L.streamed_bytes();
+        stats->stream_gbps = 0;
+        if (ctx->streams) {
+            for (int k = 0; k < 2; k++) {
+                ctx->stage[k].alloc(L.stage_bytes);
+                sp_event(&ctx->landed[k], cudaEventDisableTiming);
+                sp_event(&ctx->consumed[k], cudaEventDisableTiming);
+                CUDA_OK(cudaEventRecord(ctx->consumed[k], *ctx->s_stream));
+            }
+            // The copy rate the streaming gets: one staging buffer's worth of the largest
+            // streamed query, timed on the streaming stream.
+            int q = 0;
+            for (int k = 0; k < SP_QUERIES; k++)
+                if ((L.n[k] - L.res[k]) * L.point_bytes(k)
+                    > (L.n[q] - L.res[q]) * L.point_bytes(q))
+                    q = k;
+            const void* from[SP_QUERIES] = {srs->h, srs->l, srs->a, srs->b_g1, srs->b_g2};
+            size_t bytes = std::min(L.stage_bytes, (L.n[q] - L.res[q]) * L.point_bytes(q));
+            cudaEvent_t e0, e1;
+            sp_event(&e0, cudaEventDefault);
+            sp_event(&e1, cudaEventDefault);
+            stream_t& c = *ctx->s_stream;
+            CUDA_OK(cudaEventRecord(e0, c));
+            CUDA_OK(cudaMemcpyAsync(ctx->stage[0].ptr,
+                                    (const unsigned char*)from[q] + L.res[q] * L.point_bytes(q),
+                                    bytes, cudaMemcpyHostToDevice, c));
+            CUDA_OK(cudaEventRecord(e1, c));
+            c.sync();
+            float ms = 0;
+            (void)cudaEventElapsedTime(&ms, e0, e1);
+            (void)cudaEventDestroy(e0);
+            (void)cudaEventDestroy(e1);
+            stats->stream_gbps = ms > 0 ? bytes / (ms * 1e6) : 0;
+        }
 
         for (int k = 0; k < ctx->nsets; k++) {
             sp_set& st = ctx->sets[k];
@@ -1382,6 +1513,8 @@ RustError::by_value splitprover_gpu_create(const sp_srs* srs, const void* image,
             for (auto& e : ctx->fl[f].vec)
                 sp_event(&e, cudaEventDisableTiming);
             sp_event(&ctx->fl[f].assign, cudaEventDisableTiming);
+            sp_event(&ctx->fl[f].stream0, cudaEventDefault);
+            sp_event(&ctx->fl[f].stream1, cudaEventDefault);
         }
         sp_event(&ctx->ev_fork, cudaEventDisableTiming);
         sp_event(&ctx->ev_side_fork, cudaEventDisableTiming);
@@ -1490,6 +1623,12 @@ RustError::by_value splitprover_gpu_set_matrices(GpuContext* ctx, const sp_matri
     return RustError{cudaSuccess};
 }
 
+// SRS bytes the context has copied from the host image so far (streamed chunks).
+extern "C" uint64_t splitprover_gpu_streamed_total(const GpuContext* ctx)
+{
+    return ctx->streamed_total.load(std::memory_order_relaxed);
+}
+
 extern "C" void splitprover_gpu_destroy(GpuContext* ctx)
 {
     if (!ctx) return;
@@ -1560,6 +1699,53 @@ static void sp_classify_query(GpuContext& ctx, int q, const fr_t* d_sc, size_t n
                             cudaMemcpyDeviceToHost, s));
 }
 
+// Where an MSM reads its points: `dev` holds [0, resident) on the device, `host` (page-locked)
+// the whole query, streamed past the prefix (issue 32). A device-only source (a tail's gathered
+// points) has `resident` SIZE_MAX.
+template<class A> struct sp_src {
+    const A* dev;
+    const A* host;
+    size_t resident;
+};
+template<class A> static sp_src<A> sp_on_device(const A* dev) { return {dev, nullptr, SIZE_MAX}; }
+
+// The points [off, off + num) of `src` on the device for kernels on stream `s`: in place when
+// they lie in the resident prefix, otherwise copied now into the next staging buffer on the
+// streaming stream, once that buffer's previous chunk is consumed, with `s` waiting for the
+// copy. `slot` is the staging buffer (-1: resident), for `sp_consumed` after the last kernel on
+// `s` that reads the chunk.
+template<class A>
+static const A* sp_fetch(GpuContext& ctx, const sp_src<A>& src, size_t off, size_t num,
+                         stream_t& s, int& slot)
+{
+    slot = -1;
+    if (off + num <= src.resident)
+        return src.dev + off;
+    size_t bytes = num * sizeof(A);
+    if (!ctx.streams || !src.host || bytes > ctx.stage[0].bytes())
+        throw cuda_error{cudaErrorInvalidValue,
+                         std::string("a streamed chunk exceeds the staging buffers sized for it")};
+    slot = (int)(ctx.stage_next++ & 1);
+    stream_t& c = *ctx.s_stream;
+    CUDA_OK(cudaStreamWaitEvent(c, ctx.consumed[slot], 0));
+    if (ctx.stream_mark) {
+        CUDA_OK(cudaEventRecord(*ctx.stream_mark, c));
+        ctx.stream_mark = nullptr;
+    }
+    CUDA_OK(cudaMemcpyAsync(ctx.stage[slot].ptr, src.host + off, bytes, cudaMemcpyHostToDevice,
+                            c));
+    CUDA_OK(cudaEventRecord(ctx.landed[slot], c));
+    CUDA_OK(cudaStreamWaitEvent(s, ctx.landed[slot], 0));
+    ctx.streamed_total += bytes;
+    return reinterpret_cast<const A*>(ctx.stage[slot].ptr);
+}
+
+static void sp_consumed(GpuContext& ctx, int slot, stream_t& s)
+{
+    if (slot >= 0)
+        CUDA_OK(cudaEventRecord(ctx.consumed[slot], s));
+}
+
 // The accumulate kernel's block size for a bucket type.
 template<class B> static dim3 sp_acc_block(const GpuContext& ctx)
 {
@@ -1569,8 +1755,9 @@ template<class B> static dim3 sp_acc_block(const GpuContext& ctx)
         return ctx.acc_block_g2;
 }
 
-// Pippenger over d_pts[0..n) and d_sc[0..n) with plan p, as sppark's msm_t::invoke runs it for
-// device-resident points and scalars, chunk by chunk: signed digits and their sort, the batch
+// Pippenger over the points of `src` [0..n) and d_sc[0..n) with plan p, as sppark's
+// msm_t::invoke runs it for device-resident points and scalars, chunk by chunk (a chunk past a
+// streamed source's resident prefix copied in as the previous one computes): signed digits and their sort, the batch
 // addition of window 0's +-1 digits, the bucket accumulation and the row integration; then each
 // chunk's row sums and partial sums are added into the job's accumulators. All on stream s,
 // nothing waited for. `coop_blocks` (0: one per SM) is the grid of the bucket accumulation, a
@@ -1578,8 +1765,8 @@ template<class B> static dim3 sp_acc_block(const GpuContext& ctx)
 // `sp_side`'s block, which runs beside the H MSM for milliseconds.
 template<class B, class A>
 static void sp_pippenger(GpuContext& ctx, sp_job_buf<B>& job, typename B::mem_t* d_part,
-                         const A* d_pts, const fr_t* d_sc, const sp_msm_plan& p, stream_t& s,
-                         int coop_blocks = 0)
+                         const sp_src<A>& src, const fr_t* d_sc, const sp_msm_plan& p,
+                         stream_t& s, int coop_blocks = 0)
 {
     typedef typename B::mem_t bucket_h;
     typedef typename A::mem_t affine_h;
@@ -1620,7 +1807,8 @@ static void sp_pippenger(GpuContext& ctx, sp_job_buf<B>& job, typename B::mem_t*
             s.launch_coop(splitprover_msm_sort, dim3(grid, 1), dim3(SORT_BLOCKDIM), sort_shared,
                           digits, num, win, temps, hist, p.wbits - 1, top - 1, 0u);
 
-        const affine_h* pts = (const affine_h*)(d_pts + off);
+        int slot;
+        const affine_h* pts = (const affine_h*)sp_fetch(ctx, src, off, num, s, slot);
         batch_addition<B><<<ctx.sms, BATCH_ADD_BLOCK_SIZE, 0, s>>>(d_part, pts, num,
                                                                    digits[0], hist[0][0]);
         sp_check_launch();
@@ -1628,6 +1816,7 @@ static void sp_pippenger(GpuContext& ctx, sp_job_buf<B>& job, typename B::mem_t*
                       sp_acc_block<B>(ctx), (size_t)0,
                       buckets, p.nwins, p.wbits, const_cast<affine_h*>(pts), digits, hist,
                       ctx.sid);
+        sp_consumed(ctx, slot, s);
         integrate<B><<<p.nwins, MSM_NTHREADS, sizeof(B) * MSM_NTHREADS / B::degree, s>>>(
             buckets, p.nwins, p.wbits, nbits);
         sp_check_launch();
@@ -1643,10 +1832,13 @@ static void sp_pippenger(GpuContext& ctx, sp_job_buf<B>& job, typename B::mem_t*
 // gathered into `tail_pts` (the tail scalars are gathered too unless `scalars_ready`: B_G2 reuses
 // B_G1's). The tail MSM runs over `tail` (at least the big count) scalars, the gathered ones
 // and zeros, so that its plan and launches depend on `tail` only and not on the count itself.
+// A streamed query's points past its resident prefix come in chunks of `stage` points (whole
+// tiles of the split's bitmaps): the batch addition accumulates chunk by chunk, and each
+// chunk's big points are gathered into their places in the tail.
 template<class B, class A>
 static sp_job_rec sp_msm_query(GpuContext& ctx, sp_job_buf<B>& job, typename B::mem_t* d_part,
-                               const A* d_pts, const fr_t* d_sc, size_t n, int q, size_t tail,
-                               A* tail_pts, bool scalars_ready, stream_t& s)
+                               const sp_src<A>& src, size_t stage, const fr_t* d_sc, size_t n,
+                               int q, size_t tail, A* tail_pts, bool scalars_ready, stream_t& s)
 {
     typedef typename A::mem_t affine_h;
     sp_job_rec rec;
@@ -1654,34 +1846,51 @@ static sp_job_rec sp_msm_query(GpuContext& ctx, sp_job_buf<B>& job, typename B::
         return rec;
     if (tail == SP_PLAIN) {
         sp_msm_plan p = sp_plan(n);
-        sp_pippenger(ctx, job, d_part, d_pts, d_sc, p, s);
+        if (n > src.resident)
+            p = sp_plan(n, 0, (uint32_t)std::max(p.batch, (n + stage - 1) / stage));
+        sp_pippenger(ctx, job, d_part, src, d_sc, p, s);
         rec.nwins = p.nwins;
         rec.wbits = p.wbits;
         rec.pippenger = true;
         return rec;
     }
+    if (tail && (tail > ctx.d_tail_sc.len || tail > n / 2 + 1))
+        throw cuda_error{cudaErrorInvalidValue,
+                         std::string("a tail MSM exceeds the scratch sized for it")};
     const sp_split_buf& sb = ctx.split[q];
-    s.launch_coop(batch_addition<B>, dim3(ctx.sms), dim3(BATCH_ADD_BLOCK_SIZE),
-                  (size_t)0, job.split.ptr, (const affine_h*)d_pts, (uint32_t)n,
-                  (const uint32_t*)sb.ones.ptr, false, ctx.sid);
+    size_t nwords = sp_words(n);
+    if (tail && !scalars_ready) {
+        sp_gather_launch(ctx, ctx.d_tail_sc.ptr, d_sc, sb.big.ptr, nwords, sb.offsets.ptr,
+                         sb.tiles.ptr, s);
+        // the big count is the scan's total, after the tile sums
+        sp_zero_past<<<sp_blocks(ctx, tail / 8 + 1, 4), 256, 0, s>>>(
+            ctx.d_tail_sc.ptr, sb.tiles.ptr + sp_tiles(nwords), tail);
+        sp_check_launch();
+    }
+    // the resident prefix in one piece, then the streamed chunks
+    for (size_t off = 0; off < n;) {
+        size_t num = off == 0 && src.resident >= SP_CHUNK_ALIGN
+                     ? std::min(n, src.resident / SP_CHUNK_ALIGN * SP_CHUNK_ALIGN)
+                     : std::min(stage, n - off);
+        if (off == 0 && src.resident >= n)
+            num = n;
+        int slot;
+        const affine_h* pts = (const affine_h*)sp_fetch(ctx, src, off, num, s, slot);
+        s.launch_coop(batch_addition<B>, dim3(ctx.sms), dim3(BATCH_ADD_BLOCK_SIZE),
+                      (size_t)0, job.split.ptr, pts, (uint32_t)num,
+                      (const uint32_t*)sb.ones.ptr + off / 32, off != 0, ctx.sid);
+        if (tail) {
+            size_t w0 = off / 64;
+            sp_gather_launch(ctx, (affine_h*)tail_pts, pts, sb.big.ptr + w0, sp_words(num),
+                             sb.offsets.ptr + w0, sb.tiles.ptr + w0 / SP_TILE, s);
+        }
+        sp_consumed(ctx, slot, s);
+        off += num;
+    }
     rec.split = true;
     if (tail) {
-        if (tail > ctx.d_tail_sc.len || tail > n / 2 + 1)
-            throw cuda_error{cudaErrorInvalidValue,
-                             std::string("a tail MSM exceeds the scratch sized for it")};
-        size_t nwords = sp_words(n);
-        if (!scalars_ready) {
-            sp_gather_launch(ctx, ctx.d_tail_sc.ptr, d_sc, sb.big.ptr, nwords, sb.offsets.ptr,
-                             sb.tiles.ptr, s);
-            // the big count is the scan's total, after the tile sums
-            sp_zero_past<<<sp_blocks(ctx, tail / 8 + 1, 4), 256, 0, s>>>(
-                ctx.d_tail_sc.ptr, sb.tiles.ptr + sp_tiles(nwords), tail);
-            sp_check_launch();
-        }
-        sp_gather_launch(ctx, (affine_h*)tail_pts, (const affine_h*)d_pts, sb.big.ptr, nwords,
-                         sb.offsets.ptr, sb.tiles.ptr, s);
         sp_msm_plan p = sp_plan(tail);
-        sp_pippenger(ctx, job, d_part, tail_pts, ctx.d_tail_sc.ptr, p, s);
+        sp_pippenger(ctx, job, d_part, sp_on_device<A>(tail_pts), ctx.d_tail_sc.ptr, p, s);
         rec.nwins = p.nwins;
         rec.wbits = p.wbits;
         rec.pippenger = true;
@@ -2047,21 +2256,29 @@ static void sp_issue_back_kernels(GpuContext& ctx, int set, sp_flight& fl,
     cudaStream_t side = ctx.s_side;
     const sp_srs& L = ctx.lens;
     sp_set& st = ctx.sets[set];
-    rec[SP_JOB_L] = sp_msm_query(ctx, ctx.job_g1[SP_JOB_L], ctx.d_part_g1.ptr, ctx.d_l.ptr,
+    const sp_layout& lay = ctx.lay;
+    fl.streamed = lay.stage_bytes != 0;
+    ctx.stream_mark = fl.streamed ? &fl.stream0 : nullptr;
+    const size_t c1 = lay.stage_g1, c2 = lay.stage_g2;   // chunk points
+    rec[SP_JOB_L] = sp_msm_query(ctx, ctx.job_g1[SP_JOB_L], ctx.d_part_g1.ptr,
+                                 sp_src<affine_t>{ctx.d_l.ptr, L.l, lay.res[SP_Q_L]}, c1,
                                  st.aux.ptr, L.n_l, 0, key.tail[0], ctx.d_tail_g1.ptr, false, m);
     sp_record_ext(ctx, fl.ev[EV_L], m);
-    rec[SP_JOB_A] = sp_msm_query(ctx, ctx.job_g1[SP_JOB_A], ctx.d_part_g1.ptr, ctx.d_a.ptr,
+    rec[SP_JOB_A] = sp_msm_query(ctx, ctx.job_g1[SP_JOB_A], ctx.d_part_g1.ptr,
+                                 sp_src<affine_t>{ctx.d_a.ptr, L.a, lay.res[SP_Q_A]}, c1,
                                  ctx.d_sc_a.ptr, L.n_a, 1, key.tail[1], ctx.d_tail_g1.ptr, false,
                                  m);
     sp_record_ext(ctx, fl.ev[EV_A], m);
-    rec[SP_JOB_B1] = sp_msm_query(ctx, ctx.job_g1[SP_JOB_B1], ctx.d_part_g1.ptr, ctx.d_b_g1.ptr,
+    rec[SP_JOB_B1] = sp_msm_query(ctx, ctx.job_g1[SP_JOB_B1], ctx.d_part_g1.ptr,
+                                  sp_src<affine_t>{ctx.d_b_g1.ptr, L.b_g1, lay.res[SP_Q_B1]}, c1,
                                   ctx.d_sc_b.ptr, L.n_b, 2, key.tail[2], ctx.d_tail_g1.ptr, false,
                                   m);
     sp_record_ext(ctx, fl.ev[EV_B1], m);
     // the same split serves G2 (the tail scalars gathered for B_G1 are still in place)
-    rec[SP_JOB_B2] = sp_msm_query(ctx, ctx.job_g2, ctx.d_part_g2.ptr, ctx.d_b_g2.ptr,
-                                  ctx.d_sc_b.ptr, L.n_b, 2, key.tail[2], ctx.d_tail_g2.ptr, true,
-                                  m);
+    rec[SP_JOB_B2] = sp_msm_query(ctx, ctx.job_g2, ctx.d_part_g2.ptr,
+                                  sp_src<affine_fp2_t>{ctx.d_b_g2.ptr, L.b_g2, lay.res[SP_Q_B2]},
+                                  c2, ctx.d_sc_b.ptr, L.n_b, 2, key.tail[2], ctx.d_tail_g2.ptr,
+                                  true, m);
     sp_record_ext(ctx, fl.ev[EV_B2], m);
 
     // The side stream: the four MSMs' final sums (each job's accumulators and result area are
@@ -2104,8 +2321,16 @@ static void sp_issue_back_kernels(GpuContext& ctx, int set, sp_flight& fl,
     sp_record_ext(ctx, fl.ev[EV_SIDE1], side);
 
     // H: the first domain - 1 coefficients (the last is zero for a valid witness)
-    sp_pippenger(ctx, ctx.job_g1[SP_JOB_H], ctx.d_part_g1.ptr, ctx.d_h.ptr, st.abc.ptr,
+    sp_pippenger(ctx, ctx.job_g1[SP_JOB_H], ctx.d_part_g1.ptr,
+                 sp_src<affine_t>{ctx.d_h.ptr, L.h, lay.res[SP_Q_H]}, st.abc.ptr,
                  ctx.lay.plan_h, m, ctx.device_finish ? std::max(ctx.sms - 1, 1) : 0);
+    if (fl.streamed) {
+        if (ctx.stream_mark) {   // nothing was copied after all (every chunk resident)
+            CUDA_OK(cudaEventRecord(fl.stream0, *ctx.s_stream));
+            ctx.stream_mark = nullptr;
+        }
+        CUDA_OK(cudaEventRecord(fl.stream1, *ctx.s_stream));
+    }
     sp_record_ext(ctx, fl.ev[EV_H], m);
     sp_record_ext(ctx, ctx.released[set], m);
     sp_final_batch<bucket_t> gh{};
@@ -2191,7 +2416,9 @@ static bool sp_issue_back(GpuContext& ctx, int set, int f, bool host_sums)
     rec[SP_JOB_H].wbits = fl.wbits[SP_JOB_H];
     rec[SP_JOB_H].pippenger = true;
     // the diagnostic reads the accumulators after each proof: kernel by kernel
-    bool graph = ctx.graphs && !host_sums && sp_launch_back(ctx, set, f, key, rec);
+    // a back half that streams SRS chunks (copies on another stream from host memory) is
+    // launched kernel by kernel: at the sizes that stream, launches are a small cost
+    bool graph = ctx.graphs && !ctx.streams && !host_sums && sp_launch_back(ctx, set, f, key, rec);
     if (!graph)
         sp_issue_back_kernels(ctx, set, fl, key, rec);
     for (int j = 0; j < SP_JOBS; j++) {
@@ -2318,6 +2545,7 @@ static void sp_finish(const GpuContext& ctx, sp_flight& fl, sp_components& out, 
     ph.final_sums = sp_elapsed(e[EV_H], e[EV_DONE]);
     ph.side = sp_elapsed(e[EV_SIDE0], e[EV_SIDE1]);
     ph.compute = sp_elapsed(e[EV_START], e[EV_DONE]);
+    ph.stream = fl.streamed ? sp_elapsed(fl.stream0, fl.stream1) : 0;
     ph.span = sp_elapsed(e[EV_COPY0], e[EV_DONE]);
     ph.cpu_issue = fl.cpu_issue;
     ph.cpu_wait = fl.cpu_wait;
@@ -2414,9 +2642,11 @@ RustError::by_value splitprover_gpu_prove_batch(GpuContext* ctx, const sp_assign
         times->gpu = sp_elapsed(ctx->ev_batch, last.ev[EV_DONE]);
         snprintf(times->graph_error, sizeof(times->graph_error), "%s", ctx->graph_error.c_str());
     } catch (const cuda_error& e) {
-        for (auto* s : {ctx->s_main.get(), ctx->s_n1.get(), ctx->s_n2.get(), ctx->s_copy.get()})
-            (void)cudaStreamSynchronize(*s);
+        for (auto* s : {ctx->s_main.get(), ctx->s_n1.get(), ctx->s_n2.get(), ctx->s_copy.get(),
+                        ctx->s_stream.get()})
+            if (s) (void)cudaStreamSynchronize(*s);
         (void)cudaStreamSynchronize(ctx->s_side);
+        ctx->stream_mark = nullptr;
         (void)cudaGetLastError();
         return sp_error(e, "proving on the GPU");
     }
@@ -2426,9 +2656,10 @@ RustError::by_value splitprover_gpu_prove_batch(GpuContext* ctx, const sp_assign
 // ---------------------------------------------------------------------------------------------
 // Host-only checks of the sizing and of the window weights (no GPU needed: kernels/tests/gpu.rs)
 
-extern "C" void splitprover_gpu_msm_plan(size_t n, uint32_t wbits, sp_msm_plan* out)
+extern "C" void splitprover_gpu_msm_plan(size_t n, uint32_t wbits, uint32_t chunks,
+                                         sp_msm_plan* out)
 {
-    *out = sp_plan(n, wbits);
+    *out = sp_plan(n, wbits, chunks);
 }
 
 extern "C" size_t splitprover_gpu_tail_size(size_t big, size_t cap)
@@ -2451,17 +2682,25 @@ struct sp_layout_bytes {
     size_t h_digits;                                  // the H MSM's digits, part of `once`
     size_t reserve;                                   // left free beside a second input set
     uint32_t wbits_h, chunks_h;                       // the H MSM's plan
+    size_t resident[SP_QUERIES];                      // points kept per query
+    size_t streamed;                                  // SRS bytes copied for every proof
+    size_t stage;                                     // the two staging buffers, in `once`
 };
 
 extern "C" void splitprover_gpu_layout(const sp_srs* srs, int sms, uint32_t wbits_h,
-                                       uint32_t chunks_h, sp_layout_bytes* out)
+                                       uint32_t chunks_h, const sp_residency* res,
+                                       sp_layout_bytes* out)
 {
-    sp_layout l = sp_layout_of(*srs, sms, wbits_h, chunks_h);
-    out->srs_h = srs->n_h * sizeof(affine_t);
-    out->srs_l = srs->n_l * sizeof(affine_t);
-    out->srs_a = srs->n_a * sizeof(affine_t);
-    out->srs_b_g1 = srs->n_b * sizeof(affine_t);
-    out->srs_b_g2 = srs->n_b * sizeof(affine_fp2_t);
+    sp_layout l = sp_layout_of(*srs, sms, wbits_h, chunks_h, res);
+    out->srs_h = l.res[SP_Q_H] * sizeof(affine_t);
+    out->srs_l = l.res[SP_Q_L] * sizeof(affine_t);
+    out->srs_a = l.res[SP_Q_A] * sizeof(affine_t);
+    out->srs_b_g1 = l.res[SP_Q_B1] * sizeof(affine_t);
+    out->srs_b_g2 = l.res[SP_Q_B2] * sizeof(affine_fp2_t);
+    for (int q = 0; q < SP_QUERIES; q++)
+        out->resident[q] = l.res[q];
+    out->streamed = l.streamed_bytes();
+    out->stage = 2 * l.stage_bytes;
     out->set = l.set_bytes();
     out->once = l.once_bytes();
     out->h_digits = l.plan_h.digits * sizeof(uint32_t);

@@ -18,7 +18,10 @@ pub fn one_arch() -> Option<cc::Build> {
         "SPLITPROVER_CUDA_ARCH is a compute capability such as 90, not `{arch}`"
     );
     let mut nvcc = cc::Build::new();
+    // `cc` turns a profile's debug info (the release profile has line tables) into nvcc's `-G`:
+    // device code without optimisation. The kernels are built optimised in every profile.
     nvcc.cuda(true)
+        .debug(false)
         .flag("-gencode")
         .flag(format!("arch=compute_{arch},code=sm_{arch}"))
         .flag("-Xcompiler")

@@ -649,7 +649,8 @@ fn witness_only_proofs_equal_full_proofs_bit_for_bit() {
 /// A device memory budget (issue 32) is planned within: below the default plan the context
 /// takes one input set, then the H MSM in more chunks; the device's free memory drops by about
 /// what the plan says; the proofs stay the CPU backend's bytes; a budget that cannot hold the
-/// SRS is refused with the numbers and a hint.
+/// SRS is refused by a backend that does not keep the image (`with_options`), and names the
+/// constructor that streams.
 #[test]
 fn a_memory_budget_is_planned_within_and_what_cannot_fit_is_refused() {
     use kernels::backend::cuda::device_info;
@@ -678,13 +679,13 @@ fn a_memory_budget_is_planned_within_and_what_cannot_fit_is_refused() {
         let gpu = match GpuBackend::with_options(&view, options) {
             Ok(gpu) => gpu,
             Err(e) => {
-                // Past the smallest layout: refused with the numbers.
+                // Past the smallest resident layout: refused, naming the streaming constructor.
                 let text = e.to_string();
                 assert!(
                     step > 0,
                     "the first step below the default must fit: {text}"
                 );
-                assert!(text.contains("memory_budget"), "{text}");
+                assert!(text.contains("GpuBackend::with_image"), "{text}");
                 break;
             }
         };
@@ -723,5 +724,91 @@ fn a_memory_budget_is_planned_within_and_what_cannot_fit_is_refused() {
         panic!("half the SRS cannot fit");
     };
     let text = e.to_string();
-    assert!(text.contains("memory_budget"), "{text}");
+    assert!(text.contains("streams part of the SRS"), "{text}");
+}
+
+/// Under a budget smaller than the SRS (issue 32) the `gpu` backend keeps what fits resident and
+/// streams the rest from the page-locked image for every proof, chunk by chunk: the proofs are
+/// the CPU backend's bytes with part of H streamed, with every query streamed through the
+/// smallest staging buffers (several chunks per query: the split batch additions accumulate,
+/// the tails gather chunk by chunk, H's Pippenger takes a chunk per staging buffer), and in a
+/// batch of three (the copies overlapping the previous proof). Two circuits: one of mostly bits
+/// (the 0/1 split and its tails), one with most scalars big (plain Pippengers over the queries).
+#[test]
+fn under_a_budget_below_the_srs_the_rest_streams_and_the_proofs_stay_the_same() {
+    use kernels::backend::cuda::{current_device, multiprocessors};
+    use kernels::backend::plan::{DeviceLayout, SrsResidency};
+    use kernels::paramgen::{generate_parameters_seeded_on, GenDevice};
+    use std::sync::Arc;
+    if !have_gpu("under_a_budget_below_the_srs_the_rest_streams_and_the_proofs_stay_the_same") {
+        return;
+    }
+    let sms = multiprocessors(current_device().unwrap()).unwrap();
+    for text in ["sha-chain:16", "porep-like:256"] {
+        let spec: CircuitSpec = text.parse().unwrap();
+        let params =
+            generate_parameters_seeded_on(spec.circuit(None), 7, GenDevice::Gpu, &|_| {}).unwrap();
+        let image: Arc<AlignedBytes> =
+            Arc::new(SrsImage::from_parameters(&params, spec.circuit_id()).unwrap());
+        let view = SrsView::new((*image).as_ref()).unwrap();
+        let lens = view.lengths();
+        let cpu = CpuBackend::new(image.as_ref().as_ref()).unwrap();
+        let full: Vec<OwnedAssignment> =
+            [1u64, 2, 3].iter().map(|&s| synthesize(&spec, s)).collect();
+        let asgs: Vec<_> = full.iter().map(OwnedAssignment::as_assignment).collect();
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(33);
+        let r: Vec<Scalar> = asgs.iter().map(|_| Scalar::random(&mut rng)).collect();
+        let s: Vec<Scalar> = asgs.iter().map(|_| Scalar::random(&mut rng)).collect();
+        let want = cpu.prove_batch(&asgs, &r, &s).unwrap();
+        let resident = GpuBackend::new(&view).unwrap().residency();
+        // Every query streamed through the smallest staging buffers: the least a proof takes.
+        let least = DeviceLayout::with_residency(&lens, sms, 0, 0, &SrsResidency::none(0)).total(1);
+        let half_h = resident.planned_bytes - (lens.h as u64 * 96) / 2;
+        for (what, budget) in [("half of H", half_h), ("everything", least)] {
+            let options = GpuOptions {
+                memory_budget: Some(budget),
+                overlap: false,
+                ..GpuOptions::default()
+            };
+            let gpu = GpuBackend::with_image(image.clone(), options).unwrap();
+            let res = gpu.residency();
+            let memory = gpu.device_memory();
+            eprintln!(
+                "{text}, {what} streamed: {} B resident, {} B streamed per proof through {} B of \
+                 staging at {:.1} GB/s, planned {} B of a {budget} B budget",
+                res.srs_bytes,
+                res.streamed_bytes,
+                res.stage_bytes,
+                res.stream_gbps,
+                res.planned_bytes
+            );
+            assert!(res.planned_bytes <= budget, "{res:?}");
+            assert!(res.streamed_bytes > 0 && res.stage_bytes > 0, "{res:?}");
+            assert_eq!(memory.streamed_bytes, res.streamed_bytes);
+            assert_eq!(memory.streamed_total_bytes, 0);
+            if what == "everything" {
+                assert_eq!(res.srs_bytes, 0, "{res:?}");
+                assert_eq!(res.streamed_bytes, resident.srs_bytes);
+            } else {
+                assert!(
+                    res.srs_bytes > 0 && res.srs_bytes < resident.srs_bytes,
+                    "{res:?}"
+                );
+            }
+            let got = gpu.prove_batch(&asgs, &r, &s).unwrap();
+            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert_eq!(bytes(g), bytes(w), "{text}, {what} streamed: proof {i}");
+            }
+            // one proof alone, too (no overlap with a neighbour)
+            let one = gpu.prove_batch(&asgs[..1], &r[..1], &s[..1]).unwrap();
+            assert_eq!(
+                bytes(&one[0]),
+                bytes(&want[0]),
+                "{text}, {what} streamed: alone"
+            );
+            // every proof copied its streamed bytes, no more (the prefixes are whole chunks)
+            let total = gpu.device_memory().streamed_total_bytes;
+            assert_eq!(total, 4 * res.streamed_bytes, "after 4 proofs of {res:?}");
+        }
+    }
 }

@@ -40,5 +40,8 @@ fn apply_blst_flags(nvcc: &mut cc::Build) {
 mod nvcc;
 
 fn nvcc() -> cc::Build {
-    nvcc::one_arch().unwrap_or_else(sppark::build::ccmd)
+    let mut nvcc = nvcc::one_arch().unwrap_or_else(sppark::build::ccmd);
+    // cc turns a profile's debug info into nvcc's `-G`, device code without optimisation
+    nvcc.debug(false);
+    nvcc
 }

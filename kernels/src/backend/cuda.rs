@@ -212,7 +212,7 @@ const DEVICE_PROP_BYTES: usize = 16 * 1024;
 const DEVICE_NAME_BYTES: usize = 256;
 
 /// The ordinal of the current CUDA device (`cudaGetDevice`).
-pub(super) fn current_device() -> Result<c_int, Error> {
+pub fn current_device() -> Result<c_int, Error> {
     let mut device: c_int = 0;
     // SAFETY: `device` is a valid, writable c_int for the duration of the call.
     let code = unsafe { ffi::cudaGetDevice(&mut device) };
@@ -223,7 +223,7 @@ pub(super) fn current_device() -> Result<c_int, Error> {
 }
 
 /// The multiprocessors of CUDA device `device` (`cudaDevAttrMultiProcessorCount`).
-pub(super) fn multiprocessors(device: c_int) -> Result<u32, Error> {
+pub fn multiprocessors(device: c_int) -> Result<u32, Error> {
     let mut n: c_int = 0;
     // SAFETY: `n` is a valid, writable c_int for the duration of the call.
     let code = unsafe { ffi::cudaDeviceGetAttribute(&mut n, ffi::ATTR_MULTIPROCESSORS, device) };

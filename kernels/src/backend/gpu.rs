@@ -52,7 +52,7 @@ use crate::witness::CircuitMatrices;
 use crate::{Error, ErrorKind};
 
 mod witness;
-pub use witness::witness_check;
+pub use witness::{matrices_device_bytes, witness_check};
 
 /// The C++ side's types, mirrored field for field (`kernels/cuda/gpu_prover.cu`).
 pub(super) mod ffi {
@@ -148,6 +148,8 @@ pub(super) mod ffi {
     // `sp_components`: four G1 and one G2 Jacobian point, `sp_dev_sums`, two words.
     const _: () = assert!(std::mem::size_of::<Components>() == 4 * 144 + 288 + 576 + 8);
 
+    pub use super::super::plan::SrsResidency;
+
     #[repr(C)]
     pub struct Options {
         pub double_buffer: c_int,
@@ -155,6 +157,7 @@ pub(super) mod ffi {
         pub chunks_h: u32,
         pub no_graphs: c_int,
         pub finish: c_int,
+        pub res: SrsResidency,
     }
 
     #[repr(C)]
@@ -193,6 +196,9 @@ pub(super) mod ffi {
         pub reserve: usize,
         pub wbits_h: u32,
         pub chunks_h: u32,
+        pub resident: [usize; 5],
+        pub streamed: usize,
+        pub stage: usize,
     }
 
     #[repr(C)]
@@ -206,6 +212,8 @@ pub(super) mod ffi {
         pub wbits_h: u32,
         pub chunks_h: u32,
         pub device_finish: c_int,
+        pub streamed_bytes: usize,
+        pub stream_gbps: f64,
     }
 
     /// Called by the C++ side once per proof, in order, with its five sums.
@@ -257,15 +265,22 @@ pub(super) mod ffi {
             user: *mut c_void,
             host_sums: *mut Components,
         ) -> sppark::Error;
-        pub fn splitprover_gpu_msm_plan(n: usize, wbits: u32, out: *mut super::MsmPlan);
+        pub fn splitprover_gpu_msm_plan(
+            n: usize,
+            wbits: u32,
+            chunks: u32,
+            out: *mut super::MsmPlan,
+        );
         pub fn splitprover_gpu_msm_cover(n: usize, out: *mut super::MsmPlan);
         pub fn splitprover_gpu_layout(
             srs: *const Srs,
             sms: c_int,
             wbits_h: u32,
             chunks_h: u32,
+            res: *const SrsResidency,
             out: *mut LayoutBytes,
         );
+        pub fn splitprover_gpu_streamed_total(ctx: *const Context) -> u64;
         pub fn splitprover_gpu_tail_size(big: usize, cap: usize) -> usize;
         pub fn splitprover_gpu_window_check(seed: u64) -> u32;
         pub fn splitprover_gpu_side_check(
@@ -322,6 +337,10 @@ pub struct Phases {
     /// The side stream, concurrent with the H MSM: the L, A, B_G1 and B_G2 MSMs' final sums
     /// and, finished on the device, their window chains and blinding.
     pub side: f64,
+    /// The streaming stream (an SRS partly resident, [`GpuOptions::memory_budget`]): from the
+    /// proof's first chunk copy to its last chunk landed, overlapping its MSMs; 0 when nothing
+    /// streams.
+    pub stream: f64,
 }
 
 /// Device time of one call over a batch.
@@ -382,8 +401,13 @@ pub struct GpuOptions {
     pub device_finish: Option<bool>,
     /// Device memory the context may take, bytes (`[[gpu]] memory_budget`); `None`: what the
     /// device has free. Capped at what it has free. The layout is planned within it
-    /// ([`super::plan`]): fewer input sets, then the H MSM in more chunks, else refused.
+    /// ([`super::plan`]): fewer input sets, then the H MSM in more chunks, then part of the
+    /// SRS streamed from the host image for every proof ([`GpuBackend::with_image`] only),
+    /// else refused.
     pub memory_budget: Option<u64>,
+    /// Device memory the plan leaves out of the budget for what is uploaded later: the
+    /// matrices of a circuit proved from witness-only slots ([`matrices_device_bytes`]).
+    pub reserve_bytes: u64,
 }
 
 impl Default for GpuOptions {
@@ -395,6 +419,7 @@ impl Default for GpuOptions {
             graphs: true,
             device_finish: None,
             memory_budget: None,
+            reserve_bytes: 0,
         }
     }
 }
@@ -423,6 +448,13 @@ pub struct Residency {
     pub budget_bytes: u64,
     /// What the plan allocates, bytes (at most `budget_bytes`).
     pub planned_bytes: u64,
+    /// SRS bytes not resident: copied from the page-locked host image for every proof.
+    pub streamed_bytes: u64,
+    /// The two staging buffers the streamed points go through, bytes (0: nothing streams).
+    pub stage_bytes: u64,
+    /// The host-to-device rate one staging buffer's copy got at set-up, GB/s (0: nothing
+    /// streams).
+    pub stream_gbps: f64,
 }
 
 /// One Pippenger run's shape as the `gpu` backend plans it (sppark's choice for `n` points):
@@ -450,9 +482,15 @@ pub struct MsmPlan {
 
 /// The plan of an MSM over `n` points (`window_bits` 0: sppark's window size).
 pub fn msm_plan(n: usize, window_bits: u32) -> MsmPlan {
+    msm_plan_with(n, window_bits, 0)
+}
+
+/// [`msm_plan`] with the points taken in `chunks` chunks (`0`: sppark's choice), as a streamed
+/// H query takes them.
+pub fn msm_plan_with(n: usize, window_bits: u32, chunks: u32) -> MsmPlan {
     let mut out = MsmPlan::default();
-    // SAFETY: a host-only function of two integers writing one plain struct through `out`.
-    unsafe { ffi::splitprover_gpu_msm_plan(n, window_bits, &mut out) };
+    // SAFETY: a host-only function of three integers writing one plain struct through `out`.
+    unsafe { ffi::splitprover_gpu_msm_plan(n, window_bits, chunks, &mut out) };
     out
 }
 
@@ -523,7 +561,14 @@ pub struct GpuBackend {
     residency: Residency,
     /// The circuit whose matrices are on the device (witness-only proofs), and their bytes.
     matrices: std::sync::Mutex<Option<(u64, u64)>>,
+    /// The SRS image the context streams points from (page-locked by it): dropped after the
+    /// context (`Drop` destroys the context first).
+    _image: Option<SharedImage>,
 }
+
+/// An SRS image a backend can keep: the gpu-proc's mapping of the launcher's memfd, or an image
+/// read from a file.
+pub type SharedImage = std::sync::Arc<dyn AsRef<[u8]> + Send + Sync>;
 
 // SAFETY: the context is only reached through `splitprover_gpu_prove_batch`, which serializes on
 // the context's own mutex, and `splitprover_gpu_destroy` in `Drop` (exclusive access); the device
@@ -650,8 +695,29 @@ impl GpuBackend {
         Self::with_options(srs, GpuOptions::default())
     }
 
-    /// [`GpuBackend::new`] with `options` (input double-buffering, the H window size).
+    /// [`GpuBackend::new`] with `options` (input double-buffering, the H window size). Every
+    /// SRS query is resident: a budget that would stream part of it is refused (the backend
+    /// does not keep `srs`; [`GpuBackend::with_image`] does).
     pub fn with_options(srs: &SrsView<'_>, options: GpuOptions) -> Result<Self, Error> {
+        Self::create(srs, options, None)
+    }
+
+    /// [`GpuBackend::with_options`] over an image the backend keeps: under a budget smaller
+    /// than the SRS the points that are not resident are copied from it for every proof, and
+    /// it stays page-locked (`cudaHostRegister`, no second host copy) while the backend lives.
+    /// An image the plan does not stream from is dropped once uploaded.
+    pub fn with_image(image: SharedImage, options: GpuOptions) -> Result<Self, Error> {
+        let bytes: &[u8] = (*image).as_ref();
+        let view = SrsView::new(bytes)?;
+        // `create` keeps the Arc (whose bytes do not move) when the context reads them later.
+        Self::create(&view, options, Some(image.clone()))
+    }
+
+    fn create(
+        srs: &SrsView<'_>,
+        options: GpuOptions,
+        keep: Option<SharedImage>,
+    ) -> Result<Self, Error> {
         if gpu_count()? == 0 {
             return Err(ErrorKind::NoGpu.into());
         }
@@ -707,12 +773,25 @@ impl GpuBackend {
             &lens,
             &super::plan::PlanRequest {
                 sms: super::cuda::multiprocessors(device)?,
-                budget: options.memory_budget.unwrap_or(free).min(free),
+                budget: options
+                    .memory_budget
+                    .unwrap_or(free)
+                    .min(free)
+                    .saturating_sub(options.reserve_bytes),
                 overlap: options.overlap,
                 h_window_bits: wbits_h,
                 h_chunks: options.h_chunks,
             },
         )?;
+        let streams = plan.layout.streams();
+        if streams && keep.is_none() {
+            return Err(ErrorKind::Cuda(format!(
+                "the plan streams part of the SRS ({}), which needs an image the backend keeps \
+                 (GpuBackend::with_image)",
+                plan.describe()
+            ))
+            .into());
+        }
         tracing::debug!(plan = %plan.describe(), "gpu backend: device memory planned");
         let opts = ffi::Options {
             double_buffer: c_int::from(plan.input_sets == 2),
@@ -724,14 +803,16 @@ impl GpuBackend {
                 Some(true) => 1,
                 Some(false) => 2,
             },
+            res: plan.layout.residency(),
         };
         let image = srs.as_bytes();
         let mut ctx: *mut ffi::Context = std::ptr::null_mut();
         let mut stats = ffi::Upload::default();
         // SAFETY: `raw`'s pointers cover the arrays of `srs` with the lengths given (SrsView
-        // checked the layout), `image` is the whole image they lie in, both live across the call
-        // (the C++ side copies and keeps no host pointer); `opts` is read, `ctx` and `stats` are
-        // writable.
+        // checked the layout), `image` is the whole image they lie in, both live across the call;
+        // the C++ side keeps them only when the plan streams, and then `keep` (the image's
+        // owner) is stored in the backend, which destroys the context before dropping it. `opts`
+        // is read, `ctx` and `stats` are writable.
         let err = unsafe {
             ffi::splitprover_gpu_create(
                 &raw,
@@ -759,6 +840,9 @@ impl GpuBackend {
             device_finish: stats.device_finish != 0,
             budget_bytes: plan.budget,
             planned_bytes: plan.bytes(),
+            streamed_bytes: stats.streamed_bytes as u64,
+            stage_bytes: plan.layout.stage,
+            stream_gbps: stats.stream_gbps,
         };
         tracing::info!(
             ?lens,
@@ -781,6 +865,7 @@ impl GpuBackend {
             graph_warned: Default::default(),
             residency,
             matrices: Default::default(),
+            _image: if streams { keep } else { None },
         })
     }
 
@@ -1061,7 +1146,9 @@ impl Backend for GpuBackend {
             srs_bytes: self.residency.srs_bytes,
             planned_bytes: self.residency.planned_bytes + self.matrices_bytes(),
             budget_bytes: self.residency.budget_bytes,
-            ..Default::default()
+            streamed_bytes: self.residency.streamed_bytes,
+            // SAFETY: the context is alive (destroyed only in Drop); the call reads an atomic.
+            streamed_total_bytes: unsafe { ffi::splitprover_gpu_streamed_total(self.ctx.as_ptr()) },
         }
     }
 

@@ -113,6 +113,22 @@ impl GpuBackend {
     }
 }
 
+/// Device bytes `r1cs`'s matrices take once resident for witness-only proofs (what
+/// `splitprover_gpu_set_matrices` allocates): the CSR rows and terms of A, B and C, the
+/// coefficients, the witness layout's bitmap and rank table, the density words. For
+/// [`super::GpuOptions::reserve_bytes`], before the backend is open.
+pub fn matrices_device_bytes(r1cs: &crate::r1cs::R1cs) -> u64 {
+    let shape = r1cs.shape();
+    let words = |bits: usize| bits.div_ceil(64) as u64;
+    let aux_words = words(shape.aux);
+    let rows = shape.n() as u64;
+    let csr: u64 = r1cs.nnz().iter().map(|nnz| (rows + 1 + nnz) * 8).sum();
+    r1cs.coefficients() as u64 * 32
+        + (2 * aux_words + 1) * 8
+        + (2 * aux_words + words(shape.inputs)) * 8
+        + csr
+}
+
 /// A circuit's matrices in the C++ layout (`sp_matrices`), pointing into its `CircuitMatrices`.
 struct MatricesRaw {
     ffi: ffi::Matrices,
