@@ -14,7 +14,8 @@
 # the parameters' verifying key. Host memory and GPU memory are sampled every 5 s into
 # OUT_DIR/memory.txt (the peak is printed last). SCALE (1), PROOFS (10), CLIENTS (PROOFS), SLOTS
 # (3), GPU_CORES (4), LIMIT (seconds, 560), DEVICE (the generator's, gpu) and BACKEND (gpu)
-# change the run.
+# change the run; EXTRA adds bench flags, e.g. `--witness-slots --gpu-memory-budget 78GiB` (an
+# 80 GB H100's memory on a larger card: the plan streams what does not fit, issue 32).
 set -uo pipefail
 phase="${1:?gen or prove}"
 bin="$(realpath "${2:?splitprover binary}")"
@@ -56,7 +57,7 @@ prove)
   proofs="${PROOFS:-10}"
   "${timer[@]}" timeout "${LIMIT:-560}" "$bin" bench --circuit "porep-like:$scale" \
     --srs "$params" --backend "${BACKEND:-gpu}" --modes split --warm-up 0 -n "$proofs" -j "${CLIENTS:-$proofs}" \
-    --slots "${SLOTS:-3}" --gpu-cores "${GPU_CORES:-4}" --out-dir "$out/bench" \
+    --slots "${SLOTS:-3}" --gpu-cores "${GPU_CORES:-4}" --out-dir "$out/bench" ${EXTRA:-} \
     >"$out/bench.log" 2>&1 || status=1
   grep -E "^(config|-|porep)|split|verified|error|Elapsed|Maximum resident|refus" "$out/bench.log" | tail -20
   ;;
