@@ -617,7 +617,12 @@ fn witness_only_proofs_equal_full_proofs_bit_for_bit() {
             bytes(&want[0]),
             "{case}: a full proof after"
         );
-        assert!(gpu.matrices_bytes() > 0);
+        // what the plan reserves for them is what the upload took
+        assert_eq!(
+            gpu.matrices_bytes(),
+            kernels::backend::gpu::matrices_device_bytes(matrices.r1cs()),
+            "{text}"
+        );
     }
     // A context serves one circuit's matrices.
     let spec: CircuitSpec = "bits:700".parse().unwrap();

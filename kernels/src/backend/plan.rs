@@ -240,7 +240,7 @@ impl DevicePlan {
                 ", {:.1} GiB streamed per proof ({}) through 2 x {} MiB",
                 gib(self.layout.streamed),
                 parts.join(", "),
-                self.layout.stage / 2 >> 20
+                (self.layout.stage / 2) >> 20
             )
         } else {
             String::new()
