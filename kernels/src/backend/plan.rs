@@ -576,6 +576,25 @@ mod tests {
     }
 
     #[test]
+    fn a_2_26_partition_fits_24_gib_by_streaming_and_not_16_gib() {
+        // `porep-like:2`: half a 32 GiB partition (lengths rounded)
+        let lens = SrsLengths {
+            h: (1 << 26) - 1,
+            l: 65_084_946,
+            a: 65_085_110,
+            b_g1: 16_556_140,
+            b_g2: 16_556_140,
+            ic: 164,
+        };
+        let p = plan(&lens, &request(24 * GIB)).unwrap();
+        println!("24 GiB: {}", p.describe());
+        assert!(p.layout.streams() && p.bytes() <= 24 * GIB);
+        let e = plan(&lens, &request(16 * GIB)).unwrap_err().to_string();
+        println!("16 GiB: {e}");
+        assert!(e.contains("but the budget is 16.00 GiB"), "{e}");
+    }
+
+    #[test]
     fn under_the_scratch_and_one_input_set_the_plan_is_refused_with_the_numbers() {
         let lens = porep_32g();
         // every query streamed through the smallest buffers: the least a proof can take
