@@ -250,7 +250,8 @@ pub struct GpuConfig {
     pub batch: usize,
     /// Device memory the `gpu` backend may take on this GPU (`24GiB`); default: what the
     /// device has free at start. The backend plans within it (fewer input sets, the H MSM in
-    /// chunks) and refuses at start, with the numbers, what cannot fit.
+    /// chunks, part of the SRS streamed from the host for every proof) and refuses at start,
+    /// with the numbers, what cannot fit.
     #[serde(default)]
     pub memory_budget: Option<ByteSize>,
 }
