@@ -501,7 +501,7 @@ mod tests {
         let lens = porep_32g();
         let mut last_streamed = 0;
         let mut last_count = 0;
-        for budget_gib in [75, 70, 60, 50, 45, 40, 36] {
+        for budget_gib in [75, 71, 70, 60, 50, 45, 40, 36] {
             let budget = budget_gib * GIB;
             let p = plan(&lens, &request(budget)).unwrap();
             let l = &p.layout;
