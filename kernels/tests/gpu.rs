@@ -742,7 +742,7 @@ fn a_memory_budget_is_planned_within_and_what_cannot_fit_is_refused() {
 #[test]
 fn under_a_budget_below_the_srs_the_rest_streams_and_the_proofs_stay_the_same() {
     use kernels::backend::cuda::{current_device, multiprocessors};
-    use kernels::backend::plan::{DeviceLayout, SrsResidency};
+    use kernels::backend::plan::{smallest, PlanRequest};
     use kernels::paramgen::{generate_parameters_seeded_on, GenDevice};
     use std::sync::Arc;
     if !have_gpu("under_a_budget_below_the_srs_the_rest_streams_and_the_proofs_stay_the_same") {
@@ -767,7 +767,17 @@ fn under_a_budget_below_the_srs_the_rest_streams_and_the_proofs_stay_the_same() 
         let want = cpu.prove_batch(&asgs, &r, &s).unwrap();
         let resident = GpuBackend::new(&view).unwrap().residency();
         // Every query streamed through the smallest staging buffers: the least a proof takes.
-        let least = DeviceLayout::with_residency(&lens, sms, 0, 0, &SrsResidency::none(0)).total(1);
+        let least = smallest(
+            &lens,
+            &PlanRequest {
+                sms,
+                budget: 0,
+                overlap: false,
+                h_window_bits: 0,
+                h_chunks: None,
+            },
+        )
+        .total(1);
         let half_h = resident.planned_bytes - (lens.h as u64 * 96) / 2;
         for (what, budget) in [("half of H", half_h), ("everything", least)] {
             let options = GpuOptions {

@@ -281,13 +281,9 @@ pub struct PlanRequest {
 /// The H MSM's chunk counts the planner tries after the backend's own choice.
 const CHUNK_STEPS: [u32; 7] = [1, 2, 4, 8, 16, 32, 64];
 
-/// Plans a context for an SRS of `lens` within `req.budget`: the backend's own layout where it
-/// fits (two input sets where asked and affordable), else the fewest H chunks that fit, else
-/// the least of the SRS streamed (module text).
-///
-/// Errors: [`ErrorKind::Cuda`] naming what the scratch and one input set need against the
-/// budget, when even the smallest layout with every query streamed does not fit.
-pub fn plan(lens: &SrsLengths, req: &PlanRequest) -> Result<DevicePlan, Error> {
+/// Every query resident: the backend's own layout, then (unless `req.h_chunks` fixes them) the
+/// H MSM in more chunks.
+fn resident_layouts(lens: &SrsLengths, req: &PlanRequest) -> Vec<DeviceLayout> {
     let first = DeviceLayout::of(lens, req.sms, req.h_window_bits, req.h_chunks.unwrap_or(0));
     let mut layouts = vec![first];
     if req.h_chunks.is_none() {
@@ -298,6 +294,43 @@ pub fn plan(lens: &SrsLengths, req: &PlanRequest) -> Result<DevicePlan, Error> {
                 .map(|&c| DeviceLayout::of(lens, req.sms, req.h_window_bits, c)),
         );
     }
+    layouts
+}
+
+/// The H chunking streaming starts from: the given one, else the resident layouts' that needs
+/// the least scratch (lever 2 taken in full).
+fn streaming_h_chunks(layouts: &[DeviceLayout], req: &PlanRequest) -> u32 {
+    req.h_chunks.unwrap_or_else(|| {
+        layouts
+            .iter()
+            .min_by_key(|l| l.total(1))
+            .map_or(0, |l| l.h_chunks)
+    })
+}
+
+/// The least device memory a proof of `lens` can be planned in: every query streamed through
+/// the smallest staging buffers, the H MSM chunked as [`plan`] streams it. [`plan`] fits any
+/// budget of at least its `total(1)`.
+pub fn smallest(lens: &SrsLengths, req: &PlanRequest) -> DeviceLayout {
+    let layouts = resident_layouts(lens, req);
+    let stage = STAGE_STEPS[STAGE_STEPS.len() - 1] as usize;
+    DeviceLayout::with_residency(
+        lens,
+        req.sms,
+        req.h_window_bits,
+        streaming_h_chunks(&layouts, req),
+        &SrsResidency::none(stage),
+    )
+}
+
+/// Plans a context for an SRS of `lens` within `req.budget`: the backend's own layout where it
+/// fits (two input sets where asked and affordable), else the fewest H chunks that fit, else
+/// the least of the SRS streamed (module text).
+///
+/// Errors: [`ErrorKind::Cuda`] naming what the scratch and one input set need against the
+/// budget, when even the smallest layout with every query streamed does not fit.
+pub fn plan(lens: &SrsLengths, req: &PlanRequest) -> Result<DevicePlan, Error> {
+    let layouts = resident_layouts(lens, req);
     let fitting = |layout: &DeviceLayout| {
         (layout.total(1) <= req.budget).then(|| {
             let two = req.overlap && layout.total(2) + layout.reserve <= req.budget;
@@ -311,13 +344,8 @@ pub fn plan(lens: &SrsLengths, req: &PlanRequest) -> Result<DevicePlan, Error> {
     if let Some(p) = layouts.iter().find_map(fitting) {
         return Ok(p);
     }
-    // Streaming starts from the H chunking that needs the least scratch (lever 2 taken in full).
-    let mut least = layouts
-        .iter()
-        .min_by_key(|l| l.total(1))
-        .copied()
-        .unwrap_or(first);
-    let h_chunks = req.h_chunks.unwrap_or(least.h_chunks);
+    let h_chunks = streaming_h_chunks(&layouts, req);
+    let mut least = layouts[0];
     for stage in STAGE_STEPS {
         let mut res = SrsResidency::ALL;
         res.stage_bytes = stage as usize;
@@ -598,7 +626,7 @@ mod tests {
     fn under_the_scratch_and_one_input_set_the_plan_is_refused_with_the_numbers() {
         let lens = porep_32g();
         // every query streamed through the smallest buffers: the least a proof can take
-        let least = DeviceLayout::with_residency(&lens, H100_SMS, 0, 0, &SrsResidency::none(0));
+        let least = smallest(&lens, &request(0));
         assert_eq!(least.srs(), 0);
         let e = plan(&lens, &request(least.total(1) - 1))
             .unwrap_err()
