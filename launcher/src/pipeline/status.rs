@@ -112,7 +112,7 @@ impl PipelineStatus {
 }
 
 /// A snapshot of the whole pipeline.
-#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct PipelineStatus {
     /// Pinning mode in use.
     pub pin_mode: String,
@@ -386,19 +386,9 @@ mod tests {
             "5 slots x 16.00 GiB + 8 slots x 100.0 MiB"
         );
         let one = PipelineStatus {
-            pin_mode: String::new(),
-            ring_pages: String::new(),
             ring_slots: 4,
             slot_bytes: 3 * gib,
-            slot_classes: Vec::new(),
-            slots: SlotCounts::default(),
-            children: Vec::new(),
-            jobs: Vec::new(),
-            counters: Counters::default(),
-            fatal: None,
-            srs: Vec::new(),
-            gpus: Vec::new(),
-            synthesis: Vec::new(),
+            ..PipelineStatus::default()
         };
         assert_eq!(one.ring_text(), "4 slots x 3.00 GiB");
         assert_eq!(ChildState::GivenUp.to_string(), "given up");

@@ -740,23 +740,14 @@ fn bytes_text(bytes: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use launcher::pipeline::{Counters, GpuLine, SlotCounts};
+    use launcher::pipeline::GpuLine;
 
     fn status_of(gpus: Vec<GpuLine>) -> PipelineStatus {
         PipelineStatus {
-            pin_mode: String::new(),
-            ring_pages: String::new(),
             ring_slots: 1,
             slot_bytes: 1 << 20,
-            slot_classes: Vec::new(),
-            slots: SlotCounts::default(),
-            children: Vec::new(),
-            jobs: Vec::new(),
-            counters: Counters::default(),
-            fatal: None,
-            srs: Vec::new(),
             gpus,
-            synthesis: Vec::new(),
+            ..PipelineStatus::default()
         }
     }
 
