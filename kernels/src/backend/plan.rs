@@ -20,8 +20,10 @@
 //!    H running last, its first chunks are copied while the other four MSMs run; B_G2's
 //!    points are twice the bytes for G2 additions that cost about three times a G1 one; L, A
 //!    and B_G1 are mostly batch additions of points whose scalar is one, one addition per 96
-//!    bytes copied, so streaming them is bound by the copy. Larger staging buffers first
-//!    (fewer, longer copies and fewer H chunks), smaller ones where the budget needs them.
+//!    bytes copied, so streaming them is bound by the copy. Of the staging sizes that fit (1 GiB
+//!    down to 12 MiB a buffer), the largest whose plan streams at most a quarter (and 64 MiB)
+//!    more than the least-streaming one: larger buffers mean fewer, longer copies and fewer H
+//!    chunks; smaller ones leave more of a small SRS resident.
 //!
 //! A plan that cannot hold the scratch, one input set and the smallest staging buffers with
 //! every query streamed is refused with the numbers.
