@@ -567,7 +567,11 @@ mod tests {
             );
             assert!(l.streamed >= last_streamed && streamed.len() >= last_count);
             // staging buffers of at most 1 GiB, more than the smallest where the SRS is large
-            assert!(l.stage <= 2 << 30 && l.stage > 2 * (12 << 20), "{}", p.describe());
+            assert!(
+                l.stage <= 2 << 30 && l.stage > 2 * (12 << 20),
+                "{}",
+                p.describe()
+            );
             last_streamed = l.streamed;
             last_count = streamed.len();
         }
