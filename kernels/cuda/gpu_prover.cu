@@ -901,6 +901,7 @@ struct sp_layout {
     size_t stage_g1, stage_g2, stage_bytes;
 
     static size_t point_bytes(int q) { return q == SP_Q_B2 ? sizeof(affine_fp2_t) : sizeof(affine_t); }
+    bool streams() const { return stage_bytes != 0; }
     size_t resident_bytes() const
     {
         size_t b = 0;
@@ -1122,7 +1123,6 @@ struct sp_flight {
     double cpu_issue = 0, cpu_wait = 0; // this proof's host CPU so far (ms), for its phases
     cudaEvent_t stream0 = nullptr, stream1 = nullptr;   // the streaming stream: first chunk
                                                         // copy started, last one landed
-    bool streamed = false;             // this proof copied SRS chunks
 };
 
 // CPU milliseconds of the calling thread.
@@ -1195,11 +1195,11 @@ struct GpuContext {
 
     sp_dev_matrices mat;   // witness-only proofs: the circuit's matrices
 
-    // SRS streaming (issue 32): the points past each query's resident prefix (`lay.res`) are
-    // copied from the page-locked host image (`lens`' pointers, kept; `image_lock`) into the
-    // staging buffers in turn on `s_stream`. A copy waits for its buffer's `consumed` (the last
-    // kernel that read its previous chunk); the kernels reading it wait for its `landed`.
-    bool streams = false;
+    // SRS streaming (issue 32, `lay.streams()`): the points past each query's resident prefix
+    // (`lay.res`) are copied from the page-locked host image (`lens`' pointers, kept;
+    // `image_lock`) into the staging buffers in turn on `s_stream`. A copy waits for its
+    // buffer's `consumed` (the last kernel that read its previous chunk); the kernels reading it
+    // wait for its `landed`.
     sp_buf<unsigned char> stage[2];
     std::unique_ptr<stream_t> s_stream;
     cudaEvent_t landed[2] = {}, consumed[2] = {};
@@ -1370,7 +1370,6 @@ RustError::by_value splitprover_gpu_create(const sp_srs* srs, const void* image,
         const sp_layout& L = ctx->lay = sp_layout_of(*srs, ctx->sms, opts->wbits_h,
                                                      opts->chunks_h, &opts->res);
         size_t srs_bytes = L.resident_bytes();
-        ctx->streams = L.stage_bytes != 0;
         size_t one_set = L.once_bytes() + L.set_bytes();
         size_t free_b = 0, total_b = 0;
         CUDA_OK(cudaMemGetInfo(&free_b, &total_b));
@@ -1390,7 +1389,7 @@ RustError::by_value splitprover_gpu_create(const sp_srs* srs, const void* image,
         ctx->s_n1.reset(new stream_t(gpu.id()));
         ctx->s_n2.reset(new stream_t(gpu.id()));
         ctx->s_copy.reset(new stream_t(gpu.id()));
-        if (ctx->streams)
+        if (L.streams())
             ctx->s_stream.reset(new stream_t(gpu.id()));
         int least = 0, greatest = 0;
         CUDA_OK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
@@ -1410,33 +1409,30 @@ RustError::by_value splitprover_gpu_create(const sp_srs* srs, const void* image,
             sp_upload_points(ctx->d_b_g1, srs->b_g1, L.res[SP_Q_B1], s);
             sp_upload_points(ctx->d_b_g2, srs->b_g2, L.res[SP_Q_B2], s);
             s.sync();
-            if (ctx->streams)
+            if (L.streams())
                 ctx->image_lock = std::move(lock);
         }
         stats->upload_ms = std::chrono::duration<double, std::milli>(
                                std::chrono::steady_clock::now() - t0).count();
-        if (!ctx->streams) {
+        if (!L.streams()) {
             ctx->lens.h = ctx->lens.l = ctx->lens.a = ctx->lens.b_g1 = nullptr;
             ctx->lens.b_g2 = nullptr;
         }
-        stats->resident_bytes = ctx->d_h.bytes() + ctx->d_l.bytes() + ctx->d_a.bytes()
-                              + ctx->d_b_g1.bytes() + ctx->d_b_g2.bytes();
+        stats->resident_bytes = srs_bytes;
         stats->streamed_bytes = L.streamed_bytes();
         stats->stream_gbps = 0;
-        if (ctx->streams) {
+        if (L.streams()) {
             for (int k = 0; k < 2; k++) {
                 ctx->stage[k].alloc(L.stage_bytes);
                 sp_event(&ctx->landed[k], cudaEventDisableTiming);
                 sp_event(&ctx->consumed[k], cudaEventDisableTiming);
                 CUDA_OK(cudaEventRecord(ctx->consumed[k], *ctx->s_stream));
             }
-            // The copy rate the streaming gets: one staging buffer's worth of the largest
+            // The copy rate the streaming gets: one staging buffer's worth of the first
             // streamed query, timed on the streaming stream.
             int q = 0;
-            for (int k = 0; k < SP_QUERIES; k++)
-                if ((L.n[k] - L.res[k]) * L.point_bytes(k)
-                    > (L.n[q] - L.res[q]) * L.point_bytes(q))
-                    q = k;
+            while (L.res[q] == L.n[q])
+                q++;
             const void* from[SP_QUERIES] = {srs->h, srs->l, srs->a, srs->b_g1, srs->b_g2};
             size_t bytes = std::min(L.stage_bytes, (L.n[q] - L.res[q]) * L.point_bytes(q));
             cudaEvent_t e0, e1;
@@ -1551,6 +1547,24 @@ RustError::by_value splitprover_gpu_create(const sp_srs* srs, const void* image,
     return RustError{cudaSuccess};
 }
 
+// Device bytes a circuit's matrices take once resident (what `splitprover_gpu_set_matrices`
+// allocates), from their dimensions alone (rows, nnz, n_coeffs, n_inputs, n_aux; no pointer is
+// read): the coefficients, the witness layout's bitmap and rank table, the density words, the
+// CSR rows and terms of A, B and C.
+static size_t sp_matrices_bytes(const sp_matrices& m)
+{
+    size_t w_aux = sp_words(m.n_aux), w_inp = sp_words(m.n_inputs);
+    size_t b = m.n_coeffs * sizeof(fr_t) + (2 * w_aux + 1) * 8 + (2 * w_aux + w_inp) * 8;
+    for (int q = 0; q < 3; q++)
+        b += (m.rows + 1 + m.nnz[q]) * 8;
+    return b;
+}
+
+extern "C" size_t splitprover_gpu_matrices_bytes(const sp_matrices* m)
+{
+    return sp_matrices_bytes(*m);
+}
+
 // Uploads a circuit's matrices and witness layout for witness-only proofs (issue 31), once per
 // context; `bytes` gets the device memory they take. Refused, with the numbers, when their shape
 // is not the SRS's or the device has not the room.
@@ -1576,10 +1590,7 @@ RustError::by_value splitprover_gpu_set_matrices(GpuContext* ctx, const sp_matri
         return RustError{cudaErrorInvalidValue,
                          "a packed witness does not fit the third of an input set it is staged in"};
     size_t w_aux = sp_words(L.n_l), w_inp = sp_words(L.n_inputs);
-    size_t need = m->n_coeffs * sizeof(fr_t) + (2 * m->aux_words + 1) * 8
-                + (2 * w_aux + w_inp) * 8;
-    for (int q = 0; q < 3; q++)
-        need += (m->rows + 1 + m->nnz[q]) * 8;
+    size_t need = sp_matrices_bytes(*m);
     try {
         ctx->gpu.select();
         size_t free_b = 0, total_b = 0;
@@ -1709,6 +1720,14 @@ template<class A> struct sp_src {
 };
 template<class A> static sp_src<A> sp_on_device(const A* dev) { return {dev, nullptr, SIZE_MAX}; }
 
+// The source of G1 query q (SP_Q_H .. SP_Q_B1): its resident prefix and its host points.
+static sp_src<affine_t> sp_src_g1(const GpuContext& ctx, int q)
+{
+    const sp_buf<affine_t>* dev[] = {&ctx.d_h, &ctx.d_l, &ctx.d_a, &ctx.d_b_g1};
+    const affine_t* host[] = {ctx.lens.h, ctx.lens.l, ctx.lens.a, ctx.lens.b_g1};
+    return {dev[q]->ptr, host[q], ctx.lay.res[q]};
+}
+
 // The points [off, off + num) of `src` on the device for kernels on stream `s`: in place when
 // they lie in the resident prefix, otherwise copied now into the next staging buffer on the
 // streaming stream, once that buffer's previous chunk is consumed, with `s` waiting for the
@@ -1722,7 +1741,7 @@ static const A* sp_fetch(GpuContext& ctx, const sp_src<A>& src, size_t off, size
     if (off + num <= src.resident)
         return src.dev + off;
     size_t bytes = num * sizeof(A);
-    if (!ctx.streams || !src.host || bytes > ctx.stage[0].bytes())
+    if (!ctx.lay.streams() || !src.host || bytes > ctx.stage[0].bytes())
         throw cuda_error{cudaErrorInvalidValue,
                          std::string("a streamed chunk exceeds the staging buffers sized for it")};
     slot = (int)(ctx.stage_next++ & 1);
@@ -1869,11 +1888,9 @@ static sp_job_rec sp_msm_query(GpuContext& ctx, sp_job_buf<B>& job, typename B::
     }
     // the resident prefix in one piece, then the streamed chunks
     for (size_t off = 0; off < n;) {
-        size_t num = off == 0 && src.resident >= SP_CHUNK_ALIGN
-                     ? std::min(n, src.resident / SP_CHUNK_ALIGN * SP_CHUNK_ALIGN)
-                     : std::min(stage, n - off);
-        if (off == 0 && src.resident >= n)
-            num = n;
+        // (a partly resident query's prefix is whole chunks: `sp_layout_of`)
+        size_t num = off == 0 && src.resident ? std::min(n, src.resident)
+                                              : std::min(stage, n - off);
         int slot;
         const affine_h* pts = (const affine_h*)sp_fetch(ctx, src, off, num, s, slot);
         s.launch_coop(batch_addition<B>, dim3(ctx.sms), dim3(BATCH_ADD_BLOCK_SIZE),
@@ -2257,22 +2274,19 @@ static void sp_issue_back_kernels(GpuContext& ctx, int set, sp_flight& fl,
     const sp_srs& L = ctx.lens;
     sp_set& st = ctx.sets[set];
     const sp_layout& lay = ctx.lay;
-    fl.streamed = lay.stage_bytes != 0;
-    ctx.stream_mark = fl.streamed ? &fl.stream0 : nullptr;
+    ctx.stream_mark = lay.streams() ? &fl.stream0 : nullptr;
     const size_t c1 = lay.stage_g1, c2 = lay.stage_g2;   // chunk points
     rec[SP_JOB_L] = sp_msm_query(ctx, ctx.job_g1[SP_JOB_L], ctx.d_part_g1.ptr,
-                                 sp_src<affine_t>{ctx.d_l.ptr, L.l, lay.res[SP_Q_L]}, c1,
-                                 st.aux.ptr, L.n_l, 0, key.tail[0], ctx.d_tail_g1.ptr, false, m);
+                                 sp_src_g1(ctx, SP_Q_L), c1, st.aux.ptr, L.n_l, 0, key.tail[0],
+                                 ctx.d_tail_g1.ptr, false, m);
     sp_record_ext(ctx, fl.ev[EV_L], m);
     rec[SP_JOB_A] = sp_msm_query(ctx, ctx.job_g1[SP_JOB_A], ctx.d_part_g1.ptr,
-                                 sp_src<affine_t>{ctx.d_a.ptr, L.a, lay.res[SP_Q_A]}, c1,
-                                 ctx.d_sc_a.ptr, L.n_a, 1, key.tail[1], ctx.d_tail_g1.ptr, false,
-                                 m);
+                                 sp_src_g1(ctx, SP_Q_A), c1, ctx.d_sc_a.ptr, L.n_a, 1,
+                                 key.tail[1], ctx.d_tail_g1.ptr, false, m);
     sp_record_ext(ctx, fl.ev[EV_A], m);
     rec[SP_JOB_B1] = sp_msm_query(ctx, ctx.job_g1[SP_JOB_B1], ctx.d_part_g1.ptr,
-                                  sp_src<affine_t>{ctx.d_b_g1.ptr, L.b_g1, lay.res[SP_Q_B1]}, c1,
-                                  ctx.d_sc_b.ptr, L.n_b, 2, key.tail[2], ctx.d_tail_g1.ptr, false,
-                                  m);
+                                  sp_src_g1(ctx, SP_Q_B1), c1, ctx.d_sc_b.ptr, L.n_b, 2,
+                                  key.tail[2], ctx.d_tail_g1.ptr, false, m);
     sp_record_ext(ctx, fl.ev[EV_B1], m);
     // the same split serves G2 (the tail scalars gathered for B_G1 are still in place)
     rec[SP_JOB_B2] = sp_msm_query(ctx, ctx.job_g2, ctx.d_part_g2.ptr,
@@ -2321,10 +2335,9 @@ static void sp_issue_back_kernels(GpuContext& ctx, int set, sp_flight& fl,
     sp_record_ext(ctx, fl.ev[EV_SIDE1], side);
 
     // H: the first domain - 1 coefficients (the last is zero for a valid witness)
-    sp_pippenger(ctx, ctx.job_g1[SP_JOB_H], ctx.d_part_g1.ptr,
-                 sp_src<affine_t>{ctx.d_h.ptr, L.h, lay.res[SP_Q_H]}, st.abc.ptr,
-                 ctx.lay.plan_h, m, ctx.device_finish ? std::max(ctx.sms - 1, 1) : 0);
-    if (fl.streamed) {
+    sp_pippenger(ctx, ctx.job_g1[SP_JOB_H], ctx.d_part_g1.ptr, sp_src_g1(ctx, SP_Q_H),
+                 st.abc.ptr, ctx.lay.plan_h, m, ctx.device_finish ? std::max(ctx.sms - 1, 1) : 0);
+    if (lay.streams()) {
         if (ctx.stream_mark) {   // nothing was copied after all (every chunk resident)
             CUDA_OK(cudaEventRecord(fl.stream0, *ctx.s_stream));
             ctx.stream_mark = nullptr;
@@ -2418,7 +2431,8 @@ static bool sp_issue_back(GpuContext& ctx, int set, int f, bool host_sums)
     // the diagnostic reads the accumulators after each proof: kernel by kernel
     // a back half that streams SRS chunks (copies on another stream from host memory) is
     // launched kernel by kernel: at the sizes that stream, launches are a small cost
-    bool graph = ctx.graphs && !ctx.streams && !host_sums && sp_launch_back(ctx, set, f, key, rec);
+    bool graph = ctx.graphs && !ctx.lay.streams() && !host_sums
+                 && sp_launch_back(ctx, set, f, key, rec);
     if (!graph)
         sp_issue_back_kernels(ctx, set, fl, key, rec);
     for (int j = 0; j < SP_JOBS; j++) {
@@ -2545,7 +2559,7 @@ static void sp_finish(const GpuContext& ctx, sp_flight& fl, sp_components& out, 
     ph.final_sums = sp_elapsed(e[EV_H], e[EV_DONE]);
     ph.side = sp_elapsed(e[EV_SIDE0], e[EV_SIDE1]);
     ph.compute = sp_elapsed(e[EV_START], e[EV_DONE]);
-    ph.stream = fl.streamed ? sp_elapsed(fl.stream0, fl.stream1) : 0;
+    ph.stream = ctx.lay.streams() ? sp_elapsed(fl.stream0, fl.stream1) : 0;
     ph.span = sp_elapsed(e[EV_COPY0], e[EV_DONE]);
     ph.cpu_issue = fl.cpu_issue;
     ph.cpu_wait = fl.cpu_wait;
@@ -2692,13 +2706,12 @@ extern "C" void splitprover_gpu_layout(const sp_srs* srs, int sms, uint32_t wbit
                                        sp_layout_bytes* out)
 {
     sp_layout l = sp_layout_of(*srs, sms, wbits_h, chunks_h, res);
-    out->srs_h = l.res[SP_Q_H] * sizeof(affine_t);
-    out->srs_l = l.res[SP_Q_L] * sizeof(affine_t);
-    out->srs_a = l.res[SP_Q_A] * sizeof(affine_t);
-    out->srs_b_g1 = l.res[SP_Q_B1] * sizeof(affine_t);
-    out->srs_b_g2 = l.res[SP_Q_B2] * sizeof(affine_fp2_t);
-    for (int q = 0; q < SP_QUERIES; q++)
+    size_t* bytes[SP_QUERIES] = {&out->srs_h, &out->srs_l, &out->srs_a, &out->srs_b_g1,
+                                 &out->srs_b_g2};
+    for (int q = 0; q < SP_QUERIES; q++) {
         out->resident[q] = l.res[q];
+        *bytes[q] = l.res[q] * sp_layout::point_bytes(q);
+    }
     out->streamed = l.streamed_bytes();
     out->stage = 2 * l.stage_bytes;
     out->set = l.set_bytes();

@@ -749,7 +749,7 @@ fn a_memory_budget_is_planned_within_and_what_cannot_fit_is_refused() {
 #[test]
 fn under_a_budget_below_the_srs_the_rest_streams_and_the_proofs_stay_the_same() {
     use kernels::backend::cuda::{current_device, multiprocessors};
-    use kernels::backend::plan::{smallest, DeviceLayout, PlanRequest};
+    use kernels::backend::plan::{smallest, DeviceLayout, PlanRequest, POINT_BYTES};
     use kernels::paramgen::{generate_parameters_seeded_on, GenDevice};
     use std::sync::Arc;
     if !have_gpu("under_a_budget_below_the_srs_the_rest_streams_and_the_proofs_stay_the_same") {
@@ -792,7 +792,7 @@ fn under_a_budget_below_the_srs_the_rest_streams_and_the_proofs_stay_the_same() 
         )
         .total(1);
         // Over it by half of H, with room for the smallest staging buffers (2 x 12 MiB).
-        let half_h = one_set + (24 << 20) - (lens.h as u64 * 96) / 2;
+        let half_h = one_set + (24 << 20) - (lens.h as u64 * POINT_BYTES[0]) / 2;
         for (what, budget) in [("half of H", half_h), ("everything", least)] {
             let options = GpuOptions {
                 memory_budget: Some(budget),

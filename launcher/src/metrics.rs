@@ -480,19 +480,11 @@ mod tests {
             ..Default::default()
         };
         let status = PipelineStatus {
-            pin_mode: String::new(),
             ring_pages: "plain".into(),
             ring_slots: 1,
             slot_bytes: 1 << 20,
-            slot_classes: Vec::new(),
-            slots: Default::default(),
-            children: Vec::new(),
-            jobs: Vec::new(),
-            counters: Default::default(),
-            fatal: None,
-            srs: Vec::new(),
             gpus: vec![gpu(0, 0, 0), gpu(1, 7 << 30, 70 << 30)],
-            synthesis: Vec::new(),
+            ..PipelineStatus::default()
         };
         let o = Metrics::new().render(&status, Duration::from_secs(1));
         for line in [

@@ -281,6 +281,7 @@ pub(super) mod ffi {
             out: *mut LayoutBytes,
         );
         pub fn splitprover_gpu_streamed_total(ctx: *const Context) -> u64;
+        pub fn splitprover_gpu_matrices_bytes(m: *const Matrices) -> usize;
         pub fn splitprover_gpu_tail_size(big: usize, cap: usize) -> usize;
         pub fn splitprover_gpu_window_check(seed: u64) -> u32;
         pub fn splitprover_gpu_side_check(

@@ -98,6 +98,9 @@ pub struct DeviceLayout {
 /// The SRS queries in the order [`DeviceLayout::resident_points`] lists them.
 pub const QUERIES: [&str; 5] = ["H", "L", "A", "B_G1", "B_G2"];
 
+/// The bytes of one point of each query (G1 affine, and B_G2's G2 affine).
+pub const POINT_BYTES: [u64; 5] = [96, 96, 96, 96, 192];
+
 /// The order queries give up residency in (indices into [`QUERIES`]); see the module's text.
 const STREAM_ORDER: [usize; 5] = [0, 4, 3, 2, 1];
 
@@ -188,16 +191,6 @@ impl DeviceLayout {
             resident: self.resident_points.map(|p| p as usize),
             stage_bytes: (self.stage / 2) as usize,
         }
-    }
-
-    fn query_bytes(&self, q: usize) -> u64 {
-        [
-            self.srs_h,
-            self.srs_l,
-            self.srs_a,
-            self.srs_b_g1,
-            self.srs_b_g2,
-        ][q]
     }
 
     /// What proving needs with `sets` input sets.
@@ -347,7 +340,6 @@ pub fn plan(lens: &SrsLengths, req: &PlanRequest) -> Result<DevicePlan, Error> {
         return Ok(p);
     }
     let h_chunks = streaming_h_chunks(&layouts, req);
-    let mut least = layouts[0];
     // Of the staging sizes that fit, the largest whose plan streams at most a quarter (and 64
     // MiB) more than the least-streaming one: larger buffers mean fewer chunks (each H chunk
     // sorts and integrates its windows again) and longer copies, smaller ones leave more
@@ -367,8 +359,8 @@ pub fn plan(lens: &SrsLengths, req: &PlanRequest) -> Result<DevicePlan, Error> {
                 if over == 0 {
                     break 'queries;
                 }
-                let point = if q == 4 { 192 } else { 96 };
-                let keep = layout.query_bytes(q).saturating_sub(over) / point;
+                let point = POINT_BYTES[q];
+                let keep = (layout.resident_points[q] * point).saturating_sub(over) / point;
                 if layout.resident_points[q] == 0 || keep as usize >= res.resident[q] {
                     break;
                 }
@@ -377,13 +369,7 @@ pub fn plan(lens: &SrsLengths, req: &PlanRequest) -> Result<DevicePlan, Error> {
                     DeviceLayout::with_residency(lens, req.sms, req.h_window_bits, h_chunks, &res);
             }
         }
-        if let Some(p) = fitting(&layout) {
-            fits.push(p);
-            continue;
-        }
-        if layout.total(1) < least.total(1) {
-            least = layout;
-        }
+        fits.extend(fitting(&layout));
     }
     if let Some(min) = fits.iter().map(|p| p.layout.streamed).min() {
         let bound = min + min / 4 + (64 << 20);
@@ -391,6 +377,7 @@ pub fn plan(lens: &SrsLengths, req: &PlanRequest) -> Result<DevicePlan, Error> {
             return Ok(p);
         }
     }
+    let least = smallest(lens, req);
     let gib = |b: u64| format!("{:.2} GiB", b as f64 / (1u64 << 30) as f64);
     Err(ErrorKind::Cuda(format!(
         "a proof needs at least {} of device memory ({} of scratch with the H MSM in {} \
@@ -608,9 +595,8 @@ mod tests {
             assert!(h.stride as u64 <= g1, "{h:?}");
             assert_eq!(l.resident_points[0] % h.stride as u64, 0);
             assert!(l.stage >= 2 * 65_536 * 192 && l.stage <= 2 * stage.max(65_536 * 192) as u64);
-            let point = |q: usize| if q == 4 { 192 } else { 96 };
             let streamed: u64 = (0..5)
-                .map(|q| (l.points[q] - l.resident_points[q]) * point(q))
+                .map(|q| (l.points[q] - l.resident_points[q]) * POINT_BYTES[q])
                 .sum();
             assert_eq!(l.streamed, streamed);
         }

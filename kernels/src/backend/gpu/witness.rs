@@ -113,20 +113,32 @@ impl GpuBackend {
     }
 }
 
-/// Device bytes `r1cs`'s matrices take once resident for witness-only proofs (what
-/// `splitprover_gpu_set_matrices` allocates): the CSR rows and terms of A, B and C, the
-/// coefficients, the witness layout's bitmap and rank table, the density words. For
-/// [`super::GpuOptions::reserve_bytes`], before the backend is open.
+/// Device bytes `r1cs`'s matrices take once resident for witness-only proofs: the C++ side's
+/// own arithmetic (`sp_matrices_bytes`, what `splitprover_gpu_set_matrices` checks and
+/// allocates), from the dimensions alone. For [`super::GpuOptions::reserve_bytes`], before the
+/// backend is open and before the witness layout is made.
 pub fn matrices_device_bytes(r1cs: &crate::r1cs::R1cs) -> u64 {
     let shape = r1cs.shape();
-    let words = |bits: usize| bits.div_ceil(64) as u64;
-    let aux_words = words(shape.aux);
-    let rows = shape.n() as u64;
-    let csr: u64 = r1cs.nnz().iter().map(|nnz| (rows + 1 + nnz) * 8).sum();
-    r1cs.coefficients() as u64 * 32
-        + (2 * aux_words + 1) * 8
-        + (2 * aux_words + words(shape.inputs)) * 8
-        + csr
+    let none = std::ptr::null();
+    let dims = ffi::Matrices {
+        row_start: [none; 3],
+        terms: [none; 3],
+        nnz: r1cs.nnz(),
+        rows: shape.n() as u64,
+        coeffs: std::ptr::null(),
+        n_coeffs: r1cs.coefficients() as u64,
+        is_bit: none,
+        bits_before: none,
+        aux_words: shape.aux.div_ceil(64) as u64,
+        n_inputs: shape.inputs as u64,
+        n_aux: shape.aux as u64,
+        n_bits: 0,
+        density: [none; 3],
+        popcount: [0; 3],
+    };
+    // SAFETY: a host-only function that reads the dimension fields of `dims` (never its
+    // pointers, all null) and returns a number; `dims` lives across the call.
+    unsafe { ffi::splitprover_gpu_matrices_bytes(&dims) as u64 }
 }
 
 /// A circuit's matrices in the C++ layout (`sp_matrices`), pointing into its `CircuitMatrices`.

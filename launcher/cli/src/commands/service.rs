@@ -32,6 +32,7 @@ use launcher::config::Config;
 use launcher::journal::{self, Journal};
 use launcher::metrics::Metrics;
 use launcher::notify::Notifier;
+use launcher::pipeline::memory::gib;
 use launcher::pipeline::{Pipeline, PipelineStatus};
 use launcher::service::{Limits, Service};
 use shm_protocol::layout::PROOF_BYTES;
@@ -660,8 +661,8 @@ pub fn render_status(s: &PipelineStatus) -> String {
                     0 => String::new(),
                     b => format!(
                         ", SRS {} streamed per proof ({} so far)",
-                        bytes_text(b),
-                        bytes_text(g.srs_streamed_total_bytes)
+                        gib(b),
+                        gib(g.srs_streamed_total_bytes)
                     ),
                 },
                 match g.device_budget_bytes {
@@ -727,16 +728,6 @@ pub fn render_status(s: &PipelineStatus) -> String {
     o
 }
 
-/// Bytes for people, one decimal: TiB, GiB, else MiB.
-fn bytes_text(bytes: u64) -> String {
-    let (unit, shift) = match bytes {
-        b if b >= 1 << 40 => ("TiB", 40),
-        b if b >= 1 << 30 => ("GiB", 30),
-        _ => ("MiB", 20),
-    };
-    format!("{:.1} {unit}", bytes as f64 / (1u64 << shift) as f64)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -753,16 +744,16 @@ mod tests {
 
     #[test]
     fn a_gpu_line_shows_its_budget_and_the_srs_streamed_only_when_some_is() {
-        let gib = 1u64 << 30;
+        let one_gib = 1u64 << 30;
         let mut g = GpuLine {
             ordinal: 0,
             role: "gpu-proc[0]".into(),
             name: "NVIDIA H100".into(),
-            vram_total_bytes: 80 * gib,
-            vram_free_bytes: 60 * gib,
-            srs_device_bytes: 8 * gib,
-            planned_device_bytes: 20 * gib,
-            device_budget_bytes: 22 * gib,
+            vram_total_bytes: 80 * one_gib,
+            vram_free_bytes: 60 * one_gib,
+            srs_device_bytes: 8 * one_gib,
+            planned_device_bytes: 20 * one_gib,
+            device_budget_bytes: 22 * one_gib,
             ..GpuLine::default()
         };
         let resident = render_status(&status_of(vec![g.clone()]));
@@ -774,23 +765,15 @@ mod tests {
             "{resident}"
         );
         assert!(!resident.contains("streamed"), "{resident}");
-        g.srs_streamed_bytes = 12 * gib;
-        g.srs_streamed_total_bytes = 1_200 * gib;
+        g.srs_streamed_bytes = 12 * one_gib;
+        g.srs_streamed_total_bytes = 1_200 * one_gib;
         let streamed = render_status(&status_of(vec![g]));
         assert!(
             streamed.contains(
-                ", SRS resident 8192 MiB, SRS 12.0 GiB streamed per proof (1.2 TiB so far), \
-                 planned 20480 MiB"
+                ", SRS resident 8192 MiB, SRS 12.00 GiB streamed per proof (1200.00 GiB so \
+                 far), planned 20480 MiB"
             ),
             "{streamed}"
         );
-    }
-
-    #[test]
-    fn bytes_read_in_the_largest_whole_unit() {
-        assert_eq!(bytes_text(0), "0.0 MiB");
-        assert_eq!(bytes_text(512 << 20), "512.0 MiB");
-        assert_eq!(bytes_text(3 << 29), "1.5 GiB");
-        assert_eq!(bytes_text(5 << 40), "5.0 TiB");
     }
 }
