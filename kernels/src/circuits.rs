@@ -6,6 +6,7 @@
 //! | `pubinputs:K` | [`PubInputs`]: a MiMC-like cube chain exposing K intermediate values | K |
 //! | `bits:N` | [`Bits`]: N witness bits, boolean-decomposed from 64-bit words (mostly 0/1 assignments) | 1 (the sum of the words) |
 //! | `porep-like:K` | [`PorepLike`]: the shape of one 32 GiB-sector PoRep C2 partition divided by K (1: full size), its bits the only 0/1 assignments (25 %), the other values distinct | the partition's 327 divided by K (at least 1) |
+//! | `porep-bits:K` | [`PorepLike`] with a real partition's share of 0/1 aux (90.8 %): the same shape, more of its aux copies of its bits | as `porep-like:K` |
 //!
 //! Witnesses derive deterministically from a `u64` seed (ChaCha20), and [`CircuitSpec::public_inputs`]
 //! computes the public inputs natively, so a verifier can check a proof from the seed alone.
@@ -264,6 +265,11 @@ pub struct PartitionShape {
     pub b_aux: usize,
 }
 
+/// The share of a real 32 GiB-sector PoRep partition's aux variables that are 0/1, per mille:
+/// 90.8 % by the witness analysis of `porep:StackedDrg32GiBV1_1` (`splitprover shape`,
+/// BENCHMARKS.md, witness-only slots).
+pub const POREP_32GIB_BIT_PERMILLE: usize = 908;
+
 /// One partition of a 32 GiB-sector PoRep C2 (`porep:StackedDrg32GiBV1_1`), measured with
 /// `splitprover shape porep:StackedDrg32GiBV1_1` (BENCHMARKS.md, production scale).
 pub const POREP_32GIB_PARTITION: PartitionShape = PartitionShape {
@@ -282,6 +288,11 @@ pub const POREP_32GIB_PARTITION: PartitionShape = PartitionShape {
 /// 0 or 1, so this errs on the slow side).
 /// Not a PoRep: its proofs are checked against its own verifying key.
 ///
+/// With `real_bits` (`porep-bits:K`) the share of 0/1 aux is a real partition's instead
+/// ([`POREP_32GIB_BIT_PERMILLE`]: SHA-256 makes most of it bits): after the bits come copies of
+/// them, each `c * 1 = b_x` (in A, not in B), and the chain takes the aux left. Same shape, same
+/// matrices' sizes; the MSMs see a real witness's mix of 0/1 and full scalars.
+///
 /// Built from: `b_aux` witness bits, each `b * b = b` (A, B and C use it); the other aux
 /// variables a chain `m_j = b_x + c * m_{j-1}` (`m_{-1}` a bit) with `c` from a fixed table, each
 /// `m_j * 1 = b_x + c * m_{j-1}` (in A, not in B); each public input the sum of a window of bits;
@@ -297,6 +308,8 @@ pub struct PorepLike {
     pub scale: usize,
     /// The witness seed; `None` for parameter generation.
     pub seed: Option<u64>,
+    /// A real partition's share of 0/1 aux (`porep-bits:K`) instead of only the B-side bits.
+    pub real_bits: bool,
 }
 
 /// Coefficients of [`PorepLike`]'s mixed variables.
@@ -331,6 +344,22 @@ impl PorepLike {
             );
         }
         out
+    }
+
+    /// How many copies of bits follow the bits: with `real_bits`, enough for
+    /// [`POREP_32GIB_BIT_PERMILLE`] of the aux to be 0/1.
+    pub fn copies_for(shape: &PartitionShape, real_bits: bool) -> usize {
+        if !real_bits {
+            return 0;
+        }
+        (shape.aux * POREP_32GIB_BIT_PERMILLE / 1000)
+            .saturating_sub(shape.b_aux)
+            .min(shape.aux - shape.b_aux)
+    }
+
+    /// The bit copy `k` copies.
+    fn copied(shape: &PartitionShape, k: usize) -> usize {
+        (k.wrapping_mul(13) + 5) % shape.b_aux
     }
 
     fn window(shape: &PartitionShape, k: usize) -> std::ops::Range<usize> {
@@ -379,9 +408,29 @@ impl Circuit<Scalar> for PorepLike {
             );
             bits.push(b);
         }
-        // Constraints left for the mixed variables and the repeats, after the bits and inputs.
-        let mixed = shape.aux - shape.b_aux;
+        // Constraints left for the copies, the mixed variables and the repeats, after the bits
+        // and inputs.
         let mut left = shape.constraints - shape.b_aux - shape.inputs;
+        let copies = Self::copies_for(&shape, self.real_bits);
+        for k in 0..copies {
+            let x = Self::copied(&shape, k);
+            let v = value(x);
+            let c = cs.alloc(
+                || format!("copy {k}"),
+                || v.map(scalar).ok_or(SynthesisError::AssignmentMissing),
+            )?;
+            // `shape_for` leaves a constraint for every aux variable
+            if left > 0 {
+                cs.enforce(
+                    || format!("copy constraint {k}"),
+                    |lc| lc + c,
+                    |lc| lc + CS::one(),
+                    |lc| lc + bits[x],
+                );
+                left -= 1;
+            }
+        }
+        let mixed = shape.aux - shape.b_aux - copies;
         let mut mix: Vec<Variable> = Vec::with_capacity(mixed);
         // The chain's previous variable and value (`m_{-1}`: bit `y` of `j = 0`).
         let (_, y0, _) = Self::mix(&shape, 0);
@@ -474,6 +523,11 @@ pub enum CircuitSpec {
         /// The divisor.
         scale: usize,
     },
+    /// [`PorepLike`] with a real partition's share of 0/1 aux (`real_bits`).
+    PorepBits {
+        /// The divisor.
+        scale: usize,
+    },
 }
 
 /// Any built-in circuit, as one type (what [`CircuitSpec::circuit`] returns).
@@ -507,7 +561,16 @@ impl CircuitSpec {
             Self::ShaChain { blocks } => SpecCircuit::ShaChain(ShaChain { blocks, seed }),
             Self::PubInputs { outputs } => SpecCircuit::PubInputs(PubInputs { outputs, seed }),
             Self::Bits { bits } => SpecCircuit::Bits(Bits { bits, seed }),
-            Self::PorepLike { scale } => SpecCircuit::PorepLike(PorepLike { scale, seed }),
+            Self::PorepLike { scale } => SpecCircuit::PorepLike(PorepLike {
+                scale,
+                seed,
+                real_bits: false,
+            }),
+            Self::PorepBits { scale } => SpecCircuit::PorepLike(PorepLike {
+                scale,
+                seed,
+                real_bits: true,
+            }),
         }
     }
 
@@ -525,7 +588,9 @@ impl CircuitSpec {
             }
             Self::PubInputs { outputs } => PubInputs::outputs_for(outputs, seed),
             Self::Bits { bits } => vec![Bits::sum_for(bits, seed)],
-            Self::PorepLike { scale } => PorepLike::inputs_for(scale, seed),
+            Self::PorepLike { scale } | Self::PorepBits { scale } => {
+                PorepLike::inputs_for(scale, seed)
+            }
         })
     }
 
@@ -554,6 +619,7 @@ impl fmt::Display for CircuitSpec {
             Self::PubInputs { outputs } => write!(f, "pubinputs:{outputs}"),
             Self::Bits { bits } => write!(f, "bits:{bits}"),
             Self::PorepLike { scale } => write!(f, "porep-like:{scale}"),
+            Self::PorepBits { scale } => write!(f, "porep-bits:{scale}"),
         }
     }
 }
@@ -571,7 +637,8 @@ impl FromStr for CircuitSpec {
         };
         let (kind, arg) = s.split_once(':').ok_or_else(|| {
             bad(
-                "expected `KIND:N` with KIND one of `sha-chain`, `pubinputs`, `bits`, `porep-like`"
+                "expected `KIND:N` with KIND one of `sha-chain`, `pubinputs`, `bits`, \
+                 `porep-like`, `porep-bits`"
                     .into(),
             )
         })?;
@@ -599,9 +666,12 @@ impl FromStr for CircuitSpec {
             "porep-like" => Ok(Self::PorepLike {
                 scale: check(1 << 20)?,
             }),
+            "porep-bits" => Ok(Self::PorepBits {
+                scale: check(1 << 20)?,
+            }),
             other => Err(bad(format!(
-                "unknown circuit `{other}` (expected `sha-chain`, `pubinputs`, `bits` or \
-                 `porep-like`)"
+                "unknown circuit `{other}` (expected `sha-chain`, `pubinputs`, `bits`, \
+                 `porep-like` or `porep-bits`)"
             ))),
         }
     }
@@ -798,6 +868,46 @@ mod tests {
         for scale in [1 << 20, 1 << 18, 65_536, 8_192] {
             satisfied_with_inputs(CircuitSpec::PorepLike { scale }, 6);
         }
+    }
+
+    #[test]
+    fn porep_bits_has_the_same_shape_and_a_real_partitions_share_of_bits() {
+        for scale in [1 << 20, 65_536, 8_192] {
+            satisfied_with_inputs(CircuitSpec::PorepBits { scale }, 7);
+        }
+        let scale = 4_096;
+        let spec: CircuitSpec = "porep-bits:4096".parse().unwrap();
+        assert_eq!(spec, CircuitSpec::PorepBits { scale });
+        assert_eq!(spec.to_string(), "porep-bits:4096");
+        assert_ne!(
+            spec.circuit_id(),
+            CircuitSpec::PorepLike { scale }.circuit_id()
+        );
+        let want = PorepLike::shape_for(scale);
+        let m = crate::r1cs::measure(spec.circuit(None)).unwrap();
+        assert_eq!(
+            (m.shape.constraints, m.shape.aux, m.shape.inputs, m.b_aux),
+            (want.constraints, want.aux, want.inputs + 1, want.b_aux)
+        );
+        // the witness: 90.8 % of the aux 0/1, the rest distinct
+        let asg = spec
+            .synthesize_into(5, crate::synth::VecSink::new())
+            .unwrap()
+            .finish();
+        let zero_one = asg
+            .aux
+            .iter()
+            .filter(|v| **v == Scalar::ZERO || **v == Scalar::ONE)
+            .count();
+        let share = zero_one as f64 / asg.aux.len() as f64;
+        assert!((0.905..0.915).contains(&share), "{share}");
+        let bits = want.b_aux + PorepLike::copies_for(&want, true);
+        let rest: std::collections::HashSet<[u8; 32]> = asg.aux[bits..]
+            .iter()
+            .map(ff::PrimeField::to_repr)
+            .collect();
+        assert!(rest.len() * 100 >= (asg.aux.len() - bits) * 99);
+        assert_eq!(PorepLike::copies_for(&want, false), 0);
     }
 
     #[test]

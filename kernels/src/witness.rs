@@ -1002,6 +1002,14 @@ mod tests {
         assert_eq!(layout.non_bits(), shape.aux - shape.b_aux);
         assert_eq!(measure(porep.circuit(None)).unwrap().bit_aux, shape.b_aux);
 
+        // porep-bits: its copies of bits (`c * 1 = b`) are found bits too
+        let real: CircuitSpec = "porep-bits:16384".parse().unwrap();
+        let layout = WitnessLayout::of(&compile(&real.into()).unwrap());
+        let copies = crate::circuits::PorepLike::copies_for(&shape, true);
+        assert!(copies > 0);
+        assert_eq!(layout.bits(), shape.b_aux + copies);
+        assert!((0..shape.b_aux + copies).all(|i| layout.is_bit(i)));
+
         let bits: CircuitSpec = "bits:130".parse().unwrap();
         let layout = WitnessLayout::of(&compile(&bits.into()).unwrap());
         // Three words, each followed by its bits (64, 64, 2): the words are not bits.

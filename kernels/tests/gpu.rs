@@ -741,7 +741,7 @@ fn a_memory_budget_is_planned_within_and_what_cannot_fit_is_refused() {
 
 /// Under a budget smaller than the SRS (issue 32) the `gpu` backend keeps what fits resident and
 /// streams the rest from the page-locked image for every proof, chunk by chunk: the proofs are
-/// the CPU backend's bytes with part of H streamed, with every query streamed through the
+/// the CPU backend's bytes with part of the SRS streamed, with every query streamed through the
 /// smallest staging buffers (several chunks per query: the split batch additions accumulate,
 /// the tails gather chunk by chunk, H's Pippenger takes a chunk per staging buffer), and in a
 /// batch of three (the copies overlapping the previous proof). Two circuits: one of mostly bits
@@ -749,7 +749,7 @@ fn a_memory_budget_is_planned_within_and_what_cannot_fit_is_refused() {
 #[test]
 fn under_a_budget_below_the_srs_the_rest_streams_and_the_proofs_stay_the_same() {
     use kernels::backend::cuda::{current_device, multiprocessors};
-    use kernels::backend::plan::{smallest, DeviceLayout, PlanRequest, POINT_BYTES};
+    use kernels::backend::plan::{smallest, PlanRequest};
     use kernels::paramgen::{generate_parameters_seeded_on, GenDevice};
     use std::sync::Arc;
     if !have_gpu("under_a_budget_below_the_srs_the_rest_streams_and_the_proofs_stay_the_same") {
@@ -773,12 +773,6 @@ fn under_a_budget_below_the_srs_the_rest_streams_and_the_proofs_stay_the_same() 
         let s: Vec<Scalar> = asgs.iter().map(|_| Scalar::random(&mut rng)).collect();
         let want = cpu.prove_batch(&asgs, &r, &s).unwrap();
         let resident = GpuBackend::new(&view).unwrap().residency();
-        // The smallest all-resident layout: one input set, the H MSM in the most chunks.
-        let one_set = [0u32, 1, 2, 4, 8, 16, 32, 64]
-            .iter()
-            .map(|&c| DeviceLayout::of(&lens, sms, 0, c).total(1))
-            .min()
-            .unwrap();
         // Every query streamed through the smallest staging buffers: the least a proof takes.
         let least = smallest(
             &lens,
@@ -791,9 +785,12 @@ fn under_a_budget_below_the_srs_the_rest_streams_and_the_proofs_stay_the_same() 
             },
         )
         .total(1);
-        // Over it by half of H, with room for the smallest staging buffers (2 x 12 MiB).
-        let half_h = one_set + (24 << 20) - (lens.h as u64 * POINT_BYTES[0]) / 2;
-        for (what, budget) in [("half of H", half_h), ("everything", least)] {
+        // Above it by three quarters of the SRS: below every all-resident layout (the smallest
+        // of which needs the whole SRS beside about what `least` holds, less its staging), so
+        // the planner keeps part of the SRS and streams the rest. (A budget taken from an
+        // all-resident layout less part of H fits by smaller H windows and more chunks instead.)
+        let part = least + resident.srs_bytes / 4 * 3;
+        for (what, budget) in [("part of the SRS", part), ("everything", least)] {
             let options = GpuOptions {
                 memory_budget: Some(budget),
                 overlap: false,

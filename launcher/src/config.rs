@@ -248,8 +248,8 @@ pub struct GpuConfig {
     /// Circuits proved together in one backend call.
     #[serde(default = "default_batch")]
     pub batch: usize,
-    /// Device memory the `gpu` backend may take on this GPU (`24GiB`); default: what the
-    /// device has free at start. The backend plans within it (fewer input sets, the H MSM in
+    /// Device memory the `gpu` backend may take on this GPU (`24GiB`); default, and at most:
+    /// what the device has free at start less 1 GiB left to the CUDA runtime. The backend plans within it (fewer input sets, the H MSM in
     /// chunks, part of the SRS streamed from the host for every proof) and refuses at start,
     /// with the numbers, what cannot fit.
     #[serde(default)]

@@ -401,7 +401,8 @@ pub struct GpuOptions {
     /// a 2^20 domain up, where the H MSM hides the device's chains. Same bytes either way.
     pub device_finish: Option<bool>,
     /// Device memory the context may take, bytes (`[[gpu]] memory_budget`); `None`: what the
-    /// device has free. Capped at what it has free. The layout is planned within it
+    /// device has free. Capped at what it has free less [`super::plan::RUNTIME_HEADROOM`]. The
+    /// layout is planned within it
     /// ([`super::plan`]): fewer input sets, then the H MSM in more chunks, then part of the
     /// SRS streamed from the host image for every proof ([`GpuBackend::with_image`] only),
     /// else refused.
@@ -777,7 +778,7 @@ impl GpuBackend {
                 budget: options
                     .memory_budget
                     .unwrap_or(free)
-                    .min(free)
+                    .min(free.saturating_sub(super::plan::RUNTIME_HEADROOM))
                     .saturating_sub(options.reserve_bytes),
                 overlap: options.overlap,
                 h_window_bits: wbits_h,

@@ -21,14 +21,23 @@
 //!    points are twice the bytes for G2 additions that cost about three times a G1 one; L, A
 //!    and B_G1 are mostly batch additions of points whose scalar is one, one addition per 96
 //!    bytes copied, so streaming them is bound by the copy. Of the staging sizes that fit (1 GiB
-//!    down to 12 MiB a buffer), the largest whose plan streams at most a quarter (and 64 MiB)
-//!    more than the least-streaming one: larger buffers mean fewer, longer copies and fewer H
-//!    chunks; smaller ones leave more of a small SRS resident.
+//!    down to 12 MiB a buffer), the one whose plan costs a proof the least by a model measured
+//!    on an H100 (`streaming_cost`: the copies not hidden, and the H chunks, each of which sorts
+//!    and integrates its windows again; a streamed H chunk fits a staging buffer, so smaller
+//!    buffers mean more chunks, but leave more of a small SRS resident).
 //!
 //! A plan that cannot hold the scratch, one input set and the smallest staging buffers with
 //! every query streamed is refused with the numbers.
 
 use super::gpu::ffi;
+
+/// Device memory a plan leaves to the CUDA runtime beside what the layout allocates: the NTT
+/// twiddle tables sppark allocates at the first proof, the kernels' local memory, the 2 MiB
+/// granularity of each allocation. A budget is capped at the device's free memory less this.
+/// An 80 GB H100 planned to within 318 MiB of its free memory ran out at the first 2^27 proof
+/// (BENCHMARKS.md). The same amount the CUDA side keeps free beside a second input set
+/// ([`DeviceLayout::reserve`]).
+pub const RUNTIME_HEADROOM: u64 = 1 << 30;
 use crate::srs::SrsLengths;
 use crate::{Error, ErrorKind};
 
@@ -276,6 +285,29 @@ pub struct PlanRequest {
 /// The H MSM's chunk counts the planner tries after the backend's own choice.
 const CHUNK_STEPS: [u32; 7] = [1, 2, 4, 8, 16, 32, 64];
 
+/// Seconds per GiB of SRS streamed that a proof loses: the part of the copies not hidden
+/// behind the MSMs. Measured on an NVIDIA H100 (BENCHMARKS.md, 2026-12-06): a 2^26 partition
+/// with every query streamed (22.1 GiB) took 0.204 s more than resident.
+const STREAM_SECONDS_PER_GIB: f64 = 0.204 / 22.1;
+
+/// Seconds a chunk of the H MSM costs per bucket of each of its windows: each chunk sorts its
+/// digits and accumulates and integrates every window's buckets again. Measured on the same
+/// H100 at 2^27 (18-bit windows, 15 windows of 2^17 buckets): a plan streaming 8.16 GiB with H
+/// in 25 chunks took 0.293 s per proof more than one streaming 14.93 GiB in 13 chunks, so 12
+/// chunks cost 0.293 + 6.77 GiB x [`STREAM_SECONDS_PER_GIB`] = 0.356 s: 15 ns per bucket.
+const BUCKET_WINDOW_SECONDS: f64 = 0.356 / (12.0 * 15.0 * 131_072.0);
+
+/// What a streaming plan is expected to add to a proof's GPU time, seconds: its streamed bytes
+/// and its H chunks (the staging size bounds a streamed H chunk, so smaller buffers mean more
+/// chunks). Only compared between plans of one SRS and budget.
+fn streaming_cost(l: &DeviceLayout) -> f64 {
+    let wbits = l.h_window_bits.max(1);
+    let windows = 255_u32.div_ceil(wbits) as f64;
+    let buckets = (1u64 << (wbits - 1)) as f64;
+    l.streamed as f64 / (1u64 << 30) as f64 * STREAM_SECONDS_PER_GIB
+        + f64::from(l.h_chunks) * windows * buckets * BUCKET_WINDOW_SECONDS
+}
+
 /// Every query resident: the backend's own layout, then (unless `req.h_chunks` fixes them) the
 /// H MSM in more chunks.
 fn resident_layouts(lens: &SrsLengths, req: &PlanRequest) -> Vec<DeviceLayout> {
@@ -340,11 +372,10 @@ pub fn plan(lens: &SrsLengths, req: &PlanRequest) -> Result<DevicePlan, Error> {
         return Ok(p);
     }
     let h_chunks = streaming_h_chunks(&layouts, req);
-    // Of the staging sizes that fit, the largest whose plan streams at most a quarter (and 64
-    // MiB) more than the least-streaming one: larger buffers mean fewer chunks (each H chunk
-    // sorts and integrates its windows again) and longer copies, smaller ones leave more
-    // resident (a small SRS streams less through small buffers).
-    let mut fits: Vec<DevicePlan> = Vec::new();
+    // Of the staging sizes that fit, the one whose plan is expected to cost a proof the least
+    // ([`streaming_cost`]): larger buffers mean fewer H chunks (each sorts and integrates its
+    // windows again), smaller ones leave more of the SRS resident.
+    let mut best: Option<(f64, DevicePlan)> = None;
     for stage in STAGE_STEPS {
         let mut res = SrsResidency::ALL;
         res.stage_bytes = stage as usize;
@@ -369,13 +400,16 @@ pub fn plan(lens: &SrsLengths, req: &PlanRequest) -> Result<DevicePlan, Error> {
                     DeviceLayout::with_residency(lens, req.sms, req.h_window_bits, h_chunks, &res);
             }
         }
-        fits.extend(fitting(&layout));
-    }
-    if let Some(min) = fits.iter().map(|p| p.layout.streamed).min() {
-        let bound = min + min / 4 + (64 << 20);
-        if let Some(p) = fits.into_iter().find(|p| p.layout.streamed <= bound) {
-            return Ok(p);
+        if let Some(p) = fitting(&layout) {
+            let cost = streaming_cost(&p.layout);
+            // ties go to the larger buffers, tried first
+            if best.as_ref().is_none_or(|(c, _)| cost < *c) {
+                best = Some((cost, p));
+            }
         }
+    }
+    if let Some((_, p)) = best {
+        return Ok(p);
     }
     let least = smallest(lens, req);
     let gib = |b: u64| format!("{:.2} GiB", b as f64 / (1u64 << 30) as f64);
@@ -383,7 +417,7 @@ pub fn plan(lens: &SrsLengths, req: &PlanRequest) -> Result<DevicePlan, Error> {
         "a proof needs at least {} of device memory ({} of scratch with the H MSM in {} \
          chunks, {} for one input set, {} of the SRS kept resident, {} of it streamed from the \
          host for every proof), but the budget is {}\nhint: raise `memory_budget` in \
-         `[[gpu]]` (default: what the device has free), or use a device with more memory",
+         `[[gpu]]` (default: what the device has free less 1 GiB), or use a device with more memory",
         gib(least.total(1)),
         gib(least.once),
         least.h_chunks,
@@ -451,6 +485,8 @@ mod tests {
         assert_eq!(l.total(2) - l.total(1), l.set);
         // The 44 GiB SRS of a 32 GiB sector.
         assert!((44 * GIB..45 * GIB).contains(&l.srs()), "{}", l.srs());
+        // the runtime's headroom is the one the CUDA side keeps beside a second set
+        assert_eq!(l.reserve, RUNTIME_HEADROOM);
     }
 
     #[test]
@@ -599,6 +635,55 @@ mod tests {
                 .map(|q| (l.points[q] - l.resident_points[q]) * POINT_BYTES[q])
                 .sum();
             assert_eq!(l.streamed, streamed);
+        }
+    }
+
+    #[test]
+    fn the_staging_size_trades_the_bytes_streamed_against_the_h_chunks() {
+        let lens = porep_32g();
+        // An 80 GB H100's default budget beside a 2^27 partition's matrices (the run of
+        // 2026-12-06): of the staging sizes that fit, 2 x 1020 MiB (H in about 13 chunks) costs
+        // less than 2 x 510 MiB (about 25 chunks), though it streams about 1 GiB more.
+        let p = plan(&lens, &request(72_508 << 20)).unwrap();
+        let l = p.layout;
+        assert_eq!(l.stage, 2 * (1020 << 20), "{}", p.describe());
+        assert!(l.h_chunks <= 14, "{}", p.describe());
+        let half = DeviceLayout::with_residency(
+            &lens,
+            H100_SMS,
+            0,
+            0,
+            &SrsResidency {
+                resident: [0, usize::MAX, usize::MAX, usize::MAX, usize::MAX],
+                stage_bytes: 510 << 20,
+            },
+        );
+        assert!(half.h_chunks > l.h_chunks);
+        // the model itself: more chunks cost, and so do more bytes
+        let more_chunks = DeviceLayout {
+            h_chunks: l.h_chunks * 2,
+            ..l
+        };
+        let more_bytes = DeviceLayout {
+            streamed: l.streamed + GIB,
+            ..l
+        };
+        assert!(streaming_cost(&more_chunks) > streaming_cost(&l));
+        assert!(streaming_cost(&more_bytes) > streaming_cost(&l));
+    }
+
+    #[test]
+    fn between_the_least_and_the_whole_srs_a_small_srs_stays_partly_resident() {
+        let lens = sha38();
+        let least = smallest(&lens, &request(0));
+        let srs = DeviceLayout::of(&lens, H100_SMS, 0, 0).srs();
+        for quarters in 1..4 {
+            let budget = least.total(1) + srs / 4 * quarters;
+            let p = plan(&lens, &request(budget)).unwrap();
+            let l = p.layout;
+            assert!(p.bytes() <= budget, "{}", p.describe());
+            assert!(l.streamed > 0 && l.srs() > 0, "{}", p.describe());
+            assert_eq!(l.srs() + l.streamed, srs);
         }
     }
 
