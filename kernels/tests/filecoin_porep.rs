@@ -81,6 +81,58 @@ fn backend() -> CpuBackend {
     CpuBackend::new(image).unwrap()
 }
 
+/// A sector sealed once is read back from its record, also where only the record was carried
+/// (no replica), and proves and verifies the same; another seed seals again; a damaged record
+/// is an error naming it.
+#[test]
+fn a_sealed_sectors_record_stands_in_for_sealing_it_again() {
+    use kernels::filecoin::fixture::{seal_sector_once, sector_record_path};
+    settings();
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("filecoin-porep-record");
+    let _ = std::fs::remove_dir_all(&dir);
+    let (first, sealed) = seal_sector_once(PROOF, &dir, 7, 3).unwrap();
+    assert!(sealed);
+    // the record alone, as carried to another machine
+    let carried = dir.join("carried");
+    std::fs::create_dir_all(&carried).unwrap();
+    std::fs::copy(sector_record_path(&dir, 7), sector_record_path(&carried, 7)).unwrap();
+    let (again, sealed) = seal_sector_once(PROOF, &carried, 7, 3).unwrap();
+    assert!(!sealed);
+    assert_eq!(
+        (
+            again.c1_json.as_slice(),
+            again.comm_r,
+            again.comm_d,
+            again.ticket,
+            again.seed
+        ),
+        (
+            first.c1_json.as_slice(),
+            first.comm_r,
+            first.comm_d,
+            first.ticket,
+            first.seed
+        )
+    );
+    assert!(!again.replica.exists());
+    let job = open_job(again.kind(), &again.c1_json).unwrap();
+    let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(5);
+    let proof = filecoin::prove_job(&*job, &backend(), &mut rng).unwrap();
+    assert!(again.verify(&proof, None).unwrap());
+    assert!(first.verify(&proof, None).unwrap());
+    // another seed is another sector: sealed again, its record replaced
+    let (other, sealed) = seal_sector_once(PROOF, &dir, 7, 4).unwrap();
+    assert!(sealed);
+    assert_ne!(other.comm_r, first.comm_r);
+    assert!(!seal_sector_once(PROOF, &dir, 7, 4).unwrap().1);
+    std::fs::write(sector_record_path(&dir, 7), b"{ not a record").unwrap();
+    let e = seal_sector_once(PROOF, &dir, 7, 4).unwrap_err().to_string();
+    assert!(
+        e.contains("sector-7.json") && e.contains("delete it"),
+        "{e}"
+    );
+}
+
 #[test]
 fn c2_from_c1_verifies_with_filecoin_proofs() {
     let s = sealed();

@@ -11,7 +11,9 @@
 //!   PoRep ([`super::api_bench`]); PoRep only.
 //!
 //! The request is made first, as the Filecoin tests make theirs (`kernels::filecoin::fixture`):
-//! PoRep: a sector sealed (PC1, PC2, C1 through filecoin-proofs-api), its C1 output; PoSt: a
+//! PoRep: a sector sealed (PC1, PC2, C1 through filecoin-proofs-api), its C1 output, or read
+//! back from the record an earlier run left in `OUT_DIR/filecoin-work/sector/`
+//! (`fixture::seal_sector_once`; a record made on another machine can be put there); PoSt: a
 //! sector of the same size sealed, the PoSt request over it (WindowPoSt: one partition);
 //! SnapDeals: a CC sector sealed and updated with random data, the update request. Its
 //! parameters are generated into the parameter cache with the fast generator if missing. Every
@@ -79,7 +81,8 @@ pub fn make_request(kind: ProofKind, work: &Path) -> anyhow::Result<Request> {
     let t = Instant::now();
     let req = match kind {
         ProofKind::PoRep(proof) => {
-            let sector = fixture::seal_sector(proof, &work.join("sector"), 4242, 11)
+            let dir = work.join("sector");
+            let (sector, sealed) = fixture::seal_sector_once(proof, &dir, 4242, 11)
                 .with_context(|| format!("sealing a {kind} sector"))?;
             let check = sector.clone();
             Request {
@@ -88,7 +91,14 @@ pub fn make_request(kind: ProofKind, work: &Path) -> anyhow::Result<Request> {
                     Ok(check.verify(p, None)?)
                 }),
                 sector: Some(sector),
-                what: "sector sealed (PC1, PC2, C1)".into(),
+                what: if sealed {
+                    "sector sealed (PC1, PC2, C1)".into()
+                } else {
+                    format!(
+                        "sector read from its record `{}` (sealed before)",
+                        fixture::sector_record_path(&dir, 4242).display()
+                    )
+                },
             }
         }
         ProofKind::PoSt(proof) => {
