@@ -1,5 +1,6 @@
 //! The `gpu` backend's device-memory plan: what a context allocates for an SRS, and the choices
-//! that make it fit a memory budget (`[[gpu]] memory_budget`, default what the device has free).
+//! that make it fit a memory budget (`[[gpu]] memory_budget`, default what the device has free
+//! less [`RUNTIME_HEADROOM`]).
 //!
 //! The figures come from the CUDA side's own layout function (`splitprover_gpu_layout`, the
 //! arithmetic `splitprover_gpu_create` allocates by), so the plan cannot drift from what is
@@ -417,7 +418,8 @@ pub fn plan(lens: &SrsLengths, req: &PlanRequest) -> Result<DevicePlan, Error> {
         "a proof needs at least {} of device memory ({} of scratch with the H MSM in {} \
          chunks, {} for one input set, {} of the SRS kept resident, {} of it streamed from the \
          host for every proof), but the budget is {}\nhint: raise `memory_budget` in \
-         `[[gpu]]` (default: what the device has free less 1 GiB), or use a device with more memory",
+         `[[gpu]]` (default: what the device has free less 1 GiB), or use a device with more \
+         memory",
         gib(least.total(1)),
         gib(least.once),
         least.h_chunks,
