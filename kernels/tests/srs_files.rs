@@ -78,6 +78,45 @@ fn params_file_round_trips_and_streams_into_the_same_image() {
     assert_eq!(view.circuit_id(), spec.circuit_id());
 }
 
+/// The parallel file reader (one `pread` and decode per chunk of 64 Ki points) writes the
+/// stream reader's image, for sections of several chunks and a last partial one.
+#[test]
+fn the_parallel_file_reader_writes_the_stream_readers_image_across_chunks() {
+    // 140,000 bits: H and L over two chunks and a partial third
+    let (spec, p) = params("bits:140000", 4);
+    let lens = SrsLengths::of(&p);
+    assert!(lens.h > 2 * 65_536 && lens.l > 2 * 65_536, "{lens:?}");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("chunks.params");
+    write_params_file(&path, &p).unwrap();
+    let size = SrsImage::size_for(&lens).unwrap();
+    let mut streamed = kernels::srs::AlignedBytes::zeroed(size);
+    SrsImage::write_params_stream(
+        std::io::BufReader::new(std::fs::File::open(&path).unwrap()),
+        &lens,
+        spec.circuit_id(),
+        false,
+        streamed.as_mut(),
+    )
+    .unwrap();
+    let mut parallel = kernels::srs::AlignedBytes::zeroed(size);
+    let file = std::fs::File::open(&path).unwrap();
+    SrsImage::write_params_file(&file, &lens, spec.circuit_id(), true, parallel.as_mut()).unwrap();
+    assert!(streamed.as_ref() == parallel.as_ref());
+    assert!(SrsView::new(parallel.as_ref()).unwrap().to_parameters() == p);
+    // lengths that are not the file's are refused by name
+    let wrong = SrsLengths {
+        l: lens.l + 1,
+        ..lens
+    };
+    let mut other = kernels::srs::AlignedBytes::zeroed(SrsImage::size_for(&wrong).unwrap());
+    let err = SrsImage::write_params_file(&file, &wrong, 0, false, other.as_mut()).unwrap_err();
+    assert!(
+        matches!(err.kind(), ErrorKind::ShapeMismatch { what: "l", .. }),
+        "{err}"
+    );
+}
+
 #[test]
 fn image_is_written_into_a_caller_provided_region() {
     let (spec, p) = params("bits:64", 2);

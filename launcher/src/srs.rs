@@ -261,7 +261,8 @@ pub struct SharedSrs {
 }
 
 impl SharedSrs {
-    /// Streams `params_path` into a new memfd region and checks it fits `spec` (of `shape`). Errors name the
+    /// Reads `params_path` into a new memfd region (in parallel, [`SrsImage::write_params_file`])
+    /// and checks it fits `spec` (of `shape`). Errors name the
     /// file and the problem (missing, truncated, wrong format, made for another circuit).
     pub fn load(
         spec: &AnyCircuit,
@@ -283,14 +284,8 @@ impl SharedSrs {
         // SAFETY: the region was just created and its fd has not been passed to anyone yet, so
         // nothing else can read or write it while we fill it.
         let dst = unsafe { region.as_mut_slice() };
-        SrsImage::write_params_stream(
-            std::io::BufReader::with_capacity(1 << 20, file),
-            &lens,
-            circuit_id,
-            false,
-            &mut dst[..bytes],
-        )
-        .map_err(|e| load(e.into()))?;
+        SrsImage::write_params_file(&file, &lens, circuit_id, false, &mut dst[..bytes])
+            .map_err(|e| load(e.into()))?;
         // Sealed before anyone else gets the fd: no process can write the image from now on
         // (write(2) and writable shared mappings fail with EPERM), gpu-procs map it read-only.
         region.seal_writes().map_err(|e| load(e.into()))?;
