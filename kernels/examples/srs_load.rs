@@ -3,7 +3,7 @@
 //! ([`SrsImage::write_params_file`]), on the same file, alternating, each image checked equal.
 //!
 //! ```text
-//! cargo run --release -p kernels --example srs_load -- FILE [ROUNDS]
+//! cargo run -p kernels --example srs_load -- FILE [ROUNDS]
 //! ```
 //!
 //! Read the file once before (`cat FILE > /dev/null`) to time the page cache, not the disk.
