@@ -419,16 +419,14 @@ impl Circuit<Scalar> for PorepLike {
                 || format!("copy {k}"),
                 || v.map(scalar).ok_or(SynthesisError::AssignmentMissing),
             )?;
-            // `shape_for` leaves a constraint for every aux variable
-            if left > 0 {
-                cs.enforce(
-                    || format!("copy constraint {k}"),
-                    |lc| lc + c,
-                    |lc| lc + CS::one(),
-                    |lc| lc + bits[x],
-                );
-                left -= 1;
-            }
+            // `shape_for` leaves a constraint for every aux variable: `left` >= `copies`
+            cs.enforce(
+                || format!("copy constraint {k}"),
+                |lc| lc + c,
+                |lc| lc + CS::one(),
+                |lc| lc + bits[x],
+            );
+            left -= 1;
         }
         let mixed = shape.aux - shape.b_aux - copies;
         let mut mix: Vec<Variable> = Vec::with_capacity(mixed);

@@ -28,8 +28,8 @@
 //! (alpha_g1, beta_g1, beta_g2, gamma_g2, delta_g1, delta_g2 uncompressed, u32 big-endian IC
 //! count, IC points), then h, l, a, b_g1 (each a u32 big-endian count and uncompressed G1
 //! points) and b_g2 (count, uncompressed G2 points). [`scan_params_file`] reads only the counts;
-//! [`SrsImage::write_params_stream`] converts the points straight into an image without holding
-//! a second copy, and [`SrsImage::write_params_file`] does the same from a file in parallel.
+//! [`SrsImage::write_params_file`] converts the points straight into an image without holding
+//! a second copy, reading and decoding chunks in parallel.
 
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::Path;
@@ -709,41 +709,10 @@ impl SrsImage {
         Ok(buf)
     }
 
-    /// Streams a `.params` file (bellperson format) into `dst` without an intermediate copy:
-    /// points are decoded chunk by chunk, in parallel, straight into the image. `lens` comes
-    /// from [`scan_params_file`]; `checked` also verifies subgroup membership (slow).
-    pub fn write_params_stream<R: Read>(
-        mut reader: R,
-        lens: &SrsLengths,
-        circuit_id: u64,
-        checked: bool,
-        dst: &mut [u8],
-    ) -> Result<(), Error> {
-        let layout = Layout::new(*lens)?;
-        let parts = Self::parts(dst, &layout)?;
-        let mut fixed = [0u8; VK_FIXED];
-        reader.read_exact(&mut fixed)?;
-        Self::write_vk(&fixed, parts.vk_g1, parts.vk_g2)?;
-        stream_g1s(&mut reader, parts.ic, checked, "ic")?;
-        stream_g1s(&mut reader, parts.h, checked, "h")?;
-        stream_g1s(&mut reader, parts.l, checked, "l")?;
-        stream_g1s(&mut reader, parts.a, checked, "a")?;
-        stream_g1s(&mut reader, parts.b_g1, checked, "b_g1")?;
-        stream_points(
-            &mut reader,
-            parts.b_g2,
-            G2_UNCOMPRESSED,
-            |b| decode_g2(b, checked, "b_g2"),
-            "b_g2",
-        )?;
-        Self::seal(dst, &layout, circuit_id);
-        Ok(())
-    }
-
-    /// [`Self::write_params_stream`] from a file, in parallel: each chunk of points is read at
-    /// its own offset (`pread`) and decoded by a rayon task, so reading and decoding use every
-    /// core instead of alternating on one reader (a 47 GB file from the page cache in a fraction
-    /// of the time). Same image, same checks and errors.
+    /// Converts a `.params` file (`lens` from [`scan_params_file`]) straight into an image in
+    /// `dst`, in parallel: each chunk of points is read at its own offset (`pread`) and decoded
+    /// by a rayon task, so reading and decoding use every core. `checked` also verifies every
+    /// point's subgroup membership.
     pub fn write_params_file(
         file: &std::fs::File,
         lens: &SrsLengths,
@@ -890,47 +859,6 @@ fn read_points_at<T: Send>(
             Ok::<(), Error>(())
         })?;
     Ok(start + (len * size) as u64)
-}
-
-fn stream_g1s<R: Read>(
-    r: &mut R,
-    dst: &mut [G1Affine],
-    checked: bool,
-    what: &'static str,
-) -> Result<(), Error> {
-    stream_points(
-        r,
-        dst,
-        G1_UNCOMPRESSED,
-        |b| decode_g1(b, checked, what),
-        what,
-    )
-}
-
-fn stream_points<R: Read, T: Send>(
-    r: &mut R,
-    dst: &mut [T],
-    size: usize,
-    decode: impl Fn(&[u8]) -> Result<T, Error> + Sync,
-    what: &'static str,
-) -> Result<(), Error> {
-    let len = read_len(r)?;
-    if len != dst.len() {
-        return Err(Error::shape(what, dst.len(), len));
-    }
-    const CHUNK: usize = 1 << 14;
-    let mut buf = vec![0u8; CHUNK.min(len.max(1)) * size];
-    for out in dst.chunks_mut(CHUNK) {
-        let bytes = &mut buf[..out.len() * size];
-        r.read_exact(bytes)?;
-        out.par_iter_mut()
-            .zip(bytes.par_chunks(size))
-            .try_for_each(|(o, b)| {
-                *o = decode(b)?;
-                Ok::<(), Error>(())
-            })?;
-    }
-    Ok(())
 }
 
 /// Reads only the array lengths of a `.params` file (seeking over the points), checking that

@@ -1,4 +1,4 @@
-//! SRS files and images: bellperson's `.params` format round trips, streaming into an image,
+//! SRS files and images: bellperson's `.params` format round trips, reading into an image,
 //! clear errors for truncated, foreign or mismatched data, and the fast generator against
 //! bellperson's own.
 
@@ -78,10 +78,11 @@ fn params_file_round_trips_and_streams_into_the_same_image() {
     assert_eq!(view.circuit_id(), spec.circuit_id());
 }
 
-/// The parallel file reader (one `pread` and decode per chunk of 64 Ki points) writes the
-/// stream reader's image, for sections of several chunks and a last partial one.
+/// The file reader (one `pread` and decode per chunk of 64 Ki points, in parallel) writes the
+/// image of the parameters it was written from, for sections of several chunks and a last
+/// partial one.
 #[test]
-fn the_parallel_file_reader_writes_the_stream_readers_image_across_chunks() {
+fn the_parallel_file_reader_writes_the_parameters_image_across_chunks() {
     // 140,000 bits: H and L over two chunks and a partial third
     let (spec, p) = params("bits:140000", 4);
     let lens = SrsLengths::of(&p);
@@ -90,19 +91,11 @@ fn the_parallel_file_reader_writes_the_stream_readers_image_across_chunks() {
     let path = dir.path().join("chunks.params");
     write_params_file(&path, &p).unwrap();
     let size = SrsImage::size_for(&lens).unwrap();
-    let mut streamed = kernels::srs::AlignedBytes::zeroed(size);
-    SrsImage::write_params_stream(
-        std::io::BufReader::new(std::fs::File::open(&path).unwrap()),
-        &lens,
-        spec.circuit_id(),
-        false,
-        streamed.as_mut(),
-    )
-    .unwrap();
+    let from_params = SrsImage::from_parameters(&p, spec.circuit_id()).unwrap();
     let mut parallel = kernels::srs::AlignedBytes::zeroed(size);
     let file = std::fs::File::open(&path).unwrap();
     SrsImage::write_params_file(&file, &lens, spec.circuit_id(), true, parallel.as_mut()).unwrap();
-    assert!(streamed.as_ref() == parallel.as_ref());
+    assert!(from_params.as_ref() == parallel.as_ref());
     assert!(SrsView::new(parallel.as_ref()).unwrap().to_parameters() == p);
     // lengths that are not the file's are refused by name
     let wrong = SrsLengths {

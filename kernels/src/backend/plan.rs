@@ -31,6 +31,8 @@
 //! every query streamed is refused with the numbers.
 
 use super::gpu::ffi;
+use crate::srs::SrsLengths;
+use crate::{Error, ErrorKind};
 
 /// Device memory a plan leaves to the CUDA runtime beside what the layout allocates: the NTT
 /// twiddle tables sppark allocates at the first proof, the kernels' local memory, the 2 MiB
@@ -39,8 +41,6 @@ use super::gpu::ffi;
 /// (BENCHMARKS.md). The same amount the CUDA side keeps free beside a second input set
 /// ([`DeviceLayout::reserve`]).
 pub const RUNTIME_HEADROOM: u64 = 1 << 30;
-use crate::srs::SrsLengths;
-use crate::{Error, ErrorKind};
 
 /// Which SRS points a context keeps on the device (`sp_residency`): per query (H, L, A, B_G1,
 /// B_G2, as [`QUERIES`]) a prefix of `resident[q]` points (at least the query's length: all of
@@ -287,7 +287,7 @@ pub struct PlanRequest {
 const CHUNK_STEPS: [u32; 7] = [1, 2, 4, 8, 16, 32, 64];
 
 /// Seconds per GiB of SRS streamed that a proof loses: the part of the copies not hidden
-/// behind the MSMs. Measured on an NVIDIA H100 (BENCHMARKS.md, 2026-12-06): a 2^26 partition
+/// behind the MSMs. Measured on an NVIDIA H100 (BENCHMARKS.md, SRS streaming): a 2^26 partition
 /// with every query streamed (22.1 GiB) took 0.204 s more than resident.
 const STREAM_SECONDS_PER_GIB: f64 = 0.204 / 22.1;
 
@@ -298,15 +298,14 @@ const STREAM_SECONDS_PER_GIB: f64 = 0.204 / 22.1;
 /// chunks cost 0.293 + 6.77 GiB x [`STREAM_SECONDS_PER_GIB`] = 0.356 s: 15 ns per bucket.
 const BUCKET_WINDOW_SECONDS: f64 = 0.356 / (12.0 * 15.0 * 131_072.0);
 
-/// What a streaming plan is expected to add to a proof's GPU time, seconds: its streamed bytes
-/// and its H chunks (the staging size bounds a streamed H chunk, so smaller buffers mean more
-/// chunks). Only compared between plans of one SRS and budget.
-fn streaming_cost(l: &DeviceLayout) -> f64 {
-    let wbits = l.h_window_bits.max(1);
-    let windows = 255_u32.div_ceil(wbits) as f64;
-    let buckets = (1u64 << (wbits - 1)) as f64;
+/// What a streaming plan of `lens` is expected to add to a proof's GPU time, seconds: its
+/// streamed bytes and its H chunks (the staging size bounds a streamed H chunk, so smaller
+/// buffers mean more chunks), each integrating the buckets of every window of the H MSM's plan.
+/// Only compared between plans of one SRS and budget.
+fn streaming_cost(lens: &SrsLengths, l: &DeviceLayout) -> f64 {
+    let h = super::gpu::msm_plan_with(lens.h, l.h_window_bits, l.h_chunks);
     l.streamed as f64 / (1u64 << 30) as f64 * STREAM_SECONDS_PER_GIB
-        + f64::from(l.h_chunks) * windows * buckets * BUCKET_WINDOW_SECONDS
+        + f64::from(l.h_chunks) * h.buckets as f64 * BUCKET_WINDOW_SECONDS
 }
 
 /// Every query resident: the backend's own layout, then (unless `req.h_chunks` fixes them) the
@@ -402,7 +401,7 @@ pub fn plan(lens: &SrsLengths, req: &PlanRequest) -> Result<DevicePlan, Error> {
             }
         }
         if let Some(p) = fitting(&layout) {
-            let cost = streaming_cost(&p.layout);
+            let cost = streaming_cost(lens, &p.layout);
             // ties go to the larger buffers, tried first
             if best.as_ref().is_none_or(|(c, _)| cost < *c) {
                 best = Some((cost, p));
@@ -643,8 +642,8 @@ mod tests {
     #[test]
     fn the_staging_size_trades_the_bytes_streamed_against_the_h_chunks() {
         let lens = porep_32g();
-        // An 80 GB H100's default budget beside a 2^27 partition's matrices (the run of
-        // 2026-12-06): of the staging sizes that fit, 2 x 1020 MiB (H in about 13 chunks) costs
+        // An 80 GB H100's default budget beside a 2^27 partition's matrices (BENCHMARKS.md):
+        // of the staging sizes that fit, 2 x 1020 MiB (H in about 13 chunks) costs
         // less than 2 x 510 MiB (about 25 chunks), though it streams about 1 GiB more.
         let p = plan(&lens, &request(72_508 << 20)).unwrap();
         let l = p.layout;
@@ -670,8 +669,9 @@ mod tests {
             streamed: l.streamed + GIB,
             ..l
         };
-        assert!(streaming_cost(&more_chunks) > streaming_cost(&l));
-        assert!(streaming_cost(&more_bytes) > streaming_cost(&l));
+        let cost = |l: &DeviceLayout| streaming_cost(&lens, l);
+        assert!(cost(&more_chunks) > cost(&l));
+        assert!(cost(&more_bytes) > cost(&l));
     }
 
     #[test]

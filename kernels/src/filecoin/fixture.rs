@@ -184,6 +184,14 @@ struct SectorRecord {
     c1: String,
 }
 
+/// Sector `sector_id`'s replica file and cache dir in `dir`.
+fn sector_files(dir: &Path, sector_id: u64) -> (PathBuf, PathBuf) {
+    (
+        dir.join(format!("sealed-{sector_id}")),
+        dir.join(format!("cache-{sector_id}")),
+    )
+}
+
 /// The record [`seal_sector_once`] keeps for sector `sector_id` in `dir`.
 pub fn sector_record_path(dir: &Path, sector_id: u64) -> PathBuf {
     dir.join(format!("sector-{sector_id}.json"))
@@ -212,6 +220,7 @@ pub fn seal_sector_once(
         .into()
     };
     if path.exists() {
+        let (replica, cache) = sector_files(dir, sector_id);
         let text = std::fs::read(&path).map_err(|e| bad(e.to_string()))?;
         let r: SectorRecord = serde_json::from_slice(&text).map_err(|e| bad(e.to_string()))?;
         if r.proof == proof && r.sector_id == sector_id && r.data_seed == seed {
@@ -225,8 +234,8 @@ pub fn seal_sector_once(
                     ticket: r.ticket,
                     seed: r.seed,
                     c1_json: r.c1.into_bytes(),
-                    replica: dir.join(format!("sealed-{sector_id}")),
-                    cache: dir.join(format!("cache-{sector_id}")),
+                    replica,
+                    cache,
                 },
                 false,
             ));
@@ -335,8 +344,7 @@ fn seal(
     let unpadded = UnpaddedBytesAmount::from(filecoin_proofs_api::PaddedBytesAmount(sector_size));
     std::fs::create_dir_all(dir)?;
     let staged = dir.join(format!("staged-{sector_id}"));
-    let replica = dir.join(format!("sealed-{sector_id}"));
-    let cache = dir.join(format!("cache-{sector_id}"));
+    let (replica, cache) = sector_files(dir, sector_id);
     let _ = std::fs::remove_dir_all(&cache);
     std::fs::create_dir_all(&cache)?;
     std::fs::write(&replica, [])?;
