@@ -229,15 +229,17 @@ __global__ void sp_tiles_scan(uint32_t* tile_sums, size_t ntiles)
     tile_sums[ntiles] = acc;
 }
 
-// One gather for scalars and for points of either group (instantiated below).
+// One gather for scalars and for points of either group (instantiated below). `base` is
+// subtracted from every output index: a piece of a query (`sp_msm_pieces`) gathers into a
+// buffer of its own from the query's prefix sums, which count from the query's start.
 template<class T>
 __global__ void sp_gather(T* out, const T* in, const uint64_t* words, const uint32_t* offsets,
-                          const uint32_t* tile_sums, size_t nwords)
+                          const uint32_t* tile_sums, size_t nwords, size_t base)
 {
     for (size_t w = threadIdx.x + (size_t)blockIdx.x * blockDim.x; w < nwords;
          w += (size_t)blockDim.x * gridDim.x) {
         uint64_t word = words[w];
-        size_t o = (size_t)tile_sums[w / SP_TILE] + offsets[w];
+        size_t o = (size_t)tile_sums[w / SP_TILE] + offsets[w] - base;
         while (word) {
             int j = __ffsll((long long)word) - 1;
             out[o++] = in[w * 64 + j];
@@ -247,11 +249,12 @@ __global__ void sp_gather(T* out, const T* in, const uint64_t* words, const uint
 }
 
 template __global__ void sp_gather<fr_t>(fr_t*, const fr_t*, const uint64_t*, const uint32_t*,
-                                         const uint32_t*, size_t);
+                                         const uint32_t*, size_t, size_t);
 template __global__ void sp_gather<affine_t::mem_t>(affine_t::mem_t*, const affine_t::mem_t*,
-    const uint64_t*, const uint32_t*, const uint32_t*, size_t);
+    const uint64_t*, const uint32_t*, const uint32_t*, size_t, size_t);
 template __global__ void sp_gather<affine_fp2_t::mem_t>(affine_fp2_t::mem_t*,
-    const affine_fp2_t::mem_t*, const uint64_t*, const uint32_t*, const uint32_t*, size_t);
+    const affine_fp2_t::mem_t*, const uint64_t*, const uint32_t*, const uint32_t*, size_t,
+    size_t);
 
 // sc[*count..m) = 0: the padding of a tail MSM's scalars past the gathered ones, whose count
 // (the gather's total, on the device) a replayed graph does not know. A zero scalar has no
@@ -750,9 +753,14 @@ struct sp_batch_times {
 // copied from the page-locked host image for every proof, chunk by chunk, through two staging
 // buffers of `stage_bytes` each, the copy of one chunk overlapping the MSM over the other.
 enum { SP_Q_H, SP_Q_L, SP_Q_A, SP_Q_B1, SP_Q_B2, SP_QUERIES };
+// `piece` nonzero: the compact layout (issue 32, budgets below what the full one takes): one
+// input set holding two domain vectors (c made after a * b, in b's place) and the gathered
+// scalars of A and B (in b's place and after it, once the quotient is made), and tails of at
+// most `piece` points of each query at a time (`sp_msm_pieces`).
 struct sp_residency {
     size_t resident[SP_QUERIES];
     size_t stage_bytes;
+    size_t piece;
 };
 
 struct sp_options {
@@ -899,6 +907,10 @@ struct sp_layout {
     // streams).
     size_t n[SP_QUERIES], res[SP_QUERIES];
     size_t stage_g1, stage_g2, stage_bytes;
+    // The compact layout (`sp_residency::piece`): the points of one tail piece (0: the full
+    // layout), and where A's and B's gathered scalars start in an input set's `abc`.
+    size_t piece, sc_a_at, sc_b_at;
+    bool compact() const { return piece != 0; }
 
     static size_t point_bytes(int q) { return q == SP_Q_B2 ? sizeof(affine_fp2_t) : sizeof(affine_t); }
     bool streams() const { return stage_bytes != 0; }
@@ -939,9 +951,21 @@ struct sp_layout {
 
 static size_t sp_nz(size_t n) { return n ? n : 1; }
 
+// A flight's page-locked counts: the big-scalar totals of L, A and B, then (compact layout)
+// from SP_BOUNDS on, per query SP_MAX_PIECES + 1 entries: the big count before each of its
+// pieces, then (written by the host) the total.
+static const size_t SP_BOUNDS = 16;
+static const size_t SP_COUNTS_BYTES = 4096;
+
 // A streamed chunk's points are a multiple of this: whole tiles of the split bitmaps' prefix
 // sums (SP_TILE words of 64 bits), so that a chunk's gather and batch addition start on a tile.
 static const size_t SP_CHUNK_ALIGN = (size_t)SP_TILE * 64;
+
+// The most tail pieces of one query in the compact layout: each piece's count of big scalars
+// comes to the host with the query's total (a flight's page-locked `counts`).
+static const size_t SP_MAX_PIECES = 256;
+static_assert((SP_BOUNDS + 3 * (SP_MAX_PIECES + 1)) * sizeof(uint32_t) <= SP_COUNTS_BYTES,
+              "a flight's counts hold every piece's bound");
 
 static sp_layout sp_layout_of(const sp_srs& s, int sms, uint32_t wbits_h, uint32_t chunks_h,
                               const sp_residency* r)
@@ -968,12 +992,24 @@ static sp_layout sp_layout_of(const sp_srs& s, int sms, uint32_t wbits_h, uint32
     }
     uint32_t lg_domain = sp_lg2(s.n_h - 1) + 1;
     l.domain = (size_t)1 << lg_domain;
-    l.abc = 3 * l.domain;
+    size_t nmax = std::max(std::max(s.n_l, s.n_a), s.n_b);
+    if (r && r->piece) {
+        // two domain vectors, a (then h) and b (then c, then A's scalars), and B's scalars
+        // after them; tail pieces of whole tiles, at most SP_MAX_PIECES of a query
+        l.sc_a_at = l.domain;
+        l.sc_b_at = l.domain + std::max(l.domain, s.n_a);
+        l.abc = l.sc_b_at + sp_nz(s.n_b);
+        size_t least = (nmax + SP_MAX_PIECES - 1) / SP_MAX_PIECES;
+        size_t piece = std::max(r->piece, least);
+        l.piece = (piece + SP_CHUNK_ALIGN - 1) / SP_CHUNK_ALIGN * SP_CHUNK_ALIGN;
+    } else {
+        l.abc = 3 * l.domain;
+        l.sc_a = sp_nz(s.n_a);
+        l.sc_b = sp_nz(s.n_b);
+    }
     l.input = sp_nz(s.n_inputs);
     l.aux = sp_nz(s.n_l);
     l.words = sp_nz(2 * sp_words(s.n_l) + sp_words(s.n_inputs));
-    l.sc_a = sp_nz(s.n_a);
-    l.sc_b = sp_nz(s.n_b);
     size_t maxw = std::max(sp_words(s.n_l), sp_words(s.n_inputs)) + 1;
     l.offsets = maxw;
     l.tiles = sp_tiles(maxw) + 1;
@@ -983,10 +1019,12 @@ static sp_layout sp_layout_of(const sp_srs& s, int sms, uint32_t wbits_h, uint32
         l.split_offsets[q] = sp_words(n_q[q]) + 1;
         l.split_tiles[q] = sp_tiles(sp_words(n_q[q])) + 1;
     }
-    size_t nmax = std::max(std::max(s.n_l, s.n_a), s.n_b);
-    l.tail_sc = nmax / 2 + 1;
-    l.tail_g1 = nmax / 2 + 1;
-    l.tail_g2 = s.n_b / 2 + 1;
+    // a tail holds at most half its query's (or piece's) points: more big scalars than that
+    // take a plain MSM
+    size_t tail_n = l.compact() ? std::min(nmax, l.piece) : nmax;
+    l.tail_sc = tail_n / 2 + 1;
+    l.tail_g1 = tail_n / 2 + 1;
+    l.tail_g2 = (l.compact() ? std::min(s.n_b, l.piece) : s.n_b) / 2 + 1;
 
     // The H MSM by default: its points are resident, so one chunk (digits for all n points at
     // once) and two bits more per window than sppark's choice, at most 14, from 2^19 points up.
@@ -1098,6 +1136,8 @@ struct sp_job_rec {
 // The shape of a proof's back half: per query (L, A, B) `SP_PLAIN` for a plain MSM over all
 // its scalars, otherwise the size its tail MSM runs at (`sp_tail_size`; 0: no tail).
 static const size_t SP_PLAIN = SIZE_MAX;
+// The compact layout's query whose tail exceeds its tail buffers: taken in pieces.
+static const size_t SP_PIECES = SIZE_MAX - 2;
 struct sp_back_key {
     size_t tail[3] = {SP_PLAIN - 1, SP_PLAIN - 1, SP_PLAIN - 1};   // matches no real shape
     bool operator==(const sp_back_key& o) const
@@ -1381,8 +1421,10 @@ RustError::by_value splitprover_gpu_create(const sp_srs* srs, const void* image,
             delete ctx;
             return RustError{cudaErrorMemoryAllocation, msg};
         }
-        ctx->graphs = !opts->no_graphs;
-        ctx->nsets = opts->double_buffer
+        // the compact layout makes c, A's and B's scalars inside the proof's front half, with a
+        // copy from the slot and host waits in between: kernel by kernel, one input set
+        ctx->graphs = !opts->no_graphs && !L.compact();
+        ctx->nsets = opts->double_buffer && !L.compact()
                      && srs_bytes + one_set + L.set_bytes() + SP_RESERVE <= free_b ? 2 : 1;
 
         ctx->s_main.reset(new stream_t(gpu.id()));
@@ -1490,7 +1532,7 @@ RustError::by_value splitprover_gpu_create(const sp_srs* srs, const void* image,
         ctx->d_blind.alloc(2);
 
         // Page-locked host memory of the two flights: counts, the blinding input, the results.
-        size_t counts_b = 64, blind_b = (sizeof(sp_blind) + 63) / 64 * 64;
+        size_t counts_b = SP_COUNTS_BYTES, blind_b = (sizeof(sp_blind) + 63) / 64 * 64;
         size_t per_flight = counts_b + blind_b + L.results_bytes;
         CUDA_OK(cudaMallocHost(&ctx->pinned, 2 * per_flight));
         for (int f = 0; f < 2; f++) {
@@ -1676,10 +1718,10 @@ static void sp_scan(const uint64_t* words, size_t nwords, uint32_t* offsets, uin
 template<class T>
 static void sp_gather_launch(GpuContext& ctx, T* dst, const T* src, const uint64_t* words,
                              size_t nwords, const uint32_t* offsets, const uint32_t* tiles,
-                             stream_t& s)
+                             stream_t& s, size_t base = 0)
 {
     sp_gather<T><<<sp_blocks(ctx, nwords, 8), 256, 0, s>>>(dst, src, words, offsets, tiles,
-                                                           nwords);
+                                                           nwords, base);
     sp_check_launch();
 }
 
@@ -1708,6 +1750,14 @@ static void sp_classify_query(GpuContext& ctx, int q, const fr_t* d_sc, size_t n
     sp_scan(sb.big.ptr, nwords, sb.offsets.ptr, sb.tiles.ptr, s);
     CUDA_OK(cudaMemcpyAsync(&counts[q], sb.tiles.ptr + sp_tiles(nwords), sizeof(uint32_t),
                             cudaMemcpyDeviceToHost, s));
+    if (ctx.lay.compact()) {
+        // the big count before each piece: the tile prefix at its start (pieces are whole
+        // tiles), one every piece / SP_CHUNK_ALIGN tiles
+        size_t piece = ctx.lay.piece, npieces = (n + piece - 1) / piece;
+        CUDA_OK(cudaMemcpy2DAsync(counts + SP_BOUNDS + q * (SP_MAX_PIECES + 1), sizeof(uint32_t),
+                                  sb.tiles.ptr, piece / SP_CHUNK_ALIGN * sizeof(uint32_t),
+                                  sizeof(uint32_t), npieces, cudaMemcpyDeviceToHost, s));
+    }
 }
 
 // Where an MSM reads its points: `dev` holds [0, resident) on the device, `host` (page-locked)
@@ -1776,16 +1826,17 @@ template<class B> static dim3 sp_acc_block(const GpuContext& ctx)
 
 // Pippenger over the points of `src` [0..n) and d_sc[0..n) with plan p, as sppark's
 // msm_t::invoke runs it for device-resident points and scalars, chunk by chunk (a chunk past a
-// streamed source's resident prefix copied in as the previous one computes): signed digits and their sort, the batch
-// addition of window 0's +-1 digits, the bucket accumulation and the row integration; then each
-// chunk's row sums and partial sums are added into the job's accumulators. All on stream s,
-// nothing waited for. `coop_blocks` (0: one per SM) is the grid of the bucket accumulation, a
-// cooperative launch whose blocks must all be resident at once: one SM fewer leaves room for
-// `sp_side`'s block, which runs beside the H MSM for milliseconds.
+// streamed source's resident prefix copied in as the previous one computes): signed digits and
+// their sort, the batch addition of window 0's +-1 digits, the bucket accumulation and the row
+// integration; then each chunk's row sums and partial sums are added into the job's
+// accumulators (its first chunk overwrites them when `fresh`). All on stream s, nothing waited
+// for. `coop_blocks` (0: one per SM) is the grid of the bucket accumulation, a cooperative
+// launch whose blocks must all be resident at once: one SM fewer leaves room for `sp_side`'s
+// block, which runs beside the H MSM for milliseconds.
 template<class B, class A>
 static void sp_pippenger(GpuContext& ctx, sp_job_buf<B>& job, typename B::mem_t* d_part,
                          const sp_src<A>& src, const fr_t* d_sc, const sp_msm_plan& p,
-                         stream_t& s, int coop_blocks = 0)
+                         stream_t& s, int coop_blocks = 0, bool fresh = true)
 {
     typedef typename B::mem_t bucket_h;
     typedef typename A::mem_t affine_h;
@@ -1841,7 +1892,7 @@ static void sp_pippenger(GpuContext& ctx, sp_job_buf<B>& job, typename B::mem_t*
         sp_check_launch();
         size_t items = ((size_t)p.nwins * 2 * SP_NT(B) + nparts) * B::degree;
         sp_fold<B><<<sp_blocks(ctx, items, 4), 256, 0, s>>>(job.acc_w.ptr, buckets, row_sz,
-            p.nwins, job.acc_ones.ptr, d_part, (uint32_t)nparts, c == 0);
+            p.nwins, job.acc_ones.ptr, d_part, (uint32_t)nparts, fresh && c == 0);
         sp_check_launch();
     }
 }
@@ -1915,6 +1966,103 @@ static sp_job_rec sp_msm_query(GpuContext& ctx, sp_job_buf<B>& job, typename B::
     return rec;
 }
 
+// A query's MSM in the compact layout when its tail does not fit the tail buffers
+// (`SP_PIECES`): its pieces of `lay.piece` points in turn. A piece's ones are added by the
+// batch addition (accumulating over the whole query), its big scalars' points gathered into
+// `tail_pts` chunk by chunk as they come, then its big scalars gathered too and summed by a
+// Pippenger into the job's accumulators; a piece with more big scalars than half its points
+// takes a plain Pippenger over it instead. Every Pippenger of the query has one window size,
+// so that their window sums add up, and chunks no longer than the largest one's. `bounds[k]`:
+// the big count before piece k (`sp_classify_query`), bounds[npieces] the total.
+static size_t sp_tail_size(size_t big, size_t cap);
+
+template<class B, class A>
+static sp_job_rec sp_msm_pieces(GpuContext& ctx, sp_job_buf<B>& job, typename B::mem_t* d_part,
+                                const sp_src<A>& src, size_t stage, const fr_t* d_sc, size_t n,
+                                int q, const uint32_t* bounds, A* tail_pts, size_t tail_cap,
+                                stream_t& s)
+{
+    typedef typename A::mem_t affine_h;
+    sp_job_rec rec;
+    const size_t piece = ctx.lay.piece;
+    if (!n || !piece)
+        return rec;
+    const size_t npieces = (n + piece - 1) / piece;
+    const sp_split_buf& sb = ctx.split[q];
+    auto len_of = [&](size_t k) { return std::min(piece, n - k * piece); };
+    auto big_of = [&](size_t k) { return (size_t)(bounds[k + 1] - bounds[k]); };
+    auto plain = [&](size_t k) { return big_of(k) > len_of(k) / 2; };
+    auto msm_size = [&](size_t k) {
+        return plain(k) ? len_of(k) : sp_tail_size(big_of(k), len_of(k) / 2);
+    };
+    if (npieces > SP_MAX_PIECES || bounds[0] != 0)
+        throw cuda_error{cudaErrorInvalidValue, std::string("a query's pieces are miscounted")};
+    size_t most = 1;
+    for (size_t k = 0; k < npieces; k++) {
+        if (bounds[k + 1] < bounds[k] || big_of(k) > len_of(k))
+            throw cuda_error{cudaErrorInvalidValue,
+                             std::string("a piece's split count exceeds its points")};
+        most = std::max(most, msm_size(k));
+    }
+    const sp_msm_plan ref = sp_plan(most);
+    auto plan_of = [&](size_t m, bool streamed) {
+        size_t chunks = (m + ref.stride - 1) / ref.stride;
+        if (streamed)
+            chunks = std::max(chunks, (m + stage - 1) / stage);
+        return sp_plan(m, ref.wbits, (uint32_t)std::max<size_t>(chunks, 1));
+    };
+    for (size_t k = 0; k < npieces; k++) {
+        const size_t p0 = k * piece, len = len_of(k), big = big_of(k);
+        // the piece as a source of its own: its part of the resident prefix, its host points
+        const size_t res = src.resident > p0 ? src.resident - p0 : 0;
+        const sp_src<A> sub{res ? src.dev + p0 : nullptr, src.host ? src.host + p0 : nullptr,
+                            res};
+        if (plain(k)) {
+            sp_pippenger(ctx, job, d_part, sub, d_sc + p0, plan_of(len, len > res), s, 0,
+                         !rec.pippenger);
+            rec.pippenger = true;
+            continue;
+        }
+        // the resident part in one go, then the streamed chunks (whole tiles, as the prefix)
+        for (size_t off = 0; off < len;) {
+            size_t num = off < res ? std::min(len, res) - off : std::min(stage, len - off);
+            int slot;
+            const affine_h* pts = (const affine_h*)sp_fetch(ctx, sub, off, num, s, slot);
+            s.launch_coop(batch_addition<B>, dim3(ctx.sms), dim3(BATCH_ADD_BLOCK_SIZE),
+                          (size_t)0, job.split.ptr, pts, (uint32_t)num,
+                          (const uint32_t*)sb.ones.ptr + (p0 + off) / 32, rec.split, ctx.sid);
+            rec.split = true;
+            if (big) {
+                size_t w0 = (p0 + off) / 64;
+                sp_gather_launch(ctx, (affine_h*)tail_pts, pts, sb.big.ptr + w0, sp_words(num),
+                                 sb.offsets.ptr + w0, sb.tiles.ptr + w0 / SP_TILE, s,
+                                 bounds[k]);
+            }
+            sp_consumed(ctx, slot, s);
+            off += num;
+        }
+        if (!big)
+            continue;
+        const size_t t = msm_size(k);
+        if (t > tail_cap || t > ctx.d_tail_sc.len)
+            throw cuda_error{cudaErrorInvalidValue,
+                             std::string("a tail piece exceeds the scratch sized for it")};
+        const size_t w0 = p0 / 64;
+        sp_gather_launch(ctx, ctx.d_tail_sc.ptr, d_sc + p0, sb.big.ptr + w0, sp_words(len),
+                         sb.offsets.ptr + w0, sb.tiles.ptr + w0 / SP_TILE, s, bounds[k]);
+        if (t > big)
+            CUDA_OK(cudaMemsetAsync(ctx.d_tail_sc.ptr + big, 0, (t - big) * sizeof(fr_t), s));
+        sp_pippenger(ctx, job, d_part, sp_on_device<A>(tail_pts), ctx.d_tail_sc.ptr,
+                     plan_of(t, false), s, 0, !rec.pippenger);
+        rec.pippenger = true;
+    }
+    if (rec.pippenger) {
+        rec.nwins = ref.nwins;
+        rec.wbits = ref.wbits;
+    }
+    return rec;
+}
+
 template<class B>
 static sp_final_job<B> sp_final_of(GpuContext& ctx, sp_job_buf<B>& job, const sp_job_rec& rec,
                                    typename B::mem_t* out)
@@ -1963,7 +2111,9 @@ static void sp_issue_witness(GpuContext& ctx, const sp_assignment& a, sp_set& st
     size_t dom = ctx.domain;
     if (L.n_inputs)
         s.HtoD(st.input.ptr, a.input, L.n_inputs);
-    fr_t* stage = st.abc.ptr + 2 * dom;
+    // staged in c's place, or b's in the compact layout (b's product is written after the
+    // unpack read it: one stream)
+    fr_t* stage = st.abc.ptr + (ctx.lay.compact() ? 1 : 2) * dom;
     uint64_t* bits = reinterpret_cast<uint64_t*>(stage + a.non_bits_len);
     if (a.non_bits_len)
         s.HtoD(stage, a.non_bits, a.non_bits_len);
@@ -1978,7 +2128,8 @@ static void sp_issue_witness(GpuContext& ctx, const sp_assignment& a, sp_set& st
         CUDA_OK(cudaMemcpyAsync(st.words.ptr, M.words.ptr, M.words.bytes(),
                                 cudaMemcpyDeviceToDevice, s));
     CUDA_OK(cudaEventRecord(fl.assign, s));
-    for (int q = 0; q < 3; q++) {
+    // the compact layout makes c after a * b (`sp_issue_front_compact`)
+    for (int q = 0; q < (ctx.lay.compact() ? 2 : 3); q++) {
         sp_spmv<<<sp_blocks(ctx, M.rows, 8), 256, 0, s>>>(
             st.abc.ptr + q * dom, M.rows, M.row_start[q].ptr, M.terms[q].ptr, M.coeffs.ptr,
             st.input.ptr, L.n_inputs, st.aux.ptr);
@@ -2031,14 +2182,116 @@ static void sp_issue_copy(GpuContext& ctx, const sp_assignment& a, const sp_blin
     size_t n = a.abc_len, dom = ctx.domain;
     const fr_t* src[3] = {a.a, a.b, a.c};
     // only copies here: the zero padding up to the domain is a kernel (a memset), which would
-    // wait for SMs behind the current proof's MSMs; the front half writes it
-    for (int i = 0; i < 3; i++) {
+    // wait for SMs behind the current proof's MSMs; the front half writes it. The compact
+    // layout copies c later, into b's place (`sp_issue_front_compact`).
+    for (int i = 0; i < (ctx.lay.compact() ? 2 : 3); i++) {
         fr_t* dst = st.abc.ptr + i * dom;
         if (n)
             s.HtoD(dst, src[i], n);
         CUDA_OK(cudaEventRecord(fl.vec[i], s));
     }
     CUDA_OK(cudaEventRecord(fl.ev[EV_COPY1], s));
+}
+
+// Where A's (q = 1) and B's (q = 2) gathered scalars are: buffers of their own, or in the
+// compact layout the input set's, in b's place and after it.
+static fr_t* sp_scalars(GpuContext& ctx, int set, int q)
+{
+    if (ctx.lay.compact())
+        return ctx.sets[set].abc.ptr + (q == 1 ? ctx.lay.sc_a_at : ctx.lay.sc_b_at);
+    return q == 1 ? ctx.d_sc_a.ptr : ctx.d_sc_b.ptr;
+}
+
+// A's and B's scalars gathered by their densities, then the three splits (their counts queued
+// to the host).
+static void sp_issue_gathers(GpuContext& ctx, const sp_assignment& a, int set, sp_flight& fl)
+{
+    stream_t& m = *ctx.s_main;
+    const sp_srs& L = ctx.lens;
+    sp_set& st = ctx.sets[set];
+    // A's scalars: the inputs, then the aux A uses; B's: the inputs and aux B uses
+    size_t w_aux = sp_words(L.n_l), w_inp = sp_words(L.n_inputs);
+    const uint64_t* d_w_a = st.words.ptr;
+    const uint64_t* d_w_bi = d_w_a + w_aux;
+    const uint64_t* d_w_ba = d_w_bi + w_inp;
+    fr_t* sc_a = sp_scalars(ctx, set, 1);
+    fr_t* sc_b = sp_scalars(ctx, set, 2);
+    if (L.n_inputs)
+        CUDA_OK(cudaMemcpyAsync(sc_a, st.input.ptr, L.n_inputs * sizeof(fr_t),
+                                cudaMemcpyDeviceToDevice, m));
+    sp_gather_dense(ctx, sc_a + L.n_inputs, st.aux.ptr, d_w_a, w_aux, m);
+    sp_gather_dense(ctx, sc_b, st.input.ptr, d_w_bi, w_inp, m);
+    sp_gather_dense(ctx, sc_b + a.b_input.popcount, st.aux.ptr, d_w_ba, w_aux, m);
+    // the splits of L, A and B: only their counts go to the host
+    const fr_t* sc[3] = {st.aux.ptr, sc_a, sc_b};
+    const size_t nq[3] = {L.n_l, L.n_a, L.n_b};
+    for (int q = 0; q < 3; q++)
+        if (nq[q])
+            sp_classify_query(ctx, q, sc[q], nq[q], fl.counts, m);
+    sp_record_ext(ctx, fl.counted, m);
+}
+
+// The front half of a proof in the compact layout (kernel by kernel, never captured): a's and
+// b's NTTs, a * b into a's place, then c into b's place (copied from the slot on the copy
+// stream, or the matrices' product), its NTTs and the quotient h in a's place; then A's and B's
+// scalars gathered into b's place and after it, and the splits. The events keep their stream
+// order: EV_GATHER marks the quotient done, EV_NTT the splits (`sp_finish` names them).
+static void sp_issue_front_compact(GpuContext& ctx, const sp_assignment& a, int set,
+                                   sp_flight& fl)
+{
+    sp_cpu_span cpu(fl.cpu_issue);
+    stream_t& m = *ctx.s_main;
+    sp_set& st = ctx.sets[set];
+    size_t dom = ctx.domain;
+    fr_t* d_a = st.abc.ptr;
+    fr_t* d_b = d_a + dom;
+    sp_wait_ext(ctx, m, fl.assign);
+    sp_record_ext(ctx, fl.ev[EV_START], m);
+    sp_wait_ext(ctx, m, fl.vec[0]);
+    CUDA_OK(cudaEventRecord(ctx.ev_fork, m));
+    CUDA_OK(cudaStreamWaitEvent(*ctx.s_n1, ctx.ev_fork, 0));
+    sp_wait_ext(ctx, *ctx.s_n1, fl.vec[1]);
+    // the witness path's products have the rows' length; a copied a or b has abc_len
+    auto pad = [&](fr_t* v, stream_t& s) {
+        if (a.abc_len < dom)
+            CUDA_OK(cudaMemsetAsync(v + a.abc_len, 0, (dom - a.abc_len) * sizeof(fr_t), s));
+    };
+    auto to_coset = [&](fr_t* v, stream_t& s) {
+        pad(v, s);
+        sp_ntt::NTT_internal(v, ctx.lg_domain, NTT::InputOutputOrder::NR,
+                             NTT::Direction::inverse, NTT::Type::standard, s);
+        sp_ntt::NTT_internal(v, ctx.lg_domain, NTT::InputOutputOrder::RN,
+                             NTT::Direction::forward, NTT::Type::coset, s);
+    };
+    to_coset(d_a, m);
+    to_coset(d_b, *ctx.s_n1);
+    sp_fork(ctx.ev_join1, *ctx.s_n1, m);
+    sp_mul_assign<<<ctx.sms, 1024, 0, m>>>(d_a, d_b, dom);
+    sp_check_launch();
+    if (a.witness) {
+        const sp_dev_matrices& M = ctx.mat;
+        sp_spmv<<<sp_blocks(ctx, M.rows, 8), 256, 0, m>>>(
+            d_b, M.rows, M.row_start[2].ptr, M.terms[2].ptr, M.coeffs.ptr, st.input.ptr,
+            ctx.lens.n_inputs, st.aux.ptr);
+        sp_check_launch();
+    } else {
+        // c from the slot, on the copy stream once b's place is free
+        stream_t& c = *ctx.s_copy;
+        CUDA_OK(cudaEventRecord(ctx.ev_fork, m));
+        CUDA_OK(cudaStreamWaitEvent(c, ctx.ev_fork, 0));
+        if (a.abc_len)
+            c.HtoD(d_b, a.c, a.abc_len);
+        CUDA_OK(cudaEventRecord(fl.vec[2], c));
+        CUDA_OK(cudaStreamWaitEvent(m, fl.vec[2], 0));
+    }
+    to_coset(d_b, m);
+    sp_sub_scale<<<ctx.sms, 1024, 0, m>>>(d_a, d_b, ctx.z_inv, dom);
+    sp_check_launch();
+    sp_ntt::NTT_internal(d_a, ctx.lg_domain, NTT::InputOutputOrder::NN,
+                         NTT::Direction::inverse, NTT::Type::coset, m);
+    sp_record_ext(ctx, fl.ev[EV_GATHER], m);
+    sp_issue_gathers(ctx, a, set, fl);
+    sp_record_ext(ctx, fl.ev[EV_NTT], m);
 }
 
 // The front half of a proof: the density gathers and the three splits first (their counts
@@ -2048,30 +2301,11 @@ static void sp_issue_front(GpuContext& ctx, const sp_assignment& a, int set, sp_
 {
     sp_cpu_span cpu(fl.cpu_issue);
     stream_t& m = *ctx.s_main;
-    const sp_srs& L = ctx.lens;
     sp_set& st = ctx.sets[set];
     size_t dom = ctx.domain;
     sp_wait_ext(ctx, m, fl.assign);
     sp_record_ext(ctx, fl.ev[EV_START], m);
-
-    // A's scalars: the inputs, then the aux A uses; B's: the inputs and aux B uses
-    size_t w_aux = sp_words(L.n_l), w_inp = sp_words(L.n_inputs);
-    const uint64_t* d_w_a = st.words.ptr;
-    const uint64_t* d_w_bi = d_w_a + w_aux;
-    const uint64_t* d_w_ba = d_w_bi + w_inp;
-    if (L.n_inputs)
-        CUDA_OK(cudaMemcpyAsync(ctx.d_sc_a.ptr, st.input.ptr, L.n_inputs * sizeof(fr_t),
-                                cudaMemcpyDeviceToDevice, m));
-    sp_gather_dense(ctx, ctx.d_sc_a.ptr + L.n_inputs, st.aux.ptr, d_w_a, w_aux, m);
-    sp_gather_dense(ctx, ctx.d_sc_b.ptr, st.input.ptr, d_w_bi, w_inp, m);
-    sp_gather_dense(ctx, ctx.d_sc_b.ptr + a.b_input.popcount, st.aux.ptr, d_w_ba, w_aux, m);
-    // the splits of L, A and B: only their counts go to the host
-    const fr_t* sc[3] = {st.aux.ptr, ctx.d_sc_a.ptr, ctx.d_sc_b.ptr};
-    const size_t nq[3] = {L.n_l, L.n_a, L.n_b};
-    for (int q = 0; q < 3; q++)
-        if (nq[q])
-            sp_classify_query(ctx, q, sc[q], nq[q], fl.counts, m);
-    sp_record_ext(ctx, fl.counted, m);
+    sp_issue_gathers(ctx, a, set, fl);
     sp_record_ext(ctx, fl.ev[EV_GATHER], m);
 
     // the quotient's coefficients, in place of a; b and c on their own streams
@@ -2152,6 +2386,10 @@ static bool sp_launch_front(GpuContext& ctx, const sp_assignment& a, int set, in
     sp_flight& fl = ctx.fl[f];
     fl.nwins[SP_JOB_H] = ctx.lay.plan_h.nwins;
     fl.wbits[SP_JOB_H] = ctx.lay.plan_h.wbits;
+    if (ctx.lay.compact()) {
+        sp_issue_front_compact(ctx, a, set, fl);
+        return false;
+    }
     if (!ctx.graphs) {
         sp_issue_front(ctx, a, set, fl);
         return false;
@@ -2276,23 +2514,32 @@ static void sp_issue_back_kernels(GpuContext& ctx, int set, sp_flight& fl,
     const sp_layout& lay = ctx.lay;
     ctx.stream_mark = lay.streams() ? &fl.stream0 : nullptr;
     const size_t c1 = lay.stage_g1, c2 = lay.stage_g2;   // chunk points
-    rec[SP_JOB_L] = sp_msm_query(ctx, ctx.job_g1[SP_JOB_L], ctx.d_part_g1.ptr,
-                                 sp_src_g1(ctx, SP_Q_L), c1, st.aux.ptr, L.n_l, 0, key.tail[0],
-                                 ctx.d_tail_g1.ptr, false, m);
+    const fr_t* sc_a = sp_scalars(ctx, set, 1);
+    const fr_t* sc_b = sp_scalars(ctx, set, 2);
+    // query q's MSM: in pieces (compact layout, `bounds` from the flight's counts) or whole
+    auto msm = [&](auto& job, auto* d_part, const auto& src, size_t chunk, const fr_t* sc,
+                   size_t n, int q, auto* tail_pts, size_t tail_cap, bool scalars_ready) {
+        if (key.tail[q] == SP_PIECES)
+            return sp_msm_pieces(ctx, job, d_part, src, chunk, sc, n, q,
+                                 fl.counts + SP_BOUNDS + q * (SP_MAX_PIECES + 1), tail_pts,
+                                 tail_cap, m);
+        return sp_msm_query(ctx, job, d_part, src, chunk, sc, n, q, key.tail[q], tail_pts,
+                            scalars_ready, m);
+    };
+    rec[SP_JOB_L] = msm(ctx.job_g1[SP_JOB_L], ctx.d_part_g1.ptr, sp_src_g1(ctx, SP_Q_L), c1,
+                        st.aux.ptr, L.n_l, 0, ctx.d_tail_g1.ptr, ctx.d_tail_g1.len, false);
     sp_record_ext(ctx, fl.ev[EV_L], m);
-    rec[SP_JOB_A] = sp_msm_query(ctx, ctx.job_g1[SP_JOB_A], ctx.d_part_g1.ptr,
-                                 sp_src_g1(ctx, SP_Q_A), c1, ctx.d_sc_a.ptr, L.n_a, 1,
-                                 key.tail[1], ctx.d_tail_g1.ptr, false, m);
+    rec[SP_JOB_A] = msm(ctx.job_g1[SP_JOB_A], ctx.d_part_g1.ptr, sp_src_g1(ctx, SP_Q_A), c1,
+                        sc_a, L.n_a, 1, ctx.d_tail_g1.ptr, ctx.d_tail_g1.len, false);
     sp_record_ext(ctx, fl.ev[EV_A], m);
-    rec[SP_JOB_B1] = sp_msm_query(ctx, ctx.job_g1[SP_JOB_B1], ctx.d_part_g1.ptr,
-                                  sp_src_g1(ctx, SP_Q_B1), c1, ctx.d_sc_b.ptr, L.n_b, 2,
-                                  key.tail[2], ctx.d_tail_g1.ptr, false, m);
+    rec[SP_JOB_B1] = msm(ctx.job_g1[SP_JOB_B1], ctx.d_part_g1.ptr, sp_src_g1(ctx, SP_Q_B1), c1,
+                         sc_b, L.n_b, 2, ctx.d_tail_g1.ptr, ctx.d_tail_g1.len, false);
     sp_record_ext(ctx, fl.ev[EV_B1], m);
-    // the same split serves G2 (the tail scalars gathered for B_G1 are still in place)
-    rec[SP_JOB_B2] = sp_msm_query(ctx, ctx.job_g2, ctx.d_part_g2.ptr,
-                                  sp_src<affine_fp2_t>{ctx.d_b_g2.ptr, L.b_g2, lay.res[SP_Q_B2]},
-                                  c2, ctx.d_sc_b.ptr, L.n_b, 2, key.tail[2], ctx.d_tail_g2.ptr,
-                                  true, m);
+    // the same split serves G2 (the tail scalars gathered for B_G1 are still in place, unless
+    // taken in pieces: each piece gathers its own)
+    rec[SP_JOB_B2] = msm(ctx.job_g2, ctx.d_part_g2.ptr,
+                         sp_src<affine_fp2_t>{ctx.d_b_g2.ptr, L.b_g2, lay.res[SP_Q_B2]}, c2,
+                         sc_b, L.n_b, 2, ctx.d_tail_g2.ptr, ctx.d_tail_g2.len, true);
     sp_record_ext(ctx, fl.ev[EV_B2], m);
 
     // The side stream: the four MSMs' final sums (each job's accumulators and result area are
@@ -2423,6 +2670,16 @@ static bool sp_issue_back(GpuContext& ctx, int set, int f, bool host_sums)
             throw cuda_error{cudaErrorInvalidValue, std::string("a split count exceeds its query")};
         // a query with more big scalars than half gets a plain MSM
         key.tail[q] = big > nq[q] / 2 ? SP_PLAIN : sp_tail_size(big, nq[q] / 2);
+        // the compact layout's tail buffers hold a piece's: a larger tail goes in pieces, the
+        // query's total closing its pieces' bounds
+        size_t cap = std::min(ctx.d_tail_sc.len,
+                              q == 2 ? std::min(ctx.d_tail_g1.len, ctx.d_tail_g2.len)
+                                     : ctx.d_tail_g1.len);
+        if (ctx.lay.compact() && key.tail[q] != SP_PLAIN && key.tail[q] > cap) {
+            key.tail[q] = SP_PIECES;
+            size_t npieces = (nq[q] + ctx.lay.piece - 1) / ctx.lay.piece;
+            fl.counts[SP_BOUNDS + q * (SP_MAX_PIECES + 1) + npieces] = (uint32_t)big;
+        }
     }
     sp_job_rec rec[SP_JOBS];
     rec[SP_JOB_H].nwins = fl.nwins[SP_JOB_H];
@@ -2551,6 +2808,8 @@ static void sp_finish(const GpuContext& ctx, sp_flight& fl, sp_components& out, 
     ph.copy_in = sp_elapsed(e[EV_COPY0], e[EV_COPY1]);
     ph.gather = sp_elapsed(e[EV_START], e[EV_GATHER]);
     ph.ntt = sp_elapsed(e[EV_GATHER], e[EV_NTT]);
+    if (ctx.lay.compact())   // the quotient first, then the gathers and splits
+        std::swap(ph.gather, ph.ntt);
     ph.msm_l = sp_elapsed(e[EV_NTT], e[EV_L]);
     ph.msm_a = sp_elapsed(e[EV_L], e[EV_A]);
     ph.msm_b_g1 = sp_elapsed(e[EV_A], e[EV_B1]);
@@ -2699,6 +2958,7 @@ struct sp_layout_bytes {
     size_t resident[SP_QUERIES];                      // points kept per query
     size_t streamed;                                  // SRS bytes copied for every proof
     size_t stage;                                     // the two staging buffers, in `once`
+    size_t piece;                                     // compact: a tail piece's points; else 0
 };
 
 extern "C" void splitprover_gpu_layout(const sp_srs* srs, int sms, uint32_t wbits_h,
@@ -2720,6 +2980,7 @@ extern "C" void splitprover_gpu_layout(const sp_srs* srs, int sms, uint32_t wbit
     out->reserve = SP_RESERVE;
     out->wbits_h = l.plan_h.wbits;
     out->chunks_h = (uint32_t)l.plan_h.batch;
+    out->piece = l.piece;
 }
 
 // A witness-only proof's device arithmetic on the host, from the same templates: the aux of a

@@ -838,3 +838,119 @@ fn under_a_budget_below_the_srs_the_rest_streams_and_the_proofs_stay_the_same() 
         }
     }
 }
+
+/// Under a budget below the full layout's least (issue 32: a 2^27 partition on a 24 or 16 GB
+/// card), the compact layout: two domain vectors (c made after a * b in b's place, A's and B's
+/// scalars gathered there once the quotient is made), the 0/1 split's tails in pieces. The
+/// proofs are the CPU backend's bytes, from full slots (c copied from the slot after a * b) and
+/// from witness-only ones (c the matrices' product), alone and in a batch of three: at the
+/// least a proof takes (the smallest pieces, every query streamed) and just under the full
+/// layout's least. porep-bits:256 has more big scalars in L and A than half a piece holds, so
+/// they go in pieces; porep-like:256's queries are mostly big (plain Pippengers over scalars in
+/// the input set); sha-chain:16's, mostly bits.
+#[test]
+fn under_the_full_layouts_least_the_compact_layout_proves_the_same_bytes() {
+    use kernels::backend::cuda::{current_device, multiprocessors};
+    use kernels::backend::plan::{smallest, smallest_compact, PlanRequest};
+    use kernels::paramgen::{generate_parameters_seeded_on, GenDevice};
+    use kernels::witness::{CircuitMatrices, PackedWitness};
+    use kernels::WitnessAssignment;
+    use std::sync::Arc;
+    if !have_gpu("under_the_full_layouts_least_the_compact_layout_proves_the_same_bytes") {
+        return;
+    }
+    let sms = multiprocessors(current_device().unwrap()).unwrap();
+    let request = PlanRequest {
+        sms,
+        budget: 0,
+        overlap: false,
+        h_window_bits: 0,
+        h_chunks: None,
+    };
+    for text in ["porep-bits:256", "porep-like:256", "sha-chain:16"] {
+        let spec: CircuitSpec = text.parse().unwrap();
+        let params =
+            generate_parameters_seeded_on(spec.circuit(None), 7, GenDevice::Gpu, &|_| {}).unwrap();
+        let image: Arc<AlignedBytes> =
+            Arc::new(SrsImage::from_parameters(&params, spec.circuit_id()).unwrap());
+        let lens = SrsView::new((*image).as_ref()).unwrap().lengths();
+        let cpu = CpuBackend::new(image.as_ref().as_ref()).unwrap();
+        let seeds = [1u64, 2, 3];
+        let full: Vec<OwnedAssignment> = seeds.iter().map(|&s| synthesize(&spec, s)).collect();
+        let asgs: Vec<_> = full.iter().map(OwnedAssignment::as_assignment).collect();
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(35);
+        let r: Vec<Scalar> = asgs.iter().map(|_| Scalar::random(&mut rng)).collect();
+        let s: Vec<Scalar> = asgs.iter().map(|_| Scalar::random(&mut rng)).collect();
+        let want = cpu.prove_batch(&asgs, &r, &s).unwrap();
+        let matrices = CircuitMatrices::new(kernels::r1cs::compile(&spec.into()).unwrap());
+        let packed: Vec<PackedWitness> = seeds
+            .iter()
+            .map(|&seed| {
+                PackedWitness::synthesize(
+                    spec.circuit(Some(seed)),
+                    matrices.r1cs(),
+                    matrices.witness_layout(),
+                )
+                .unwrap()
+            })
+            .collect();
+        let witnesses: Vec<WitnessAssignment<'_>> = packed
+            .iter()
+            .map(|p| WitnessAssignment {
+                input: &p.input,
+                bit_values: &p.bit_values,
+                non_bits: &p.non_bits,
+            })
+            .collect();
+        let reserve = kernels::backend::gpu::matrices_device_bytes(matrices.r1cs());
+        let least = smallest_compact(&lens, &request);
+        let full_least = smallest(&lens, &request).total(1);
+        assert!(least.total(1) < full_least, "{text}");
+        for (what, budget) in [
+            ("least", least.total(1)),
+            ("under the full", full_least - 1),
+        ] {
+            let options = GpuOptions {
+                memory_budget: Some(budget + reserve),
+                reserve_bytes: reserve,
+                overlap: false,
+                ..GpuOptions::default()
+            };
+            let gpu = GpuBackend::with_image(image.clone(), options).unwrap();
+            let res = gpu.residency();
+            eprintln!(
+                "{text}, {what}: compact, tails in pieces of {} points, {} B resident, {} B \
+                 streamed per proof, planned {} B of a {budget} B budget",
+                res.piece, res.srs_bytes, res.streamed_bytes, res.planned_bytes
+            );
+            assert!(res.piece > 0 && res.input_sets == 1, "{res:?}");
+            assert!(res.planned_bytes <= budget, "{res:?}");
+            if what == "least" {
+                assert_eq!((res.srs_bytes, res.piece), (0, least.piece), "{res:?}");
+            }
+            let case = format!("{text}, {what}");
+            let got = gpu.prove_batch(&asgs, &r, &s).unwrap();
+            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert_eq!(bytes(g), bytes(w), "{case}: proof {i}");
+            }
+            let one = gpu.prove_batch(&asgs[1..2], &r[1..2], &s[1..2]).unwrap();
+            assert_eq!(bytes(&one[0]), bytes(&want[1]), "{case}: alone");
+            let got = gpu
+                .prove_witness_batch(&witnesses, &matrices, &r, &s)
+                .expect("the gpu backend proves witnesses")
+                .unwrap();
+            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert_eq!(bytes(g), bytes(w), "{case}: witness-only proof {i}");
+            }
+            let one = gpu
+                .prove_witness_batch(&witnesses[2..], &matrices, &r[2..], &s[2..])
+                .unwrap()
+                .unwrap();
+            assert_eq!(
+                bytes(&one[0]),
+                bytes(&want[2]),
+                "{case}: witness-only, alone"
+            );
+        }
+    }
+}

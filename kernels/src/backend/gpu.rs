@@ -199,6 +199,7 @@ pub(super) mod ffi {
         pub resident: [usize; 5],
         pub streamed: usize,
         pub stage: usize,
+        pub piece: usize,
     }
 
     #[repr(C)]
@@ -457,6 +458,9 @@ pub struct Residency {
     /// The host-to-device rate one staging buffer's copy got at set-up, GB/s (0: nothing
     /// streams).
     pub stream_gbps: f64,
+    /// The compact layout's tail piece, points ([`super::plan::SrsResidency::piece`]; 0: the
+    /// full layout).
+    pub piece: u64,
 }
 
 /// One Pippenger run's shape as the `gpu` backend plans it (sppark's choice for `n` points):
@@ -845,6 +849,7 @@ impl GpuBackend {
             streamed_bytes: stats.streamed_bytes as u64,
             stage_bytes: plan.layout.stage,
             stream_gbps: stats.stream_gbps,
+            piece: plan.layout.piece,
         };
         tracing::info!(
             ?lens,

@@ -27,8 +27,18 @@
 //!    and integrates its windows again; a streamed H chunk fits a staging buffer, so smaller
 //!    buffers mean more chunks, but leave more of a small SRS resident).
 //!
-//! A plan that cannot hold the scratch, one input set and the smallest staging buffers with
-//! every query streamed is refused with the numbers.
+//! 4. the compact layout, where even the full layout with every query streamed does not fit
+//!    (a 2^27 partition under 36 GiB: a 24 GB card): one input set of two domain vectors
+//!    instead of three and A's and B's scalars gathered into them (c is made, or copied from the
+//!    slot, after a * b, in b's place; the scalars once the quotient is made), and the 0/1
+//!    split's tails taken in pieces, each summed by a Pippenger of its own. It costs a proof a
+//!    copy of c that no longer overlaps, launches kernel by kernel, and a Pippenger per piece;
+//!    the piece size and staging are chosen by the same cost model (a piece's Pippenger
+//!    integrates its buckets again, as an H chunk does). At 2^27 it saves about 8 GiB in the
+//!    input set and up to 9 GiB of tails.
+//!
+//! A plan that cannot hold the compact layout's scratch and input set with the smallest
+//! pieces and staging buffers, every query streamed, is refused with the numbers.
 
 use super::gpu::ffi;
 use crate::srs::SrsLengths;
@@ -52,6 +62,11 @@ pub struct SrsResidency {
     pub resident: [usize; 5],
     /// Each staging buffer, bytes (raised to one chunk of 65,536 G2 points, 12 MiB).
     pub stage_bytes: usize,
+    /// `0`: the full layout. Otherwise the compact one (module text, lever 4): one input set
+    /// with two domain vectors that also hold A's and B's scalars, and the tails of the 0/1
+    /// split taken in pieces of this many points (rounded up to whole tiles of 65,536 points,
+    /// at most 256 pieces a query).
+    pub piece: usize,
 }
 
 impl SrsResidency {
@@ -59,6 +74,7 @@ impl SrsResidency {
     pub const ALL: SrsResidency = SrsResidency {
         resident: [usize::MAX; 5],
         stage_bytes: 0,
+        piece: 0,
     };
 
     /// Every query streamed through staging buffers of `stage_bytes`.
@@ -66,6 +82,7 @@ impl SrsResidency {
         SrsResidency {
             resident: [0; 5],
             stage_bytes,
+            piece: 0,
         }
     }
 }
@@ -103,6 +120,8 @@ pub struct DeviceLayout {
     pub streamed: u64,
     /// The two staging buffers the streamed points go through (included in `once`).
     pub stage: u64,
+    /// The compact layout's tail piece, points (`0`: the full layout; [`SrsResidency::piece`]).
+    pub piece: u64,
 }
 
 /// The SRS queries in the order [`DeviceLayout::resident_points`] lists them.
@@ -182,6 +201,7 @@ impl DeviceLayout {
             points: [lens.h, lens.l, lens.a, lens.b_g1, lens.b_g2].map(|p| p as u64),
             streamed: out.streamed as u64,
             stage: out.stage as u64,
+            piece: out.piece as u64,
         }
     }
 
@@ -200,6 +220,7 @@ impl DeviceLayout {
         SrsResidency {
             resident: self.resident_points.map(|p| p as usize),
             stage_bytes: (self.stage / 2) as usize,
+            piece: self.piece as usize,
         }
     }
 
@@ -250,9 +271,18 @@ impl DevicePlan {
         } else {
             String::new()
         };
+        let compact = if self.layout.piece == 0 {
+            String::new()
+        } else {
+            format!(
+                " compact (c after a * b, A's and B's scalars in it, tails in pieces of {} \
+                 points)",
+                self.layout.piece
+            )
+        };
         format!(
-            "SRS {:.1} GiB resident{streamed}, scratch {:.1} GiB, {} input set{} of {:.1} GiB, \
-             H MSM {} chunk{} of {}-bit windows: {:.1} GiB of a {:.1} GiB budget",
+            "SRS {:.1} GiB resident{streamed}, scratch {:.1} GiB, {} input set{}{compact} of \
+             {:.1} GiB, H MSM {} chunk{} of {}-bit windows: {:.1} GiB of a {:.1} GiB budget",
             gib(self.layout.srs()),
             gib(self.layout.once),
             self.input_sets,
@@ -335,10 +365,21 @@ fn streaming_h_chunks(layouts: &[DeviceLayout], req: &PlanRequest) -> u32 {
     })
 }
 
-/// The least device memory a proof of `lens` can be planned in: every query streamed through
-/// the smallest staging buffers, the H MSM chunked as [`plan`] streams it. [`plan`] fits any
-/// budget of at least its `total(1)`.
+/// The least device memory the full layout takes for a proof of `lens`: every query streamed
+/// through the smallest staging buffers, the H MSM chunked as [`plan`] streams it. [`plan`]
+/// fits any budget of at least its `total(1)` without the compact layout.
 pub fn smallest(lens: &SrsLengths, req: &PlanRequest) -> DeviceLayout {
+    smallest_with(lens, req, 0)
+}
+
+/// The least device memory any plan takes for a proof of `lens`: the compact layout with its
+/// smallest tail pieces and every query streamed through the smallest staging buffers.
+/// [`plan`] fits any budget of at least its `total(1)` and refuses a smaller one.
+pub fn smallest_compact(lens: &SrsLengths, req: &PlanRequest) -> DeviceLayout {
+    smallest_with(lens, req, PIECE_LEAST)
+}
+
+fn smallest_with(lens: &SrsLengths, req: &PlanRequest, piece: usize) -> DeviceLayout {
     let layouts = resident_layouts(lens, req);
     let stage = STAGE_STEPS[STAGE_STEPS.len() - 1] as usize;
     DeviceLayout::with_residency(
@@ -346,39 +387,81 @@ pub fn smallest(lens: &SrsLengths, req: &PlanRequest) -> DeviceLayout {
         req.sms,
         req.h_window_bits,
         streaming_h_chunks(&layouts, req),
-        &SrsResidency::none(stage),
+        &SrsResidency {
+            piece,
+            ..SrsResidency::none(stage)
+        },
     )
 }
 
-/// Plans a context for an SRS of `lens` within `req.budget`: the backend's own layout where it
-/// fits (two input sets where asked and affordable), else the fewest H chunks that fit, else
-/// the least of the SRS streamed (module text).
-///
-/// Errors: [`ErrorKind::Cuda`] naming what the scratch and one input set need against the
-/// budget, when even the smallest layout with every query streamed does not fit.
-pub fn plan(lens: &SrsLengths, req: &PlanRequest) -> Result<DevicePlan, Error> {
-    let layouts = resident_layouts(lens, req);
-    let fitting = |layout: &DeviceLayout| {
-        (layout.total(1) <= req.budget).then(|| {
-            let two = req.overlap && layout.total(2) + layout.reserve <= req.budget;
-            DevicePlan {
-                layout: *layout,
-                input_sets: if two { 2 } else { 1 },
-                budget: req.budget,
-            }
-        })
-    };
-    if let Some(p) = layouts.iter().find_map(fitting) {
-        return Ok(p);
+/// The least tail piece of the compact layout, points: one tile of the split's prefix sums
+/// (the CUDA side rounds a piece up to whole tiles, and to at most 256 pieces a query).
+const PIECE_LEAST: usize = 1 << 16;
+
+/// The tail pieces the compact layout tries, points, largest first: a whole query (one piece:
+/// the full layout's tails), then halves down to [`PIECE_LEAST`].
+fn piece_steps(lens: &SrsLengths) -> Vec<usize> {
+    let whole = lens.l.max(lens.a).max(lens.b_g1).max(1);
+    let mut steps = vec![whole];
+    let mut p = (whole.next_power_of_two() / 2).max(PIECE_LEAST);
+    while p >= PIECE_LEAST && p < *steps.last().unwrap_or(&usize::MAX) {
+        steps.push(p);
+        p /= 2;
     }
-    let h_chunks = streaming_h_chunks(&layouts, req);
-    // Of the staging sizes that fit, the one whose plan is expected to cost a proof the least
-    // ([`streaming_cost`]): larger buffers mean fewer H chunks (each sorts and integrates its
-    // windows again), smaller ones leave more of the SRS resident.
+    steps
+}
+
+/// What the compact layout's tail pieces add to a proof's GPU time, seconds, by the H chunks'
+/// measure ([`BUCKET_WINDOW_SECONDS`]): every piece after a query's first runs a Pippenger of
+/// its own, which integrates the buckets of every window again (at most a tail of half the
+/// piece). Only compared between plans of one SRS and budget.
+fn pieces_cost(lens: &SrsLengths, piece: u64) -> f64 {
+    if piece == 0 {
+        return 0.0;
+    }
+    // L, A, B_G1 and B_G2
+    [lens.l, lens.a, lens.b_g1, lens.b_g2]
+        .iter()
+        .map(|&n| {
+            let n = n as u64;
+            let pieces = n.div_ceil(piece).max(1);
+            let tail = super::gpu::msm_plan_with((piece.min(n) / 2) as usize, 0, 0);
+            (pieces - 1) as f64 * tail.buckets as f64 * BUCKET_WINDOW_SECONDS
+        })
+        .sum()
+}
+
+/// The plan a layout gives within `req.budget`, if it fits: two input sets where asked and
+/// affordable (never in the compact layout, which has one).
+fn fitting(layout: &DeviceLayout, req: &PlanRequest) -> Option<DevicePlan> {
+    (layout.total(1) <= req.budget).then(|| {
+        let two =
+            req.overlap && layout.piece == 0 && layout.total(2) + layout.reserve <= req.budget;
+        DevicePlan {
+            layout: *layout,
+            input_sets: if two { 2 } else { 1 },
+            budget: req.budget,
+        }
+    })
+}
+
+/// Of the staging sizes that fit with tail pieces of `piece` points (`0`: the full layout),
+/// the plan expected to cost a proof the least ([`streaming_cost`], [`pieces_cost`]): larger
+/// buffers mean fewer H chunks (each sorts and integrates its windows again), smaller ones
+/// leave more of the SRS resident. With its cost.
+fn cheapest_streaming(
+    lens: &SrsLengths,
+    req: &PlanRequest,
+    h_chunks: u32,
+    piece: usize,
+) -> Option<(f64, DevicePlan)> {
     let mut best: Option<(f64, DevicePlan)> = None;
     for stage in STAGE_STEPS {
-        let mut res = SrsResidency::ALL;
-        res.stage_bytes = stage as usize;
+        let mut res = SrsResidency {
+            stage_bytes: stage as usize,
+            piece,
+            ..SrsResidency::ALL
+        };
         let mut layout =
             DeviceLayout::with_residency(lens, req.sms, req.h_window_bits, h_chunks, &res);
         // Each query in turn gives up what the budget is over by, again while it still holds
@@ -400,28 +483,52 @@ pub fn plan(lens: &SrsLengths, req: &PlanRequest) -> Result<DevicePlan, Error> {
                     DeviceLayout::with_residency(lens, req.sms, req.h_window_bits, h_chunks, &res);
             }
         }
-        if let Some(p) = fitting(&layout) {
-            let cost = streaming_cost(lens, &p.layout);
+        if let Some(p) = fitting(&layout, req) {
+            let cost = streaming_cost(lens, &p.layout) + pieces_cost(lens, p.layout.piece);
             // ties go to the larger buffers, tried first
             if best.as_ref().is_none_or(|(c, _)| cost < *c) {
                 best = Some((cost, p));
             }
         }
     }
-    if let Some((_, p)) = best {
+    best
+}
+
+/// Plans a context for an SRS of `lens` within `req.budget`: the backend's own layout where it
+/// fits (two input sets where asked and affordable), else the fewest H chunks that fit, else
+/// the least of the SRS streamed, else the compact layout (module text).
+///
+/// Errors: [`ErrorKind::Cuda`] naming what the scratch and one input set need against the
+/// budget, when even the compact layout with every query streamed does not fit.
+pub fn plan(lens: &SrsLengths, req: &PlanRequest) -> Result<DevicePlan, Error> {
+    let layouts = resident_layouts(lens, req);
+    if let Some(p) = layouts.iter().find_map(|l| fitting(l, req)) {
         return Ok(p);
     }
-    let least = smallest(lens, req);
+    let h_chunks = streaming_h_chunks(&layouts, req);
+    if let Some((_, p)) = cheapest_streaming(lens, req, h_chunks, 0) {
+        return Ok(p);
+    }
+    // The compact layout: of every piece size, the plan expected to cost the least.
+    let compact = piece_steps(lens)
+        .into_iter()
+        .filter_map(|piece| cheapest_streaming(lens, req, h_chunks, piece))
+        .min_by(|a, b| a.0.total_cmp(&b.0));
+    if let Some((_, p)) = compact {
+        return Ok(p);
+    }
+    let least = smallest_compact(lens, req);
     let gib = |b: u64| format!("{:.2} GiB", b as f64 / (1u64 << 30) as f64);
     Err(ErrorKind::Cuda(format!(
         "a proof needs at least {} of device memory ({} of scratch with the H MSM in {} \
-         chunks, {} for one input set, {} of the SRS kept resident, {} of it streamed from the \
-         host for every proof), but the budget is {}\nhint: raise `memory_budget` in \
-         `[[gpu]]` (default: what the device has free less 1 GiB), or use a device with more \
-         memory",
+         chunks and tails in pieces of {} points, {} for one input set of the compact layout, \
+         {} of the SRS kept resident, {} of it streamed from the host for every proof), but \
+         the budget is {}\nhint: raise `memory_budget` in `[[gpu]]` (default: what the \
+         device has free less 1 GiB), or use a device with more memory",
         gib(least.total(1)),
         gib(least.once),
         least.h_chunks,
+        least.piece,
         gib(least.set),
         gib(least.srs()),
         gib(least.streamed),
@@ -618,6 +725,7 @@ mod tests {
             let res = SrsResidency {
                 resident: [50_000_000, 70_000_000, 1_000_000, 5, usize::MAX],
                 stage_bytes: stage,
+                piece: 0,
             };
             let l = DeviceLayout::with_residency(&lens, H100_SMS, 0, 0, &res);
             let g1 = (stage / 96) as u64 / 65_536 * 65_536;
@@ -657,6 +765,7 @@ mod tests {
             &SrsResidency {
                 resident: [0, usize::MAX, usize::MAX, usize::MAX, usize::MAX],
                 stage_bytes: 510 << 20,
+                piece: 0,
             },
         );
         assert!(half.h_chunks > l.h_chunks);
@@ -689,46 +798,135 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_2_26_partition_fits_24_gib_by_streaming_and_not_16_gib() {
-        // `porep-like:2`: half a 32 GiB partition (lengths rounded)
-        let lens = SrsLengths {
+    /// `porep-like:2`: half a 32 GiB partition (lengths rounded).
+    fn porep_2_26() -> SrsLengths {
+        SrsLengths {
             h: (1 << 26) - 1,
             l: 65_084_946,
             a: 65_085_110,
             b_g1: 16_556_140,
             b_g2: 16_556_140,
             ic: 164,
-        };
+        }
+    }
+
+    #[test]
+    fn a_2_26_partition_fits_24_gib_by_streaming_and_16_gib_compact() {
+        let lens = porep_2_26();
         let p = plan(&lens, &request(24 * GIB)).unwrap();
         println!("24 GiB: {}", p.describe());
         assert!(p.layout.streams() && p.bytes() <= 24 * GIB);
-        let e = plan(&lens, &request(16 * GIB)).unwrap_err().to_string();
-        println!("16 GiB: {e}");
-        assert!(e.contains("but the budget is 16.00 GiB"), "{e}");
+        assert_eq!(p.layout.piece, 0, "the full layout fits: {}", p.describe());
+        let p = plan(&lens, &request(16 * GIB)).unwrap();
+        println!("16 GiB: {}", p.describe());
+        assert!(
+            p.layout.piece > 0 && p.bytes() <= 16 * GIB,
+            "{}",
+            p.describe()
+        );
+        assert_eq!(p.input_sets, 1);
+        assert!(
+            p.describe().contains("compact (c after a * b"),
+            "{}",
+            p.describe()
+        );
+        // below the full layout's least, above the compact one's
+        assert!(smallest(&lens, &request(0)).total(1) > 16 * GIB);
+    }
+
+    #[test]
+    fn a_32_gib_partition_plans_compact_under_24_and_16_gib() {
+        let lens = porep_32g();
+        let whole = DeviceLayout::of(&lens, H100_SMS, 0, 0).srs();
+        // 24 GiB, and 24 GiB less the witness path's matrices (6.2 GiB at 2^27); 16 GiB
+        for budget in [24 * GIB, 24 * GIB - (6_349 << 20), 16 * GIB] {
+            let p = plan(&lens, &request(budget)).unwrap();
+            println!("{:.1} GiB: {}", budget as f64 / GIB as f64, p.describe());
+            assert!(p.layout.piece > 0, "{}", p.describe());
+            assert!(p.bytes() <= budget && p.input_sets == 1, "{}", p.describe());
+            assert_eq!(p.layout.srs() + p.layout.streamed, whole);
+        }
+        // at 24 GiB part of the SRS stays resident; the tails are in pieces of whole tiles
+        let p = plan(&lens, &request(24 * GIB)).unwrap();
+        assert!(p.layout.srs() > 0, "{}", p.describe());
+        assert_eq!(p.layout.piece % 65_536, 0);
+    }
+
+    #[test]
+    fn the_compact_input_set_holds_two_domain_vectors_and_the_gathered_scalars() {
+        let lens = porep_32g();
+        let full = smallest(&lens, &request(0));
+        let least = smallest_compact(&lens, &request(0));
+        let domain = 1u64 << 27;
+        let words = (2 * lens.l.div_ceil(64) + lens.ic.div_ceil(64)) as u64 * 8;
+        let set = (domain
+            + domain.max(lens.a as u64)
+            + lens.b_g1 as u64
+            + lens.ic as u64
+            + lens.l as u64)
+            * 32
+            + words;
+        assert_eq!(least.set, set);
+        assert_eq!(full.set - least.set, (domain - lens.b_g1 as u64) * 32);
+        // no scalar buffers of their own, tails of half a piece (65,536 points rounded up to
+        // at most 256 pieces a query: 524,288 at 2^27)
+        assert_eq!(least.piece, 524_288);
+        let tails = |n: u64, nb: u64| (n / 2 + 1) * (32 + 96) + (nb / 2 + 1) * 192;
+        let full_tails = tails(lens.a as u64, lens.b_g1 as u64);
+        let least_tails = tails(least.piece, least.piece);
+        let scalars = (lens.a + lens.b_g1) as u64 * 32;
+        assert_eq!(
+            full.once - least.once,
+            scalars + full_tails - least_tails,
+            "{full:?} {least:?}"
+        );
+        // the least a 2^27 proof takes now: under 16 GiB
+        assert!(
+            least.total(1) < 16 * GIB,
+            "{}",
+            least.total(1) as f64 / GIB as f64
+        );
+        assert!(full.total(1) > 32 * GIB);
+    }
+
+    #[test]
+    fn more_tail_pieces_cost_more_and_a_whole_query_costs_nothing() {
+        let lens = porep_32g();
+        let steps = piece_steps(&lens);
+        assert_eq!(steps[0], lens.a);
+        assert_eq!(*steps.last().unwrap(), PIECE_LEAST);
+        assert!(steps.windows(2).all(|w| w[0] > w[1]), "{steps:?}");
+        assert_eq!(pieces_cost(&lens, 0), 0.0);
+        assert_eq!(pieces_cost(&lens, lens.a as u64), 0.0);
+        let costs: Vec<f64> = steps[1..]
+            .iter()
+            .map(|&p| pieces_cost(&lens, p as u64))
+            .collect();
+        assert!(costs.windows(2).all(|c| c[0] < c[1]), "{costs:?}");
     }
 
     #[test]
     fn under_the_scratch_and_one_input_set_the_plan_is_refused_with_the_numbers() {
         let lens = porep_32g();
-        // every query streamed through the smallest buffers: the least a proof can take
-        let least = smallest(&lens, &request(0));
+        // the compact layout, every query streamed through the smallest buffers: the least a
+        // proof can take
+        let least = smallest_compact(&lens, &request(0));
         assert_eq!(least.srs(), 0);
         let e = plan(&lens, &request(least.total(1) - 1))
             .unwrap_err()
             .to_string();
         assert!(e.contains("a proof needs at least"), "{e}");
         assert!(e.contains("0.00 GiB of the SRS kept resident"), "{e}");
+        assert!(e.contains("tails in pieces of 524288 points"), "{e}");
         assert!(e.contains("hint: raise `memory_budget`"), "{e}");
         // at that budget exactly: everything streams
         let p = plan(&lens, &request(least.total(1))).unwrap();
         assert_eq!(p.layout.srs(), 0, "{}", p.describe());
-        // At a 2^27 domain the scratch and one input set alone are more than a 24 GB card has.
-        assert!(
-            least.total(1) > 24 * GIB,
-            "{}",
-            least.total(1) as f64 / GIB as f64
-        );
+        assert_eq!(p.layout.piece, least.piece, "{}", p.describe());
+        // and at the full layout's least, the full layout
+        let full = smallest(&lens, &request(0));
+        let p = plan(&lens, &request(full.total(1))).unwrap();
+        assert_eq!(p.layout.piece, 0, "{}", p.describe());
     }
 
     #[test]
