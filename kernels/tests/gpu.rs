@@ -39,6 +39,38 @@ fn synthesize(spec: &CircuitSpec, seed: u64) -> OwnedAssignment {
     spec.synthesize_into(seed, VecSink::new()).unwrap().finish()
 }
 
+/// Witness-only synthesis of `spec` for each seed, against its recorded matrices.
+fn pack_witnesses(
+    spec: &CircuitSpec,
+    matrices: &kernels::witness::CircuitMatrices,
+    seeds: &[u64],
+) -> Vec<kernels::witness::PackedWitness> {
+    seeds
+        .iter()
+        .map(|&seed| {
+            kernels::witness::PackedWitness::synthesize(
+                spec.circuit(Some(seed)),
+                matrices.r1cs(),
+                matrices.witness_layout(),
+            )
+            .unwrap()
+        })
+        .collect()
+}
+
+fn witness_views(
+    packed: &[kernels::witness::PackedWitness],
+) -> Vec<kernels::WitnessAssignment<'_>> {
+    packed
+        .iter()
+        .map(|p| kernels::WitnessAssignment {
+            input: &p.input,
+            bit_values: &p.bit_values,
+            non_bits: &p.non_bits,
+        })
+        .collect()
+}
+
 fn bytes(p: &Proof) -> Vec<u8> {
     let mut out = Vec::with_capacity(192);
     p.write(&mut out).unwrap();
@@ -570,25 +602,8 @@ fn witness_only_proofs_equal_full_proofs_bit_for_bit() {
             GpuBackend::with_options(&SrsView::new(image.as_ref()).unwrap(), options).unwrap();
         let matrices = CircuitMatrices::new(kernels::r1cs::compile(&spec.into()).unwrap());
         let seeds = [1u64, 2, 3];
-        let packed: Vec<PackedWitness> = seeds
-            .iter()
-            .map(|&seed| {
-                PackedWitness::synthesize(
-                    spec.circuit(Some(seed)),
-                    matrices.r1cs(),
-                    matrices.witness_layout(),
-                )
-                .unwrap()
-            })
-            .collect();
-        let witnesses: Vec<WitnessAssignment<'_>> = packed
-            .iter()
-            .map(|p| WitnessAssignment {
-                input: &p.input,
-                bit_values: &p.bit_values,
-                non_bits: &p.non_bits,
-            })
-            .collect();
+        let packed = pack_witnesses(&spec, &matrices, &seeds);
+        let witnesses = witness_views(&packed);
         let full: Vec<OwnedAssignment> = seeds.iter().map(|&s| synthesize(&spec, s)).collect();
         let r: Vec<Scalar> = seeds.iter().map(|_| Scalar::random(&mut rng)).collect();
         let s: Vec<Scalar> = seeds.iter().map(|_| Scalar::random(&mut rng)).collect();
@@ -853,8 +868,7 @@ fn under_the_full_layouts_least_the_compact_layout_proves_the_same_bytes() {
     use kernels::backend::cuda::{current_device, multiprocessors};
     use kernels::backend::plan::{smallest, smallest_compact, PlanRequest};
     use kernels::paramgen::{generate_parameters_seeded_on, GenDevice};
-    use kernels::witness::{CircuitMatrices, PackedWitness};
-    use kernels::WitnessAssignment;
+    use kernels::witness::CircuitMatrices;
     use std::sync::Arc;
     if !have_gpu("under_the_full_layouts_least_the_compact_layout_proves_the_same_bytes") {
         return;
@@ -883,25 +897,8 @@ fn under_the_full_layouts_least_the_compact_layout_proves_the_same_bytes() {
         let s: Vec<Scalar> = asgs.iter().map(|_| Scalar::random(&mut rng)).collect();
         let want = cpu.prove_batch(&asgs, &r, &s).unwrap();
         let matrices = CircuitMatrices::new(kernels::r1cs::compile(&spec.into()).unwrap());
-        let packed: Vec<PackedWitness> = seeds
-            .iter()
-            .map(|&seed| {
-                PackedWitness::synthesize(
-                    spec.circuit(Some(seed)),
-                    matrices.r1cs(),
-                    matrices.witness_layout(),
-                )
-                .unwrap()
-            })
-            .collect();
-        let witnesses: Vec<WitnessAssignment<'_>> = packed
-            .iter()
-            .map(|p| WitnessAssignment {
-                input: &p.input,
-                bit_values: &p.bit_values,
-                non_bits: &p.non_bits,
-            })
-            .collect();
+        let packed = pack_witnesses(&spec, &matrices, &seeds);
+        let witnesses = witness_views(&packed);
         let reserve = kernels::backend::gpu::matrices_device_bytes(matrices.r1cs());
         let least = smallest_compact(&lens, &request);
         let full_least = smallest(&lens, &request).total(1);
