@@ -881,6 +881,11 @@ mod tests {
             "{full:?} {least:?}"
         );
         // the least a 2^27 proof takes now: under 16 GiB
+        println!(
+            "the least at 2^27: full layout {:.2} GiB, compact {:.2} GiB",
+            full.total(1) as f64 / GIB as f64,
+            least.total(1) as f64 / GIB as f64
+        );
         assert!(
             least.total(1) < 16 * GIB,
             "{}",
