@@ -89,7 +89,7 @@ impl Blinder {
     }
 }
 
-/// One proof's input to the device's finishing (`sp_blind` in `kernels/cuda/gpu_prover.cu`,
+/// One proof's input to the device's finishing (`sp_blind` in `kernels/cuda/gpu_kernels.cuh`,
 /// which reads this layout): the scalars as canonical little-endian integers and the three points
 /// added to A's, B_G1's and B_G2's sums. All zero (the identity points) asks for the plain sums.
 #[repr(C)]

@@ -54,7 +54,7 @@ use crate::{Error, ErrorKind};
 mod witness;
 pub use witness::{matrices_device_bytes, witness_check};
 
-/// The C++ side's types, mirrored field for field (`kernels/cuda/gpu_prover.cu`).
+/// The C++ side's types, mirrored field for field (`kernels/cuda/gpu_layout.cuh`).
 pub(super) mod ffi {
     use super::*;
 

@@ -1,11 +1,11 @@
 //! Witness-only proofs on the device (issue 31): a context keeps one circuit's matrices
 //! resident; each proof's packed witness is unpacked and multiplied by them on the device
-//! (`gpu_prover.cu`: `sp_issue_witness`) before the NTTs.
+//! (`gpu_proof.cuh`: `sp_issue_witness`) before the NTTs.
 
 use super::*;
 
 /// Witness-only proofs (issue 31): the circuit's matrices resident, each proof's packed witness
-/// unpacked and multiplied on the device (`gpu_prover.cu`: `sp_issue_witness`).
+/// unpacked and multiplied on the device (`gpu_proof.cuh`: `sp_issue_witness`).
 impl GpuBackend {
     /// Uploads `m`'s matrices, its witness layout and densities once; a context serves one
     /// circuit, so another circuit's matrices are refused.
