@@ -405,8 +405,8 @@ pub struct GpuOptions {
     /// device has free. Capped at what it has free less [`super::plan::RUNTIME_HEADROOM`]. The
     /// layout is planned within it
     /// ([`super::plan`]): fewer input sets, then the H MSM in more chunks, then part of the
-    /// SRS streamed from the host image for every proof ([`GpuBackend::with_image`] only),
-    /// else refused.
+    /// SRS streamed from the host image for every proof ([`GpuBackend::with_image`] only), then
+    /// the compact layout, else refused.
     pub memory_budget: Option<u64>,
     /// Device memory the plan leaves out of the budget for what is uploaded later: the
     /// matrices of a circuit proved from witness-only slots ([`matrices_device_bytes`]).
