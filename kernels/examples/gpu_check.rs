@@ -6,7 +6,7 @@
 //! gpu_check SPEC --params FILE [--seeds N] [--par P] [--cpu K] [--iters I] [--batch B]
 //!           [--pinned] [--no-overlap] [--supraseal] [--phases] [--wbits-h W[/C],...]
 //!           [--gen cpu|gpu] [--gen-check] [--no-graphs] [--compare-graphs]
-//!           [--consecutive N] [--finish auto|device|host] [--compare-finish]
+//!           [--consecutive N] [--finish auto|device|host] [--compare-finish] [--budget SIZE]
 //! gpu_check sha-chain:2  --params p16 --seeds 100 --cpu 100 --batch 8   # 100 witnesses at 2^16
 //! gpu_check sha-chain:38 --params p20 --seeds 8 --cpu 8 --batch 8 --iters 10 --pinned \
 //!           --supraseal --phases
@@ -45,6 +45,10 @@
 //! - `--wbits-h W[/C],...` opens the backend again with each H window size in bits (and, after a
 //!   slash, each number of chunks the H points are taken in; sppark's choice without) and times
 //!   single proofs (each must equal the bytes proved before).
+//! - `--budget SIZE` (bytes, or with `KiB`, `MiB`, `GiB`) plans the backend's device memory
+//!   within it (`GpuOptions::memory_budget`, the image kept for streaming): the plan line says
+//!   what stays resident, what streams per proof and whether the layout is compact, and
+//!   `--phases` adds the streaming copies' span.
 //! - `--gen gpu` writes a missing `--params` with the GPU generator (default `cpu`);
 //!   `--gen-check` generates the parameters on both devices (seed 1), times both and requires
 //!   them equal.
@@ -180,6 +184,26 @@ mod check {
         consecutive: usize,
         finish: Option<bool>,
         compare_finish: bool,
+        budget: Option<u64>,
+    }
+
+    /// `24GiB`, `512MiB`, `64KiB` or plain bytes.
+    fn parse_size(text: &str) -> Res<u64> {
+        let (digits, unit) = text
+            .find(|c: char| !c.is_ascii_digit())
+            .map_or((text, ""), |i| text.split_at(i));
+        let shift = match unit {
+            "" => 0,
+            "KiB" => 10,
+            "MiB" => 20,
+            "GiB" => 30,
+            other => return Err(format!("`--budget`: unknown unit `{other}` in `{text}`").into()),
+        };
+        let n: u64 = digits
+            .parse()
+            .map_err(|e| format!("`--budget`: `{text}`: {e}"))?;
+        n.checked_mul(1 << shift)
+            .ok_or_else(|| format!("`--budget`: `{text}` is too large").into())
     }
 
     fn parse_args() -> Res<Args> {
@@ -191,7 +215,7 @@ mod check {
         let (mut gen, mut gen_check) = (GenDevice::Cpu, false);
         let mut wbits_h = Vec::new();
         let (mut graphs, mut compare_graphs, mut consecutive) = (true, false, 0);
-        let (mut finish, mut compare_finish) = (None, false);
+        let (mut finish, mut compare_finish, mut budget) = (None, false, None);
         while let Some(a) = it.next() {
             let mut value = |name: &str| it.next().ok_or_else(|| format!("`{name}` needs a value"));
             match a.as_str() {
@@ -233,6 +257,7 @@ mod check {
                     }
                 }
                 "--compare-finish" => compare_finish = true,
+                "--budget" => budget = Some(parse_size(&value("--budget")?)?),
                 s if !s.starts_with('-') && spec.is_none() => spec = Some(s.parse()?),
                 other => return Err(format!("unknown argument `{other}`").into()),
             }
@@ -250,6 +275,7 @@ mod check {
             consecutive,
             finish,
             compare_finish,
+            budget,
             cpu,
             iters,
             batch: batch.max(1),
@@ -286,7 +312,7 @@ mod check {
     fn phase_line(label: &str, phases: &[Phases]) -> String {
         let pick = |f: fn(&Phases) -> f64| median(&mut phases.iter().map(f).collect::<Vec<_>>());
         format!(
-            "phases {label} (median ms, CUDA events): copy-in {:.2}, gathers+split {:.2}, ntt {:.2}, msm l {:.2}, a {:.2}, b_g1 {:.2}, b_g2 {:.2}, h {:.2}, final sums {:.2}, side stream {:.2}; compute {:.2}, span {:.2}; host window sums {:.3}; calling thread cpu ms: issue {:.3}, wait {:.3}, finish {:.3}, blind {:.3}",
+            "phases {label} (median ms, CUDA events): copy-in {:.2}, gathers+split {:.2}, ntt {:.2}, msm l {:.2}, a {:.2}, b_g1 {:.2}, b_g2 {:.2}, h {:.2}, final sums {:.2}, side stream {:.2}, srs streaming {:.2}; compute {:.2}, span {:.2}; host window sums {:.3}; calling thread cpu ms: issue {:.3}, wait {:.3}, finish {:.3}, blind {:.3}",
             pick(|p| p.copy_in),
             pick(|p| p.gather),
             pick(|p| p.ntt),
@@ -297,6 +323,7 @@ mod check {
             pick(|p| p.msm_h),
             pick(|p| p.final_sums),
             pick(|p| p.side),
+            pick(|p| p.stream),
             pick(|p| p.compute),
             pick(|p| p.span),
             pick(|p| p.host_sums),
@@ -465,8 +492,12 @@ mod check {
             );
         }
         let t = Instant::now();
-        let image = SrsImage::from_params_file(&args.params, spec.circuit_id(), false)?;
-        let view = SrsView::new(image.as_ref())?;
+        let image = std::sync::Arc::new(SrsImage::from_params_file(
+            &args.params,
+            spec.circuit_id(),
+            false,
+        )?);
+        let view = SrsView::new((*image).as_ref())?;
         let lens = view.lengths();
         println!(
             "{spec}: SRS image {:.2} GB read in {:.1} s ({lens:?})",
@@ -477,10 +508,32 @@ mod check {
             overlap: args.overlap,
             graphs: args.graphs,
             device_finish: args.finish,
+            memory_budget: args.budget,
             ..GpuOptions::default()
         };
-        let gpu = GpuBackend::with_options(&view, options)?;
+        // under a budget the backend keeps the image to stream from
+        let gpu = match args.budget {
+            Some(_) => GpuBackend::with_image(image.clone(), options)?,
+            None => GpuBackend::with_options(&view, options)?,
+        };
         let res = gpu.residency();
+        if args.budget.is_some() {
+            println!(
+                "plan: {:.2} GB resident, {:.2} GB streamed per proof through 2 x {} MiB at {:.1} \
+                 GB/s, {}, {:.2} GB planned of a {:.2} GB budget",
+                res.srs_bytes as f64 / 1e9,
+                res.streamed_bytes as f64 / 1e9,
+                (res.stage_bytes / 2) >> 20,
+                res.stream_gbps,
+                if res.piece > 0 {
+                    format!("compact layout, tails in pieces of {} points", res.piece)
+                } else {
+                    "full layout".to_string()
+                },
+                res.planned_bytes as f64 / 1e9,
+                res.budget_bytes as f64 / 1e9
+            );
+        }
         println!(
             "gpu: {:.2} GB resident, scratch {:.2} GB, upload {:.0} ms ({:.1} GB/s, {}); {} input set(s) ({}), H window {} bits in {} chunk(s); proofs finished on the {}",
             res.srs_bytes as f64 / 1e9,
@@ -503,7 +556,7 @@ mod check {
             if res.device_finish { "device" } else { "host" },
         );
         let cpu = if args.cpu > 0 {
-            Some(CpuBackend::new(&image)?)
+            Some(CpuBackend::new(image.as_ref().as_ref())?)
         } else {
             None
         };
