@@ -860,9 +860,11 @@ fn under_a_budget_below_the_srs_the_rest_streams_and_the_proofs_stay_the_same() 
 /// proofs are the CPU backend's bytes, from full slots (c copied from the slot after a * b) and
 /// from witness-only ones (c the matrices' product), alone and in a batch of three: at the
 /// least a proof takes (the smallest pieces, every query streamed) and just under the full
-/// layout's least. porep-bits:256 has more big scalars in L and A than half a piece holds, so
-/// they go in pieces; porep-like:256's queries are mostly big (plain Pippengers over scalars in
-/// the input set); sha-chain:16's, mostly bits.
+/// layout's least. At the least, L's and A's tails exceed half a piece, so they go in pieces:
+/// bits:2500000 has its big scalars spread (1.5 % of every piece: each piece gathers a tail of
+/// its own), porep-bits:256 has them at the end (its last piece, 94 % big, takes a plain
+/// Pippenger, the others only their ones); porep-like:256's queries are mostly big (plain
+/// Pippengers over scalars in the input set); sha-chain:16's, bits.
 #[test]
 fn under_the_full_layouts_least_the_compact_layout_proves_the_same_bytes() {
     use kernels::backend::cuda::{current_device, multiprocessors};
@@ -881,7 +883,7 @@ fn under_the_full_layouts_least_the_compact_layout_proves_the_same_bytes() {
         h_window_bits: 0,
         h_chunks: None,
     };
-    for text in ["porep-bits:256", "porep-like:256", "sha-chain:16"] {
+    for text in ["bits:2500000", "porep-bits:256", "porep-like:256", "sha-chain:16"] {
         let spec: CircuitSpec = text.parse().unwrap();
         let params =
             generate_parameters_seeded_on(spec.circuit(None), 7, GenDevice::Gpu, &|_| {}).unwrap();
