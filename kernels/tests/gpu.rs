@@ -883,7 +883,12 @@ fn under_the_full_layouts_least_the_compact_layout_proves_the_same_bytes() {
         h_window_bits: 0,
         h_chunks: None,
     };
-    for text in ["bits:2500000", "porep-bits:256", "porep-like:256", "sha-chain:16"] {
+    for text in [
+        "bits:2500000",
+        "porep-bits:256",
+        "porep-like:256",
+        "sha-chain:16",
+    ] {
         let spec: CircuitSpec = text.parse().unwrap();
         let params =
             generate_parameters_seeded_on(spec.circuit(None), 7, GenDevice::Gpu, &|_| {}).unwrap();
