@@ -6,7 +6,7 @@
 //! gpu_check SPEC --params FILE [--seeds N] [--par P] [--cpu K] [--iters I] [--batch B]
 //!           [--pinned] [--no-overlap] [--supraseal] [--phases] [--wbits-h W[/C],...]
 //!           [--gen cpu|gpu] [--gen-check] [--no-graphs] [--compare-graphs]
-//!           [--consecutive N] [--finish auto|device|host] [--compare-finish] [--budget SIZE]
+//!           [--consecutive N] [--finish auto|device|host] [--compare-finish] [--budget-mib M]
 //! gpu_check sha-chain:2  --params p16 --seeds 100 --cpu 100 --batch 8   # 100 witnesses at 2^16
 //! gpu_check sha-chain:38 --params p20 --seeds 8 --cpu 8 --batch 8 --iters 10 --pinned \
 //!           --supraseal --phases
@@ -45,10 +45,10 @@
 //! - `--wbits-h W[/C],...` opens the backend again with each H window size in bits (and, after a
 //!   slash, each number of chunks the H points are taken in; sppark's choice without) and times
 //!   single proofs (each must equal the bytes proved before).
-//! - `--budget SIZE` (bytes, or with `KiB`, `MiB`, `GiB`) plans the backend's device memory
-//!   within it (`GpuOptions::memory_budget`, the image kept for streaming): the plan line says
-//!   what stays resident, what streams per proof and whether the layout is compact, and
-//!   `--phases` adds the streaming copies' span.
+//! - `--budget-mib M` plans the backend's device memory within M MiB
+//!   (`GpuOptions::memory_budget`, the image kept for streaming): the plan line says what
+//!   stays resident, what streams per proof and whether the layout is compact, and `--phases`
+//!   adds the streaming copies' span.
 //! - `--gen gpu` writes a missing `--params` with the GPU generator (default `cpu`);
 //!   `--gen-check` generates the parameters on both devices (seed 1), times both and requires
 //!   them equal.
@@ -187,25 +187,6 @@ mod check {
         budget: Option<u64>,
     }
 
-    /// `24GiB`, `512MiB`, `64KiB` or plain bytes.
-    fn parse_size(text: &str) -> Res<u64> {
-        let (digits, unit) = text
-            .find(|c: char| !c.is_ascii_digit())
-            .map_or((text, ""), |i| text.split_at(i));
-        let shift = match unit {
-            "" => 0,
-            "KiB" => 10,
-            "MiB" => 20,
-            "GiB" => 30,
-            other => return Err(format!("`--budget`: unknown unit `{other}` in `{text}`").into()),
-        };
-        let n: u64 = digits
-            .parse()
-            .map_err(|e| format!("`--budget`: `{text}`: {e}"))?;
-        n.checked_mul(1 << shift)
-            .ok_or_else(|| format!("`--budget`: `{text}` is too large").into())
-    }
-
     fn parse_args() -> Res<Args> {
         let mut it = std::env::args().skip(1);
         let mut spec = None;
@@ -257,7 +238,7 @@ mod check {
                     }
                 }
                 "--compare-finish" => compare_finish = true,
-                "--budget" => budget = Some(parse_size(&value("--budget")?)?),
+                "--budget-mib" => budget = Some(value("--budget-mib")?.parse::<u64>()? << 20),
                 s if !s.starts_with('-') && spec.is_none() => spec = Some(s.parse()?),
                 other => return Err(format!("unknown argument `{other}`").into()),
             }

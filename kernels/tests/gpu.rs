@@ -71,6 +71,56 @@ fn witness_views(
         .collect()
 }
 
+/// What the budget tests compare the `gpu` backend with: a circuit's parameters made on the
+/// GPU (seed 7) as a shared image, seeds 1, 2 and 3 synthesized, a random `r` and `s` each
+/// (from `rng_seed`), and the CPU backend's proofs of them.
+struct BudgetCase {
+    spec: CircuitSpec,
+    image: std::sync::Arc<AlignedBytes>,
+    lens: kernels::srs::SrsLengths,
+    full: Vec<OwnedAssignment>,
+    r: Vec<Scalar>,
+    s: Vec<Scalar>,
+    want: Vec<Proof>,
+}
+
+fn budget_case(text: &str, rng_seed: u64) -> BudgetCase {
+    use kernels::paramgen::{generate_parameters_seeded_on, GenDevice};
+    let spec: CircuitSpec = text.parse().unwrap();
+    let params =
+        generate_parameters_seeded_on(spec.circuit(None), 7, GenDevice::Gpu, &|_| {}).unwrap();
+    let image = std::sync::Arc::new(SrsImage::from_parameters(&params, spec.circuit_id()).unwrap());
+    let lens = SrsView::new((*image).as_ref()).unwrap().lengths();
+    let cpu = CpuBackend::new(image.as_ref().as_ref()).unwrap();
+    let full: Vec<OwnedAssignment> = [1u64, 2, 3].iter().map(|&s| synthesize(&spec, s)).collect();
+    let asgs: Vec<_> = full.iter().map(OwnedAssignment::as_assignment).collect();
+    let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(rng_seed);
+    let r: Vec<Scalar> = asgs.iter().map(|_| Scalar::random(&mut rng)).collect();
+    let s: Vec<Scalar> = asgs.iter().map(|_| Scalar::random(&mut rng)).collect();
+    let want = cpu.prove_batch(&asgs, &r, &s).unwrap();
+    BudgetCase {
+        spec,
+        image,
+        lens,
+        full,
+        r,
+        s,
+        want,
+    }
+}
+
+/// The planner's request for this device, one input set, the backend's H MSM choices.
+fn one_set_request() -> kernels::backend::plan::PlanRequest {
+    use kernels::backend::cuda::{current_device, multiprocessors};
+    kernels::backend::plan::PlanRequest {
+        sms: multiprocessors(current_device().unwrap()).unwrap(),
+        budget: 0,
+        overlap: false,
+        h_window_bits: 0,
+        h_chunks: None,
+    }
+}
+
 fn bytes(p: &Proof) -> Vec<u8> {
     let mut out = Vec::with_capacity(192);
     p.write(&mut out).unwrap();
@@ -763,43 +813,25 @@ fn a_memory_budget_is_planned_within_and_what_cannot_fit_is_refused() {
 /// (the 0/1 split and its tails), one with most scalars big (plain Pippengers over the queries).
 #[test]
 fn under_a_budget_below_the_srs_the_rest_streams_and_the_proofs_stay_the_same() {
-    use kernels::backend::cuda::{current_device, multiprocessors};
-    use kernels::backend::plan::{smallest, PlanRequest};
-    use kernels::paramgen::{generate_parameters_seeded_on, GenDevice};
-    use std::sync::Arc;
+    use kernels::backend::plan::smallest;
     if !have_gpu("under_a_budget_below_the_srs_the_rest_streams_and_the_proofs_stay_the_same") {
         return;
     }
-    let sms = multiprocessors(current_device().unwrap()).unwrap();
     for text in ["sha-chain:16", "porep-like:256"] {
-        let spec: CircuitSpec = text.parse().unwrap();
-        let params =
-            generate_parameters_seeded_on(spec.circuit(None), 7, GenDevice::Gpu, &|_| {}).unwrap();
-        let image: Arc<AlignedBytes> =
-            Arc::new(SrsImage::from_parameters(&params, spec.circuit_id()).unwrap());
-        let view = SrsView::new((*image).as_ref()).unwrap();
-        let lens = view.lengths();
-        let cpu = CpuBackend::new(image.as_ref().as_ref()).unwrap();
-        let full: Vec<OwnedAssignment> =
-            [1u64, 2, 3].iter().map(|&s| synthesize(&spec, s)).collect();
+        let BudgetCase {
+            image,
+            lens,
+            full,
+            r,
+            s,
+            want,
+            ..
+        } = budget_case(text, 33);
         let asgs: Vec<_> = full.iter().map(OwnedAssignment::as_assignment).collect();
-        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(33);
-        let r: Vec<Scalar> = asgs.iter().map(|_| Scalar::random(&mut rng)).collect();
-        let s: Vec<Scalar> = asgs.iter().map(|_| Scalar::random(&mut rng)).collect();
-        let want = cpu.prove_batch(&asgs, &r, &s).unwrap();
+        let view = SrsView::new((*image).as_ref()).unwrap();
         let resident = GpuBackend::new(&view).unwrap().residency();
         // Every query streamed through the smallest staging buffers: the least a proof takes.
-        let least = smallest(
-            &lens,
-            &PlanRequest {
-                sms,
-                budget: 0,
-                overlap: false,
-                h_window_bits: 0,
-                h_chunks: None,
-            },
-        )
-        .total(1);
+        let least = smallest(&lens, &one_set_request()).total(1);
         // Above it by three quarters of the SRS: below every all-resident layout (the smallest
         // of which needs the whole SRS beside about what `least` holds, less its staging), so
         // the planner keeps part of the SRS and streams the rest. (A budget taken from an
@@ -867,42 +899,29 @@ fn under_a_budget_below_the_srs_the_rest_streams_and_the_proofs_stay_the_same() 
 /// Pippengers over scalars in the input set); sha-chain:16's, bits.
 #[test]
 fn under_the_full_layouts_least_the_compact_layout_proves_the_same_bytes() {
-    use kernels::backend::cuda::{current_device, multiprocessors};
-    use kernels::backend::plan::{smallest, smallest_compact, PlanRequest};
-    use kernels::paramgen::{generate_parameters_seeded_on, GenDevice};
+    use kernels::backend::plan::{smallest, smallest_compact};
     use kernels::witness::CircuitMatrices;
-    use std::sync::Arc;
     if !have_gpu("under_the_full_layouts_least_the_compact_layout_proves_the_same_bytes") {
         return;
     }
-    let sms = multiprocessors(current_device().unwrap()).unwrap();
-    let request = PlanRequest {
-        sms,
-        budget: 0,
-        overlap: false,
-        h_window_bits: 0,
-        h_chunks: None,
-    };
+    let request = one_set_request();
     for text in [
         "bits:2500000",
         "porep-bits:256",
         "porep-like:256",
         "sha-chain:16",
     ] {
-        let spec: CircuitSpec = text.parse().unwrap();
-        let params =
-            generate_parameters_seeded_on(spec.circuit(None), 7, GenDevice::Gpu, &|_| {}).unwrap();
-        let image: Arc<AlignedBytes> =
-            Arc::new(SrsImage::from_parameters(&params, spec.circuit_id()).unwrap());
-        let lens = SrsView::new((*image).as_ref()).unwrap().lengths();
-        let cpu = CpuBackend::new(image.as_ref().as_ref()).unwrap();
-        let seeds = [1u64, 2, 3];
-        let full: Vec<OwnedAssignment> = seeds.iter().map(|&s| synthesize(&spec, s)).collect();
+        let BudgetCase {
+            spec,
+            image,
+            lens,
+            full,
+            r,
+            s,
+            want,
+        } = budget_case(text, 35);
         let asgs: Vec<_> = full.iter().map(OwnedAssignment::as_assignment).collect();
-        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(35);
-        let r: Vec<Scalar> = asgs.iter().map(|_| Scalar::random(&mut rng)).collect();
-        let s: Vec<Scalar> = asgs.iter().map(|_| Scalar::random(&mut rng)).collect();
-        let want = cpu.prove_batch(&asgs, &r, &s).unwrap();
+        let seeds = [1u64, 2, 3];
         let matrices = CircuitMatrices::new(kernels::r1cs::compile(&spec.into()).unwrap());
         let packed = pack_witnesses(&spec, &matrices, &seeds);
         let witnesses = witness_views(&packed);

@@ -262,8 +262,8 @@ pub struct SharedSrs {
 
 impl SharedSrs {
     /// Reads `params_path` into a new memfd region (in parallel, [`SrsImage::write_params_file`])
-    /// and checks it fits `spec` (of `shape`). Errors name the
-    /// file and the problem (missing, truncated, wrong format, made for another circuit).
+    /// and checks it fits `spec` (of `shape`). Errors name the file and the problem (missing,
+    /// truncated, wrong format, made for another circuit).
     pub fn load(
         spec: &AnyCircuit,
         circuit_id: u64,
