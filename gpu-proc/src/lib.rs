@@ -54,6 +54,7 @@ use std::time::Duration;
 
 use blstrs::Scalar;
 use ff::Field;
+use kernels::backend::MatricesBytes;
 use kernels::r1cs::R1cs;
 use kernels::witness::CircuitMatrices;
 use kernels::{panic_message, Assignment, Backend, Density, WitnessAssignment};
@@ -171,7 +172,7 @@ impl Prover {
                 .iter()
                 .filter(|r| r.circuit_id() == entry.circuit_id)
                 .map(open::matrices_reserve)
-                .sum();
+                .fold(Default::default(), MatricesBytes::plus);
             // SAFETY: forwarded to the caller.
             let backend =
                 unsafe { open_backend(config.backend, config.memory_budget, reserve, entry) }?;
@@ -273,7 +274,7 @@ impl Prover {
         let reserve = self
             .read_matrices()
             .get(&circuit_id)
-            .map_or(0, |m| open::matrices_reserve(m.r1cs()));
+            .map_or(Default::default(), |m| open::matrices_reserve(m.r1cs()));
         // Opened outside the lock: proving goes on meanwhile.
         // SAFETY: forwarded to the caller.
         let backend =
@@ -512,7 +513,7 @@ fn prove_witness_batch(
     name: &str,
     backend: &dyn Backend,
     witnesses: &[WitnessAssignment<'_>],
-    matrices: &CircuitMatrices,
+    matrices: &Arc<CircuitMatrices>,
     rs: &[(Scalar, Scalar)],
     lost: &mut Option<String>,
 ) -> Option<Vec<Result<Vec<u8>, String>>> {

@@ -4,6 +4,7 @@
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::sync::Arc;
 
+use kernels::backend::MatricesBytes;
 use kernels::r1cs::R1cs;
 use kernels::{Backend, CpuBackend};
 use shm_protocol::control::{BackendKind, R1csEntry, SrsEntry};
@@ -69,8 +70,9 @@ pub unsafe fn map_matrices(entry: &R1csEntry) -> Result<R1cs, String> {
 /// SRS image, the `gpu` backend uploading that image to the device, the supraseal-c2 (`cuda`)
 /// backend from the `.params` file it came from.
 ///
-/// `reserve` is device memory the `gpu` backend's plan leaves for what is uploaded later (the
-/// circuit's matrices, [`matrices_reserve`]).
+/// `matrices` are what the `gpu` backend's plan makes room for beside the SRS, uploaded at the
+/// first witness-only proof (the circuit's matrices, [`matrices_reserve`]; their rows streamed
+/// per proof where the budget holds nothing else).
 ///
 /// # Safety
 ///
@@ -79,31 +81,31 @@ pub unsafe fn map_matrices(entry: &R1csEntry) -> Result<R1cs, String> {
 pub unsafe fn open_backend(
     kind: BackendKind,
     memory_budget: Option<u64>,
-    reserve: u64,
+    matrices: MatricesBytes,
     entry: &SrsEntry,
 ) -> Result<Box<dyn Backend>, Error> {
     // SAFETY: forwarded to the caller; the launcher passes `entry.fd` to this process alone.
     let fd = unsafe { OwnedFd::from_raw_fd(entry.fd) };
-    let budget = (memory_budget, reserve);
+    let budget = (memory_budget, matrices);
     // SAFETY: forwarded to the caller.
     unsafe { open_backend_fd(kind, budget, fd, &entry.circuit, &entry.params_path) }
 }
 
 /// Device bytes the `gpu` backend takes for `r1cs`'s matrices once a witness-only proof of its
-/// circuit comes (0 in a build without CUDA).
+/// circuit comes, with and without their rows (zeros in a build without CUDA).
 #[cfg(feature = "cuda")]
-pub fn matrices_reserve(r1cs: &R1cs) -> u64 {
+pub fn matrices_reserve(r1cs: &R1cs) -> MatricesBytes {
     kernels::backend::gpu::matrices_device_bytes(r1cs)
 }
 
 /// Device bytes the `gpu` backend takes for `r1cs`'s matrices once a witness-only proof of its
-/// circuit comes (0 in a build without CUDA).
+/// circuit comes, with and without their rows (zeros in a build without CUDA).
 #[cfg(not(feature = "cuda"))]
-pub fn matrices_reserve(_r1cs: &R1cs) -> u64 {
-    0
+pub fn matrices_reserve(_r1cs: &R1cs) -> MatricesBytes {
+    MatricesBytes::default()
 }
 
-/// [`open_backend`] over an owned SRS memfd, `budget` the memory budget and the reserve. The
+/// [`open_backend`] over an owned SRS memfd, `budget` the memory budget and the matrices. The
 /// supraseal-c2 backend loads from `params_path` and closes `fd` at once, and the `gpu` backend
 /// unmaps it once the points are on the device unless its plan streams part of them from it, so
 /// an evicted SRS's memory is not kept alive by this process.
@@ -114,7 +116,7 @@ pub fn matrices_reserve(_r1cs: &R1cs) -> u64 {
 /// [`BackendKind::Gpu`]).
 pub(crate) unsafe fn open_backend_fd(
     kind: BackendKind,
-    budget: (Option<u64>, u64),
+    budget: (Option<u64>, MatricesBytes),
     fd: OwnedFd,
     circuit: &str,
     params_path: &std::path::Path,
@@ -157,7 +159,7 @@ pub fn open_backend_from_file(
         BackendKind::Cuda => open_cuda(params)?,
         BackendKind::Gpu => {
             match kernels::srs::SrsImage::from_params_file(params, circuit_id, false) {
-                Ok(image) => open_gpu(Arc::new(image), (None, 0))?,
+                Ok(image) => open_gpu(Arc::new(image), (None, MatricesBytes::default()))?,
                 Err(e) => Err(e),
             }
         }
@@ -187,11 +189,11 @@ fn open_cuda(_params: &std::path::Path) -> Result<Opened, Error> {
 #[cfg(feature = "cuda")]
 fn open_gpu(
     image: Arc<dyn AsRef<[u8]> + Send + Sync>,
-    (memory_budget, reserve_bytes): (Option<u64>, u64),
+    (memory_budget, matrices): (Option<u64>, MatricesBytes),
 ) -> Result<Opened, Error> {
     let options = kernels::backend::gpu::GpuOptions {
         memory_budget,
-        reserve_bytes,
+        matrices,
         ..Default::default()
     };
     Ok(
@@ -208,6 +210,7 @@ fn open_gpu(
                 planned_mib = r.planned_bytes >> 20,
                 budget_mib = r.budget_bytes >> 20,
                 streamed_mib = r.streamed_bytes >> 20,
+                matrix_rows_streamed = r.matrices_streamed,
                 stream_gbps = format!("{:.1}", r.stream_gbps),
                 "SRS uploaded to the GPU"
             );
@@ -219,7 +222,7 @@ fn open_gpu(
 #[cfg(not(feature = "cuda"))]
 fn open_gpu(
     _image: Arc<dyn AsRef<[u8]> + Send + Sync>,
-    _budget: (Option<u64>, u64),
+    _budget: (Option<u64>, MatricesBytes),
 ) -> Result<Opened, Error> {
     Err(Error::NoCuda)
 }

@@ -12,7 +12,13 @@ template<class T> struct sp_buf {
         len = n;
         if (n) CUDA_OK(cudaMalloc(&ptr, n * sizeof(T)));
     }
-    ~sp_buf() { if (ptr) (void)cudaFree(ptr); }
+    void reset()
+    {
+        if (ptr) (void)cudaFree(ptr);
+        ptr = nullptr;
+        len = 0;
+    }
+    ~sp_buf() { reset(); }
     size_t bytes() const { return len * sizeof(T); }
 };
 
@@ -21,17 +27,59 @@ public:
     using NTT::NTT_internal;
 };
 
+// Page-locks [ptr, ptr + len) for the copy when CUDA accepts it (not every mapping can be).
+struct sp_host_lock {
+    void* ptr = nullptr;
+    bool ok = false;
+    sp_host_lock(const void* p, size_t len)
+    {
+        if (len && cudaHostRegister(const_cast<void*>(p), len, cudaHostRegisterPortable
+                                                         | cudaHostRegisterReadOnly)
+                   == cudaSuccess) {
+            ptr = const_cast<void*>(p);
+            ok = true;
+        } else {
+            (void)cudaGetLastError();
+        }
+    }
+    ~sp_host_lock() { if (ok) (void)cudaHostUnregister(ptr); }
+};
+
 // A circuit's matrices resident on the device, for witness-only proofs
 // (`splitprover_gpu_set_matrices`): each of A, B, C in CSR, the coefficients, the witness
 // layout's bitmap and rank table, the shape's density words (A-aux, B-input, B-aux, in the
 // order of an input set's `words`).
 struct sp_dev_matrices {
-    sp_buf<uint64_t> row_start[3], terms[3];
+    sp_buf<uint64_t> row_start[3], terms[3];   // empty when streamed
     sp_buf<fr_t> coeffs;
     sp_buf<uint64_t> is_bit, bits_before, words;
     size_t rows = 0, n_bits = 0;
     size_t popcount[3] = {};
     bool ready = false;
+    // Streamed (issue 32, a budget the resident matrices do not fit): each proof copies A's,
+    // B's and C's rows and terms from the host arrays (kept page-locked, the caller keeping
+    // them alive) through the SRS staging buffers, in `chunks` of at most one buffer each.
+    bool streamed = false;
+    const uint64_t* host_row_start[3] = {};
+    const uint64_t* host_terms[3] = {};
+    std::vector<sp_row_chunk> chunks[3];
+    std::vector<std::unique_ptr<sp_host_lock>> locks;
+    // Back to nothing uploaded (a failed upload is tried again from scratch).
+    void reset()
+    {
+        for (int q = 0; q < 3; q++) {
+            row_start[q].reset();
+            terms[q].reset();
+            chunks[q].clear();
+            host_row_start[q] = host_terms[q] = nullptr;
+        }
+        coeffs.reset();
+        is_bit.reset();
+        bits_before.reset();
+        words.reset();
+        locks.clear();
+        streamed = ready = false;
+    }
     size_t bytes() const
     {
         size_t b = coeffs.bytes() + is_bit.bytes() + bits_before.bytes() + words.bytes();
@@ -118,23 +166,6 @@ struct sp_cpu_span {
     ~sp_cpu_span() { acc += sp_cpu_ms() - t0; }
 };
 
-// Page-locks [ptr, ptr + len) for the copy when CUDA accepts it (not every mapping can be).
-struct sp_host_lock {
-    void* ptr = nullptr;
-    bool ok = false;
-    sp_host_lock(const void* p, size_t len)
-    {
-        if (len && cudaHostRegister(const_cast<void*>(p), len, cudaHostRegisterPortable
-                                                         | cudaHostRegisterReadOnly)
-                   == cudaSuccess) {
-            ptr = const_cast<void*>(p);
-            ok = true;
-        } else {
-            (void)cudaGetLastError();
-        }
-    }
-    ~sp_host_lock() { if (ok) (void)cudaHostUnregister(ptr); }
-};
 
 struct GpuContext {
     std::mutex mtx;

@@ -38,16 +38,19 @@ __global__ void sp_unpack(fr_t* aux, size_t n_aux, const uint64_t* is_bit,
         aux[i] = sp_unpack_aux(i, is_bit, bits_before, bit_values, non_bits, o);
 }
 
-// out = M w for one pre-compiled matrix (`sp_eval_row`), a row per thread.
+// out = M w for one pre-compiled matrix (`sp_eval_row`), a row per thread: `rows` rows whose
+// offsets are `row_start` and whose terms start at term `base` (a streamed chunk's; 0 and the
+// whole matrix when resident).
 __launch_bounds__(256)
 __global__ void sp_spmv(fr_t* out, size_t rows, const uint64_t* row_start, const uint64_t* terms,
-                        const fr_t* coeffs, const fr_t* input, size_t n_inputs, const fr_t* aux)
+                        uint64_t base, const fr_t* coeffs, const fr_t* input, size_t n_inputs,
+                        const fr_t* aux)
 {
     // coefficient id 0 is 1 (kernels::r1cs)
     const fr_t one = coeffs[SP_ID_ONE];
     for (size_t r = threadIdx.x + (size_t)blockIdx.x * blockDim.x; r < rows;
          r += (size_t)blockDim.x * gridDim.x)
-        out[r] = sp_eval_row(row_start, terms, r, coeffs, input, n_inputs, aux, one);
+        out[r] = sp_eval_row(row_start, terms, base, r, coeffs, input, n_inputs, aux, one);
 }
 
 // The bitmap gather: out[k] = in[i] for the k-th set bit i of a bitmap, in three steps over

@@ -96,10 +96,13 @@ enum { SP_Q_H, SP_Q_L, SP_Q_A, SP_Q_B1, SP_Q_B2, SP_QUERIES };
 // input set holding two domain vectors (c made after a * b, in b's place) and the gathered
 // scalars of A and B (in b's place and after it, once the quotient is made), and tails of at
 // most `piece` points of each query at a time (`sp_msm_pieces`).
+// `matrices` nonzero: a witness-only circuit's matrix rows stream through the staging buffers
+// too (`sp_issue_spmv`), which are then allocated even where every query is resident.
 struct sp_residency {
     size_t resident[SP_QUERIES];
     size_t stage_bytes;
     size_t piece;
+    size_t matrices;
 };
 
 struct sp_options {
@@ -317,7 +320,7 @@ static sp_layout sp_layout_of(const sp_srs& s, int sms, uint32_t wbits_h, uint32
         l.res[q] = r ? std::min(r->resident[q], n5[q]) : n5[q];
         streams |= l.res[q] < n5[q];
     }
-    if (streams) {
+    if (streams || (r && r->matrices)) {
         // at least one chunk of G2 points per buffer; chunks of whole tiles
         size_t bytes = std::max(r->stage_bytes, SP_CHUNK_ALIGN * sizeof(affine_fp2_t));
         l.stage_g1 = bytes / sizeof(affine_t) / SP_CHUNK_ALIGN * SP_CHUNK_ALIGN;

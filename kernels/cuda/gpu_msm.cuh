@@ -92,6 +92,32 @@ static sp_src<affine_t> sp_src_g1(const GpuContext& ctx, int q)
     return {dev[q]->ptr, host[q], ctx.lay.res[q]};
 }
 
+// The next staging buffer, for a chunk of `bytes` copied on the streaming stream once the
+// buffer's previous chunk is consumed (the copies follow on `ctx.s_stream`; then
+// `sp_stage_landed`). `slot` gets the buffer, for `sp_consumed`.
+static unsigned char* sp_stage_begin(GpuContext& ctx, size_t bytes, int& slot)
+{
+    if (!ctx.lay.streams() || bytes > ctx.stage[0].bytes())
+        throw cuda_error{cudaErrorInvalidValue,
+                         std::string("a streamed chunk exceeds the staging buffers sized for it")};
+    slot = (int)(ctx.stage_next++ & 1);
+    stream_t& c = *ctx.s_stream;
+    CUDA_OK(cudaStreamWaitEvent(c, ctx.consumed[slot], 0));
+    if (ctx.stream_mark) {
+        CUDA_OK(cudaEventRecord(*ctx.stream_mark, c));
+        ctx.stream_mark = nullptr;
+    }
+    return ctx.stage[slot].ptr;
+}
+
+// The chunk's copies into buffer `slot` are issued: stream `s` waits for them to land.
+static void sp_stage_landed(GpuContext& ctx, int slot, stream_t& s, size_t bytes)
+{
+    CUDA_OK(cudaEventRecord(ctx.landed[slot], *ctx.s_stream));
+    CUDA_OK(cudaStreamWaitEvent(s, ctx.landed[slot], 0));
+    ctx.streamed_total += bytes;
+}
+
 // The points [off, off + num) of `src` on the device for kernels on stream `s`: in place when
 // they lie in the resident prefix, otherwise copied now into the next staging buffer on the
 // streaming stream, once that buffer's previous chunk is consumed, with `s` waiting for the
@@ -105,22 +131,13 @@ static const A* sp_fetch(GpuContext& ctx, const sp_src<A>& src, size_t off, size
     if (off + num <= src.resident)
         return src.dev + off;
     size_t bytes = num * sizeof(A);
-    if (!ctx.lay.streams() || !src.host || bytes > ctx.stage[0].bytes())
+    if (!src.host)
         throw cuda_error{cudaErrorInvalidValue,
-                         std::string("a streamed chunk exceeds the staging buffers sized for it")};
-    slot = (int)(ctx.stage_next++ & 1);
-    stream_t& c = *ctx.s_stream;
-    CUDA_OK(cudaStreamWaitEvent(c, ctx.consumed[slot], 0));
-    if (ctx.stream_mark) {
-        CUDA_OK(cudaEventRecord(*ctx.stream_mark, c));
-        ctx.stream_mark = nullptr;
-    }
-    CUDA_OK(cudaMemcpyAsync(ctx.stage[slot].ptr, src.host + off, bytes, cudaMemcpyHostToDevice,
-                            c));
-    CUDA_OK(cudaEventRecord(ctx.landed[slot], c));
-    CUDA_OK(cudaStreamWaitEvent(s, ctx.landed[slot], 0));
-    ctx.streamed_total += bytes;
-    return reinterpret_cast<const A*>(ctx.stage[slot].ptr);
+                         std::string("a streamed chunk has no host image to come from")};
+    unsigned char* d = sp_stage_begin(ctx, bytes, slot);
+    CUDA_OK(cudaMemcpyAsync(d, src.host + off, bytes, cudaMemcpyHostToDevice, *ctx.s_stream));
+    sp_stage_landed(ctx, slot, s, bytes);
+    return reinterpret_cast<const A*>(d);
 }
 
 static void sp_consumed(GpuContext& ctx, int slot, stream_t& s)

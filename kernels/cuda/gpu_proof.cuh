@@ -3,6 +3,39 @@
 // Part of gpu_prover.cu's one translation unit, included there in order after what it
 // uses; not a standalone header.
 
+// out = M w for matrix q (0, 1, 2: A, B, C) of the witness in input set `st`, on stream `s`:
+// one kernel over the resident matrix, or chunk by chunk through the staging buffers when the
+// matrices stream (each chunk's offsets and terms copied on the streaming stream, the kernel
+// waiting for them, the buffer free again once it ran).
+static void sp_issue_spmv(GpuContext& ctx, int q, fr_t* out, const sp_set& st, stream_t& s)
+{
+    const sp_dev_matrices& M = ctx.mat;
+    const size_t n_inputs = ctx.lens.n_inputs;
+    if (!M.streamed) {
+        sp_spmv<<<sp_blocks(ctx, M.rows, 8), 256, 0, s>>>(
+            out, M.rows, M.row_start[q].ptr, M.terms[q].ptr, 0, M.coeffs.ptr, st.input.ptr,
+            n_inputs, st.aux.ptr);
+        CUDA_OK(cudaGetLastError());
+        return;
+    }
+    stream_t& c = *ctx.s_stream;
+    for (const sp_row_chunk& ch : M.chunks[q]) {
+        int slot = -1;
+        auto* d = reinterpret_cast<uint64_t*>(sp_stage_begin(ctx, ch.bytes(), slot));
+        CUDA_OK(cudaMemcpyAsync(d, M.host_row_start[q] + ch.row0, (ch.rows + 1) * 8,
+                                cudaMemcpyHostToDevice, c));
+        if (ch.terms)
+            CUDA_OK(cudaMemcpyAsync(d + ch.rows + 1, M.host_terms[q] + ch.t0, ch.terms * 8,
+                                    cudaMemcpyHostToDevice, c));
+        sp_stage_landed(ctx, slot, s, ch.bytes());
+        sp_spmv<<<sp_blocks(ctx, ch.rows, 8), 256, 0, s>>>(
+            out + ch.row0, ch.rows, d, d + ch.rows + 1, ch.t0, M.coeffs.ptr, st.input.ptr,
+            n_inputs, st.aux.ptr);
+        CUDA_OK(cudaGetLastError());
+        sp_consumed(ctx, slot, s);
+    }
+}
+
 // A witness-only proof's inputs on the copy stream (issue 31): the inputs, then the packed aux
 // staged in the third of `abc` that c takes later (b's in the compact layout), unpacked into
 // the set's aux; the density words from the resident matrices; then a = A w, b = B w and c = C w
@@ -37,10 +70,7 @@ static void sp_issue_witness(GpuContext& ctx, const sp_assignment& a, sp_set& st
     CUDA_OK(cudaEventRecord(fl.assign, s));
     // the compact layout makes c after a * b (`sp_issue_front_compact`)
     for (int q = 0; q < (ctx.lay.compact() ? 2 : 3); q++) {
-        sp_spmv<<<sp_blocks(ctx, M.rows, 8), 256, 0, s>>>(
-            st.abc.ptr + q * dom, M.rows, M.row_start[q].ptr, M.terms[q].ptr, M.coeffs.ptr,
-            st.input.ptr, L.n_inputs, st.aux.ptr);
-        CUDA_OK(cudaGetLastError());
+        sp_issue_spmv(ctx, q, st.abc.ptr + q * dom, st, s);
         CUDA_OK(cudaEventRecord(fl.vec[q], s));
     }
 }
@@ -176,11 +206,7 @@ static void sp_issue_front_compact(GpuContext& ctx, const sp_assignment& a, int 
     sp_mul_assign<<<ctx.sms, 1024, 0, m>>>(d_a, d_b, dom);
     sp_check_launch();
     if (a.witness) {
-        const sp_dev_matrices& M = ctx.mat;
-        sp_spmv<<<sp_blocks(ctx, M.rows, 8), 256, 0, m>>>(
-            d_b, M.rows, M.row_start[2].ptr, M.terms[2].ptr, M.coeffs.ptr, st.input.ptr,
-            ctx.lens.n_inputs, st.aux.ptr);
-        sp_check_launch();
+        sp_issue_spmv(ctx, 2, d_b, st, m);
     } else {
         // c from the slot, on the copy stream once b's place is free
         stream_t& c = *ctx.s_copy;

@@ -237,12 +237,12 @@ RustError::by_value splitprover_gpu_create(const sp_srs* srs, const void* image,
             sp_upload_points(ctx->d_b_g1, srs->b_g1, L.res[SP_Q_B1], s);
             sp_upload_points(ctx->d_b_g2, srs->b_g2, L.res[SP_Q_B2], s);
             s.sync();
-            if (L.streams())
+            if (L.streamed_bytes())
                 ctx->image_lock = std::move(lock);
         }
         stats->upload_ms = std::chrono::duration<double, std::milli>(
                                std::chrono::steady_clock::now() - t0).count();
-        if (!L.streams()) {
+        if (!L.streamed_bytes()) {   // the image is not kept (staging for the matrices only)
             ctx->lens.h = ctx->lens.l = ctx->lens.a = ctx->lens.b_g1 = nullptr;
             ctx->lens.b_g2 = nullptr;
         }
@@ -257,19 +257,23 @@ RustError::by_value splitprover_gpu_create(const sp_srs* srs, const void* image,
                 CUDA_OK(cudaEventRecord(ctx->consumed[k], *ctx->s_stream));
             }
             // The copy rate the streaming gets: one staging buffer's worth of the first
-            // streamed query, timed on the streaming stream.
+            // streamed query (else of H: only the matrices' rows stream), timed on the
+            // streaming stream.
             int q = 0;
-            while (L.res[q] == L.n[q])
+            while (q + 1 < SP_QUERIES && L.res[q] == L.n[q])
                 q++;
+            if (L.res[q] == L.n[q])
+                q = SP_Q_H;
             const void* from[SP_QUERIES] = {srs->h, srs->l, srs->a, srs->b_g1, srs->b_g2};
-            size_t bytes = std::min(L.stage_bytes, (L.n[q] - L.res[q]) * L.point_bytes(q));
+            size_t res_q = L.res[q] == L.n[q] ? 0 : L.res[q];
+            size_t bytes = std::min(L.stage_bytes, (L.n[q] - res_q) * L.point_bytes(q));
             cudaEvent_t e0, e1;
             sp_event(&e0, cudaEventDefault);
             sp_event(&e1, cudaEventDefault);
             stream_t& c = *ctx->s_stream;
             CUDA_OK(cudaEventRecord(e0, c));
             CUDA_OK(cudaMemcpyAsync(ctx->stage[0].ptr,
-                                    (const unsigned char*)from[q] + L.res[q] * L.point_bytes(q),
+                                    (const unsigned char*)from[q] + res_q * L.point_bytes(q),
                                     bytes, cudaMemcpyHostToDevice, c));
             CUDA_OK(cudaEventRecord(e1, c));
             c.sync();
@@ -377,28 +381,56 @@ RustError::by_value splitprover_gpu_create(const sp_srs* srs, const void* image,
 
 // Device bytes a circuit's matrices take once resident (what `splitprover_gpu_set_matrices`
 // allocates), from their dimensions alone (rows, nnz, n_coeffs, n_inputs, n_aux; no pointer is
-// read): the coefficients, the witness layout's bitmap and rank table, the density words, the
-// CSR rows and terms of A, B and C.
-static size_t sp_matrices_bytes(const sp_matrices& m)
+// read): the coefficients, the witness layout's bitmap and rank table, the density words, and
+// unless `streamed` the CSR rows and terms of A, B and C.
+static size_t sp_matrices_bytes(const sp_matrices& m, bool streamed)
 {
     size_t w_aux = sp_words(m.n_aux), w_inp = sp_words(m.n_inputs);
     size_t b = m.n_coeffs * sizeof(fr_t) + (2 * w_aux + 1) * 8 + (2 * w_aux + w_inp) * 8;
-    for (int q = 0; q < 3; q++)
+    for (int q = 0; q < 3 && !streamed; q++)
         b += (m.rows + 1 + m.nnz[q]) * 8;
     return b;
 }
 
-extern "C" size_t splitprover_gpu_matrices_bytes(const sp_matrices* m)
+extern "C" size_t splitprover_gpu_matrices_bytes(const sp_matrices* m, int streamed)
 {
-    return sp_matrices_bytes(*m);
+    return sp_matrices_bytes(*m, streamed != 0);
+}
+
+// Page-locks host arrays for streaming: ranges that share a page are locked as one (a page is
+// registered once), each merged range on its own. A range CUDA refuses is copied from pageable
+// memory (slower, same bytes).
+static void sp_lock_ranges(std::vector<std::pair<const char*, size_t>> r,
+                           std::vector<std::unique_ptr<sp_host_lock>>& out)
+{
+    const uintptr_t page = 4096;
+    std::sort(r.begin(), r.end());
+    for (size_t i = 0; i < r.size();) {
+        if (!r[i].second) { i++; continue; }
+        const char* lo = r[i].first;
+        const char* hi = lo + r[i].second;
+        size_t j = i + 1;
+        for (; j < r.size(); j++) {
+            if (!r[j].second)
+                continue;
+            if ((uintptr_t)r[j].first / page > ((uintptr_t)hi - 1) / page)
+                break;
+            hi = std::max(hi, r[j].first + r[j].second);
+        }
+        out.push_back(std::make_unique<sp_host_lock>(lo, (size_t)(hi - lo)));
+        i = j;
+    }
 }
 
 // Uploads a circuit's matrices and witness layout for witness-only proofs (issue 31), once per
-// context; `bytes` gets the device memory they take. Refused, with the numbers, when their shape
-// is not the SRS's or the device has not the room.
+// context; `bytes` gets the device memory they take. With `streamed` (issue 32) A's, B's and C's
+// rows and terms stay on the host, page-locked, and every proof copies them through the SRS
+// staging buffers: the caller keeps `m`'s arrays alive and unchanged for the context's life.
+// Refused, with the numbers, when their shape is not the SRS's, the device has not the room, or
+// (streamed) the context has no staging buffers or one row does not fit one.
 extern "C"
 RustError::by_value splitprover_gpu_set_matrices(GpuContext* ctx, const sp_matrices* m,
-                                                 size_t* bytes)
+                                                 int streamed, size_t* bytes)
 {
     std::lock_guard<std::mutex> guard(ctx->mtx);
     const sp_srs& L = ctx->lens;
@@ -417,10 +449,15 @@ RustError::by_value splitprover_gpu_set_matrices(GpuContext* ctx, const sp_matri
     if (stage > ctx->domain * sizeof(fr_t))
         return RustError{cudaErrorInvalidValue,
                          "a packed witness does not fit the third of an input set it is staged in"};
+    if (streamed && !ctx->lay.streams())
+        return RustError{cudaErrorInvalidValue,
+                         "streamed matrices need a context whose plan streams the SRS (its "
+                         "staging buffers carry them)"};
     size_t w_aux = sp_words(L.n_l), w_inp = sp_words(L.n_inputs);
-    size_t need = sp_matrices_bytes(*m);
+    size_t need = sp_matrices_bytes(*m, streamed != 0);
     try {
         ctx->gpu.select();
+        M.reset();
         size_t free_b = 0, total_b = 0;
         CUDA_OK(cudaMemGetInfo(&free_b, &total_b));
         if (need > free_b)
@@ -428,7 +465,24 @@ RustError::by_value splitprover_gpu_set_matrices(GpuContext* ctx, const sp_matri
                              "the matrices need " + sp_mib(need) + " of device memory, but the "
                              "device has " + sp_mib(free_b) + " free of " + sp_mib(total_b)};
         stream_t& s = *ctx->s_copy;
-        for (int q = 0; q < 3; q++) {
+        if (streamed) {
+            std::vector<std::pair<const char*, size_t>> ranges;
+            for (int q = 0; q < 3; q++) {
+                if (!sp_row_chunks(m->row_start[q], m->rows, ctx->stage[0].bytes(),
+                                   M.chunks[q]))
+                    return RustError{cudaErrorInvalidValue,
+                                     std::string("a row of matrix ") + "ABC"[q]
+                                     + " has more terms than a staging buffer of "
+                                     + sp_mib(ctx->stage[0].bytes()) + " holds"};
+                M.host_row_start[q] = m->row_start[q];
+                M.host_terms[q] = m->terms[q];
+                ranges.push_back({(const char*)m->row_start[q], (m->rows + 1) * 8});
+                ranges.push_back({(const char*)m->terms[q], m->nnz[q] * 8});
+            }
+            sp_lock_ranges(std::move(ranges), M.locks);
+            M.streamed = true;
+        }
+        for (int q = 0; q < 3 && !streamed; q++) {
             M.row_start[q].alloc(m->rows + 1);
             s.HtoD(M.row_start[q].ptr, m->row_start[q], m->rows + 1);
             M.terms[q].alloc(m->nnz[q]);
@@ -617,20 +671,45 @@ extern "C" void splitprover_gpu_layout(const sp_srs* srs, int sms, uint32_t wbit
 }
 
 // A witness-only proof's device arithmetic on the host, from the same templates: the aux of a
-// packed witness unpacked into `aux` (n_aux), then A w, B w, C w into `abc` (3 rows). For the
-// no-GPU tests, against kernels::witness::expand.
-extern "C" void splitprover_gpu_witness_check(const sp_matrices* m, const fr_t* input,
-                                              const uint64_t* bit_values, const fr_t* non_bits,
-                                              fr_t* aux, fr_t* abc)
+// packed witness unpacked into `aux` (n_aux), then A w, B w, C w into `abc` (3 rows). With
+// `stage_bytes` non-zero the matrices are taken as a streaming context takes them: cut into
+// chunks of at most that many bytes (`sp_row_chunks`), each copied into a buffer of its own,
+// offsets then terms, and evaluated from there. Returns the chunks taken (0 when a row does not
+// fit a chunk; 3 without chunks). For the no-GPU tests, against kernels::witness::expand.
+extern "C" size_t splitprover_gpu_witness_check(const sp_matrices* m, const fr_t* input,
+                                                const uint64_t* bit_values,
+                                                const fr_t* non_bits, size_t stage_bytes,
+                                                fr_t* aux, fr_t* abc)
 {
     const fr_t* coeffs = reinterpret_cast<const fr_t*>(m->coeffs);
     const fr_t& one = coeffs[SP_ID_ONE];
     for (size_t i = 0; i < m->n_aux; i++)
         aux[i] = sp_unpack_aux(i, m->is_bit, m->bits_before, bit_values, non_bits, one);
-    for (int q = 0; q < 3; q++)
-        for (size_t r = 0; r < m->rows; r++)
-            abc[q * m->rows + r] = sp_eval_row(m->row_start[q], m->terms[q], r, coeffs, input,
-                                               m->n_inputs, aux, one);
+    size_t taken = 0;
+    std::vector<sp_row_chunk> chunks;
+    std::vector<uint64_t> stage;
+    for (int q = 0; q < 3; q++) {
+        if (stage_bytes == 0) {
+            chunks.assign(1, sp_row_chunk{0, m->rows, 0, m->nnz[q]});
+        } else if (!sp_row_chunks(m->row_start[q], m->rows, stage_bytes, chunks)) {
+            return 0;
+        }
+        for (const sp_row_chunk& ch : chunks) {
+            const uint64_t* rs = m->row_start[q] + ch.row0;
+            const uint64_t* terms = m->terms[q] + ch.t0;
+            if (stage_bytes) {
+                stage.assign(rs, rs + ch.rows + 1);
+                stage.insert(stage.end(), terms, terms + ch.terms);
+                rs = stage.data();
+                terms = stage.data() + ch.rows + 1;
+            }
+            for (size_t r = 0; r < ch.rows; r++)
+                abc[q * m->rows + ch.row0 + r] = sp_eval_row(rs, terms, ch.t0, r, coeffs, input,
+                                                             m->n_inputs, aux, one);
+            taken++;
+        }
+    }
+    return taken;
 }
 
 // sppark's host-side row integration (`msm_t::integrate_row`) over integers modulo 2^64 instead

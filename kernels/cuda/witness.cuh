@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 // kernels::r1cs's coefficient ids of 1 and -1: no multiplication.
 #define SP_ID_ONE 0u
@@ -71,14 +72,15 @@ F sp_unpack_aux(size_t i, const uint64_t* is_bit, const uint64_t* bits_before,
 // Row `row` of a CSR matrix against w = (input, aux): each term packs its column (low 32 bits:
 // an input below `n_inputs`, else aux `col - n_inputs`) and its coefficient id (high 32 bits,
 // into `coeffs`; ids 0 and 1 are 1 and -1). A 0 or 1 value needs no multiplication: most
-// witness values are bits.
+// witness values are bits. `terms` holds the matrix's terms from term `base` on (0: all of
+// them; a streamed chunk's, `sp_row_chunk`).
 template<class F> __host__ __device__ __forceinline__
-F sp_eval_row(const uint64_t* row_start, const uint64_t* terms, size_t row, const F* coeffs,
-              const F* input, size_t n_inputs, const F* aux, const F& one)
+F sp_eval_row(const uint64_t* row_start, const uint64_t* terms, uint64_t base, size_t row,
+              const F* coeffs, const F* input, size_t n_inputs, const F* aux, const F& one)
 {
     F acc = sp_zero<F>();
     for (uint64_t t = row_start[row], end = row_start[row + 1]; t < end; t++) {
-        uint64_t term = terms[t];
+        uint64_t term = terms[t - base];
         size_t col = (size_t)(uint32_t)term;
         uint32_t id = (uint32_t)(term >> 32);
         const F& v = col < n_inputs ? input[col] : aux[col - n_inputs];
@@ -92,6 +94,41 @@ F sp_eval_row(const uint64_t* row_start, const uint64_t* terms, size_t row, cons
             acc += v * coeffs[id];
     }
     return acc;
+}
+
+// A run of a matrix's rows streamed as one piece (issue 32: matrices that do not stay on the
+// device): rows [row0, row0 + rows), whose rows + 1 offsets and `terms` terms from term `t0`
+// are copied into one staging buffer, offsets first.
+struct sp_row_chunk {
+    uint64_t row0, rows, t0, terms;
+    size_t bytes() const { return (size_t)(rows + 1 + terms) * sizeof(uint64_t); }
+};
+
+// Cuts a CSR matrix of `rows` rows into chunks of at most `bytes` each, as many rows as fit
+// (each chunk's end found by bisection: a chunk's bytes grow with its last row). False when one
+// row alone does not fit.
+static inline bool sp_row_chunks(const uint64_t* row_start, uint64_t rows, size_t bytes,
+                                 std::vector<sp_row_chunk>& out)
+{
+    out.clear();
+    auto size = [&](uint64_t r0, uint64_t r1) {   // rows [r0, r1)
+        return (size_t)(r1 - r0 + 1 + row_start[r1] - row_start[r0]) * sizeof(uint64_t);
+    };
+    for (uint64_t r0 = 0; r0 < rows;) {
+        if (size(r0, r0 + 1) > bytes)
+            return false;
+        uint64_t lo = r0 + 1, hi = rows;   // size(r0, lo) fits; find the last r1 that does
+        while (lo < hi) {
+            uint64_t mid = lo + (hi - lo + 1) / 2;
+            if (size(r0, mid) <= bytes)
+                lo = mid;
+            else
+                hi = mid - 1;
+        }
+        out.push_back({r0, lo - r0, row_start[r0], row_start[lo] - row_start[r0]});
+        r0 = lo;
+    }
+    return true;
 }
 
 // A circuit's matrices and witness layout as the host holds them (kernels::r1cs::R1cs,

@@ -24,6 +24,7 @@ use kernels::srs::{AlignedBytes, SrsImage, SrsView};
 use kernels::synth::{OwnedAssignment, VecSink};
 use kernels::{Backend, CpuBackend, ErrorKind, Proof};
 use rand::SeedableRng;
+use std::sync::Arc;
 
 fn have_gpu(test: &str) -> bool {
     kernels::backend::cuda::gpu_for_test(test)
@@ -118,6 +119,7 @@ fn one_set_request() -> kernels::backend::plan::PlanRequest {
         overlap: false,
         h_window_bits: 0,
         h_chunks: None,
+        matrices: Default::default(),
     }
 }
 
@@ -650,7 +652,9 @@ fn witness_only_proofs_equal_full_proofs_bit_for_bit() {
         };
         let gpu =
             GpuBackend::with_options(&SrsView::new(image.as_ref()).unwrap(), options).unwrap();
-        let matrices = CircuitMatrices::new(kernels::r1cs::compile(&spec.into()).unwrap());
+        let matrices = Arc::new(CircuitMatrices::new(
+            kernels::r1cs::compile(&spec.into()).unwrap(),
+        ));
         let seeds = [1u64, 2, 3];
         let packed = pack_witnesses(&spec, &matrices, &seeds);
         let witnesses = witness_views(&packed);
@@ -685,7 +689,7 @@ fn witness_only_proofs_equal_full_proofs_bit_for_bit() {
         // what the plan reserves for them is what the upload took
         assert_eq!(
             gpu.matrices_bytes(),
-            kernels::backend::gpu::matrices_device_bytes(matrices.r1cs()),
+            kernels::backend::gpu::matrices_device_bytes(matrices.r1cs()).device(false),
             "{text}"
         );
     }
@@ -694,8 +698,12 @@ fn witness_only_proofs_equal_full_proofs_bit_for_bit() {
     let other: CircuitSpec = "bits:701".parse().unwrap();
     let image = image_for(&spec, 3);
     let gpu = GpuBackend::new(&SrsView::new(image.as_ref()).unwrap()).unwrap();
-    let m = CircuitMatrices::new(kernels::r1cs::compile(&spec.into()).unwrap());
-    let o = CircuitMatrices::new(kernels::r1cs::compile(&other.into()).unwrap());
+    let m = Arc::new(CircuitMatrices::new(
+        kernels::r1cs::compile(&spec.into()).unwrap(),
+    ));
+    let o = Arc::new(CircuitMatrices::new(
+        kernels::r1cs::compile(&other.into()).unwrap(),
+    ));
     let p = PackedWitness::synthesize(spec.circuit(Some(1)), m.r1cs(), m.witness_layout()).unwrap();
     let w = WitnessAssignment {
         input: &p.input,
@@ -896,7 +904,10 @@ fn under_a_budget_below_the_srs_the_rest_streams_and_the_proofs_stay_the_same() 
 /// bits:2500000 has its big scalars spread (1.5 % of every piece: each piece gathers a tail of
 /// its own), porep-bits:256 has them at the end (its last piece, 94 % big, takes a plain
 /// Pippenger, the others only their ones); porep-like:256's queries are mostly big (plain
-/// Pippengers over scalars in the input set); sha-chain:16's, bits.
+/// Pippengers over scalars in the input set); sha-chain:16's, bits. Third, the least with the
+/// witness matrices planned in the budget: only their fixed part fits beside the compact
+/// layout, so their rows stream through the staging buffers for every witness-only proof (the
+/// plan's lever 5), which copies them as the counter shows; a byte less is refused.
 #[test]
 fn under_the_full_layouts_least_the_compact_layout_proves_the_same_bytes() {
     use kernels::backend::plan::{smallest, smallest_compact};
@@ -922,20 +933,32 @@ fn under_the_full_layouts_least_the_compact_layout_proves_the_same_bytes() {
         } = budget_case(text, 35);
         let asgs: Vec<_> = full.iter().map(OwnedAssignment::as_assignment).collect();
         let seeds = [1u64, 2, 3];
-        let matrices = CircuitMatrices::new(kernels::r1cs::compile(&spec.into()).unwrap());
+        let matrices = Arc::new(CircuitMatrices::new(
+            kernels::r1cs::compile(&spec.into()).unwrap(),
+        ));
         let packed = pack_witnesses(&spec, &matrices, &seeds);
         let witnesses = witness_views(&packed);
-        let reserve = kernels::backend::gpu::matrices_device_bytes(matrices.r1cs());
+        let m = kernels::backend::gpu::matrices_device_bytes(matrices.r1cs());
         let least = smallest_compact(&lens, &request);
         let full_least = smallest(&lens, &request).total(1);
         assert!(least.total(1) < full_least, "{text}");
+        let rows_streamed = least.total(1) + m.fixed;
+        let refused = GpuOptions {
+            memory_budget: Some(rows_streamed - 1),
+            matrices: m,
+            overlap: false,
+            ..GpuOptions::default()
+        };
+        let e = GpuBackend::with_image(image.clone(), refused).unwrap_err();
+        assert!(e.to_string().contains("witness matrices"), "{text}: {e}");
         for (what, budget) in [
-            ("least", least.total(1)),
-            ("under the full", full_least - 1),
+            ("least", least.total(1) + m.device(false)),
+            ("under the full", full_least - 1 + m.device(false)),
+            ("least, matrix rows streamed", rows_streamed),
         ] {
             let options = GpuOptions {
-                memory_budget: Some(budget + reserve),
-                reserve_bytes: reserve,
+                memory_budget: Some(budget),
+                matrices: m,
                 overlap: false,
                 ..GpuOptions::default()
             };
@@ -943,12 +966,18 @@ fn under_the_full_layouts_least_the_compact_layout_proves_the_same_bytes() {
             let res = gpu.residency();
             eprintln!(
                 "{text}, {what}: compact, tails in pieces of {} points, {} B resident, {} B \
-                 streamed per proof, planned {} B of a {budget} B budget",
-                res.piece, res.srs_bytes, res.streamed_bytes, res.planned_bytes
+                 streamed per proof, matrix rows streamed: {}, planned {} B of a {budget} B \
+                 budget",
+                res.piece,
+                res.srs_bytes,
+                res.streamed_bytes,
+                res.matrices_streamed,
+                res.planned_bytes
             );
             assert!(res.piece > 0 && res.input_sets == 1, "{res:?}");
             assert!(res.planned_bytes <= budget, "{res:?}");
-            if what == "least" {
+            assert_eq!(res.matrices_streamed, what.contains("rows"), "{res:?}");
+            if what.starts_with("least") {
                 assert_eq!((res.srs_bytes, res.piece), (0, least.piece), "{res:?}");
             }
             let case = format!("{text}, {what}");
@@ -958,6 +987,7 @@ fn under_the_full_layouts_least_the_compact_layout_proves_the_same_bytes() {
             }
             let one = gpu.prove_batch(&asgs[1..2], &r[1..2], &s[1..2]).unwrap();
             assert_eq!(bytes(&one[0]), bytes(&want[1]), "{case}: alone");
+            let after_full = gpu.device_memory().streamed_total_bytes;
             let got = gpu
                 .prove_witness_batch(&witnesses, &matrices, &r, &s)
                 .expect("the gpu backend proves witnesses")
@@ -973,6 +1003,20 @@ fn under_the_full_layouts_least_the_compact_layout_proves_the_same_bytes() {
                 bytes(&one[0]),
                 bytes(&want[2]),
                 "{case}: witness-only, alone"
+            );
+            // the 4 witness-only proofs copied what the 4 full ones did and the rows too (each
+            // chunk's offsets repeat its last row's end: a few bytes more)
+            let copied = gpu.device_memory().streamed_total_bytes - after_full;
+            let rows = if res.matrices_streamed { m.rows } else { 0 };
+            assert!(
+                copied >= after_full + 4 * rows && copied <= after_full + 4 * rows + rows / 16,
+                "{case}: {copied} B copied by the witness-only proofs, {after_full} B by the \
+                 full ones, rows {rows} B"
+            );
+            assert_eq!(
+                gpu.device_memory().streamed_bytes,
+                res.streamed_bytes + rows,
+                "{case}"
             );
         }
     }

@@ -38,6 +38,7 @@
 use std::ffi::{c_int, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr::NonNull;
+use std::sync::Arc;
 
 use bellperson::groth16::{prepare_verifying_key, verify_proof, PreparedVerifyingKey};
 use blstrs::{Bls12, G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
@@ -244,6 +245,7 @@ pub(super) mod ffi {
         pub fn splitprover_gpu_set_matrices(
             ctx: *mut Context,
             m: *const Matrices,
+            streamed: c_int,
             bytes: *mut usize,
         ) -> sppark::Error;
         pub fn splitprover_gpu_witness_check(
@@ -251,9 +253,10 @@ pub(super) mod ffi {
             input: *const Scalar,
             bit_values: *const u64,
             non_bits: *const Scalar,
+            stage_bytes: usize,
             aux: *mut Scalar,
             abc: *mut Scalar,
-        );
+        ) -> usize;
         pub fn splitprover_gpu_prove_batch(
             ctx: *mut Context,
             asgs: *const Assignment,
@@ -282,7 +285,7 @@ pub(super) mod ffi {
             out: *mut LayoutBytes,
         );
         pub fn splitprover_gpu_streamed_total(ctx: *const Context) -> u64;
-        pub fn splitprover_gpu_matrices_bytes(m: *const Matrices) -> usize;
+        pub fn splitprover_gpu_matrices_bytes(m: *const Matrices, streamed: c_int) -> usize;
         pub fn splitprover_gpu_tail_size(big: usize, cap: usize) -> usize;
         pub fn splitprover_gpu_window_check(seed: u64) -> u32;
         pub fn splitprover_gpu_side_check(
@@ -408,9 +411,10 @@ pub struct GpuOptions {
     /// SRS streamed from the host image for every proof ([`GpuBackend::with_image`] only), then
     /// the compact layout, else refused.
     pub memory_budget: Option<u64>,
-    /// Device memory the plan leaves out of the budget for what is uploaded later: the
-    /// matrices of a circuit proved from witness-only slots ([`matrices_device_bytes`]).
-    pub reserve_bytes: u64,
+    /// The matrices of the circuit proved from witness-only slots, uploaded at its first such
+    /// proof ([`matrices_device_bytes`]): the plan leaves them their share of the budget, or
+    /// streams their rows where nothing else fits (zeros: none planned).
+    pub matrices: super::MatricesBytes,
 }
 
 impl Default for GpuOptions {
@@ -422,7 +426,7 @@ impl Default for GpuOptions {
             graphs: true,
             device_finish: None,
             memory_budget: None,
-            reserve_bytes: 0,
+            matrices: super::MatricesBytes::default(),
         }
     }
 }
@@ -461,6 +465,10 @@ pub struct Residency {
     /// The compact layout's tail piece, points ([`super::plan::SrsResidency::piece`]; 0: the
     /// full layout).
     pub piece: u64,
+    /// The witness matrices planned in the budget ([`GpuOptions::matrices`]).
+    pub matrices: super::MatricesBytes,
+    /// Whether their rows stream for every witness-only proof (the plan's lever 5).
+    pub matrices_streamed: bool,
 }
 
 /// One Pippenger run's shape as the `gpu` backend plans it (sppark's choice for `n` points):
@@ -565,8 +573,8 @@ pub struct GpuBackend {
     /// The graph capture failure was logged (once per backend).
     graph_warned: std::sync::atomic::AtomicBool,
     residency: Residency,
-    /// The circuit whose matrices are on the device (witness-only proofs), and their bytes.
-    matrices: std::sync::Mutex<Option<(u64, u64)>>,
+    /// The matrices on the device (witness-only proofs).
+    matrices: std::sync::Mutex<Option<witness::HeldMatrices>>,
     /// The SRS image the context streams points from (page-locked by it): dropped after the
     /// context (`Drop` destroys the context first).
     _image: Option<SharedImage>,
@@ -782,11 +790,11 @@ impl GpuBackend {
                 budget: options
                     .memory_budget
                     .unwrap_or(free)
-                    .min(free.saturating_sub(super::plan::RUNTIME_HEADROOM))
-                    .saturating_sub(options.reserve_bytes),
+                    .min(free.saturating_sub(super::plan::RUNTIME_HEADROOM)),
                 overlap: options.overlap,
                 h_window_bits: wbits_h,
                 h_chunks: options.h_chunks,
+                matrices: options.matrices,
             },
         )?;
         let streams = plan.layout.streams();
@@ -850,6 +858,8 @@ impl GpuBackend {
             stage_bytes: plan.layout.stage,
             stream_gbps: stats.stream_gbps,
             piece: plan.layout.piece,
+            matrices: plan.matrices,
+            matrices_streamed: plan.matrices_streamed,
         };
         tracing::info!(
             ?lens,
@@ -1149,11 +1159,25 @@ impl Backend for GpuBackend {
     }
 
     fn device_memory(&self) -> super::DeviceMemory {
+        let r = &self.residency;
+        let held = self.matrices_bytes();
+        // matrices the plan did not count are added once uploaded; streamed rows count once
+        // the matrices are held (witness-only proofs copy them)
+        let unplanned = if r.matrices == Default::default() {
+            held
+        } else {
+            0
+        };
+        let rows = if r.matrices_streamed && held > 0 {
+            r.matrices.rows
+        } else {
+            0
+        };
         super::DeviceMemory {
-            srs_bytes: self.residency.srs_bytes,
-            planned_bytes: self.residency.planned_bytes + self.matrices_bytes(),
-            budget_bytes: self.residency.budget_bytes,
-            streamed_bytes: self.residency.streamed_bytes,
+            srs_bytes: r.srs_bytes,
+            planned_bytes: r.planned_bytes + unplanned,
+            budget_bytes: r.budget_bytes,
+            streamed_bytes: r.streamed_bytes + rows,
             // SAFETY: the context is alive (destroyed only in Drop); the call reads an atomic.
             streamed_total_bytes: unsafe { ffi::splitprover_gpu_streamed_total(self.ctx.as_ptr()) },
         }
@@ -1173,7 +1197,7 @@ impl Backend for GpuBackend {
     fn prove_witness_batch(
         &self,
         batch: &[WitnessAssignment<'_>],
-        matrices: &CircuitMatrices,
+        matrices: &Arc<CircuitMatrices>,
         r: &[Scalar],
         s: &[Scalar],
     ) -> Option<Result<Vec<Proof>, Error>> {

@@ -22,11 +22,39 @@ pub struct DeviceMemory {
     pub planned_bytes: u64,
     /// The budget it planned within (`[[gpu]] memory_budget`, or what the device had free).
     pub budget_bytes: u64,
-    /// SRS bytes its plan does not keep resident: copied from the page-locked host image in
-    /// chunks for every proof (the `gpu` backend under a budget smaller than the SRS).
+    /// Bytes its plan does not keep resident: SRS points copied from the page-locked host image
+    /// in chunks for every proof (the `gpu` backend under a budget smaller than the SRS), and
+    /// where they stream too the matrices' rows of a witness-only proof.
     pub streamed_bytes: u64,
-    /// SRS bytes copied from the host image so far, every proof's chunks summed.
+    /// Bytes copied from host memory so far, every proof's chunks summed.
     pub streamed_total_bytes: u64,
+}
+
+/// A witness-only circuit's matrices in the `gpu` backend's device memory (its plan's share of
+/// the budget, `gpu::matrices_device_bytes`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MatricesBytes {
+    /// What stays on the device in any plan: the coefficient table, the witness layout's bitmap
+    /// and rank table, the density words.
+    pub fixed: u64,
+    /// A's, B's and C's CSR offsets and terms: on the device, or (a budget they do not fit)
+    /// copied from host memory for every proof through the SRS staging buffers.
+    pub rows: u64,
+}
+
+impl MatricesBytes {
+    /// Device bytes with the rows resident or streamed.
+    pub fn device(&self, rows_streamed: bool) -> u64 {
+        self.fixed + if rows_streamed { 0 } else { self.rows }
+    }
+
+    /// The sum of two circuits' matrices.
+    pub fn plus(self, other: MatricesBytes) -> MatricesBytes {
+        MatricesBytes {
+            fixed: self.fixed + other.fixed,
+            rows: self.rows + other.rows,
+        }
+    }
 }
 
 use blstrs::{Bls12, G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
@@ -257,7 +285,7 @@ pub trait Backend: Send + Sync {
     fn prove_witness_batch(
         &self,
         _batch: &[WitnessAssignment<'_>],
-        _matrices: &crate::witness::CircuitMatrices,
+        _matrices: &std::sync::Arc<crate::witness::CircuitMatrices>,
         _r: &[Scalar],
         _s: &[Scalar],
     ) -> Option<Result<Vec<Proof>, crate::Error>> {

@@ -37,10 +37,20 @@
 //!    integrates its buckets again, as an H chunk does). At 2^27 it saves about 8 GiB in the
 //!    input set and up to 9 GiB of tails.
 //!
+//! 5. the matrices' rows, where a circuit proved from witness-only slots has its matrices
+//!    planned in the budget ([`PlanRequest::matrices`]) and levers 1 to 4 do not fit beside
+//!    them: A's, B's and C's CSR offsets and terms (6 GiB at 2^27) stay in host memory,
+//!    page-locked, and every proof copies them through the staging buffers, chunk by chunk
+//!    before each product, the coefficients, bitmaps and density words staying resident. Taken
+//!    last: the copies are not hidden (the products read each term once), and where a budget
+//!    holds either, the SRS streams cheaper per byte.
+//!
 //! A plan that cannot hold the compact layout's scratch and input set with the smallest
-//! pieces and staging buffers, every query streamed, is refused with the numbers.
+//! pieces and staging buffers, every query and the matrices' rows streamed, is refused with
+//! the numbers.
 
 use super::gpu::ffi;
+use super::MatricesBytes;
 use crate::srs::SrsLengths;
 use crate::{Error, ErrorKind};
 
@@ -67,6 +77,9 @@ pub struct SrsResidency {
     /// split taken in pieces of this many points (rounded up to whole tiles of 65,536 points,
     /// at most 256 pieces a query).
     pub piece: usize,
+    /// Non-zero: a witness-only circuit's matrix rows stream through the staging buffers
+    /// (lever 5), which are then allocated even where every query is resident.
+    pub matrices: usize,
 }
 
 impl SrsResidency {
@@ -75,6 +88,7 @@ impl SrsResidency {
         resident: [usize::MAX; 5],
         stage_bytes: 0,
         piece: 0,
+        matrices: 0,
     };
 
     /// Every query streamed through staging buffers of `stage_bytes`.
@@ -83,6 +97,7 @@ impl SrsResidency {
             resident: [0; 5],
             stage_bytes,
             piece: 0,
+            matrices: 0,
         }
     }
 }
@@ -122,6 +137,8 @@ pub struct DeviceLayout {
     pub stage: u64,
     /// The compact layout's tail piece, points (`0`: the full layout; [`SrsResidency::piece`]).
     pub piece: u64,
+    /// The staging buffers also carry the matrices' rows ([`SrsResidency::matrices`]).
+    pub matrices_staged: bool,
 }
 
 /// The SRS queries in the order [`DeviceLayout::resident_points`] lists them.
@@ -202,6 +219,7 @@ impl DeviceLayout {
             streamed: out.streamed as u64,
             stage: out.stage as u64,
             piece: out.piece as u64,
+            matrices_staged: res.matrices != 0,
         }
     }
 
@@ -221,6 +239,7 @@ impl DeviceLayout {
             resident: self.resident_points.map(|p| p as usize),
             stage_bytes: (self.stage / 2) as usize,
             piece: self.piece as usize,
+            matrices: usize::from(self.matrices_staged),
         }
     }
 
@@ -237,14 +256,29 @@ pub struct DevicePlan {
     pub layout: DeviceLayout,
     /// Input sets: 2 when a batch's copies overlap the previous proof.
     pub input_sets: u32,
-    /// The budget planned for, bytes.
+    /// The budget planned for, bytes (the matrices' share included).
     pub budget: u64,
+    /// The witness-only circuit's matrices planned beside the SRS ([`PlanRequest::matrices`]).
+    pub matrices: MatricesBytes,
+    /// Whether their rows stream for every proof (lever 5) instead of staying resident.
+    pub matrices_streamed: bool,
 }
 
 impl DevicePlan {
-    /// The device memory the plan takes.
+    /// The device memory the plan takes, the matrices' share included.
     pub fn bytes(&self) -> u64 {
-        self.layout.total(self.input_sets)
+        self.layout.total(self.input_sets) + self.matrices.device(self.matrices_streamed)
+    }
+
+    /// Bytes copied from host memory for every witness-only proof: the SRS's streamed points,
+    /// and the matrices' rows where they stream.
+    pub fn streamed_per_proof(&self) -> u64 {
+        self.layout.streamed
+            + if self.matrices_streamed {
+                self.matrices.rows
+            } else {
+                0
+            }
     }
 
     /// One line for logs and `status`: `SRS 47.4 GiB resident, scratch 30.1 GiB, 1 input set of
@@ -280,9 +314,19 @@ impl DevicePlan {
                 self.layout.piece
             )
         };
+        let matrices = match (self.matrices.rows, self.matrices_streamed) {
+            (0, _) => String::new(),
+            (rows, true) => format!(
+                ", matrices {:.2} GiB resident and their {:.1} GiB of rows streamed per proof",
+                gib(self.matrices.fixed),
+                gib(rows)
+            ),
+            (_, false) => format!(", matrices {:.1} GiB", gib(self.matrices.device(false))),
+        };
         format!(
             "SRS {:.1} GiB resident{streamed}, scratch {:.1} GiB, {} input set{}{compact} of \
-             {:.1} GiB, H MSM {} chunk{} of {}-bit windows: {:.1} GiB of a {:.1} GiB budget",
+             {:.1} GiB, H MSM {} chunk{} of {}-bit windows{matrices}: {:.1} GiB of a {:.1} GiB \
+             budget",
             gib(self.layout.srs()),
             gib(self.layout.once),
             self.input_sets,
@@ -311,6 +355,9 @@ pub struct PlanRequest {
     /// The H MSM's chunks, `None`: the backend's choice, more where the budget needs it; a
     /// given count is kept.
     pub h_chunks: Option<u32>,
+    /// The matrices of the circuit proved from witness-only slots, planned within the budget
+    /// (zeros: none).
+    pub matrices: MatricesBytes,
 }
 
 /// The H MSM's chunk counts the planner tries after the backend's own choice.
@@ -339,16 +386,26 @@ fn streaming_cost(lens: &SrsLengths, l: &DeviceLayout) -> f64 {
 }
 
 /// Every query resident: the backend's own layout, then (unless `req.h_chunks` fixes them) the
-/// H MSM in more chunks.
-fn resident_layouts(lens: &SrsLengths, req: &PlanRequest) -> Vec<DeviceLayout> {
-    let first = DeviceLayout::of(lens, req.sms, req.h_window_bits, req.h_chunks.unwrap_or(0));
+/// H MSM in more chunks; staging buffers for the matrices' rows where `matrices` is non-zero.
+fn resident_layouts(lens: &SrsLengths, req: &PlanRequest, matrices: usize) -> Vec<DeviceLayout> {
+    let res = SrsResidency {
+        matrices,
+        stage_bytes: if matrices != 0 {
+            STAGE_STEPS[2] as usize
+        } else {
+            0
+        },
+        ..SrsResidency::ALL
+    };
+    let of = |c| DeviceLayout::with_residency(lens, req.sms, req.h_window_bits, c, &res);
+    let first = of(req.h_chunks.unwrap_or(0));
     let mut layouts = vec![first];
     if req.h_chunks.is_none() {
         layouts.extend(
             CHUNK_STEPS
                 .iter()
                 .filter(|&&c| c > first.h_chunks)
-                .map(|&c| DeviceLayout::of(lens, req.sms, req.h_window_bits, c)),
+                .map(|&c| of(c)),
         );
     }
     layouts
@@ -380,7 +437,7 @@ pub fn smallest_compact(lens: &SrsLengths, req: &PlanRequest) -> DeviceLayout {
 }
 
 fn smallest_with(lens: &SrsLengths, req: &PlanRequest, piece: usize) -> DeviceLayout {
-    let layouts = resident_layouts(lens, req);
+    let layouts = resident_layouts(lens, req, 0);
     let stage = STAGE_STEPS[STAGE_STEPS.len() - 1] as usize;
     DeviceLayout::with_residency(
         lens,
@@ -441,6 +498,8 @@ fn fitting(layout: &DeviceLayout, req: &PlanRequest) -> Option<DevicePlan> {
             layout: *layout,
             input_sets: if two { 2 } else { 1 },
             budget: req.budget,
+            matrices: MatricesBytes::default(),
+            matrices_streamed: false,
         }
     })
 }
@@ -454,12 +513,14 @@ fn cheapest_streaming(
     req: &PlanRequest,
     h_chunks: u32,
     piece: usize,
+    matrices: usize,
 ) -> Option<(f64, DevicePlan)> {
     let mut best: Option<(f64, DevicePlan)> = None;
     for stage in STAGE_STEPS {
         let mut res = SrsResidency {
             stage_bytes: stage as usize,
             piece,
+            matrices,
             ..SrsResidency::ALL
         };
         let mut layout =
@@ -494,38 +555,55 @@ fn cheapest_streaming(
     best
 }
 
-/// Plans a context for an SRS of `lens` within `req.budget`: the backend's own layout where it
-/// fits (two input sets where asked and affordable), else the fewest H chunks that fit, else
-/// the least of the SRS streamed, else the compact layout (module text).
+/// Plans a context for an SRS of `lens` and the matrices `req.matrices` within `req.budget`:
+/// the backend's own layout where it fits (two input sets where asked and affordable), else the
+/// fewest H chunks that fit, else the least of the SRS streamed, else the compact layout, each
+/// beside the resident matrices; else the same with the matrices' rows streamed (lever 5,
+/// module text).
 ///
-/// Errors: [`ErrorKind::Cuda`] naming what the scratch and one input set need against the
-/// budget, when even the compact layout with every query streamed does not fit.
+/// Errors: [`ErrorKind::Cuda`] naming what the scratch, one input set and the matrices need
+/// against the budget, when even the compact layout with every query and the matrices' rows
+/// streamed does not fit.
 pub fn plan(lens: &SrsLengths, req: &PlanRequest) -> Result<DevicePlan, Error> {
-    let layouts = resident_layouts(lens, req);
-    if let Some(p) = layouts.iter().find_map(|l| fitting(l, req)) {
+    let m = req.matrices;
+    let levers = |rows_streamed: bool| {
+        let share = PlanRequest {
+            budget: req.budget.saturating_sub(m.device(rows_streamed)),
+            ..*req
+        };
+        plan_srs(lens, &share, usize::from(rows_streamed)).map(|p| DevicePlan {
+            budget: req.budget,
+            matrices: m,
+            matrices_streamed: rows_streamed,
+            ..p
+        })
+    };
+    if let Some(p) = levers(false) {
         return Ok(p);
     }
-    let h_chunks = streaming_h_chunks(&layouts, req);
-    if let Some((_, p)) = cheapest_streaming(lens, req, h_chunks, 0) {
-        return Ok(p);
-    }
-    // The compact layout: of every piece size, the plan expected to cost the least.
-    let compact = piece_steps(lens)
-        .into_iter()
-        .filter_map(|piece| cheapest_streaming(lens, req, h_chunks, piece))
-        .min_by(|a, b| a.0.total_cmp(&b.0));
-    if let Some((_, p)) = compact {
-        return Ok(p);
+    if m.rows > 0 {
+        if let Some(p) = levers(true) {
+            return Ok(p);
+        }
     }
     let least = smallest_compact(lens, req);
     let gib = |b: u64| format!("{:.2} GiB", b as f64 / (1u64 << 30) as f64);
+    let matrices = if m.rows > 0 {
+        format!(
+            ", {} for the witness matrices with their {} of rows streamed",
+            gib(m.fixed),
+            gib(m.rows)
+        )
+    } else {
+        String::new()
+    };
     Err(ErrorKind::Cuda(format!(
         "a proof needs at least {} of device memory ({} of scratch with the H MSM in {} \
          chunks and tails in pieces of {} points, {} for one input set of the compact layout, \
-         {} of the SRS kept resident, {} of it streamed from the host for every proof), but \
-         the budget is {}\nhint: raise `memory_budget` in `[[gpu]]` (default: what the \
+         {} of the SRS kept resident, {} of it streamed from the host for every proof{matrices}), \
+         but the budget is {}\nhint: raise `memory_budget` in `[[gpu]]` (default: what the \
          device has free less 1 GiB), or use a device with more memory",
-        gib(least.total(1)),
+        gib(least.total(1) + m.fixed),
         gib(least.once),
         least.h_chunks,
         least.piece,
@@ -535,6 +613,25 @@ pub fn plan(lens: &SrsLengths, req: &PlanRequest) -> Result<DevicePlan, Error> {
         gib(req.budget),
     ))
     .into())
+}
+
+/// Levers 1 to 4 for the SRS within `req.budget` (the matrices' share taken out), the staging
+/// buffers also carrying the matrices' rows where `matrices` is non-zero.
+fn plan_srs(lens: &SrsLengths, req: &PlanRequest, matrices: usize) -> Option<DevicePlan> {
+    let layouts = resident_layouts(lens, req, matrices);
+    if let Some(p) = layouts.iter().find_map(|l| fitting(l, req)) {
+        return Some(p);
+    }
+    let h_chunks = streaming_h_chunks(&layouts, req);
+    if let Some((_, p)) = cheapest_streaming(lens, req, h_chunks, 0, matrices) {
+        return Some(p);
+    }
+    // The compact layout: of every piece size, the plan expected to cost the least.
+    piece_steps(lens)
+        .into_iter()
+        .filter_map(|piece| cheapest_streaming(lens, req, h_chunks, piece, matrices))
+        .min_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, p)| p)
 }
 
 #[cfg(test)]
@@ -574,6 +671,7 @@ mod tests {
             overlap: true,
             h_window_bits: 0,
             h_chunks: None,
+            matrices: MatricesBytes::default(),
         }
     }
 
@@ -726,6 +824,7 @@ mod tests {
                 resident: [50_000_000, 70_000_000, 1_000_000, 5, usize::MAX],
                 stage_bytes: stage,
                 piece: 0,
+                matrices: 0,
             };
             let l = DeviceLayout::with_residency(&lens, H100_SMS, 0, 0, &res);
             let g1 = (stage / 96) as u64 / 65_536 * 65_536;
@@ -766,6 +865,7 @@ mod tests {
                 resident: [0, usize::MAX, usize::MAX, usize::MAX, usize::MAX],
                 stage_bytes: 510 << 20,
                 piece: 0,
+                matrices: 0,
             },
         );
         assert!(half.h_chunks > l.h_chunks);
@@ -932,6 +1032,106 @@ mod tests {
         let full = smallest(&lens, &request(0));
         let p = plan(&lens, &request(full.total(1))).unwrap();
         assert_eq!(p.layout.piece, 0, "{}", p.describe());
+    }
+
+    /// porep-bits:1's matrices on the device (`splitprover shape`, `matrices_device_bytes`):
+    /// the coefficients, bitmaps and density words, and 6.2 GiB of rows.
+    fn porep_32g_matrices() -> MatricesBytes {
+        MatricesBytes {
+            fixed: 64 << 20,
+            rows: 6_600_000_000,
+        }
+    }
+
+    fn with_matrices(budget: u64) -> PlanRequest {
+        PlanRequest {
+            matrices: porep_32g_matrices(),
+            ..request(budget)
+        }
+    }
+
+    #[test]
+    fn the_matrices_rows_stream_only_where_nothing_else_fits_beside_them() {
+        let lens = porep_32g();
+        let m = porep_32g_matrices();
+        // A roomy budget and 24 GiB hold the rows: only the SRS gives way.
+        for budget in [80 * GIB, 24 * GIB] {
+            let p = plan(&lens, &with_matrices(budget)).unwrap();
+            assert!(!p.matrices_streamed, "{}", p.describe());
+            assert_eq!(p.bytes(), p.layout.total(p.input_sets) + m.fixed + m.rows);
+            assert!(p.bytes() <= budget, "{}", p.describe());
+            assert!(
+                p.describe().contains(", matrices 6.2 GiB:"),
+                "{}",
+                p.describe()
+            );
+        }
+        // 16 GiB: the compact layout's least (15.05 GiB) and the rows do not fit together, so
+        // the rows stream; the plan takes the budget without them.
+        let p = plan(&lens, &with_matrices(16 * GIB)).unwrap();
+        assert!(
+            p.matrices_streamed && p.layout.piece > 0,
+            "{}",
+            p.describe()
+        );
+        assert!(
+            p.layout.stage > 0 && p.layout.matrices_staged,
+            "{}",
+            p.describe()
+        );
+        assert_eq!(p.bytes(), p.layout.total(1) + m.fixed);
+        assert!(p.bytes() <= 16 * GIB, "{}", p.describe());
+        assert_eq!(p.streamed_per_proof(), p.layout.streamed + m.rows);
+        assert_eq!(p.layout.residency().matrices, 1);
+        assert!(
+            p.describe().contains("6.1 GiB of rows streamed per proof"),
+            "{}",
+            p.describe()
+        );
+        // The least is the compact layout's and the fixed part; a byte less is refused, and
+        // the refusal names the matrices.
+        let least = smallest_compact(&lens, &request(0)).total(1) + m.fixed;
+        let p = plan(&lens, &with_matrices(least)).unwrap();
+        assert!(
+            p.matrices_streamed && p.layout.srs() == 0,
+            "{}",
+            p.describe()
+        );
+        let e = plan(&lens, &with_matrices(least - 1))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("for the witness matrices with their"), "{e}");
+        assert!(e.contains(&format!(
+            "{:.2} GiB of device memory",
+            least as f64 / GIB as f64
+        )));
+    }
+
+    #[test]
+    fn where_only_the_rows_do_not_fit_the_srs_stays_resident_and_staging_carries_them() {
+        // A small SRS and matrices whose rows are larger than the budget: every query stays
+        // resident, and staging buffers are allocated for the rows alone.
+        let lens = sha38();
+        let m = MatricesBytes {
+            fixed: 1 << 20,
+            rows: 40 * GIB,
+        };
+        let req = PlanRequest {
+            matrices: m,
+            ..request(8 * GIB)
+        };
+        let p = plan(&lens, &req).unwrap();
+        assert!(p.matrices_streamed, "{}", p.describe());
+        assert!(
+            !p.layout.streams() && p.layout.stage > 0,
+            "{}",
+            p.describe()
+        );
+        assert!(p.bytes() <= 8 * GIB, "{}", p.describe());
+        // Without the staging flag the same residency allocates no staging.
+        let plain = DeviceLayout::of(&lens, H100_SMS, p.layout.h_window_bits, p.layout.h_chunks);
+        assert_eq!(plain.stage, 0);
+        assert_eq!(p.layout.once, plain.once + p.layout.stage);
     }
 
     #[test]

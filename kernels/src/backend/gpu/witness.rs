@@ -1,52 +1,82 @@
 //! Witness-only proofs on the device (issue 31): a context keeps one circuit's matrices
-//! resident; each proof's packed witness is unpacked and multiplied by them on the device
-//! (`gpu_proof.cuh`: `sp_issue_witness`) before the NTTs.
+//! resident, or under a budget they do not fit streams their rows for every proof (the plan's
+//! lever 5); each proof's packed witness is unpacked and multiplied by them on the device
+//! (`gpu_proof.cuh`: `sp_issue_witness`, `sp_issue_spmv`) before the NTTs.
+
+use std::sync::Arc;
 
 use super::*;
+use crate::backend::MatricesBytes;
+
+/// The matrices a context holds: their circuit, their device bytes and, where their rows
+/// stream, the host arrays the context copies them from (kept alive and unchanged here until
+/// the context is destroyed: `GpuBackend`'s `Drop` destroys it before its fields drop).
+pub(super) struct HeldMatrices {
+    circuit_id: u64,
+    bytes: u64,
+    _streamed_from: Option<Arc<CircuitMatrices>>,
+}
 
 /// Witness-only proofs (issue 31): the circuit's matrices resident, each proof's packed witness
 /// unpacked and multiplied on the device (`gpu_proof.cuh`: `sp_issue_witness`).
 impl GpuBackend {
-    /// Uploads `m`'s matrices, its witness layout and densities once; a context serves one
-    /// circuit, so another circuit's matrices are refused.
-    fn ensure_matrices(&self, m: &CircuitMatrices) -> Result<(), Error> {
+    /// Uploads `m`'s matrices, its witness layout and densities once (the rows only where the
+    /// plan keeps them resident); a context serves one circuit, so another circuit's matrices
+    /// are refused.
+    fn ensure_matrices(&self, m: &Arc<CircuitMatrices>) -> Result<(), Error> {
         let mut held = self.matrices.lock().unwrap_or_else(|e| e.into_inner());
         let id = m.r1cs().circuit_id();
-        match *held {
-            Some((h, _)) if h == id => return Ok(()),
-            Some((h, _)) => {
+        match &*held {
+            Some(h) if h.circuit_id == id => return Ok(()),
+            Some(h) => {
                 return Err(ErrorKind::Cuda(format!(
-                    "this GPU context holds the matrices of circuit {h:#x}, not {id:#x}"
+                    "this GPU context holds the matrices of circuit {:#x}, not {id:#x}",
+                    h.circuit_id
                 ))
                 .into())
             }
             None => {}
         }
+        let streamed = self.residency.matrices_streamed;
         let raw = MatricesRaw::of(m)?;
         let mut bytes = 0usize;
         // SAFETY: `raw` points into `m`'s matrices, coefficient table, witness layout and
         // densities with the lengths it states (`MatricesRaw::of`), alive across the call; the
-        // C++ side copies them to the device and keeps no host pointer; `bytes` is writable.
-        let err =
-            unsafe { ffi::splitprover_gpu_set_matrices(self.ctx.as_ptr(), &raw.ffi, &mut bytes) };
+        // C++ side copies them to the device, and where `streamed` keeps the rows' host
+        // pointers: then `m` (an Arc, whose arrays neither move nor change) is held below until
+        // the context is destroyed. `bytes` is writable.
+        let err = unsafe {
+            ffi::splitprover_gpu_set_matrices(
+                self.ctx.as_ptr(),
+                &raw.ffi,
+                c_int::from(streamed),
+                &mut bytes,
+            )
+        };
         if err.code != 0 {
             return Err(sppark_error(err, "uploading the matrices to the GPU"));
         }
         tracing::info!(
             circuit_id = format_args!("{id:#x}"),
             mib = bytes >> 20,
-            "gpu backend: matrices resident on the device (witness-only proofs)"
+            rows_streamed = streamed,
+            "gpu backend: matrices on the device (witness-only proofs)"
         );
-        *held = Some((id, bytes as u64));
+        *held = Some(HeldMatrices {
+            circuit_id: id,
+            bytes: bytes as u64,
+            _streamed_from: streamed.then(|| m.clone()),
+        });
         Ok(())
     }
 
-    /// Bytes of the resident matrices (0 before the first witness-only proof).
+    /// Device bytes of the matrices held (0 before the first witness-only proof).
     pub fn matrices_bytes(&self) -> u64 {
         self.matrices
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .map_or(0, |(_, b)| b)
+            .as_ref()
+            .map_or(0, |h| h.bytes)
     }
 
     /// `batch` in the C++ layout: each witness checked against `m`'s layout, its densities the
@@ -94,7 +124,7 @@ impl GpuBackend {
     pub fn prove_witness_batch_timed(
         &self,
         batch: &[WitnessAssignment<'_>],
-        m: &CircuitMatrices,
+        m: &Arc<CircuitMatrices>,
         r: &[Scalar],
         s: &[Scalar],
     ) -> Result<(Vec<Proof>, Vec<Phases>, BatchTimes), Error> {
@@ -113,11 +143,11 @@ impl GpuBackend {
     }
 }
 
-/// Device bytes `r1cs`'s matrices take once resident for witness-only proofs: the C++ side's
-/// own arithmetic (`sp_matrices_bytes`, what `splitprover_gpu_set_matrices` checks and
-/// allocates), from the dimensions alone. For [`super::GpuOptions::reserve_bytes`], before the
-/// backend is open and before the witness layout is made.
-pub fn matrices_device_bytes(r1cs: &crate::r1cs::R1cs) -> u64 {
+/// Device bytes `r1cs`'s matrices take for witness-only proofs, with and without their rows:
+/// the C++ side's own arithmetic (`sp_matrices_bytes`, what `splitprover_gpu_set_matrices`
+/// checks and allocates), from the dimensions alone. For [`super::GpuOptions::matrices`],
+/// before the backend is open and before the witness layout is made.
+pub fn matrices_device_bytes(r1cs: &crate::r1cs::R1cs) -> MatricesBytes {
     let shape = r1cs.shape();
     let none = std::ptr::null();
     let dims = ffi::Matrices {
@@ -137,8 +167,17 @@ pub fn matrices_device_bytes(r1cs: &crate::r1cs::R1cs) -> u64 {
         popcount: [0; 3],
     };
     // SAFETY: a host-only function that reads the dimension fields of `dims` (never its
-    // pointers, all null) and returns a number; `dims` lives across the call.
-    unsafe { ffi::splitprover_gpu_matrices_bytes(&dims) as u64 }
+    // pointers, all null) and returns a number; `dims` lives across both calls.
+    let (all, fixed) = unsafe {
+        (
+            ffi::splitprover_gpu_matrices_bytes(&dims, 0) as u64,
+            ffi::splitprover_gpu_matrices_bytes(&dims, 1) as u64,
+        )
+    };
+    MatricesBytes {
+        fixed,
+        rows: all - fixed,
+    }
 }
 
 /// A circuit's matrices in the C++ layout (`sp_matrices`), pointing into its `CircuitMatrices`.
@@ -208,12 +247,15 @@ fn check_lengths(
 }
 
 /// The device's witness arithmetic run on the host with the same C++ templates: `w`'s aux
-/// unpacked and `a`, `b`, `c` computed from `m`'s matrices. For the no-GPU tests, against
+/// unpacked and `a`, `b`, `c` computed from `m`'s matrices, whole (`stage_bytes` 0) or as a
+/// context streams them: cut into chunks of at most `stage_bytes`, each copied into a buffer
+/// and evaluated from there. With the chunks taken (3 whole). For the no-GPU tests, against
 /// [`crate::witness::expand`].
 pub fn witness_check(
     m: &CircuitMatrices,
     w: &WitnessAssignment<'_>,
-) -> Result<crate::witness::Expanded, Error> {
+    stage_bytes: usize,
+) -> Result<(crate::witness::Expanded, usize), Error> {
     let layout = m.witness_layout();
     check_lengths(layout, w)?;
     let raw = MatricesRaw::of(m)?;
@@ -223,19 +265,27 @@ pub fn witness_check(
     // SAFETY: host-only code reading `raw`'s arrays (lengths it states, into `m`) and `w`'s
     // (checked above against the layout `raw` names), writing `layout.aux()` scalars to `aux`
     // and `3 n` to `abc`, all alive across the call.
-    unsafe {
+    let chunks = unsafe {
         ffi::splitprover_gpu_witness_check(
             &raw.ffi,
             w.input.as_ptr(),
             w.bit_values.as_ptr(),
             w.non_bits.as_ptr(),
+            stage_bytes,
             aux.as_mut_ptr(),
             abc.as_mut_ptr(),
         )
     };
+    if chunks == 0 {
+        return Err(ErrorKind::Cuda(format!(
+            "a row of the matrices has more terms than a staging buffer of {stage_bytes} bytes \
+             holds"
+        ))
+        .into());
+    }
     let c = abc.split_off(2 * n);
     let b = abc.split_off(n);
-    Ok(crate::witness::Expanded { a: abc, b, c, aux })
+    Ok((crate::witness::Expanded { a: abc, b, c, aux }, chunks))
 }
 
 #[cfg(test)]
@@ -267,7 +317,8 @@ mod tests {
                 bit_values: &packed.bit_values,
                 non_bits: &packed.non_bits,
             };
-            let device = witness_check(&matrices, &w).unwrap();
+            let (device, chunks) = witness_check(&matrices, &w, 0).unwrap();
+            assert_eq!(chunks, 3, "{text}: whole matrices");
             let host = crate::witness::expand(
                 matrices.r1cs(),
                 layout,
@@ -301,6 +352,71 @@ mod tests {
         );
     }
 
+    /// Streamed matrices (the plan's lever 5): cut into chunks as a context cuts them for its
+    /// staging buffers, each copied and evaluated from its copy, the products are the whole
+    /// matrices' to the bit, for chunk sizes from a few rows to a whole matrix; a buffer
+    /// smaller than one row is refused.
+    #[test]
+    fn matrices_streamed_in_chunks_give_the_same_products() {
+        for (text, seed) in [
+            ("sha-chain:1", 3u64),
+            ("porep-like:16384", 4),
+            ("porep-bits:16384", 5),
+        ] {
+            let spec: CircuitSpec = text.parse().unwrap();
+            let matrices = CircuitMatrices::new(crate::r1cs::compile(&spec.into()).unwrap());
+            let packed = PackedWitness::synthesize(
+                spec.circuit(Some(seed)),
+                matrices.r1cs(),
+                matrices.witness_layout(),
+            )
+            .unwrap();
+            let w = WitnessAssignment {
+                input: &packed.input,
+                bit_values: &packed.bit_values,
+                non_bits: &packed.non_bits,
+            };
+            let (whole, _) = witness_check(&matrices, &w, 0).unwrap();
+            let widest = (0..3)
+                .map(|q| {
+                    let (rows, _) = matrices.r1cs().csr(q).unwrap();
+                    rows.windows(2).map(|p| p[1] - p[0]).max().unwrap_or(0)
+                })
+                .max()
+                .unwrap() as usize;
+            let one_row = (widest + 2) * 8;
+            let bytes =
+                8 * (matrices.r1cs().shape().n() + 1) + 8 * matrices.r1cs().nnz()[0] as usize;
+            let mut last = usize::MAX;
+            let mut stages = [one_row, 3 * one_row + 5, 64 * one_row, bytes, 1 << 24];
+            stages.sort_unstable();
+            for stage in stages {
+                let (got, chunks) = witness_check(&matrices, &w, stage).unwrap();
+                assert!(
+                    got.a == whole.a && got.b == whole.b,
+                    "{text}: {stage} bytes"
+                );
+                assert!(
+                    got.c == whole.c && got.aux == whole.aux,
+                    "{text}: {stage} bytes"
+                );
+                assert!(
+                    chunks >= 3 && chunks <= last,
+                    "{text}: {stage} bytes, {chunks}"
+                );
+                last = chunks;
+            }
+            assert_eq!(last, 3, "{text}: 16 MiB hold a whole matrix");
+            let e = witness_check(&matrices, &w, one_row - 8)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("more terms than a staging buffer"),
+                "{text}: {e}"
+            );
+        }
+    }
+
     #[test]
     fn a_witness_of_the_wrong_length_is_refused_before_any_arithmetic() {
         let spec: CircuitSpec = "bits:130".parse().unwrap();
@@ -316,7 +432,7 @@ mod tests {
             bit_values: &packed.bit_values[1..],
             non_bits: &packed.non_bits,
         };
-        let e = witness_check(&matrices, &short).unwrap_err().to_string();
+        let e = witness_check(&matrices, &short, 0).unwrap_err().to_string();
         assert!(e.contains("bit-value words"), "{e}");
     }
 }
