@@ -249,9 +249,10 @@ pub struct GpuConfig {
     #[serde(default = "default_batch")]
     pub batch: usize,
     /// Device memory the `gpu` backend may take on this GPU (`24GiB`); default, and at most:
-    /// what the device has free at start less 1 GiB left to the CUDA runtime. The backend plans within it (fewer input sets, the H MSM in
-    /// chunks, part of the SRS streamed from the host for every proof) and refuses at start,
-    /// with the numbers, what cannot fit.
+    /// what the device has free at start less 1 GiB left to the CUDA runtime. The backend plans
+    /// within it (fewer input sets, the H MSM in chunks, part of the SRS streamed from the host
+    /// for every proof, the compact layout, the witness matrices' rows streamed) and refuses at
+    /// start, with the numbers, what cannot fit.
     #[serde(default)]
     pub memory_budget: Option<ByteSize>,
 }

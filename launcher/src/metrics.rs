@@ -316,8 +316,9 @@ impl Metrics {
             &mut o,
             "splitprover_gpu_memory_bytes",
             "gauge",
-            "Device memory per gpu-proc: free, the SRS resident, the SRS streamed from the host \
-             for every proof, what its backends planned and the budget they planned within.",
+            "Device memory per gpu-proc: free, the SRS resident, what streams from host memory \
+             for every proof (SRS points, and matrix rows where they stream), what its backends \
+             planned and the budget they planned within.",
         );
         for g in &status.gpus {
             for (what, bytes) in [
@@ -338,7 +339,8 @@ impl Metrics {
             &mut o,
             "splitprover_gpu_srs_streamed_bytes_total",
             "counter",
-            "SRS bytes each gpu-proc copied from the host image (the part not kept resident).",
+            "Bytes each gpu-proc copied from host memory: the SRS points not kept resident, and \
+             the witness matrices' rows where they stream.",
         );
         for g in &status.gpus {
             let _ = writeln!(

@@ -409,7 +409,7 @@ pub struct GpuOptions {
     /// layout is planned within it
     /// ([`super::plan`]): fewer input sets, then the H MSM in more chunks, then part of the
     /// SRS streamed from the host image for every proof ([`GpuBackend::with_image`] only), then
-    /// the compact layout, else refused.
+    /// the compact layout, then the witness matrices' rows streamed too, else refused.
     pub memory_budget: Option<u64>,
     /// The matrices of the circuit proved from witness-only slots, uploaded at its first such
     /// proof ([`matrices_device_bytes`]): the plan leaves them their share of the budget, or

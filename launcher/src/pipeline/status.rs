@@ -173,10 +173,11 @@ pub struct GpuLine {
     pub planned_device_bytes: u64,
     /// The budget they planned within (`[[gpu]] memory_budget`, or what the device had free).
     pub device_budget_bytes: u64,
-    /// SRS bytes not kept resident, copied from the page-locked host image for every proof
-    /// (the `gpu` backend under a budget smaller than the SRS), at its last report.
+    /// Bytes not kept resident, copied from page-locked host memory for every proof (the `gpu`
+    /// backend under a budget smaller than the SRS: SRS points, and the witness matrices' rows
+    /// where they stream too), at its last report.
     pub srs_streamed_bytes: u64,
-    /// SRS bytes copied from the host image so far (every proof's, summed), at its last report.
+    /// Bytes copied from host memory so far (every proof's, summed), at its last report.
     pub srs_streamed_total_bytes: u64,
     /// The job of the batch it is proving now (the first claimed, when a batch mixes jobs).
     pub current_job: Option<u64>,

@@ -660,7 +660,7 @@ pub fn render_status(s: &PipelineStatus) -> String {
                 match g.srs_streamed_bytes {
                     0 => String::new(),
                     b => format!(
-                        ", SRS {} streamed per proof ({} so far)",
+                        ", {} streamed from host memory per proof ({} so far)",
                         gib(b),
                         gib(g.srs_streamed_total_bytes)
                     ),
@@ -770,8 +770,8 @@ mod tests {
         let streamed = render_status(&status_of(vec![g]));
         assert!(
             streamed.contains(
-                ", SRS resident 8192 MiB, SRS 12.00 GiB streamed per proof (1200.00 GiB so \
-                 far), planned 20480 MiB"
+                ", SRS resident 8192 MiB, 12.00 GiB streamed from host memory per proof \
+                 (1200.00 GiB so far), planned 20480 MiB"
             ),
             "{streamed}"
         );
