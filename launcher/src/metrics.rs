@@ -501,7 +501,7 @@ mod tests {
             assert!(o.contains(line), "{line} in {o}");
         }
         assert!(
-            o.contains("# HELP splitprover_gpu_srs_streamed_bytes_total SRS bytes"),
+            o.contains("# HELP splitprover_gpu_srs_streamed_bytes_total Bytes each gpu-proc"),
             "{o}"
         );
     }
