@@ -54,7 +54,6 @@ use std::time::Duration;
 
 use blstrs::Scalar;
 use ff::Field;
-use kernels::backend::MatricesBytes;
 use kernels::r1cs::R1cs;
 use kernels::witness::CircuitMatrices;
 use kernels::{panic_message, Assignment, Backend, Density, WitnessAssignment};
@@ -172,7 +171,7 @@ impl Prover {
                 .iter()
                 .filter(|r| r.circuit_id() == entry.circuit_id)
                 .map(open::matrices_reserve)
-                .fold(Default::default(), MatricesBytes::plus);
+                .sum();
             // SAFETY: forwarded to the caller.
             let backend =
                 unsafe { open_backend(config.backend, config.memory_budget, reserve, entry) }?;

@@ -442,7 +442,7 @@ impl GpuBackend {
             stream_gbps: stats.stream_gbps,
             piece: plan.layout.piece,
             matrices: plan.matrices,
-            matrices_streamed: plan.matrices_streamed,
+            matrices_streamed: plan.matrices_streamed(),
         };
         tracing::info!(
             ?lens,

@@ -47,13 +47,15 @@ impl MatricesBytes {
     pub fn device(&self, rows_streamed: bool) -> u64 {
         self.fixed + if rows_streamed { 0 } else { self.rows }
     }
+}
 
-    /// The sum of two circuits' matrices.
-    pub fn plus(self, other: MatricesBytes) -> MatricesBytes {
-        MatricesBytes {
-            fixed: self.fixed + other.fixed,
-            rows: self.rows + other.rows,
-        }
+/// Several circuits' matrices planned beside one SRS.
+impl std::iter::Sum for MatricesBytes {
+    fn sum<I: Iterator<Item = MatricesBytes>>(iter: I) -> MatricesBytes {
+        iter.fold(MatricesBytes::default(), |a, b| MatricesBytes {
+            fixed: a.fixed + b.fixed,
+            rows: a.rows + b.rows,
+        })
     }
 }
 

@@ -260,25 +260,18 @@ pub struct DevicePlan {
     pub budget: u64,
     /// The witness-only circuit's matrices planned beside the SRS ([`PlanRequest::matrices`]).
     pub matrices: MatricesBytes,
-    /// Whether their rows stream for every proof (lever 5) instead of staying resident.
-    pub matrices_streamed: bool,
 }
 
 impl DevicePlan {
-    /// The device memory the plan takes, the matrices' share included.
-    pub fn bytes(&self) -> u64 {
-        self.layout.total(self.input_sets) + self.matrices.device(self.matrices_streamed)
+    /// Whether the matrices' rows stream for every proof (lever 5) instead of staying
+    /// resident: the layout's staging buffers carry them.
+    pub fn matrices_streamed(&self) -> bool {
+        self.layout.matrices_staged
     }
 
-    /// Bytes copied from host memory for every witness-only proof: the SRS's streamed points,
-    /// and the matrices' rows where they stream.
-    pub fn streamed_per_proof(&self) -> u64 {
-        self.layout.streamed
-            + if self.matrices_streamed {
-                self.matrices.rows
-            } else {
-                0
-            }
+    /// The device memory the plan takes, the matrices' share included.
+    pub fn bytes(&self) -> u64 {
+        self.layout.total(self.input_sets) + self.matrices.device(self.matrices_streamed())
     }
 
     /// One line for logs and `status`: `SRS 47.4 GiB resident, scratch 30.1 GiB, 1 input set of
@@ -314,7 +307,7 @@ impl DevicePlan {
                 self.layout.piece
             )
         };
-        let matrices = match (self.matrices.rows, self.matrices_streamed) {
+        let matrices = match (self.matrices.rows, self.matrices_streamed()) {
             (0, _) => String::new(),
             (rows, true) => format!(
                 ", matrices {:.2} GiB resident and their {:.1} GiB of rows streamed per proof",
@@ -499,7 +492,6 @@ fn fitting(layout: &DeviceLayout, req: &PlanRequest) -> Option<DevicePlan> {
             input_sets: if two { 2 } else { 1 },
             budget: req.budget,
             matrices: MatricesBytes::default(),
-            matrices_streamed: false,
         }
     })
 }
@@ -574,7 +566,6 @@ pub fn plan(lens: &SrsLengths, req: &PlanRequest) -> Result<DevicePlan, Error> {
         plan_srs(lens, &share, usize::from(rows_streamed)).map(|p| DevicePlan {
             budget: req.budget,
             matrices: m,
-            matrices_streamed: rows_streamed,
             ..p
         })
     };
@@ -1057,7 +1048,7 @@ mod tests {
         // A roomy budget and 24 GiB hold the rows: only the SRS gives way.
         for budget in [80 * GIB, 24 * GIB] {
             let p = plan(&lens, &with_matrices(budget)).unwrap();
-            assert!(!p.matrices_streamed, "{}", p.describe());
+            assert!(!p.matrices_streamed(), "{}", p.describe());
             assert_eq!(p.bytes(), p.layout.total(p.input_sets) + m.fixed + m.rows);
             assert!(p.bytes() <= budget, "{}", p.describe());
             assert!(
@@ -1070,7 +1061,7 @@ mod tests {
         // the rows stream; the plan takes the budget without them.
         let p = plan(&lens, &with_matrices(16 * GIB)).unwrap();
         assert!(
-            p.matrices_streamed && p.layout.piece > 0,
+            p.matrices_streamed() && p.layout.piece > 0,
             "{}",
             p.describe()
         );
@@ -1081,7 +1072,6 @@ mod tests {
         );
         assert_eq!(p.bytes(), p.layout.total(1) + m.fixed);
         assert!(p.bytes() <= 16 * GIB, "{}", p.describe());
-        assert_eq!(p.streamed_per_proof(), p.layout.streamed + m.rows);
         assert_eq!(p.layout.residency().matrices, 1);
         assert!(
             p.describe().contains("6.1 GiB of rows streamed per proof"),
@@ -1093,7 +1083,7 @@ mod tests {
         let least = smallest_compact(&lens, &request(0)).total(1) + m.fixed;
         let p = plan(&lens, &with_matrices(least)).unwrap();
         assert!(
-            p.matrices_streamed && p.layout.srs() == 0,
+            p.matrices_streamed() && p.layout.srs() == 0,
             "{}",
             p.describe()
         );
@@ -1121,7 +1111,7 @@ mod tests {
             ..request(8 * GIB)
         };
         let p = plan(&lens, &req).unwrap();
-        assert!(p.matrices_streamed, "{}", p.describe());
+        assert!(p.matrices_streamed(), "{}", p.describe());
         assert!(
             !p.layout.streams() && p.layout.stage > 0,
             "{}",

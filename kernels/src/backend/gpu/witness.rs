@@ -297,6 +297,26 @@ mod tests {
     /// The device's witness arithmetic (`witness.cuh`, run on the host from the same templates)
     /// unpacks and multiplies to exactly what the host path computes and what the full
     /// synthesis writes, for every built-in circuit family; no GPU needed.
+    /// A circuit's matrices and the packed witness of `seed`.
+    fn packed(spec: CircuitSpec, seed: u64) -> (CircuitMatrices, PackedWitness) {
+        let matrices = CircuitMatrices::new(crate::r1cs::compile(&spec.into()).unwrap());
+        let packed = PackedWitness::synthesize(
+            spec.circuit(Some(seed)),
+            matrices.r1cs(),
+            matrices.witness_layout(),
+        )
+        .unwrap();
+        (matrices, packed)
+    }
+
+    fn view(p: &PackedWitness) -> WitnessAssignment<'_> {
+        WitnessAssignment {
+            input: &p.input,
+            bit_values: &p.bit_values,
+            non_bits: &p.non_bits,
+        }
+    }
+
     #[test]
     fn the_device_witness_arithmetic_gives_the_full_synthesis() {
         let mut kinds = [0usize; 2];
@@ -307,17 +327,9 @@ mod tests {
             ("pubinputs:4", 6),
         ] {
             let spec: CircuitSpec = text.parse().unwrap();
-            let matrices = CircuitMatrices::new(crate::r1cs::compile(&spec.into()).unwrap());
+            let (matrices, packed) = packed(spec, seed);
             let layout = matrices.witness_layout();
-            let packed =
-                PackedWitness::synthesize(spec.circuit(Some(seed)), matrices.r1cs(), layout)
-                    .unwrap();
-            let w = WitnessAssignment {
-                input: &packed.input,
-                bit_values: &packed.bit_values,
-                non_bits: &packed.non_bits,
-            };
-            let (device, chunks) = witness_check(&matrices, &w, 0).unwrap();
+            let (device, chunks) = witness_check(&matrices, &view(&packed), 0).unwrap();
             assert_eq!(chunks, 3, "{text}: whole matrices");
             let host = crate::witness::expand(
                 matrices.r1cs(),
@@ -364,18 +376,8 @@ mod tests {
             ("porep-bits:16384", 5),
         ] {
             let spec: CircuitSpec = text.parse().unwrap();
-            let matrices = CircuitMatrices::new(crate::r1cs::compile(&spec.into()).unwrap());
-            let packed = PackedWitness::synthesize(
-                spec.circuit(Some(seed)),
-                matrices.r1cs(),
-                matrices.witness_layout(),
-            )
-            .unwrap();
-            let w = WitnessAssignment {
-                input: &packed.input,
-                bit_values: &packed.bit_values,
-                non_bits: &packed.non_bits,
-            };
+            let (matrices, packed) = packed(spec, seed);
+            let w = view(&packed);
             let (whole, _) = witness_check(&matrices, &w, 0).unwrap();
             let widest = (0..3)
                 .map(|q| {
@@ -419,18 +421,10 @@ mod tests {
 
     #[test]
     fn a_witness_of_the_wrong_length_is_refused_before_any_arithmetic() {
-        let spec: CircuitSpec = "bits:130".parse().unwrap();
-        let matrices = CircuitMatrices::new(crate::r1cs::compile(&spec.into()).unwrap());
-        let packed = PackedWitness::synthesize(
-            spec.circuit(Some(1)),
-            matrices.r1cs(),
-            matrices.witness_layout(),
-        )
-        .unwrap();
+        let (matrices, packed) = packed("bits:130".parse().unwrap(), 1);
         let short = WitnessAssignment {
-            input: &packed.input,
             bit_values: &packed.bit_values[1..],
-            non_bits: &packed.non_bits,
+            ..view(&packed)
         };
         let e = witness_check(&matrices, &short, 0).unwrap_err().to_string();
         assert!(e.contains("bit-value words"), "{e}");
