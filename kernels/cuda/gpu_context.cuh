@@ -177,7 +177,7 @@ struct GpuContext {
     sp_layout lay;
     int nsets = 1;
     int sms = 0;
-    // sppark's accumulate and bitmap batch addition keep a work counter in a static device
+    // `sp_accumulate` and sppark's bitmap batch addition keep a work counter in a static device
     // array indexed by this number: contexts of one process (tests, a sweep) get their own.
     uint32_t sid = 0;
     dim3 acc_block_g1, acc_block_g2;   // accumulate's block size (its maximum), per group

@@ -202,6 +202,82 @@ template<class B> __device__ __forceinline__ B sp_warp_sum(B acc)
     return acc;
 }
 
+// A Pippenger chunk's bucket sums: sppark's `accumulate` (msm/pippenger.cuh), a cooperative
+// grid that takes buckets in warp-sized runs from a shared counter and adds each bucket's points
+// (its digits are sorted, `histogram` holds each window's running counts), with one change: where
+// `add` is set the sum is added to what the bucket holds, an earlier chunk's sum over the same
+// window and bucket, and an empty bucket keeps it. So every chunk of one Pippenger fills the same
+// buckets and the rows are integrated once, after the last chunk (`sp_pippenger`), not once a
+// chunk: the integration runs one block per window, a few percent of the device, and took
+// about 25 ms a chunk at 2^27. Bucket 0 of window 0 (the digits +-1) stays empty: the batch
+// addition sums it. The template parameter is named as sppark's, whose block-size macro names it.
+template<class bucket_t, class affine_h>
+__launch_bounds__(ACCUMULATE_NTHREADS)
+__global__ void sp_accumulate(typename bucket_t::mem_t* buckets_, uint32_t nwins, uint32_t wbits,
+                              const affine_h* points, const vec2d_t<uint32_t> digits,
+                              const vec2d_t<uint32_t> histogram, uint32_t sid, bool add)
+{
+#ifdef __CUDA_ARCH__   // the host pass sees blst's host types, which this body does not take
+    typedef typename bucket_t::affine_t affine_t;
+    const uint32_t row_bits = wbits - 1;
+    vec2d_t<typename bucket_t::mem_t> buckets{buckets_, 1U << row_bits};
+    static __device__ uint32_t next[MSM_NSTREAMS];
+    uint32_t& counter = next[sid % MSM_NSTREAMS];
+    const uint32_t degree = bucket_t::degree;
+    const uint32_t lane = threadIdx.x % WARP_SZ;   // blocks are whole warps
+    const uint32_t pt_lane = lane / degree;
+    const uint32_t pts_per_warp = WARP_SZ / degree;
+
+    __shared__ uint32_t first;
+    if (threadIdx.x == 0)
+        first = atomicAdd(&counter, blockDim.x / degree);
+    __syncthreads();
+    uint32_t x = first + threadIdx.x / degree;
+
+    while (x < (nwins << row_bits)) {
+        const uint32_t y = x >> row_bits;
+        x &= (1U << row_bits) - 1;
+        const uint32_t* h = &histogram[y][x];
+        uint32_t end = h[0];
+        // a run never crosses a window (rows are whole warps), so the previous point lane's end
+        // is this bucket's start, and the run's first lane reads it from the histogram
+        uint32_t start = __shfl_up_sync(0xffffffffu, end, degree);
+        if (pt_lane == 0)
+            start = x != 0 ? h[-1] : 0;
+        uint32_t len = end - start;
+        if (len && !(x == 0 && y == 0)) {
+            const uint32_t* d = &digits[y][start];
+            uint32_t digit = *d++;
+            affine_t p = points[digit & 0x7fffffff];
+            bucket_t bucket = p;
+            bucket.cneg(digit >> 31);
+            while (--len) {
+                digit = *d++;
+                p = points[digit & 0x7fffffff];
+                if (sizeof(bucket) <= 128 || LARGE_L1_CODE_CACHE)
+                    bucket.add(p, digit >> 31);
+                else
+                    bucket.uadd(p, digit >> 31);
+            }
+            if (add) {
+                bucket_t before;
+                before = buckets[y][x];
+                sp_add(bucket, before);
+            }
+            buckets[y][x] = bucket;
+        } else if (!add) {
+            buckets[y][x].inf();
+        }
+        x = lane == 0 ? atomicAdd(&counter, pts_per_warp) : 0;
+        x = __shfl_sync(0xffffffffu, x, 0) + pt_lane;
+    }
+
+    cooperative_groups::this_grid().sync();
+    if (threadIdx.x + blockIdx.x == 0)
+        counter = 0;
+#endif
+}
+
 // acc (+)= src elementwise over integrate's partial sums (2 * SP_NT(B) per window row, rows
 // `row_sz` apart in the bucket memory) and over the batch addition's partial sums: one MSM's
 // chunks are summed into its accumulators (`first`: the first chunk, copied).
@@ -322,6 +398,12 @@ __global__ void sp_final(sp_final_batch<B> batch)
 #endif
 }
 
+template __global__ void sp_accumulate<bucket_t, affine_t::mem_t>(bucket_t::mem_t*, uint32_t,
+    uint32_t, const affine_t::mem_t*, const vec2d_t<uint32_t>, const vec2d_t<uint32_t>, uint32_t,
+    bool);
+template __global__ void sp_accumulate<bucket_fp2_t, affine_fp2_t::mem_t>(bucket_fp2_t::mem_t*,
+    uint32_t, uint32_t, const affine_fp2_t::mem_t*, const vec2d_t<uint32_t>,
+    const vec2d_t<uint32_t>, uint32_t, bool);
 template __global__ void sp_fold<bucket_t>(bucket_t::mem_t*, const bucket_t::mem_t*, uint32_t,
     uint32_t, bucket_t::mem_t*, const bucket_t::mem_t*, uint32_t, bool);
 template __global__ void sp_fold<bucket_fp2_t>(bucket_fp2_t::mem_t*, const bucket_fp2_t::mem_t*,

@@ -158,10 +158,11 @@ template<class B> static dim3 sp_acc_block(const GpuContext& ctx)
 // Pippenger over the points of `src` [0..n) and d_sc[0..n) with plan p, as sppark's
 // msm_t::invoke runs it for device-resident points and scalars, chunk by chunk (a chunk past a
 // streamed source's resident prefix copied in as the previous one computes): signed digits and
-// their sort, the batch addition of window 0's +-1 digits, the bucket accumulation and the row
-// integration; then each chunk's row sums and partial sums are added into the job's
-// accumulators (its first chunk overwrites them when `fresh`). All on stream s, nothing waited
-// for. `coop_blocks` (0: one per SM) is the grid of the bucket accumulation, a cooperative
+// their sort, the batch addition of window 0's +-1 digits (its partial sums added into the job's
+// accumulators chunk by chunk) and the bucket accumulation, every chunk adding into the same
+// buckets (`sp_accumulate`); then one row integration, whose row sums are added into the job's
+// accumulators (the first chunk's partial sums and the row sums overwrite them when `fresh`).
+// All on stream s, nothing waited for. `coop_blocks` (0: one per SM) is the grid of the bucket accumulation, a cooperative
 // launch whose blocks must all be resident at once: one SM fewer leaves room for `sp_side`'s
 // block, which runs beside the H MSM for milliseconds.
 template<class B, class A>
@@ -190,6 +191,8 @@ static void sp_pippenger(GpuContext& ctx, sp_job_buf<B>& job, typename B::mem_t*
     grid = std::max(grid, 1u);
     const size_t sort_shared = sizeof(uint32_t) << DIGIT_BITS;
     const int nparts = (int)ctx.lay.parts;
+    if (!p.n)
+        return;
 
     for (size_t c = 0; c < p.batch; c++) {
         size_t off = c * p.stride;
@@ -213,19 +216,24 @@ static void sp_pippenger(GpuContext& ctx, sp_job_buf<B>& job, typename B::mem_t*
         batch_addition<B><<<ctx.sms, BATCH_ADD_BLOCK_SIZE, 0, s>>>(d_part, pts, num,
                                                                    digits[0], hist[0][0]);
         sp_check_launch();
-        s.launch_coop(accumulate<B, affine_h>, dim3(coop_blocks ? coop_blocks : ctx.sms),
+        s.launch_coop(sp_accumulate<B, affine_h>, dim3(coop_blocks ? coop_blocks : ctx.sms),
                       sp_acc_block<B>(ctx), (size_t)0,
-                      buckets, p.nwins, p.wbits, const_cast<affine_h*>(pts), digits, hist,
-                      ctx.sid);
+                      buckets, p.nwins, p.wbits, pts, digits, hist, ctx.sid, c != 0);
         sp_consumed(ctx, slot, s);
-        integrate<B><<<p.nwins, MSM_NTHREADS, sizeof(B) * MSM_NTHREADS / B::degree, s>>>(
-            buckets, p.nwins, p.wbits, nbits);
-        sp_check_launch();
-        size_t items = ((size_t)p.nwins * 2 * SP_NT(B) + nparts) * B::degree;
-        sp_fold<B><<<sp_blocks(ctx, items, 4), 256, 0, s>>>(job.acc_w.ptr, buckets, row_sz,
-            p.nwins, job.acc_ones.ptr, d_part, (uint32_t)nparts, fresh && c == 0);
+        // this chunk's +-1 digits (no windows: nwins 0)
+        sp_fold<B><<<sp_blocks(ctx, (size_t)nparts * B::degree, 4), 256, 0, s>>>(
+            job.acc_w.ptr, buckets, row_sz, 0, job.acc_ones.ptr, d_part, (uint32_t)nparts,
+            fresh && c == 0);
         sp_check_launch();
     }
+    integrate<B><<<p.nwins, MSM_NTHREADS, sizeof(B) * MSM_NTHREADS / B::degree, s>>>(
+        buckets, p.nwins, p.wbits, nbits);
+    sp_check_launch();
+    // the row sums (no partial sums: nparts 0)
+    size_t items = (size_t)p.nwins * 2 * SP_NT(B) * B::degree;
+    sp_fold<B><<<sp_blocks(ctx, items, 4), 256, 0, s>>>(job.acc_w.ptr, buckets, row_sz,
+        p.nwins, job.acc_ones.ptr, d_part, 0, fresh);
+    sp_check_launch();
 }
 
 // One query's MSM: a plain Pippenger when tail == SP_PLAIN, otherwise the batch addition of the

@@ -37,10 +37,11 @@
 // Everything else of sppark's host-side `collect` (the 256 partial sums of every window, the
 // batch additions' 8 x SMs partial sums) is parallel work and done on the device.
 //
-// The MSMs drive sppark's kernels (breakdown, sort, accumulate, integrate, batch_addition) with
-// exactly the window size, chunking and launch shapes that sppark's `msm_t` chooses for the same
-// number of points (`sp_plan`), over device-resident points and scalars, without sppark's host
-// vectors, device allocations and per-chunk host synchronisations.
+// The MSMs drive sppark's kernels (breakdown, sort, integrate, batch_addition) and our variant
+// of its accumulate (`sp_accumulate`) with exactly the window size, chunking and launch shapes
+// that sppark's `msm_t` chooses for the same number of points (`sp_plan`), over device-resident
+// points and scalars, without sppark's host vectors, device allocations and per-chunk host
+// synchronisations, and with one row integration per MSM where sppark has one per chunk.
 //
 // Under a budget below what this layout takes with the whole SRS streamed, the compact layout
 // (`sp_residency::piece`): two domain vectors per input set instead of three, c made (or copied
@@ -108,8 +109,6 @@ typedef fr_t scalar_t;
 // launch failed with "invalid device function" on the H200. Our own kernel templates below are
 // instantiated explicitly for the same reason.
 #define SP_INSTANTIATE_MSM(BKT, AFF)                                                        \
-    template __global__ void accumulate<BKT, AFF::mem_t>(BKT::mem_t[], uint32_t, uint32_t,  \
-        AFF::mem_t[], const vec2d_t<uint32_t>, const vec2d_t<uint32_t>, uint32_t);         \
     template __global__ void batch_addition<BKT>(BKT::mem_t[], const AFF::mem_t[], size_t,  \
         const uint32_t[], const uint32_t&);                                                 \
     template __global__ void integrate<BKT>(BKT::mem_t[], uint32_t, uint32_t, uint32_t);     \
@@ -356,9 +355,9 @@ RustError::by_value splitprover_gpu_create(const sp_srs* srs, const void* image,
         }
 
         cudaFuncAttributes attr;
-        CUDA_OK(cudaFuncGetAttributes(&attr, accumulate<bucket_t, affine_t::mem_t>));
+        CUDA_OK(cudaFuncGetAttributes(&attr, sp_accumulate<bucket_t, affine_t::mem_t>));
         ctx->acc_block_g1 = dim3(attr.maxThreadsPerBlock);
-        CUDA_OK(cudaFuncGetAttributes(&attr, accumulate<bucket_fp2_t, affine_fp2_t::mem_t>));
+        CUDA_OK(cudaFuncGetAttributes(&attr, sp_accumulate<bucket_fp2_t, affine_fp2_t::mem_t>));
         ctx->acc_block_g2 = dim3(attr.maxThreadsPerBlock);
 
         size_t scratch = L.once_bytes() + ctx->nsets * L.set_bytes();
