@@ -24,8 +24,8 @@
 //!    bytes copied, so streaming them is bound by the copy. Of the staging sizes that fit (1 GiB
 //!    down to 12 MiB a buffer), the one whose plan costs a proof the least by a model measured
 //!    on an H100 (`streaming_cost`: the copies not hidden, and the H chunks, each of which sorts
-//!    and integrates its windows again; a streamed H chunk fits a staging buffer, so smaller
-//!    buffers mean more chunks, but leave more of a small SRS resident).
+//!    its digits again; a streamed H chunk fits a staging buffer, so smaller buffers mean more
+//!    chunks, but leave more of a small SRS resident).
 //!
 //! 4. the compact layout, where even the full layout with every query streamed does not fit
 //!    (a 2^27 partition under 36 GiB: a 24 GB card): one input set of two domain vectors
@@ -34,8 +34,8 @@
 //!    split's tails taken in pieces, each summed by a Pippenger of its own. It costs a proof a
 //!    copy of c that no longer overlaps, launches kernel by kernel, and a Pippenger per piece;
 //!    the piece size and staging are chosen by the same cost model (a piece's Pippenger
-//!    integrates its buckets again, as an H chunk does). At 2^27 it saves about 8 GiB in the
-//!    input set and up to 9 GiB of tails.
+//!    integrates its buckets again, which an H chunk no longer does). At 2^27 it saves about
+//!    8 GiB in the input set and up to 9 GiB of tails.
 //!
 //! 5. the matrices' rows, where a circuit proved from witness-only slots has its matrices
 //!    planned in the budget ([`PlanRequest::matrices`]) and levers 1 to 4 do not fit beside
@@ -361,21 +361,28 @@ const CHUNK_STEPS: [u32; 7] = [1, 2, 4, 8, 16, 32, 64];
 /// with every query streamed (22.1 GiB) took 0.204 s more than resident.
 const STREAM_SECONDS_PER_GIB: f64 = 0.204 / 22.1;
 
-/// Seconds a chunk of the H MSM costs per bucket of each of its windows: each chunk sorts its
-/// digits and accumulates and integrates every window's buckets again. Measured on the same
-/// H100 at 2^27 (18-bit windows, 15 windows of 2^17 buckets): a plan streaming 8.16 GiB with H
-/// in 25 chunks took 0.293 s per proof more than one streaming 14.93 GiB in 13 chunks, so 12
-/// chunks cost 0.293 + 6.77 GiB x [`STREAM_SECONDS_PER_GIB`] = 0.356 s: 15 ns per bucket.
-const BUCKET_WINDOW_SECONDS: f64 = 0.356 / (12.0 * 15.0 * 131_072.0);
+/// Seconds a chunk of a Pippenger costs per bucket of each of its windows: each chunk sorts its
+/// digits into every window's buckets again (its chunks add into the same buckets and are
+/// integrated once). Measured on an H100 at 2^27 (18-bit windows, 15 windows of 2^17 buckets,
+/// `gpu_check --phases`, BENCHMARKS.md "One row integration per MSM"): H in 49 chunks, every
+/// point streamed, took 0.323 s more than H in 13 chunks with 9.23 GiB less of it streamed, so
+/// 36 chunks cost 0.323 - 9.23 GiB x [`STREAM_SECONDS_PER_GIB`] = 0.238 s: 3.4 ns per bucket.
+const CHUNK_BUCKET_SECONDS: f64 = 0.238 / (36.0 * 15.0 * 131_072.0);
+
+/// Seconds one row integration costs per bucket of each window: a Pippenger's integration of
+/// its buckets, one block per window. Measured on the same H100 and SRS as the per-chunk cost
+/// with the build before, which integrated once a chunk: there the same 36 more chunks took
+/// 0.901 s more, less the same 0.085 s of copies and 0.238 s of sorting: 8.2 ns per bucket.
+const INTEGRATE_BUCKET_SECONDS: f64 = (0.816 - 0.238) / (36.0 * 15.0 * 131_072.0);
 
 /// What a streaming plan of `lens` is expected to add to a proof's GPU time, seconds: its
 /// streamed bytes and its H chunks (the staging size bounds a streamed H chunk, so smaller
-/// buffers mean more chunks), each integrating the buckets of every window of the H MSM's plan.
-/// Only compared between plans of one SRS and budget.
+/// buffers mean more chunks), each sorting into the buckets of every window of the H MSM's
+/// plan. Only compared between plans of one SRS and budget.
 fn streaming_cost(lens: &SrsLengths, l: &DeviceLayout) -> f64 {
     let h = super::gpu::msm_plan_with(lens.h, l.h_window_bits, l.h_chunks);
     l.streamed as f64 / (1u64 << 30) as f64 * STREAM_SECONDS_PER_GIB
-        + f64::from(l.h_chunks) * h.buckets as f64 * BUCKET_WINDOW_SECONDS
+        + f64::from(l.h_chunks) * h.buckets as f64 * CHUNK_BUCKET_SECONDS
 }
 
 /// Every query resident: the backend's own layout, then (unless `req.h_chunks` fixes them) the
@@ -461,10 +468,10 @@ fn piece_steps(lens: &SrsLengths) -> Vec<usize> {
     steps
 }
 
-/// What the compact layout's tail pieces add to a proof's GPU time, seconds, by the H chunks'
-/// measure ([`BUCKET_WINDOW_SECONDS`]): every piece after a query's first runs a Pippenger of
-/// its own, which integrates the buckets of every window again (at most a tail of half the
-/// piece). Only compared between plans of one SRS and budget.
+/// What the compact layout's tail pieces add to a proof's GPU time, seconds: every piece after a
+/// query's first runs a Pippenger of its own, which sorts its digits and integrates the buckets
+/// of every window again ([`CHUNK_BUCKET_SECONDS`], [`INTEGRATE_BUCKET_SECONDS`]; at most a
+/// tail of half the piece). Only compared between plans of one SRS and budget.
 fn pieces_cost(lens: &SrsLengths, piece: u64) -> f64 {
     if piece == 0 {
         return 0.0;
@@ -476,7 +483,9 @@ fn pieces_cost(lens: &SrsLengths, piece: u64) -> f64 {
             let n = n as u64;
             let pieces = n.div_ceil(piece).max(1);
             let tail = super::gpu::msm_plan_with((piece.min(n) / 2) as usize, 0, 0);
-            (pieces - 1) as f64 * tail.buckets as f64 * BUCKET_WINDOW_SECONDS
+            (pieces - 1) as f64
+                * tail.buckets as f64
+                * (CHUNK_BUCKET_SECONDS + INTEGRATE_BUCKET_SECONDS)
         })
         .sum()
 }
@@ -498,7 +507,7 @@ fn fitting(layout: &DeviceLayout, req: &PlanRequest) -> Option<DevicePlan> {
 
 /// Of the staging sizes that fit with tail pieces of `piece` points (`0`: the full layout),
 /// the plan expected to cost a proof the least ([`streaming_cost`], [`pieces_cost`]): larger
-/// buffers mean fewer H chunks (each sorts and integrates its windows again), smaller ones
+/// buffers mean fewer H chunks (each sorts its digits again), smaller ones
 /// leave more of the SRS resident. With its cost.
 fn cheapest_streaming(
     lens: &SrsLengths,
