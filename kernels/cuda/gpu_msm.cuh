@@ -162,9 +162,9 @@ template<class B> static dim3 sp_acc_block(const GpuContext& ctx)
 // accumulators chunk by chunk) and the bucket accumulation, every chunk adding into the same
 // buckets (`sp_accumulate`); then one row integration, whose row sums are added into the job's
 // accumulators (the first chunk's partial sums and the row sums overwrite them when `fresh`).
-// All on stream s, nothing waited for. `coop_blocks` (0: one per SM) is the grid of the bucket accumulation, a cooperative
-// launch whose blocks must all be resident at once: one SM fewer leaves room for `sp_side`'s
-// block, which runs beside the H MSM for milliseconds.
+// All on stream s, nothing waited for. `coop_blocks` (0: one per SM) is the grid of the bucket
+// accumulation, a cooperative launch whose blocks must all be resident at once: one SM fewer
+// leaves room for `sp_side`'s block, which runs beside the H MSM for milliseconds.
 template<class B, class A>
 static void sp_pippenger(GpuContext& ctx, sp_job_buf<B>& job, typename B::mem_t* d_part,
                          const sp_src<A>& src, const fr_t* d_sc, const sp_msm_plan& p,
