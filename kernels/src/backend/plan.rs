@@ -507,8 +507,8 @@ fn fitting(layout: &DeviceLayout, req: &PlanRequest) -> Option<DevicePlan> {
 
 /// Of the staging sizes that fit with tail pieces of `piece` points (`0`: the full layout),
 /// the plan expected to cost a proof the least ([`streaming_cost`], [`pieces_cost`]): larger
-/// buffers mean fewer H chunks (each sorts its digits again), smaller ones
-/// leave more of the SRS resident. With its cost.
+/// buffers mean fewer H chunks (each sorts its digits again), smaller ones leave more of the
+/// SRS resident. With its cost.
 fn cheapest_streaming(
     lens: &SrsLengths,
     req: &PlanRequest,

@@ -294,9 +294,6 @@ mod tests {
     use crate::circuits::CircuitSpec;
     use crate::witness::PackedWitness;
 
-    /// The device's witness arithmetic (`witness.cuh`, run on the host from the same templates)
-    /// unpacks and multiplies to exactly what the host path computes and what the full
-    /// synthesis writes, for every built-in circuit family; no GPU needed.
     /// A circuit's matrices and the packed witness of `seed`.
     fn packed(spec: CircuitSpec, seed: u64) -> (CircuitMatrices, PackedWitness) {
         let matrices = CircuitMatrices::new(crate::r1cs::compile(&spec.into()).unwrap());
@@ -309,6 +306,7 @@ mod tests {
         (matrices, packed)
     }
 
+    /// The assignment a backend reads from a packed witness.
     fn view(p: &PackedWitness) -> WitnessAssignment<'_> {
         WitnessAssignment {
             input: &p.input,
@@ -317,6 +315,9 @@ mod tests {
         }
     }
 
+    /// The device's witness arithmetic (`witness.cuh`, run on the host from the same templates)
+    /// unpacks and multiplies to exactly what the host path computes and what the full
+    /// synthesis writes, for every built-in circuit family; no GPU needed.
     #[test]
     fn the_device_witness_arithmetic_gives_the_full_synthesis() {
         let mut kinds = [0usize; 2];
