@@ -253,6 +253,8 @@ struct sp_layout {
     // layout), and where A's and B's gathered scalars start in an input set's `abc`.
     size_t piece, sc_a_at, sc_b_at;
     bool compact() const { return piece != 0; }
+    // The compact layout's pieces of a query of n points.
+    size_t pieces(size_t n) const { return (n + piece - 1) / piece; }
 
     static size_t point_bytes(int q) { return q == SP_Q_B2 ? sizeof(affine_fp2_t) : sizeof(affine_t); }
     bool streams() const { return stage_bytes != 0; }
@@ -308,6 +310,12 @@ static const size_t SP_CHUNK_ALIGN = (size_t)SP_TILE * 64;
 static const size_t SP_MAX_PIECES = 256;
 static_assert((SP_BOUNDS + 3 * (SP_MAX_PIECES + 1)) * sizeof(uint32_t) <= SP_COUNTS_BYTES,
               "a flight's counts hold every piece's bound");
+
+// Query q's piece bounds in a flight's counts.
+static uint32_t* sp_bounds(uint32_t* counts, int q)
+{
+    return counts + SP_BOUNDS + q * (SP_MAX_PIECES + 1);
+}
 
 static sp_layout sp_layout_of(const sp_srs& s, int sms, uint32_t wbits_h, uint32_t chunks_h,
                               const sp_residency* r)

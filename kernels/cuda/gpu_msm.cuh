@@ -67,10 +67,10 @@ static void sp_classify_query(GpuContext& ctx, int q, const fr_t* d_sc, size_t n
     if (ctx.lay.compact()) {
         // the big count before each piece: the tile prefix at its start (pieces are whole
         // tiles), one every piece / SP_CHUNK_ALIGN tiles
-        size_t piece = ctx.lay.piece, npieces = (n + piece - 1) / piece;
-        CUDA_OK(cudaMemcpy2DAsync(counts + SP_BOUNDS + q * (SP_MAX_PIECES + 1), sizeof(uint32_t),
-                                  sb.tiles.ptr, piece / SP_CHUNK_ALIGN * sizeof(uint32_t),
-                                  sizeof(uint32_t), npieces, cudaMemcpyDeviceToHost, s));
+        CUDA_OK(cudaMemcpy2DAsync(sp_bounds(counts, q), sizeof(uint32_t), sb.tiles.ptr,
+                                  ctx.lay.piece / SP_CHUNK_ALIGN * sizeof(uint32_t),
+                                  sizeof(uint32_t), ctx.lay.pieces(n), cudaMemcpyDeviceToHost,
+                                  s));
     }
 }
 
@@ -236,6 +236,37 @@ static void sp_pippenger(GpuContext& ctx, sp_job_buf<B>& job, typename B::mem_t*
     sp_check_launch();
 }
 
+// The batch addition of query q's points [p0, p0 + len), point p0 being `src`'s first: its
+// resident part in one go, then chunks of at most `stage` points (whole tiles, as the resident
+// prefix: `sp_layout_of`), adding to what `job.split` holds when `accumulate` (else starting
+// it). With `tail_pts`, each chunk's points whose scalar is big are gathered into it, the first
+// at index `base` (the big count before p0).
+template<class B, class A>
+static void sp_split_run(GpuContext& ctx, sp_job_buf<B>& job, const sp_src<A>& src, int q,
+                         size_t p0, size_t len, size_t stage, bool accumulate, A* tail_pts,
+                         size_t base, stream_t& s)
+{
+    typedef typename A::mem_t affine_h;
+    const sp_split_buf& sb = ctx.split[q];
+    for (size_t off = 0; off < len;) {
+        size_t num = off < src.resident ? std::min(len, src.resident) - off
+                                        : std::min(stage, len - off);
+        int slot;
+        const affine_h* pts = (const affine_h*)sp_fetch(ctx, src, off, num, s, slot);
+        s.launch_coop(batch_addition<B>, dim3(ctx.sms), dim3(BATCH_ADD_BLOCK_SIZE),
+                      (size_t)0, job.split.ptr, pts, (uint32_t)num,
+                      (const uint32_t*)sb.ones.ptr + (p0 + off) / 32, accumulate || off != 0,
+                      ctx.sid);
+        if (tail_pts) {
+            size_t w0 = (p0 + off) / 64;
+            sp_gather_launch(ctx, (affine_h*)tail_pts, pts, sb.big.ptr + w0, sp_words(num),
+                             sb.offsets.ptr + w0, sb.tiles.ptr + w0 / SP_TILE, s, base);
+        }
+        sp_consumed(ctx, slot, s);
+        off += num;
+    }
+}
+
 // One query's MSM: a plain Pippenger when tail == SP_PLAIN, otherwise the batch addition of the
 // points whose scalar is one (query q's bitmap) and a Pippenger over the big scalars' points,
 // gathered into `tail_pts` (the tail scalars are gathered too unless `scalars_ready`: B_G2 reuses
@@ -249,7 +280,6 @@ static sp_job_rec sp_msm_query(GpuContext& ctx, sp_job_buf<B>& job, typename B::
                                const sp_src<A>& src, size_t stage, const fr_t* d_sc, size_t n,
                                int q, size_t tail, A* tail_pts, bool scalars_ready, stream_t& s)
 {
-    typedef typename A::mem_t affine_h;
     sp_job_rec rec;
     if (!n)
         return rec;
@@ -276,24 +306,7 @@ static sp_job_rec sp_msm_query(GpuContext& ctx, sp_job_buf<B>& job, typename B::
             ctx.d_tail_sc.ptr, sb.tiles.ptr + sp_tiles(nwords), tail);
         sp_check_launch();
     }
-    // the resident prefix in one piece, then the streamed chunks
-    for (size_t off = 0; off < n;) {
-        // (a partly resident query's prefix is whole chunks: `sp_layout_of`)
-        size_t num = off == 0 && src.resident ? std::min(n, src.resident)
-                                              : std::min(stage, n - off);
-        int slot;
-        const affine_h* pts = (const affine_h*)sp_fetch(ctx, src, off, num, s, slot);
-        s.launch_coop(batch_addition<B>, dim3(ctx.sms), dim3(BATCH_ADD_BLOCK_SIZE),
-                      (size_t)0, job.split.ptr, pts, (uint32_t)num,
-                      (const uint32_t*)sb.ones.ptr + off / 32, off != 0, ctx.sid);
-        if (tail) {
-            size_t w0 = off / 64;
-            sp_gather_launch(ctx, (affine_h*)tail_pts, pts, sb.big.ptr + w0, sp_words(num),
-                             sb.offsets.ptr + w0, sb.tiles.ptr + w0 / SP_TILE, s);
-        }
-        sp_consumed(ctx, slot, s);
-        off += num;
-    }
+    sp_split_run(ctx, job, src, q, 0, n, stage, false, tail ? tail_pts : nullptr, 0, s);
     rec.split = true;
     if (tail) {
         sp_msm_plan p = sp_plan(tail);
@@ -321,12 +334,11 @@ static sp_job_rec sp_msm_pieces(GpuContext& ctx, sp_job_buf<B>& job, typename B:
                                 int q, const uint32_t* bounds, A* tail_pts, size_t tail_cap,
                                 stream_t& s)
 {
-    typedef typename A::mem_t affine_h;
     sp_job_rec rec;
     const size_t piece = ctx.lay.piece;
     if (!n || !piece)
         return rec;
-    const size_t npieces = (n + piece - 1) / piece;
+    const size_t npieces = ctx.lay.pieces(n);
     const sp_split_buf& sb = ctx.split[q];
     auto len_of = [&](size_t k) { return std::min(piece, n - k * piece); };
     auto big_of = [&](size_t k) { return (size_t)(bounds[k + 1] - bounds[k]); };
@@ -362,24 +374,9 @@ static sp_job_rec sp_msm_pieces(GpuContext& ctx, sp_job_buf<B>& job, typename B:
             rec.pippenger = true;
             continue;
         }
-        // the resident part in one go, then the streamed chunks (whole tiles, as the prefix)
-        for (size_t off = 0; off < len;) {
-            size_t num = off < res ? std::min(len, res) - off : std::min(stage, len - off);
-            int slot;
-            const affine_h* pts = (const affine_h*)sp_fetch(ctx, sub, off, num, s, slot);
-            s.launch_coop(batch_addition<B>, dim3(ctx.sms), dim3(BATCH_ADD_BLOCK_SIZE),
-                          (size_t)0, job.split.ptr, pts, (uint32_t)num,
-                          (const uint32_t*)sb.ones.ptr + (p0 + off) / 32, rec.split, ctx.sid);
-            rec.split = true;
-            if (big) {
-                size_t w0 = (p0 + off) / 64;
-                sp_gather_launch(ctx, (affine_h*)tail_pts, pts, sb.big.ptr + w0, sp_words(num),
-                                 sb.offsets.ptr + w0, sb.tiles.ptr + w0 / SP_TILE, s,
-                                 bounds[k]);
-            }
-            sp_consumed(ctx, slot, s);
-            off += num;
-        }
+        sp_split_run(ctx, job, sub, q, p0, len, stage, rec.split, big ? tail_pts : nullptr,
+                     bounds[k], s);
+        rec.split = true;
         if (!big)
             continue;
         const size_t t = msm_size(k);

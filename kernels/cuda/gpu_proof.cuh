@@ -168,6 +168,28 @@ static void sp_issue_gathers(GpuContext& ctx, const sp_assignment& a, int set, s
     sp_record_ext(ctx, fl.counted, m);
 }
 
+// v's first `len` values (a, b or c at the domain's points) zero-padded to the domain, then
+// taken to the coset's points: an inverse NTT and a coset NTT, on stream s.
+static void sp_to_coset(GpuContext& ctx, fr_t* v, size_t len, stream_t& s)
+{
+    if (len < ctx.domain)
+        CUDA_OK(cudaMemsetAsync(v + len, 0, (ctx.domain - len) * sizeof(fr_t), s));
+    sp_ntt::NTT_internal(v, ctx.lg_domain, NTT::InputOutputOrder::NR, NTT::Direction::inverse,
+                         NTT::Type::standard, s);
+    sp_ntt::NTT_internal(v, ctx.lg_domain, NTT::InputOutputOrder::RN, NTT::Direction::forward,
+                         NTT::Type::coset, s);
+}
+
+// The quotient's coefficients in a's place, a holding a * b on the coset: (a * b - c) / Z
+// there, then an inverse coset NTT, on stream m.
+static void sp_quotient(GpuContext& ctx, fr_t* d_ab, const fr_t* d_c, stream_t& m)
+{
+    sp_sub_scale<<<ctx.sms, 1024, 0, m>>>(d_ab, d_c, ctx.z_inv, ctx.domain);
+    sp_check_launch();
+    sp_ntt::NTT_internal(d_ab, ctx.lg_domain, NTT::InputOutputOrder::NN, NTT::Direction::inverse,
+                         NTT::Type::coset, m);
+}
+
 // The front half of a proof in the compact layout (kernel by kernel, never captured): a's and
 // b's NTTs, a * b into a's place, then c into b's place (copied from the slot on the copy
 // stream, or the matrices' product), its NTTs and the quotient h in a's place; then A's and B's
@@ -189,19 +211,8 @@ static void sp_issue_front_compact(GpuContext& ctx, const sp_assignment& a, int 
     CUDA_OK(cudaStreamWaitEvent(*ctx.s_n1, ctx.ev_fork, 0));
     sp_wait_ext(ctx, *ctx.s_n1, fl.vec[1]);
     // the witness path's products have the rows' length; a copied a or b has abc_len
-    auto pad = [&](fr_t* v, stream_t& s) {
-        if (a.abc_len < dom)
-            CUDA_OK(cudaMemsetAsync(v + a.abc_len, 0, (dom - a.abc_len) * sizeof(fr_t), s));
-    };
-    auto to_coset = [&](fr_t* v, stream_t& s) {
-        pad(v, s);
-        sp_ntt::NTT_internal(v, ctx.lg_domain, NTT::InputOutputOrder::NR,
-                             NTT::Direction::inverse, NTT::Type::standard, s);
-        sp_ntt::NTT_internal(v, ctx.lg_domain, NTT::InputOutputOrder::RN,
-                             NTT::Direction::forward, NTT::Type::coset, s);
-    };
-    to_coset(d_a, m);
-    to_coset(d_b, *ctx.s_n1);
+    sp_to_coset(ctx, d_a, a.abc_len, m);
+    sp_to_coset(ctx, d_b, a.abc_len, *ctx.s_n1);
     sp_fork(ctx.ev_join1, *ctx.s_n1, m);
     sp_mul_assign<<<ctx.sms, 1024, 0, m>>>(d_a, d_b, dom);
     sp_check_launch();
@@ -217,11 +228,8 @@ static void sp_issue_front_compact(GpuContext& ctx, const sp_assignment& a, int 
         CUDA_OK(cudaEventRecord(fl.vec[2], c));
         CUDA_OK(cudaStreamWaitEvent(m, fl.vec[2], 0));
     }
-    to_coset(d_b, m);
-    sp_sub_scale<<<ctx.sms, 1024, 0, m>>>(d_a, d_b, ctx.z_inv, dom);
-    sp_check_launch();
-    sp_ntt::NTT_internal(d_a, ctx.lg_domain, NTT::InputOutputOrder::NN,
-                         NTT::Direction::inverse, NTT::Type::coset, m);
+    sp_to_coset(ctx, d_b, a.abc_len, m);
+    sp_quotient(ctx, d_a, d_b, m);
     sp_record_ext(ctx, fl.ev[EV_GATHER], m);
     sp_issue_gathers(ctx, a, set, fl);
     sp_record_ext(ctx, fl.ev[EV_NTT], m);
@@ -253,24 +261,13 @@ static void sp_issue_front(GpuContext& ctx, const sp_assignment& a, int set, sp_
     sp_wait_ext(ctx, *ctx.s_n2, fl.vec[2]);
     stream_t* ss[3] = {&m, ctx.s_n1.get(), ctx.s_n2.get()};
     fr_t* dd[3] = {d_a, d_b, d_c};
-    for (int i = 0; i < 3; i++) {
-        // a, b, c zero-padded to the domain (the copy wrote the first abc_len)
-        if (a.abc_len < dom)
-            CUDA_OK(cudaMemsetAsync(dd[i] + a.abc_len, 0, (dom - a.abc_len) * sizeof(fr_t),
-                                    *ss[i]));
-        sp_ntt::NTT_internal(dd[i], ctx.lg_domain, NTT::InputOutputOrder::NR,
-                             NTT::Direction::inverse, NTT::Type::standard, *ss[i]);
-        sp_ntt::NTT_internal(dd[i], ctx.lg_domain, NTT::InputOutputOrder::RN,
-                             NTT::Direction::forward, NTT::Type::coset, *ss[i]);
-    }
+    for (int i = 0; i < 3; i++)   // (the copy wrote the first abc_len)
+        sp_to_coset(ctx, dd[i], a.abc_len, *ss[i]);
     sp_fork(ctx.ev_join1, *ctx.s_n1, m);
     sp_fork(ctx.ev_join2, *ctx.s_n2, m);
     sp_mul_assign<<<ctx.sms, 1024, 0, m>>>(d_a, d_b, dom);
     sp_check_launch();
-    sp_sub_scale<<<ctx.sms, 1024, 0, m>>>(d_a, d_c, ctx.z_inv, dom);
-    sp_check_launch();
-    sp_ntt::NTT_internal(d_a, ctx.lg_domain, NTT::InputOutputOrder::NN,
-                         NTT::Direction::inverse, NTT::Type::coset, m);
+    sp_quotient(ctx, d_a, d_c, m);
     sp_record_ext(ctx, fl.ev[EV_NTT], m);
 }
 
@@ -454,8 +451,7 @@ static void sp_issue_back_kernels(GpuContext& ctx, int set, sp_flight& fl,
                    size_t n, int q, auto* tail_pts, size_t tail_cap, bool scalars_ready) {
         if (key.tail[q] == SP_PIECES)
             return sp_msm_pieces(ctx, job, d_part, src, chunk, sc, n, q,
-                                 fl.counts + SP_BOUNDS + q * (SP_MAX_PIECES + 1), tail_pts,
-                                 tail_cap, m);
+                                 sp_bounds(fl.counts, q), tail_pts, tail_cap, m);
         return sp_msm_query(ctx, job, d_part, src, chunk, sc, n, q, key.tail[q], tail_pts,
                             scalars_ready, m);
     };
@@ -610,8 +606,7 @@ static bool sp_issue_back(GpuContext& ctx, int set, int f, bool host_sums)
                                      : ctx.d_tail_g1.len);
         if (ctx.lay.compact() && key.tail[q] != SP_PLAIN && key.tail[q] > cap) {
             key.tail[q] = SP_PIECES;
-            size_t npieces = (nq[q] + ctx.lay.piece - 1) / ctx.lay.piece;
-            fl.counts[SP_BOUNDS + q * (SP_MAX_PIECES + 1) + npieces] = (uint32_t)big;
+            sp_bounds(fl.counts, q)[ctx.lay.pieces(nq[q])] = (uint32_t)big;
         }
     }
     sp_job_rec rec[SP_JOBS];

@@ -155,6 +155,39 @@ static void sp_window_term(uint32_t j, uint32_t lsbits, uint32_t nthrbits, uint3
 #include "gpu_context.cuh"
 
 
+// The copy rate, in GB/s, that streaming gets: one staging buffer's worth of the first query
+// with points past its resident prefix, from there (else of H from its start: only the
+// matrices' rows stream), timed on the streaming stream. The staging buffers are allocated.
+static double sp_stream_rate(GpuContext& ctx, const sp_srs& srs)
+{
+    const sp_layout& L = ctx.lay;
+    const void* from[SP_QUERIES] = {srs.h, srs.l, srs.a, srs.b_g1, srs.b_g2};
+    int q = SP_Q_H;
+    size_t first = 0;
+    for (int k = 0; k < SP_QUERIES; k++)
+        if (L.res[k] < L.n[k]) {
+            q = k;
+            first = L.res[k];
+            break;
+        }
+    size_t bytes = std::min(L.stage_bytes, (L.n[q] - first) * L.point_bytes(q));
+    cudaEvent_t e0, e1;
+    sp_event(&e0, cudaEventDefault);
+    sp_event(&e1, cudaEventDefault);
+    stream_t& c = *ctx.s_stream;
+    CUDA_OK(cudaEventRecord(e0, c));
+    CUDA_OK(cudaMemcpyAsync(ctx.stage[0].ptr,
+                            (const unsigned char*)from[q] + first * L.point_bytes(q), bytes,
+                            cudaMemcpyHostToDevice, c));
+    CUDA_OK(cudaEventRecord(e1, c));
+    c.sync();
+    float ms = 0;
+    (void)cudaEventElapsedTime(&ms, e0, e1);
+    (void)cudaEventDestroy(e0);
+    (void)cudaEventDestroy(e1);
+    return ms > 0 ? bytes / (ms * 1e6) : 0;
+}
+
 extern "C"
 RustError::by_value splitprover_gpu_create(const sp_srs* srs, const void* image,
                                            size_t image_len, int device,
@@ -255,32 +288,7 @@ RustError::by_value splitprover_gpu_create(const sp_srs* srs, const void* image,
                 sp_event(&ctx->consumed[k], cudaEventDisableTiming);
                 CUDA_OK(cudaEventRecord(ctx->consumed[k], *ctx->s_stream));
             }
-            // The copy rate the streaming gets: one staging buffer's worth of the first
-            // streamed query (else of H: only the matrices' rows stream), timed on the
-            // streaming stream.
-            int q = 0;
-            while (q + 1 < SP_QUERIES && L.res[q] == L.n[q])
-                q++;
-            if (L.res[q] == L.n[q])
-                q = SP_Q_H;
-            const void* from[SP_QUERIES] = {srs->h, srs->l, srs->a, srs->b_g1, srs->b_g2};
-            size_t res_q = L.res[q] == L.n[q] ? 0 : L.res[q];
-            size_t bytes = std::min(L.stage_bytes, (L.n[q] - res_q) * L.point_bytes(q));
-            cudaEvent_t e0, e1;
-            sp_event(&e0, cudaEventDefault);
-            sp_event(&e1, cudaEventDefault);
-            stream_t& c = *ctx->s_stream;
-            CUDA_OK(cudaEventRecord(e0, c));
-            CUDA_OK(cudaMemcpyAsync(ctx->stage[0].ptr,
-                                    (const unsigned char*)from[q] + res_q * L.point_bytes(q),
-                                    bytes, cudaMemcpyHostToDevice, c));
-            CUDA_OK(cudaEventRecord(e1, c));
-            c.sync();
-            float ms = 0;
-            (void)cudaEventElapsedTime(&ms, e0, e1);
-            (void)cudaEventDestroy(e0);
-            (void)cudaEventDestroy(e1);
-            stats->stream_gbps = ms > 0 ? bytes / (ms * 1e6) : 0;
+            stats->stream_gbps = sp_stream_rate(*ctx, *srs);
         }
 
         for (int k = 0; k < ctx->nsets; k++) {
