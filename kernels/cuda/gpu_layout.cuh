@@ -377,11 +377,13 @@ static sp_layout sp_layout_of(const sp_srs& s, int sms, uint32_t wbits_h, uint32
     l.tail_g2 = (l.compact() ? std::min(s.n_b, l.piece) : s.n_b) / 2 + 1;
 
     // The H MSM by default: its points are resident, so one chunk (digits for all n points at
-    // once) and two bits more per window than sppark's choice, at most 14, from 2^19 points up.
-    // Measured on an H200 at 2^20 (BENCHMARKS.md, the window sweep of `gpu_check --wbits-h`):
-    // 14 bits in 1 chunk 13.3 ms against sppark's 12 bits in 4 chunks 18.5 ms, the same bytes.
+    // once) and two bits more per window than sppark's choice, at most 16, from 2^19 points up:
+    // 14 bits at 2^20, 15 at 2^21, 16 from 2^22. The window sweeps of `gpu_check --wbits-h`
+    // (BENCHMARKS.md) chose them: one chunk beat sppark's chunks at 2^20, and with one
+    // integration per MSM these windows were the fastest (or within 0.1 %) at 2^21, 2^22 and
+    // 2^24, 16 bits beating 14 by 8 % at 2^22 and 17 % at 2^24, the same bytes.
     if (!wbits_h && !chunks_h && s.n_h >= ((size_t)1 << 19)) {
-        wbits_h = std::min(sp_plan(s.n_h).wbits + 2, 14u);
+        wbits_h = std::min(sp_plan(s.n_h).wbits + 2, 16u);
         chunks_h = 1;
     }
     // A streamed H takes its points in chunks of at most one staging buffer; the resident
