@@ -493,10 +493,11 @@ mod check {
             ..GpuOptions::default()
         };
         // under a budget the backend keeps the image to stream from
-        let gpu = match args.budget {
-            Some(_) => GpuBackend::with_image(image.clone(), options)?,
-            None => GpuBackend::with_options(&view, options)?,
+        let open = |options: GpuOptions| match args.budget {
+            Some(_) => GpuBackend::with_image(image.clone(), options),
+            None => GpuBackend::with_options(&view, options),
         };
+        let gpu = open(options)?;
         let res = gpu.residency();
         if args.budget.is_some() {
             println!(
@@ -828,14 +829,11 @@ mod check {
             println!("| H window bits | chunks | msm h ms | compute ms | gpu span ms | wall ms | bytes |");
             println!("|---|---|---|---|---|---|---|");
             for &(w, chunks) in &args.wbits_h {
-                let backend = GpuBackend::with_options(
-                    &view,
-                    GpuOptions {
-                        h_window_bits: Some(w),
-                        h_chunks: chunks,
-                        ..options
-                    },
-                )?;
+                let backend = open(GpuOptions {
+                    h_window_bits: Some(w),
+                    h_chunks: chunks,
+                    ..options
+                })?;
                 let used = backend.residency().h_chunks;
                 let t = time_ours(
                     &backend,
