@@ -850,6 +850,25 @@ fn stale(index: usize, expected: Word, found: Word) -> Error {
     .into()
 }
 
+/// Moves the slot a handle holds at `word` to `state`, unowned (`meta`: whether its meta stays
+/// valid), and wakes `event`'s waiters. A stale handle gets [`ErrorKind::StaleSlot`] and moves
+/// nothing.
+fn hand_over(
+    ring: &Ring,
+    index: usize,
+    word: Word,
+    state: SlotState,
+    meta: bool,
+    event: Event,
+) -> Result<()> {
+    let next = word.successor(state, meta, 0);
+    ring.ctl(index)
+        .transition(word, next)
+        .map_err(|found| stale(index, word, found))?;
+    ring.notify(event);
+    Ok(())
+}
+
 /// Checks `word` is still what the handle installed.
 fn still_owned(ring: &Ring, index: usize, word: Word) -> Result<()> {
     let found = ring.ctl(index).load();

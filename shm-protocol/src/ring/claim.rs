@@ -5,12 +5,12 @@ use std::mem::ManuallyDrop;
 
 use blstrs::Scalar;
 
-use super::{shm_slice, stale, still_owned, Event, Ring};
+use super::{hand_over, shm_slice, still_owned, Event, Ring};
 #[cfg(doc)]
 use crate::error::ErrorKind;
 use crate::error::{Result, SlotField};
 use crate::slot::{Density, SlotKind, SlotLayout, SlotMeta, SlotResult};
-use crate::state::{SlotState, SlotTable, Word};
+use crate::state::{SlotState, Word};
 use crate::sync::Ordering;
 
 /// A CLAIMED slot owned by this process. Dropping it without [`ClaimedSlot::complete`] puts the
@@ -183,26 +183,14 @@ impl<'r> ClaimedSlot<'r> {
         h.result_status.store(status, Ordering::Relaxed);
         // Relaxed: as above. `encode` bounds the length by RESULT_CAPACITY (4096).
         h.result_len.store(bytes.len() as u32, Ordering::Relaxed);
-        let next = self.word.successor(SlotState::Done, true, 0);
-        self.ring
-            .ctl(self.index)
-            .transition(self.word, next)
-            .map_err(|found| stale(self.index, self.word, found))?;
-        self.ring.notify(Event::Done);
-        Ok(())
+        self.move_to(SlotState::Done, true, Event::Done)
     }
 
     /// Drops the synthesis without proving it: the slot goes back to FREE (waking producers).
     /// For a slot whose job has ended.
     pub fn discard(self) -> Result<()> {
         let this = ManuallyDrop::new(self);
-        let next = this.word.successor(SlotState::Free, false, 0);
-        this.ring
-            .ctl(this.index)
-            .transition(this.word, next)
-            .map_err(|found| stale(this.index, this.word, found))?;
-        this.ring.notify(Event::Free);
-        Ok(())
+        this.move_to(SlotState::Free, false, Event::Free)
     }
 
     /// Gives the slot back to READY for another consumer.
@@ -211,13 +199,11 @@ impl<'r> ClaimedSlot<'r> {
     }
 
     fn release_inner(&self) -> Result<()> {
-        let next = self.word.successor(SlotState::Ready, true, 0);
-        self.ring
-            .ctl(self.index)
-            .transition(self.word, next)
-            .map_err(|found| stale(self.index, self.word, found))?;
-        self.ring.notify(Event::Ready);
-        Ok(())
+        self.move_to(SlotState::Ready, true, Event::Ready)
+    }
+
+    fn move_to(&self, state: SlotState, meta: bool, event: Event) -> Result<()> {
+        hand_over(self.ring, self.index, self.word, state, meta, event)
     }
 
     /// Forgets the handle, leaving the slot CLAIMED as if this process died here: for crash
@@ -298,13 +284,7 @@ impl<'r> DoneSlot<'r> {
     }
 
     fn move_to(&self, state: SlotState, meta: bool, event: Event) -> Result<()> {
-        let next = self.word.successor(state, meta, 0);
-        self.ring
-            .ctl(self.index)
-            .transition(self.word, next)
-            .map_err(|found| stale(self.index, self.word, found))?;
-        self.ring.notify(event);
-        Ok(())
+        hand_over(self.ring, self.index, self.word, state, meta, event)
     }
 
     /// Forgets the handle, leaving the slot DONE and owned, as if this process died here.

@@ -5,7 +5,7 @@ use std::mem::ManuallyDrop;
 
 use blstrs::Scalar;
 
-use super::{shm_slice_mut, stale, still_owned, Event, Ring};
+use super::{hand_over, shm_slice_mut, stale, still_owned, Event, Ring};
 use crate::error::{ErrorKind, Result, SlotField};
 use crate::slot::{
     check_geometry, Density, RawSlotLayout, SlotCapacity, SlotKind, SlotLayout, SlotLengths,
@@ -368,13 +368,14 @@ impl<'r> SlotWriter<'r> {
     }
 
     fn abandon_inner(&self) -> Result<()> {
-        let next = self.word.successor(SlotState::Free, false, 0);
-        self.ring
-            .ctl(self.index)
-            .transition(self.word, next)
-            .map_err(|found| stale(self.index, self.word, found))?;
-        self.ring.notify(Event::Free);
-        Ok(())
+        hand_over(
+            self.ring,
+            self.index,
+            self.word,
+            SlotState::Free,
+            false,
+            Event::Free,
+        )
     }
 
     /// Forgets the handle and leaves the slot WRITING, exactly as if this process had died
