@@ -443,6 +443,7 @@ fn porep_as_curio_sends_it_opens_the_same_job() {
         registered_proof: 5,
         vanilla_proof: &envelope,
         vanilla_proofs: &[],
+        sector_number: s.sector_id,
         miner_id: kernels::filecoin::fixture::PROVER_MINER_ID,
         randomness: &[],
         partition_index: 0,

@@ -415,6 +415,7 @@ fn window_post_partitions_as_curio_sends_them_verify() {
             registered_proof: 10, // Go's StackedDrgWindow2KiBV1_1 = the api's V1_2
             vanilla_proof: &[],
             vanilla_proofs: &vanilla,
+            sector_number: 0,
             miner_id: PROVER_MINER_ID,
             randomness: &r,
             partition_index: k as u32,

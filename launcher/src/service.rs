@@ -99,14 +99,6 @@ pub enum Reason {
          (POREP_SEAL_COMMIT, SNAP_DEALS_UPDATE, WINDOW_POST_PARTITION, WINNING_POST)"
     )]
     NoProofKind,
-    /// A PoRep submission whose sector number is not its envelope's.
-    #[error("sector_number {field} does not match the envelope's SectorNum {envelope}")]
-    SectorNumber {
-        /// The request's field.
-        field: u64,
-        /// The envelope's `SectorNum`.
-        envelope: u64,
-    },
     /// A `Prove` without its submission.
     #[error("ProveRequest without `submit`")]
     NoSubmit,

@@ -73,7 +73,11 @@ pub struct CurioRequest<'a> {
     pub vanilla_proof: &'a [u8],
     /// `vanilla_proofs` (PoSt: one per sector; SnapDeals: one per partition).
     pub vanilla_proofs: &'a [Vec<u8>],
-    /// `miner_id` (PoSt: makes the prover id).
+    /// `sector_number` (PoRep: must be the envelope's `SectorNum` and the C1 output's sector;
+    /// 0: not stated).
+    pub sector_number: u64,
+    /// `miner_id` (PoSt: makes the prover id; PoRep: must be the C1 output's miner; 0: not
+    /// stated).
     pub miner_id: u64,
     /// `randomness` (PoSt: 32 bytes).
     pub randomness: &'a [u8],
@@ -124,7 +128,15 @@ fn porep(req: &CurioRequest<'_>) -> Result<Translated, Error> {
             "vanilla_proof is empty (PoRep needs the C1 envelope)".into(),
         ));
     }
-    let kind = super::detect_kind(req.vanilla_proof)?;
+    let stated = |v: u64| (v != 0).then_some(v);
+    let kind = super::porep::check_commit2in(
+        req.vanilla_proof,
+        super::porep::Stated {
+            miner_id: stated(req.miner_id),
+            sector_number: stated(req.sector_number),
+            sector_size: stated(req.sector_size),
+        },
+    )?;
     if kind != ProofKind::PoRep(named) {
         return Err(invalid(format!(
             "registered_proof {} (`{}`) does not match the C1 output's `{kind}`",
@@ -310,6 +322,7 @@ mod tests {
             registered_proof,
             vanilla_proof: &[],
             vanilla_proofs: &PROOFS,
+            sector_number: 0,
             miner_id: 1000,
             randomness: &[7; 32],
             partition_index: 0,
@@ -478,5 +491,175 @@ mod tests {
         unknown.registered_proof = 99;
         unknown.vanilla_proof = b"{}";
         assert!(reason(translate(&unknown).unwrap_err()).contains("registered_proof 99"));
+    }
+
+    /// A `Commit2In` envelope around an api C1 output of `StackedDrg2KiBV1_1` (no vanilla
+    /// proofs: the envelope checks come before the proofs are read) sealed for miner 1000,
+    /// sector 42.
+    fn envelope(sector_num: u64, sector_size: u64) -> Vec<u8> {
+        use filecoin_proofs_api::seal::{SealCommitPhase1Output, VanillaSealProof};
+        let proof = RegisteredSealProof::StackedDrg2KiBV1_1;
+        let (ticket, comm_d) = ([5u8; 32], [6u8; 32]);
+        let replica_id = storage_proofs_porep::stacked::generate_replica_id::<
+            filecoin_proofs::DefaultTreeHasher,
+            _,
+        >(
+            &prover_id(1000),
+            42,
+            &ticket,
+            comm_d,
+            &proof.as_v1_config().porep_id,
+        );
+        let c1 = SealCommitPhase1Output {
+            registered_proof: proof,
+            vanilla_proofs: VanillaSealProof::StackedDrg2KiBV1(vec![]),
+            comm_r: [4; 32],
+            comm_d,
+            replica_id,
+            seed: [3; 32],
+            ticket,
+        };
+        let inner = encode_base64(&serde_json::to_vec(&c1).unwrap());
+        format!(
+            r#"{{"SectorNum": {sector_num}, "Phase1Out": "{inner}", "SectorSize": {sector_size}}}"#
+        )
+        .into_bytes()
+    }
+
+    #[test]
+    fn porep_envelope_fields_must_agree_with_the_payload() {
+        let good = envelope(42, 2048);
+        let mut req = request(CurioKind::PoRepSealCommit, 5);
+        req.vanilla_proof = &good;
+        req.sector_size = 2048;
+        req.sector_number = 42;
+        let t = translate(&req).unwrap();
+        assert_eq!(
+            t.kind,
+            ProofKind::PoRep(RegisteredSealProof::StackedDrg2KiBV1_1)
+        );
+        // Fields not stated (0) are not compared.
+        let quiet = CurioRequest {
+            sector_size: 0,
+            sector_number: 0,
+            miner_id: 0,
+            ..req
+        };
+        assert!(translate(&quiet).is_ok());
+
+        let cases: Vec<(CurioRequest<'_>, &str)> = vec![
+            (
+                CurioRequest {
+                    sector_number: 43,
+                    ..req
+                },
+                "sector_number 43 does not match the envelope's `SectorNum` 42",
+            ),
+            (
+                CurioRequest {
+                    sector_size: 32 << 30,
+                    ..req
+                },
+                "sector_size 34359738368 does not match the envelope's `SectorSize` 2048",
+            ),
+            (
+                CurioRequest {
+                    miner_id: 1001,
+                    ..req
+                },
+                "miner_id 1001 and sector_number 42 do not match the C1 output's replica id",
+            ),
+            (
+                CurioRequest {
+                    registered_proof: 8,
+                    ..req
+                },
+                "registered_proof 8 (`porep:StackedDrg32GiBV1_1`) does not match the C1 output's \
+                 `porep:StackedDrg2KiBV1_1`",
+            ),
+        ];
+        for (bad, want) in cases {
+            let e = translate(&bad).unwrap_err();
+            assert!(e.to_string().contains(want), "{e}\nwanted: {want}");
+        }
+    }
+
+    #[test]
+    fn an_envelope_whose_sector_size_is_not_its_c1_outputs_is_refused() {
+        // The envelope says 32 GiB, its C1 output is of a 2 KiB sector: refused whether the
+        // request's `sector_size` is unstated or agrees with the envelope.
+        let lying = envelope(42, 32 << 30);
+        let mut req = request(CurioKind::PoRepSealCommit, 5);
+        req.vanilla_proof = &lying;
+        req.sector_number = 42;
+        for sector_size in [0, 32 << 30] {
+            req.sector_size = sector_size;
+            let e = translate(&req).unwrap_err();
+            assert!(
+                e.to_string().contains(
+                    "the envelope's `SectorSize` 34359738368 does not match its C1 output's \
+                     `porep:StackedDrg2KiBV1_1` (2048 bytes)"
+                ),
+                "{e}"
+            );
+        }
+        // The same envelope opened as a request file (no Curio fields) is refused too.
+        let e = super::super::detect_kind(&lying).unwrap_err();
+        assert!(e.to_string().contains("`SectorSize` 34359738368"), "{e}");
+        let e = super::super::open_job(
+            ProofKind::PoRep(RegisteredSealProof::StackedDrg2KiBV1_1),
+            &lying,
+        )
+        .err()
+        .unwrap();
+        assert!(e.to_string().contains("`SectorSize` 34359738368"), "{e}");
+        // A `SectorNum` that is not a number is named.
+        let e = translate(&CurioRequest {
+            vanilla_proof: br#"{"SectorNum": "x", "Phase1Out": "", "SectorSize": 2048}"#,
+            ..req
+        })
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("`SectorNum` is not an unsigned integer"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn post_envelopes_are_checked_against_their_own_fields() {
+        // A PoSt request's payload (the vanilla proofs) states no proof number, miner or
+        // randomness of its own: those are the envelope's, and the vanilla proofs are verified
+        // against them when the job is opened (tests/filecoin_post.rs). What the envelope
+        // states twice must agree: the sector size and the proof number.
+        let proofs = vec![vec![1u8]];
+        let mut req = request(CurioKind::WindowPostPartition, 13);
+        req.vanilla_proofs = &proofs;
+        req.sector_size = 2048;
+        let e = translate(&req).unwrap_err();
+        assert!(
+            e.to_string().contains(
+                "sector_size 2048 does not match registered_proof 13 (`post:StackedDrgWindow32GiBV1_2`"
+            ),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn snap_sector_size_zero_is_unstated_and_others_must_match() {
+        let proofs = vec![vec![9u8; 40]];
+        let mut req = request(CurioKind::SnapDealsUpdate, 0);
+        req.vanilla_proofs = &proofs;
+        req.sector_size = 0;
+        assert!(translate(&req).is_ok());
+        req.sector_size = 2048;
+        assert!(translate(&req).is_ok());
+        req.sector_size = 8 << 20;
+        let e = translate(&req).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("sector_size 8388608 does not match registered_proof 0 (`snap:StackedDrg2KiBV1`, 2048 bytes)"),
+            "{e}"
+        );
     }
 }

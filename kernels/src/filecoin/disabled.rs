@@ -151,6 +151,7 @@ pub mod curio {
         pub registered_proof: u64,
         pub vanilla_proof: &'a [u8],
         pub vanilla_proofs: &'a [Vec<u8>],
+        pub sector_number: u64,
         pub miner_id: u64,
         pub randomness: &'a [u8],
         pub partition_index: u32,

@@ -294,32 +294,142 @@ fn parse_api_c1(input: &[u8]) -> Result<filecoin_proofs_api::seal::SealCommitPha
     })
 }
 
-/// The inner C1 output of lotus-bench's `Commit2In` (`Phase1Out` is base64 JSON), if `input` is one.
-fn unwrap_commit2in(input: &[u8]) -> Result<Option<Vec<u8>>, Error> {
+/// What lotus-bench's `Commit2In` envelope (`{"SectorNum", "Phase1Out", "SectorSize"}`) states
+/// beside its C1 output; a field it leaves out is `None`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Commit2InFields {
+    /// `SectorNum`: the sector's number.
+    pub sector_num: Option<u64>,
+    /// `SectorSize`: the sector's size in bytes, which must be the C1 output's.
+    pub sector_size: Option<u64>,
+}
+
+/// A `Commit2In` envelope: its stated fields and the decoded inner C1 output.
+struct Commit2In {
+    fields: Commit2InFields,
+    inner: Vec<u8>,
+}
+
+/// Reads lotus-bench's `Commit2In` envelope, if `input` is one (a JSON object with `Phase1Out`).
+fn unwrap_commit2in(input: &[u8]) -> Result<Option<Commit2In>, Error> {
     #[derive(serde::Deserialize)]
-    struct Commit2In {
+    struct Raw {
         #[serde(rename = "Phase1Out")]
-        phase1_out: Option<String>,
+        phase1_out: Option<serde_json::Value>,
+        #[serde(rename = "SectorNum")]
+        sector_num: Option<serde_json::Value>,
+        #[serde(rename = "SectorSize")]
+        sector_size: Option<serde_json::Value>,
     }
-    let Ok(wrapper) = serde_json::from_slice::<Commit2In>(input) else {
+    let Ok(raw) = serde_json::from_slice::<Raw>(input) else {
         return Ok(None);
     };
-    match wrapper.phase1_out {
-        None => Ok(None),
-        Some(b64) => super::decode_base64("`Phase1Out`", &b64)
-            .map(Some)
-            .map_err(|e| invalid_c1(e.to_string())),
+    let Some(phase1_out) = raw.phase1_out else {
+        return Ok(None);
+    };
+    let serde_json::Value::String(b64) = phase1_out else {
+        return Err(invalid_c1("`Phase1Out` is not a string"));
+    };
+    let number = |name: &str, v: Option<serde_json::Value>| match v {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(v) => v.as_u64().map(Some).ok_or_else(|| {
+            invalid_c1(format!(
+                "the envelope's `{name}` is not an unsigned integer ({v})"
+            ))
+        }),
+    };
+    let fields = Commit2InFields {
+        sector_num: number("SectorNum", raw.sector_num)?,
+        sector_size: number("SectorSize", raw.sector_size)?,
+    };
+    let inner = super::decode_base64("`Phase1Out`", &b64).map_err(|e| invalid_c1(e.to_string()))?;
+    Ok(Some(Commit2In { fields, inner }))
+}
+
+/// Refuses an envelope whose `SectorSize` is not the sector size of its C1 output's proof type.
+fn check_envelope_size(fields: &Commit2InFields, proof: RegisteredSealProof) -> Result<(), Error> {
+    let own = u64::from(proof.sector_size());
+    match fields.sector_size {
+        Some(stated) if stated != own => Err(invalid_c1(format!(
+            "the envelope's `SectorSize` {stated} does not match its C1 output's `{}` ({own} \
+             bytes)",
+            ProofKind::PoRep(proof)
+        ))),
+        _ => Ok(()),
     }
+}
+
+/// What a request states about a C1 output besides the C1 output itself (cuzk's
+/// `SubmitProofRequest` fields); `None`: not stated. See [`check_commit2in`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stated {
+    /// `miner_id`: the miner's actor id (the prover id is its id address payload).
+    pub miner_id: Option<u64>,
+    /// `sector_number`.
+    pub sector_number: Option<u64>,
+    /// `sector_size` in bytes.
+    pub sector_size: Option<u64>,
+}
+
+/// Reads a `Commit2In` envelope as a prover receives it from Curio and checks that everything
+/// stated twice agrees, naming both values when not: the request's `sector_number` and
+/// `sector_size` against the envelope's `SectorNum` and `SectorSize`; the envelope's
+/// `SectorSize` against its C1 output's proof type (which must be supported); and, when the
+/// miner and the sector are stated, the C1 output's replica id against the one filecoin-proofs
+/// derives from them (`generate_replica_id` over the prover id, the sector number, the ticket,
+/// `comm_d` and the proof type's porep id), so a C1 output sealed for another miner or sector is
+/// refused. Returns the C1 output's kind.
+pub fn check_commit2in(input: &[u8], stated: Stated) -> Result<ProofKind, Error> {
+    let Some(envelope) = unwrap_commit2in(input)? else {
+        return Err(
+            match serde_json::from_slice::<serde::de::IgnoredAny>(input) {
+                Err(e) => super::json_error("C1 envelope (`Commit2In`)", &e),
+                Ok(_) => invalid_c1("not a `Commit2In` envelope (no `Phase1Out`)"),
+            },
+        );
+    };
+    let fields = envelope.fields;
+    if let (Some(ours), Some(theirs)) = (stated.sector_number, fields.sector_num) {
+        if ours != theirs {
+            return Err(invalid_c1(format!(
+                "sector_number {ours} does not match the envelope's `SectorNum` {theirs}"
+            )));
+        }
+    }
+    if let (Some(ours), Some(theirs)) = (stated.sector_size, fields.sector_size) {
+        if ours != theirs {
+            return Err(invalid_c1(format!(
+                "sector_size {ours} does not match the envelope's `SectorSize` {theirs}"
+            )));
+        }
+    }
+    let c1 = parse_api_c1(&envelope.inner)?;
+    let kind = ProofKind::PoRep(c1.registered_proof);
+    kind.check_supported()?;
+    check_envelope_size(&fields, c1.registered_proof)?;
+    let sector = stated.sector_number.or(fields.sector_num);
+    if let (Some(miner), Some(sector)) = (stated.miner_id, sector) {
+        let config = guarded("porep config", || Ok(c1.registered_proof.as_v1_config()))?;
+        let expected = stacked::generate_replica_id::<filecoin_proofs::DefaultTreeHasher, _>(
+            &super::curio::prover_id(miner),
+            sector,
+            &c1.ticket,
+            c1.comm_d,
+            &config.porep_id,
+        );
+        if expected != c1.replica_id {
+            return Err(invalid_c1(format!(
+                "miner_id {miner} and sector_number {sector} do not match the C1 output's replica \
+                 id (a C1 output sealed for another miner or sector)"
+            )));
+        }
+    }
+    Ok(kind)
 }
 
 /// The kind of a lotus-bench `Commit2In` wrapper (from the C1 output inside it).
 pub(super) fn detect_commit2in(input: &[u8]) -> Result<ProofKind, Error> {
-    let inner =
-        unwrap_commit2in(input)?.ok_or_else(|| invalid_c1("`Phase1Out` is not a string"))?;
-    let c1 = parse_api_c1(&inner)?;
-    let kind = ProofKind::PoRep(c1.registered_proof);
-    kind.check_supported()?;
-    Ok(kind)
+    check_commit2in(input, Stated::default())
 }
 
 /// Opens a C1 output (any of the three forms) for `proof`.
@@ -328,8 +438,11 @@ pub(super) fn open(proof: RegisteredSealProof, input: &[u8]) -> Result<Box<dyn J
         proof: RegisteredSealProof,
         input: &[u8],
     ) -> Result<Box<dyn Job>, Error> {
-        let inner_json = unwrap_commit2in(input)?;
-        let input = inner_json.as_deref().unwrap_or(input);
+        let envelope = unwrap_commit2in(input)?;
+        if let Some(e) = &envelope {
+            check_envelope_size(&e.fields, proof)?;
+        }
+        let input = envelope.as_ref().map_or(input, |e| &e.inner[..]);
         #[derive(serde::Deserialize)]
         struct Probe {
             registered_proof: Option<serde::de::IgnoredAny>,

@@ -208,6 +208,13 @@ fn porep(s: &SealedSector) -> pb::SubmitProofRequest {
     }
 }
 
+/// A `Commit2In` envelope with its numeric field `name` set to `value`.
+fn with_field(envelope: &[u8], name: &str, value: u64) -> Vec<u8> {
+    let mut v: serde_json::Value = serde_json::from_slice(envelope).unwrap();
+    v[name] = value.into();
+    serde_json::to_vec(&v).unwrap()
+}
+
 /// Curio's PoSt request: one bincode `FallbackPoStSectorProof` per sector.
 fn post(
     kind: pb::ProofKind,
@@ -410,7 +417,33 @@ fn curio_payloads_over_grpc_prove_what_filecoin_proofs_verifies() {
             sector_size: 8 << 20,
             ..good_porep.clone()
         },
-        "sector_size 8388608 does not match registered_proof 5",
+        "sector_size 8388608 does not match the envelope's `SectorSize` 2048",
+        ),
+        (
+        "an envelope whose SectorSize (32 GiB) contradicts its 2 KiB C1 output",
+        pb::SubmitProofRequest {
+            sector_size: 32 << 30,
+            vanilla_proof: with_field(&good_porep.vanilla_proof, "SectorSize", 32 << 30),
+            ..good_porep.clone()
+        },
+        "the envelope's `SectorSize` 34359738368 does not match its C1 output's \
+         `porep:StackedDrg2KiBV1_1` (2048 bytes)",
+        ),
+        (
+        "sector_number not the envelope's",
+        pb::SubmitProofRequest {
+            sector_number: good_porep.sector_number + 1,
+            ..good_porep.clone()
+        },
+        "does not match the envelope's `SectorNum`",
+        ),
+        (
+        "miner_id not the C1 output's",
+        pb::SubmitProofRequest {
+            miner_id: PROVER_MINER_ID + 1,
+            ..good_porep.clone()
+        },
+        "do not match the C1 output's replica id",
         ),
         (
         "randomness of 31 bytes",

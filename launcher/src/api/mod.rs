@@ -106,32 +106,13 @@ pub fn submission(
         (circuit, r.request)
     } else {
         let kind = curio::CurioKind::from_wire(r.proof_kind).map_err(PipelineError::Request)?;
-        if kind == curio::CurioKind::PoRepSealCommit && r.sector_number != 0 {
-            // Curio sends the sector number twice: as a field and in the envelope.
-            #[derive(serde::Deserialize)]
-            struct Envelope {
-                #[serde(rename = "SectorNum")]
-                sector_num: Option<u64>,
-            }
-            if let Ok(Envelope {
-                sector_num: Some(n),
-            }) = serde_json::from_slice::<Envelope>(&r.vanilla_proof)
-            {
-                if n != r.sector_number {
-                    return Err(Reason::SectorNumber {
-                        field: r.sector_number,
-                        envelope: n,
-                    }
-                    .into());
-                }
-            }
-        }
         let t = curio::translate(&curio::CurioRequest {
             kind,
             sector_size: r.sector_size,
             registered_proof: r.registered_proof,
             vanilla_proof: &r.vanilla_proof,
             vanilla_proofs: &r.vanilla_proofs,
+            sector_number: r.sector_number,
             miner_id: r.miner_id,
             randomness: &r.randomness,
             partition_index: r.partition_index,
@@ -192,6 +173,7 @@ mod tests {
         assert!(e.to_string().contains("proof_kind 9"), "{e}");
     }
 
+    #[cfg(feature = "filecoin")]
     #[test]
     fn a_porep_whose_sector_number_is_not_its_envelopes_is_refused() {
         let e = submission(pb::SubmitProofRequest {
@@ -203,7 +185,7 @@ mod tests {
         .unwrap_err();
         assert!(
             e.to_string()
-                .contains("sector_number 7 does not match the envelope's SectorNum 8"),
+                .contains("sector_number 7 does not match the envelope's `SectorNum` 8"),
             "{e}"
         );
     }

@@ -169,10 +169,9 @@ pub fn code(e: &ServiceError) -> tonic::Code {
             Reason::Busy { .. } => Code::ResourceExhausted,
             Reason::UnknownJob(_) => Code::NotFound,
             Reason::Ended { .. } => Code::FailedPrecondition,
-            Reason::ReservedRequestId(_)
-            | Reason::NoProofKind
-            | Reason::SectorNumber { .. }
-            | Reason::NoSubmit => Code::InvalidArgument,
+            Reason::ReservedRequestId(_) | Reason::NoProofKind | Reason::NoSubmit => {
+                Code::InvalidArgument
+            }
             Reason::Worker(_) => Code::Internal,
         },
         ServiceError::Pipeline(p) => match p {
@@ -624,14 +623,6 @@ mod tests {
                 Code::InvalidArgument,
             ),
             (Reason::NoProofKind.into(), Code::InvalidArgument),
-            (
-                Reason::SectorNumber {
-                    field: 7,
-                    envelope: 8,
-                }
-                .into(),
-                Code::InvalidArgument,
-            ),
             (Reason::NoSubmit.into(), Code::InvalidArgument),
             (Reason::Worker(join_error()).into(), Code::Internal),
             // The pipeline's.
