@@ -612,6 +612,36 @@ fn the_gpu_generator_gives_the_cpu_generators_parameters() {
     }
 }
 
+/// `params generate --device gpu` for a Filecoin kind (issue 42): the 2 KiB PoRep's `.params`,
+/// `.vk` and `.meta`, generated on the GPU and on the CPU from the same seed into two parameter
+/// caches, are the same bytes under the same official names.
+#[cfg(feature = "filecoin")]
+#[test]
+fn the_gpu_generator_writes_the_cpu_generators_filecoin_files() {
+    if !have_gpu("the_gpu_generator_writes_the_cpu_generators_filecoin_files") {
+        return;
+    }
+    use kernels::filecoin::{generate_parameters, ProofKind};
+    use kernels::paramgen::GenDevice;
+    let kind: ProofKind = "porep:StackedDrg2KiBV1_1".parse().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut written = Vec::new();
+    for device in [GenDevice::Gpu, GenDevice::Cpu] {
+        let cache = dir.path().join(format!("{device:?}"));
+        let t = std::time::Instant::now();
+        let (files, _) = generate_parameters(kind, &cache, 23, device, &|_| {}).unwrap();
+        println!("{kind} on {device:?}: {:.1} s", t.elapsed().as_secs_f64());
+        written.push(files);
+    }
+    let (gpu, cpu) = (&written[0], &written[1]);
+    for (g, c) in [(&gpu.params, &cpu.params), (&gpu.vk, &cpu.vk), (&gpu.meta, &cpu.meta)] {
+        assert_eq!(g.file_name(), c.file_name());
+        let (g_bytes, c_bytes) = (std::fs::read(g).unwrap(), std::fs::read(c).unwrap());
+        assert!(!g_bytes.is_empty(), "{}", g.display());
+        assert!(g_bytes == c_bytes, "{} differs between GPU and CPU", g.display());
+    }
+}
+
 #[test]
 fn the_gpu_generator_without_a_gpu_says_so() {
     if gpu_count().unwrap() > 0 {

@@ -86,9 +86,11 @@ pub struct GpuOptions {
     /// `Some(true)` on the device, `Some(false)` on the host, `None` (default) on the device from
     /// a 2^20 domain up, where the H MSM hides the device's chains. Same bytes either way.
     pub device_finish: Option<bool>,
-    /// Device memory the context may take, bytes (`[[gpu]] memory_budget`); `None`: what the
-    /// device has free. Capped at what it has free less [`super::plan::RUNTIME_HEADROOM`]. The
-    /// layout is planned within it
+    /// The process's whole device footprint, bytes (`[[gpu]] memory_budget`: what `nvidia-smi`
+    /// shows, the CUDA context included); `None`: what the device has free. The context and
+    /// [`super::plan::FOOTPRINT_MARGIN`] come off it, and it is capped at what the device has
+    /// free less [`super::plan::RUNTIME_HEADROOM`] ([`super::plan::allocation_budget`]). The
+    /// layout is planned within the rest
     /// ([`super::plan`]): fewer input sets, then the H MSM in more chunks, then part of the
     /// SRS streamed from the host image for every proof ([`GpuBackend::with_image`] only), then
     /// the compact layout, then the witness matrices' rows streamed too, else refused.
@@ -365,15 +367,16 @@ impl GpuBackend {
             n_inputs: lens.ic,
         };
         let device = current_device()?;
-        let free = super::cuda::device_info()?.free_bytes;
+        let info = super::cuda::device_info()?;
         let plan = super::plan::plan(
             &lens,
             &super::plan::PlanRequest {
                 sms: super::cuda::multiprocessors(device)?,
-                budget: options
-                    .memory_budget
-                    .unwrap_or(free)
-                    .min(free.saturating_sub(super::plan::RUNTIME_HEADROOM)),
+                budget: super::plan::allocation_budget(
+                    options.memory_budget,
+                    info.total_bytes,
+                    info.free_bytes,
+                ),
                 overlap: options.overlap,
                 h_window_bits: wbits_h,
                 h_chunks: options.h_chunks,

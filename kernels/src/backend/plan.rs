@@ -62,6 +62,32 @@ use crate::{Error, ErrorKind};
 /// ([`DeviceLayout::reserve`]).
 pub const RUNTIME_HEADROOM: u64 = 1 << 30;
 
+/// Device memory left, under a `memory_budget`, for what the runtime allocates after the plan
+/// (sppark's NTT twiddle tables at the first proof, the kernels' local memory, the allocations'
+/// rounding): the budget bounds the whole footprint `nvidia-smi` shows for the process, and the
+/// CUDA context, already created when the plan is made, is counted apart
+/// ([`allocation_budget`]). BENCHMARKS.md has the footprints measured under budgets.
+pub const FOOTPRINT_MARGIN: u64 = 256 << 20;
+
+/// The bytes a plan may allocate on a device with `total` bytes of which `free` are free now
+/// (the CUDA context of this process already created):
+/// - no budget: what is free less [`RUNTIME_HEADROOM`];
+/// - a budget: the budget is the process's whole device footprint, so what the device already
+///   uses (this process's context; on a shared card also the others' memory, which only makes
+///   the plan smaller) and [`FOOTPRINT_MARGIN`] come off it; never more than the first.
+pub fn allocation_budget(budget: Option<u64>, total: u64, free: u64) -> u64 {
+    let cap = free.saturating_sub(RUNTIME_HEADROOM);
+    match budget {
+        None => cap,
+        Some(b) => {
+            let in_use = total.saturating_sub(free);
+            b.saturating_sub(in_use)
+                .saturating_sub(FOOTPRINT_MARGIN)
+                .min(cap)
+        }
+    }
+}
+
 /// Which SRS points a context keeps on the device (`sp_residency`): per query (H, L, A, B_G1,
 /// B_G2, as [`QUERIES`]) a prefix of `resident[q]` points (at least the query's length: all of
 /// it); the rest streams for every proof through two staging buffers of `stage_bytes` each.
@@ -636,6 +662,30 @@ fn plan_srs(lens: &SrsLengths, req: &PlanRequest, matrices: usize) -> Option<Dev
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_budget_bounds_the_whole_footprint_the_context_included() {
+        const MIB: u64 = 1 << 20;
+        let (total, context) = (80 * GIB, 530 * MIB);
+        let free = total - context;
+        // No budget: what is free less the runtime's headroom.
+        assert_eq!(allocation_budget(None, total, free), free - RUNTIME_HEADROOM);
+        // A 24 GiB budget: the context and the runtime's margin come off it, so the context,
+        // the plan and the margin add up to the budget.
+        let b = 24 * GIB;
+        let a = allocation_budget(Some(b), total, free);
+        assert_eq!(context + a + FOOTPRINT_MARGIN, b);
+        // Never more than the free memory allows.
+        assert_eq!(
+            allocation_budget(Some(200 * GIB), total, free),
+            free - RUNTIME_HEADROOM
+        );
+        // Another process's memory on the card only makes the plan smaller.
+        let shared = allocation_budget(Some(b), total, free - 2 * GIB);
+        assert_eq!(shared, a - 2 * GIB);
+        // A budget below what is in use already leaves nothing (the plan then refuses).
+        assert_eq!(allocation_budget(Some(context), total, free), 0);
+    }
+
     use super::*;
 
     /// A full-size 32 GiB PoRep partition's SRS (`porep-like:1`): 2^27 H points.

@@ -101,7 +101,7 @@ use storage_proofs_core::parameter_cache::{
 
 pub use crate::circuits::ProofFamily;
 use crate::job::Job;
-use crate::paramgen::GenProgress;
+use crate::paramgen::{GenDevice, GenProgress};
 use crate::synth::{CircuitShape, VecSink};
 use crate::{Backend, Error, ErrorKind, Proof};
 
@@ -591,15 +591,19 @@ fn write_atomic(
 
 /// Generates local test parameters for `kind` with the fast generator (ChaCha20 seeded from
 /// `seed`: reproducible) and writes `.params`, `.vk` and `.meta` into `cache_dir` under the
-/// official names, replacing what is there. Never for production.
+/// official names, replacing what is there. The fixed-base multiplications run on `device`
+/// ([`GenDevice::Gpu`] needs the `cuda` feature and a GPU); the files are the same bytes either
+/// way for the same seed. Never for production.
 pub fn generate_parameters(
     kind: ProofKind,
     cache_dir: impl AsRef<Path>,
     seed: u64,
+    device: GenDevice,
     progress: &(dyn Fn(GenProgress) + Sync),
 ) -> Result<(ParamFiles, Parameters<Bls12>), Error> {
     struct Generate<'a> {
         seed: u64,
+        device: GenDevice,
         progress: &'a (dyn Fn(GenProgress) + Sync),
     }
     impl BlankVisitor for Generate<'_> {
@@ -609,14 +613,18 @@ pub fn generate_parameters(
             blank: C,
         ) -> Result<Parameters<Bls12>, Error> {
             let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(self.seed);
-            crate::paramgen::generate_parameters(blank, &mut rng, self.progress)
+            crate::paramgen::generate_parameters_on(blank, &mut rng, self.device, self.progress)
         }
     }
     let files = ParamFiles::for_kind(kind, &cache_dir)?;
     std::fs::create_dir_all(cache_dir.as_ref())?;
     let t = std::time::Instant::now();
-    let params = kind.visit_blank(Generate { seed, progress })?;
-    tracing::info!(%kind, identifier = %files.identifier, seconds = t.elapsed().as_secs_f64(), "parameters generated");
+    let params = kind.visit_blank(Generate {
+        seed,
+        device,
+        progress,
+    })?;
+    tracing::info!(%kind, identifier = %files.identifier, ?device, seconds = t.elapsed().as_secs_f64(), "parameters generated");
     // The proving parameters first: a `.vk` without its `.params` is never left behind.
     write_atomic(&files.params, |w| Ok(params.write(w)?))?;
     write_atomic(&files.vk, |w| Ok(params.vk.write(w)?))?;
@@ -641,7 +649,7 @@ pub fn ensure_parameters(
     if files.params.is_file() && files.vk.is_file() && files.meta.is_file() {
         return Ok((files, false));
     }
-    let (files, _) = generate_parameters(kind, cache_dir, seed, progress)?;
+    let (files, _) = generate_parameters(kind, cache_dir, seed, GenDevice::Cpu, progress)?;
     Ok((files, true))
 }
 

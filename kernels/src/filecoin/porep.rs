@@ -501,6 +501,46 @@ pub(super) fn visit_blank<V: BlankVisitor>(
     })
 }
 
+/// The fields lotus-bench's `Commit2In` envelope states beside its C1 output (`SectorNum`,
+/// `SectorSize`), or `None` if `input` is not such an envelope.
+pub fn commit2in_fields(input: &[u8]) -> Result<Option<Commit2InFields>, Error> {
+    Ok(unwrap_commit2in(input)?.map(|w| w.fields))
+}
+
+/// A C2 proof checked with filecoin-proofs-api's `verify_seal` against the C1 output it was
+/// proved from (any of the api forms: the plain `SealCommitPhase1Output` JSON or lotus-bench's
+/// `Commit2In`): the commitments, ticket and seed come from the C1 output, the prover id from
+/// `miner_id` (as Curio derives it), the sector number from `sector_number` or else from the
+/// `Commit2In` wrapper. `Ok(false)` is a proof that does not verify; an error is a request that
+/// cannot be checked (no sector number, malformed C1). filecoin-proofs reads the `.vk` from its
+/// parameter cache (`FIL_PROOFS_PARAMETER_CACHE`).
+pub fn verify_seal(
+    c1: &[u8],
+    proof: &[u8],
+    miner_id: u64,
+    sector_number: Option<u64>,
+) -> Result<bool, Error> {
+    let wrapped = unwrap_commit2in(c1)?;
+    let sector = sector_number
+        .or(wrapped.as_ref().and_then(|w| w.fields.sector_num))
+        .ok_or_else(|| {
+            invalid_c1("no sector number: the C1 output is not in a `Commit2In` wrapper; name it")
+        })?;
+    let api = parse_api_c1(wrapped.as_ref().map_or(c1, |w| &w.inner))?;
+    guarded("verify_seal", || {
+        filecoin_proofs_api::seal::verify_seal(
+            api.registered_proof,
+            api.comm_r,
+            api.comm_d,
+            super::curio::prover_id(miner_id),
+            filecoin_proofs_api::SectorId::from(sector),
+            api.ticket,
+            api.seed,
+            proof,
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 use kernels::filecoin::{self, ParamFiles, ProofKind};
+use kernels::paramgen::GenDevice;
 
 use crate::cli::ParamsCommand;
 
@@ -18,6 +19,7 @@ pub fn run(cmd: ParamsCommand) -> anyhow::Result<ExitCode> {
             param_cache,
             seed,
             force,
+            device,
         } => {
             let dir = param_cache.unwrap_or_else(launcher::env::param_cache_dir);
             for kind in parse_kinds(&kinds)? {
@@ -32,15 +34,19 @@ pub fn run(cmd: ParamsCommand) -> anyhow::Result<ExitCode> {
                 let t = Instant::now();
                 let shape = kind.shape()?;
                 eprintln!(
-                    "{kind}: generating local test parameters ({} constraints, {} inputs) into `{}`",
+                    "{kind}: generating local test parameters ({} constraints, {} inputs) on the {} into `{}`",
                     shape.constraints,
                     shape.inputs,
+                    match device {
+                        GenDevice::Cpu => "CPU",
+                        GenDevice::Gpu => "GPU",
+                    },
                     dir.display()
                 );
                 let bar = launcher::srs::GenBar::new(true);
                 let seed = seed.unwrap_or_else(rand::random);
                 let (files, _) =
-                    filecoin::generate_parameters(kind, &dir, seed, &|p| bar.update(p))
+                    filecoin::generate_parameters(kind, &dir, seed, device, &|p| bar.update(p))
                         .with_context(|| format!("generating parameters for `{kind}`"))?;
                 bar.finish();
                 eprintln!("{kind}: done in {:.1} s", t.elapsed().as_secs_f64());
