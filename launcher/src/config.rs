@@ -110,6 +110,18 @@ pub struct ServiceConfig {
     /// (`["127.0.0.1:9820"]`, where Curio's `[Cuzk] Address` points).
     #[serde(default)]
     pub listen: Vec<String>,
+    /// Client networks TCP listeners admit, CIDR (`["10.0.0.0/8", "::1/128"]`); a peer
+    /// outside them is closed at accept. Default: loopback only. Unix sockets ignore it.
+    #[serde(default = "default_allow")]
+    pub allow: Vec<String>,
+    /// TLS on every TCP listener (`{ cert = "...", key = "...", client_ca = "..." }`, PEM
+    /// files); with `client_ca`, clients must present a certificate it signed. None: plain.
+    #[serde(default)]
+    pub tls: Option<crate::api::access::TlsFiles>,
+    /// Seconds a new TCP connection has to send its first bytes (and finish its TLS
+    /// handshake) before it is closed.
+    #[serde(default = "default_first_byte_timeout_s")]
+    pub first_byte_timeout_s: u64,
     /// `host:port` of the Prometheus endpoint (`GET /metrics`); none by default.
     #[serde(default)]
     pub metrics_listen: Option<String>,
@@ -136,6 +148,9 @@ impl Default for ServiceConfig {
             max_connections: default_max_connections(),
             max_queued_jobs: default_max_queued_jobs(),
             listen: Vec::new(),
+            allow: default_allow(),
+            tls: None,
+            first_byte_timeout_s: default_first_byte_timeout_s(),
             metrics_listen: None,
             max_message_bytes: default_max_message_bytes(),
             stop_grace_s: default_stop_grace_s(),
@@ -164,6 +179,12 @@ impl FaultsConfig {
 }
 
 impl ServiceConfig {
+    /// `allow` parsed.
+    pub fn allow_list(&self) -> Result<crate::api::access::AllowList, ConfigError> {
+        crate::api::access::AllowList::parse(&self.allow)
+            .map_err(|e| ConfigError::Invalid(e.to_string()))
+    }
+
     /// `socket_mode` parsed.
     pub fn socket_mode(&self) -> Result<u32, ConfigError> {
         let s = self.socket_mode.trim();
@@ -248,8 +269,9 @@ pub struct GpuConfig {
     /// Circuits proved together in one backend call.
     #[serde(default = "default_batch")]
     pub batch: usize,
-    /// Device memory the `gpu` backend may take on this GPU (`24GiB`); default, and at most:
-    /// what the device has free at start less 1 GiB left to the CUDA runtime. The backend plans
+    /// The `gpu` backend's whole footprint on this GPU, its CUDA context included (what
+    /// `nvidia-smi` shows for the process; `24GiB`); default, and at most: what the device has
+    /// free at start less 1 GiB left to the CUDA runtime. The backend plans
     /// within it (fewer input sets, the H MSM in chunks, part of the SRS streamed from the host
     /// for every proof, the compact layout, the witness matrices' rows streamed) and refuses at
     /// start, with the numbers, what cannot fit.
@@ -380,6 +402,14 @@ fn default_socket() -> PathBuf {
 fn default_socket_mode() -> String {
     "0660".into()
 }
+fn default_allow() -> Vec<String> {
+    vec!["127.0.0.0/8".into(), "::1/128".into()]
+}
+
+fn default_first_byte_timeout_s() -> u64 {
+    10
+}
+
 fn default_max_connections() -> usize {
     256
 }
@@ -508,6 +538,10 @@ impl Config {
                     .into(),
             );
         }
+        self.service.allow_list()?;
+        if self.service.first_byte_timeout_s == 0 {
+            return invalid("[service] first_byte_timeout_s must be at least 1".into());
+        }
         for l in &self.service.listen {
             if let Err(e) = l.parse::<crate::api::Endpoint>() {
                 return invalid(format!("[service] listen: {e}"));
@@ -565,6 +599,32 @@ mod tests {
         assert_eq!(c.gpu[0].backend, BackendKind::Cpu);
         assert_eq!(c.service.socket_mode().unwrap(), 0o660);
         assert_eq!(c.service.stop_grace_s, 30);
+    }
+
+    #[test]
+    fn service_allow_and_tls_parse_and_bad_networks_are_refused() {
+        let c = Config::parse("[service]\n").unwrap();
+        assert_eq!(
+            c.service.allow_list().unwrap(),
+            crate::api::access::AllowList::loopback()
+        );
+        assert!(c.service.tls.is_none());
+        let c = Config::parse(
+            "[service]\nallow = [\"10.0.0.0/8\", \"::1/128\"]\n\
+             tls = { cert = \"/c.pem\", key = \"/k.pem\", client_ca = \"/ca.pem\" }\n",
+        )
+        .unwrap();
+        assert!(c.service.allow_list().unwrap().admits([10, 9, 8, 7].into()));
+        let tls = c.service.tls.unwrap();
+        assert_eq!(
+            tls.client_ca.as_deref(),
+            Some(std::path::Path::new("/ca.pem"))
+        );
+        let e = format!(
+            "{:#}",
+            Config::parse("[service]\nallow = [\"10.0.0.0/40\"]\n").unwrap_err()
+        );
+        assert!(e.contains("10.0.0.0/40"), "{e}");
     }
 
     #[test]

@@ -92,6 +92,8 @@ struct KindStats {
 #[derive(Clone, Debug, Default)]
 pub struct Metrics {
     kinds: Arc<Mutex<BTreeMap<&'static str, KindStats>>>,
+    /// TCP connections closed at accept, by reason.
+    refused: Arc<Mutex<BTreeMap<&'static str, u64>>>,
 }
 
 impl Metrics {
@@ -128,6 +130,20 @@ impl Metrics {
                 k.total.observe(o.elapsed);
             }
         });
+    }
+
+    /// A TCP connection was closed without being served: `reason` is `not_allowed` (its peer
+    /// is outside `[service] allow`), `too_many` (`max_connections` were open) or `silent` (it
+    /// sent nothing before the deadline).
+    pub fn connection_refused(&self, reason: &'static str) {
+        let mut refused = self.refused.lock().unwrap_or_else(|e| e.into_inner());
+        *refused.entry(reason).or_default() += 1;
+    }
+
+    /// Connections refused for `reason` so far.
+    pub fn connections_refused(&self, reason: &str) -> u64 {
+        let refused = self.refused.lock().unwrap_or_else(|e| e.into_inner());
+        refused.get(reason).copied().unwrap_or(0)
     }
 
     /// Completed and failed jobs, every kind.
@@ -193,6 +209,24 @@ impl Metrics {
             .count();
         head(&mut o, "cuzk_gpu_workers", "gauge", "gpu-proc processes.");
         let _ = writeln!(o, "cuzk_gpu_workers {gpus}");
+        head(
+            &mut o,
+            "splitprover_connections_refused_total",
+            "counter",
+            "TCP connections closed at accept: peer not allowed, too many open, or silent.",
+        );
+        let refused = self
+            .refused
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        for reason in ["not_allowed", "too_many", "silent"] {
+            let n = refused.get(reason).copied().unwrap_or(0);
+            let _ = writeln!(
+                o,
+                "splitprover_connections_refused_total{{reason=\"{reason}\"}} {n}"
+            );
+        }
         let per_kind: [(&str, &str, &str, Count); 4] = [
             (
                 "cuzk_proofs_completed",

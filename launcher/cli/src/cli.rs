@@ -205,6 +205,9 @@ pub struct SubmitArgs {
     /// The service: its Unix socket (a path or `unix:///path`) or `host:port`.
     #[arg(long, env = launcher::env::SPLITPROVER_SOCKET)]
     pub socket: Option<String>,
+    /// TLS to a `host:port` service.
+    #[command(flatten)]
+    pub tls: TlsArgs,
 }
 
 /// `splitprover fetch`.
@@ -221,6 +224,9 @@ pub struct FetchArgs {
     /// The service: its Unix socket (a path or `unix:///path`) or `host:port`.
     #[arg(long, env = launcher::env::SPLITPROVER_SOCKET)]
     pub socket: Option<String>,
+    /// TLS to a `host:port` service.
+    #[command(flatten)]
+    pub tls: TlsArgs,
 }
 
 /// `splitprover cancel`.
@@ -231,6 +237,9 @@ pub struct CancelArgs {
     /// The service: its Unix socket (a path or `unix:///path`) or `host:port`.
     #[arg(long, env = launcher::env::SPLITPROVER_SOCKET)]
     pub socket: Option<String>,
+    /// TLS to a `host:port` service.
+    #[command(flatten)]
+    pub tls: TlsArgs,
 }
 
 /// `splitprover status`.
@@ -239,9 +248,26 @@ pub struct StatusArgs {
     /// The service: its Unix socket (a path or `unix:///path`) or `host:port`.
     #[arg(long, env = launcher::env::SPLITPROVER_SOCKET)]
     pub socket: Option<String>,
+    /// TLS to a `host:port` service.
+    #[command(flatten)]
+    pub tls: TlsArgs,
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
+}
+
+/// TLS settings of a client command (a service whose `[service] tls` is set).
+#[derive(Debug, Args)]
+pub struct TlsArgs {
+    /// The CA of the service's certificate (PEM); any `--tls-*` makes the client speak TLS.
+    #[arg(long, env = "SPLITPROVER_TLS_CA")]
+    pub tls_ca: Option<PathBuf>,
+    /// This client's certificate (PEM), for a service that requires one.
+    #[arg(long, env = "SPLITPROVER_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// This client's private key (PEM).
+    #[arg(long, env = "SPLITPROVER_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
 }
 
 /// `splitprover srs ...`.

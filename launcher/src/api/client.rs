@@ -7,6 +7,7 @@ use std::time::Duration;
 use hyper_util::rt::TokioIo;
 use tonic::transport::{Channel, Endpoint as TonicEndpoint};
 
+use super::access::ClientTls;
 use super::pb::{self, proving_engine_client::ProvingEngineClient};
 use super::{Endpoint, DEFAULT_MAX_MESSAGE_BYTES};
 
@@ -26,6 +27,9 @@ pub enum ClientError {
     /// The service answered with an error.
     #[error("{}", .0.message())]
     Status(tonic::Status),
+    /// A TLS file could not be read.
+    #[error(transparent)]
+    Tls(super::access::TlsFileError),
     /// The client's runtime could not start.
     #[error("cannot start the client runtime: {0}")]
     Runtime(std::io::Error),
@@ -65,6 +69,16 @@ impl Client {
         endpoint: &Endpoint,
         max_message_bytes: usize,
     ) -> Result<Client, ClientError> {
+        Self::connect_with(endpoint, max_message_bytes, &ClientTls::default())
+    }
+
+    /// Connects to `endpoint` with a message limit of `max_message_bytes` both ways, over TLS
+    /// when `tls` sets anything (TCP only: a Unix socket is never TLS).
+    pub fn connect_with(
+        endpoint: &Endpoint,
+        max_message_bytes: usize,
+        tls: &ClientTls,
+    ) -> Result<Client, ClientError> {
         // One worker of its own: the connection's task must run between calls too, or the
         // server's HTTP/2 keepalive pings go unanswered and it closes an idle connection.
         let rt = tokio::runtime::Builder::new_multi_thread()
@@ -90,6 +104,17 @@ impl Client {
                                 Ok::<_, std::io::Error>(TokioIo::new(s))
                             }
                         }))
+                        .await
+                }
+                Endpoint::Tcp(addr) if tls.is_set() => {
+                    let host = addr.rsplit_once(':').map_or(addr.as_str(), |(h, _)| h);
+                    let config = tls.config(host).map_err(ClientError::Tls)?;
+                    TonicEndpoint::from_shared(format!("https://{addr}"))
+                        .map_err(connect_err)?
+                        .tls_config(config)
+                        .map_err(connect_err)?
+                        .connect_timeout(Duration::from_secs(10))
+                        .connect()
                         .await
                 }
                 Endpoint::Tcp(addr) => {

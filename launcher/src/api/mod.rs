@@ -1,13 +1,14 @@
 //! The service's one client protocol: cuzk's `cuzk.v1.ProvingEngine` gRPC API
 //! (`proto/cuzk/v1/proving.proto`, stubs generated at build time into [`pb`]), wire-compatible
 //! with the daemon Curio proves through, plus splitprover's own fields numbered from 1000.
-//! [`server`] serves it over Unix sockets and TCP; [`client`] is what `splitprover submit`,
-//! `fetch`, `cancel`, `status` and `srs` use.
+//! [`server`] serves it over Unix sockets and TCP (who may connect over TCP: [`access`]);
+//! [`client`] is what `splitprover submit`, `fetch`, `cancel`, `status` and `srs` use.
 
 use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
 
+pub mod access;
 pub mod client;
 pub mod server;
 

@@ -394,7 +394,20 @@ pub type ServerTask = tokio::task::JoinHandle<Result<(), tonic::transport::Error
 /// The API of `service` behind a tonic server (HTTP/2 keepalive: a dead peer's connection is
 /// closed).
 fn router(service: Arc<Service>, max_message_bytes: usize) -> Router {
-    tonic::transport::Server::builder()
+    router_on(
+        tonic::transport::Server::builder(),
+        service,
+        max_message_bytes,
+    )
+}
+
+/// [`router`] from a `builder` (one with TLS settings).
+fn router_on(
+    builder: tonic::transport::Server,
+    service: Arc<Service>,
+    max_message_bytes: usize,
+) -> Router {
+    builder
         .http2_keepalive_interval(Some(Duration::from_secs(30)))
         .http2_keepalive_timeout(Some(Duration::from_secs(20)))
         .add_service(Engine::new(service).into_server(max_message_bytes))
@@ -420,23 +433,61 @@ pub fn serve_unix(
     Ok(rt.spawn(router.serve_with_incoming_shutdown(incoming, stopped(stop))))
 }
 
-/// [`serve_unix`] on a TCP `listener` (no Nagle delay: answers are small).
+/// Who a TCP listener lets in (see [`super::access`]).
+pub struct TcpAccess {
+    /// The client networks admitted.
+    pub allow: super::access::AllowList,
+    /// TLS on every connection (and client certificates, where it names a CA); `None`: plain.
+    pub tls: Option<tonic::transport::ServerTlsConfig>,
+    /// A new connection must send its first bytes within this.
+    pub first_byte_timeout: Duration,
+}
+
+/// [`serve_unix`] on a TCP `listener` (no Nagle delay: answers are small), for the peers
+/// `access` admits: one outside its allow-list is closed at accept, logged and counted in the
+/// service's metrics, as is one that stays silent past the deadline. Errors when the TLS
+/// settings are refused.
 pub fn serve_tcp(
     rt: &tokio::runtime::Handle,
     listener: tokio::net::TcpListener,
     service: Arc<Service>,
     serving: &Serving,
+    access: &TcpAccess,
     stop: watch::Receiver<bool>,
-) -> ServerTask {
+) -> Result<ServerTask, tonic::transport::Error> {
     let (open, max) = (serving.open.clone(), serving.max_connections);
+    let metrics = service.metrics().clone();
+    let (allow, deadline) = (access.allow.clone(), access.first_byte_timeout);
     let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener).filter_map(move |c| {
-        accepted(c).and_then(|s: tokio::net::TcpStream| {
-            let _ = s.set_nodelay(true);
-            admit(s, &open, max)
-        })
+        let s: tokio::net::TcpStream = accepted(c)?;
+        let peer = s.peer_addr().ok();
+        if !peer.is_some_and(|p| allow.admits(p.ip())) {
+            let peer = peer.map_or_else(|| "unknown".into(), |p| p.to_string());
+            tracing::warn!(%peer, allow = %allow, "connection refused: peer not in [service] allow");
+            metrics.connection_refused("not_allowed");
+            return None;
+        }
+        let _ = s.set_nodelay(true);
+        let silent = {
+            let metrics = metrics.clone();
+            Box::new(move || {
+                tracing::warn!(?peer, "connection closed: it sent nothing before the deadline");
+                metrics.connection_refused("silent");
+            })
+        };
+        let s = super::access::FirstByteDeadline::new(s, deadline, silent);
+        let admitted = admit(s, &open, max);
+        if admitted.is_none() {
+            metrics.connection_refused("too_many");
+        }
+        admitted
     });
-    let router = router(service, serving.max_message_bytes);
-    rt.spawn(router.serve_with_incoming_shutdown(incoming, stopped(stop)))
+    let mut builder = tonic::transport::Server::builder();
+    if let Some(tls) = &access.tls {
+        builder = builder.tls_config(tls.clone())?;
+    }
+    let router = router_on(builder, service, serving.max_message_bytes);
+    Ok(rt.spawn(router.serve_with_incoming_shutdown(incoming, stopped(stop))))
 }
 
 async fn stopped(mut stop: watch::Receiver<bool>) {

@@ -25,8 +25,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use launcher::api::access::ClientTls;
 use launcher::api::client::Client;
-use launcher::api::server::{serve_tcp, serve_unix, ServerTask, Serving};
+use launcher::api::server::{serve_tcp, serve_unix, ServerTask, Serving, TcpAccess};
 use launcher::api::{pb, Endpoint};
 use launcher::config::Config;
 use launcher::journal::{self, Journal};
@@ -37,7 +38,7 @@ use launcher::pipeline::{Pipeline, PipelineStatus};
 use launcher::service::{Limits, Service};
 use shm_protocol::layout::PROOF_BYTES;
 
-use crate::cli::{CancelArgs, FetchArgs, RunArgs, StatusArgs, SubmitArgs};
+use crate::cli::{CancelArgs, FetchArgs, RunArgs, StatusArgs, SubmitArgs, TlsArgs};
 
 /// `splitprover run`.
 pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
@@ -59,6 +60,17 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             endpoints.push(e);
         }
     }
+    let first_byte_timeout = Duration::from_secs(config.service.first_byte_timeout_s);
+    let access = TcpAccess {
+        allow: config.service.allow_list()?,
+        tls: config
+            .service
+            .tls
+            .as_ref()
+            .map(|t| t.server(first_byte_timeout))
+            .transpose()?,
+        first_byte_timeout,
+    };
     let metrics_listen = config.service.metrics_listen.clone();
     let max_message = config.service.max_message_bytes;
     let max_connections = config.service.max_connections.max(1);
@@ -110,10 +122,19 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                 let listener = rt
                     .block_on(tokio::net::TcpListener::bind(addr.as_str()))
                     .with_context(|| format!("cannot listen on `{addr}`"))?;
-                serve_tcp(rt.handle(), listener, service, &serving, stop)
+                serve_tcp(rt.handle(), listener, service, &serving, &access, stop)
+                    .with_context(|| format!("cannot serve on `{addr}` (TLS settings)"))?
             }
         };
-        tracing::info!(%endpoint, "serving the cuzk API");
+        match endpoint {
+            Endpoint::Tcp(_) => tracing::info!(
+                %endpoint,
+                allow = %access.allow,
+                tls = access.tls.is_some(),
+                "serving the cuzk API"
+            ),
+            Endpoint::Unix(_) => tracing::info!(%endpoint, "serving the cuzk API"),
+        }
         servers.push(server);
     }
     if let Some(addr) = &metrics_listen {
@@ -382,6 +403,25 @@ pub fn client(socket: Option<&str>) -> anyhow::Result<Client> {
     Ok(Client::connect(&endpoint_of(socket)?)?)
 }
 
+/// A client of the service `--socket` names, over TLS when `--tls-*` say so.
+fn tls_client(socket: Option<&str>, tls: &TlsArgs) -> anyhow::Result<Client> {
+    let endpoint = endpoint_of(socket)?;
+    Ok(Client::connect_with(
+        &endpoint,
+        launcher::api::DEFAULT_MAX_MESSAGE_BYTES,
+        &client_tls(tls),
+    )?)
+}
+
+fn client_tls(tls: &TlsArgs) -> ClientTls {
+    ClientTls {
+        ca: tls.tls_ca.clone(),
+        cert: tls.tls_cert.clone(),
+        key: tls.tls_key.clone(),
+        domain: None,
+    }
+}
+
 /// The job id a user typed: `7` is short for `job-7`, which names job 7 whatever its request id.
 fn job_id_of(typed: &str) -> String {
     match typed.parse::<u64>() {
@@ -398,7 +438,11 @@ pub fn submit(args: SubmitArgs) -> anyhow::Result<ExitCode> {
         std::fs::create_dir_all(d).with_context(|| format!("cannot create `{}`", d.display()))?;
     }
     let request_file = args.request.request_file();
-    let mut c = Client::connect(&endpoint)?;
+    let mut c = Client::connect_with(
+        &endpoint,
+        launcher::api::DEFAULT_MAX_MESSAGE_BYTES,
+        &client_tls(&args.tls),
+    )?;
     // (job id, seed) per job.
     let mut jobs = Vec::new();
     let mut send = |c: &mut Client, r: pb::SubmitProofRequest, seed: u64| {
@@ -527,7 +571,7 @@ fn status_word(status: i32) -> &'static str {
 
 /// `splitprover fetch`.
 pub fn fetch(args: FetchArgs) -> anyhow::Result<ExitCode> {
-    let mut c = client(args.socket.as_deref())?;
+    let mut c = tls_client(args.socket.as_deref(), &args.tls)?;
     let job_id = job_id_of(&args.job);
     // Without --wait: answer at once (1 ms is the shortest wait the API has).
     let a = c.await_proof(&job_id, if args.wait { 0 } else { 1 })?;
@@ -562,7 +606,7 @@ pub fn fetch(args: FetchArgs) -> anyhow::Result<ExitCode> {
 
 /// `splitprover cancel`.
 pub fn cancel(args: CancelArgs) -> anyhow::Result<ExitCode> {
-    let mut c = client(args.socket.as_deref())?;
+    let mut c = tls_client(args.socket.as_deref(), &args.tls)?;
     let job_id = job_id_of(&args.job);
     let was_running = c.cancel(&job_id)?;
     let what = if was_running { "running" } else { "queued" };
@@ -572,7 +616,7 @@ pub fn cancel(args: CancelArgs) -> anyhow::Result<ExitCode> {
 
 /// `splitprover status`.
 pub fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
-    let mut c = client(args.socket.as_deref())?;
+    let mut c = tls_client(args.socket.as_deref(), &args.tls)?;
     let answer = c.status()?;
     let s: PipelineStatus = serde_json::from_str(&answer.pipeline_json)
         .context("the service's status has no pipeline part")?;
