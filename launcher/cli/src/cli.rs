@@ -59,6 +59,16 @@ pub enum Command {
     #[cfg(feature = "filecoin")]
     #[command(subcommand)]
     Params(ParamsCommand),
+    /// Check a PoRep C2 proof with filecoin-proofs' own `verify_seal`, against the C1 output it
+    /// was proved from.
+    #[cfg(feature = "filecoin")]
+    Verify(VerifyArgs),
+    /// Write a valid PoRep C1 output of a committed-capacity sector of any size in seconds,
+    /// without sealing (test and benchmark data: the replica does not exist), in the JSON Curio
+    /// sends.
+    #[cfg(feature = "filecoin")]
+    #[command(name = "sparse-c1")]
+    SparseC1(SparseC1Args),
     /// Internal: run as synth-proc (started by the launcher).
     #[command(name = "synth-proc", hide = true)]
     SynthProc,
@@ -208,6 +218,11 @@ pub struct SubmitArgs {
     /// TLS to a `host:port` service.
     #[command(flatten)]
     pub tls: TlsArgs,
+    /// Send the PoRep C1 output (a `Commit2In` JSON) as Curio's cuzk client does, in cuzk's
+    /// envelope for this miner (actor) id, instead of this project's request fields.
+    #[cfg(feature = "filecoin")]
+    #[arg(long, requires = "porep_c1")]
+    pub curio_miner_id: Option<u64>,
 }
 
 /// `splitprover fetch`.
@@ -268,6 +283,50 @@ pub struct TlsArgs {
     /// This client's private key (PEM).
     #[arg(long, env = "SPLITPROVER_TLS_KEY", requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
+}
+
+/// `splitprover sparse-c1`.
+#[cfg(feature = "filecoin")]
+#[derive(Debug, Args)]
+pub struct SparseC1Args {
+    /// The interactive PoRep proof type (`porep:StackedDrg32GiBV1_1`).
+    #[arg(long)]
+    pub proof_type: String,
+    /// The sector number.
+    #[arg(long)]
+    pub sector_number: u64,
+    /// Seed of the ticket and the challenge seed (different seeds, different sectors).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Output file.
+    #[arg(long, short)]
+    pub out: PathBuf,
+    /// `commit2in`: lotus-bench's `Commit2In` JSON, what Curio puts in cuzk's `vanilla_proof`
+    /// (names the sector number and size); `api`: filecoin-proofs-api's C1 output JSON.
+    #[arg(long, default_value = "commit2in", value_parser = ["commit2in", "api"])]
+    pub form: String,
+}
+
+/// `splitprover verify`.
+#[cfg(feature = "filecoin")]
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// The C1 output the proofs were made from (filecoin-proofs-api's JSON or lotus-bench's
+    /// `Commit2In`, which also names the sector number).
+    #[arg(long)]
+    pub porep_c1: PathBuf,
+    /// C2 proof files (192 bytes per partition, as filecoin-proofs writes them).
+    #[arg(required = true)]
+    pub proofs: Vec<PathBuf>,
+    /// The miner (actor) id the prover id is derived from, as Curio derives it.
+    #[arg(long)]
+    pub miner_id: u64,
+    /// The sector number; needed when the C1 output is not in a `Commit2In` wrapper.
+    #[arg(long)]
+    pub sector_number: Option<u64>,
+    /// Parameter cache dir holding the proof type's `.vk`.
+    #[arg(long, env = launcher::env::FIL_PROOFS_PARAMETER_CACHE)]
+    pub param_cache: Option<PathBuf>,
 }
 
 /// `splitprover srs ...`.
@@ -339,6 +398,11 @@ pub enum ParamsCommand {
         /// Replace files that are already there.
         #[arg(long)]
         force: bool,
+        /// Where the fixed-base multiplications run: `cpu`, or `gpu` (a build with the `cuda`
+        /// feature and a GPU; the same files for the same seed, minutes instead of hours for
+        /// 32 GiB sectors).
+        #[arg(long, default_value = "cpu")]
+        device: kernels::paramgen::GenDevice,
     },
     /// Check the parameters of proof kinds: present, well-formed, fitting the circuit.
     Check {
@@ -391,6 +455,10 @@ pub fn run() -> ExitCode {
         Command::Srs(c) => commands::srs::run(c),
         #[cfg(feature = "filecoin")]
         Command::Params(c) => commands::params::run(c),
+        #[cfg(feature = "filecoin")]
+        Command::Verify(a) => commands::verify::run(a),
+        #[cfg(feature = "filecoin")]
+        Command::SparseC1(a) => commands::c1::run(a),
         Command::SynthProc => synth_proc::run_from_env()
             .map(|()| ExitCode::SUCCESS)
             .map_err(anyhow::Error::from),

@@ -1,5 +1,9 @@
 //! One module per subcommand (the measuring ones are `splitprover_bench::commands`).
 
+#[cfg(feature = "filecoin")]
+pub mod c1;
+#[cfg(feature = "filecoin")]
+pub mod curio;
 pub mod demo;
 #[cfg(feature = "filecoin")]
 pub mod params;
@@ -7,6 +11,8 @@ pub mod prove;
 pub mod service;
 pub mod shape;
 pub mod srs;
+#[cfg(feature = "filecoin")]
+pub mod verify;
 
 use anyhow::Context;
 
