@@ -474,12 +474,22 @@ pub fn submit(args: SubmitArgs) -> anyhow::Result<ExitCode> {
                 super::request_choice(args.request.proof_type.as_deref(), args.request.family())?;
             let kind = kernels::job::filecoin_request_kind(&bytes, kind, family)
                 .with_context(|| format!("proof request `{}`", file.display()))?;
-            let r = pb::SubmitProofRequest {
-                request_id: args.request_id.clone().unwrap_or_default(),
-                priority: args.priority as i32,
-                circuit: kernels::circuits::AnyCircuit::Filecoin(kind).to_string(),
-                request: bytes,
-                ..Default::default()
+            #[cfg(feature = "filecoin")]
+            let curio_miner = args.curio_miner_id;
+            #[cfg(not(feature = "filecoin"))]
+            let curio_miner: Option<u64> = None;
+            let r = match curio_miner {
+                #[cfg(feature = "filecoin")]
+                Some(miner) => {
+                    super::curio::porep_request(bytes, kind, miner, args.request_id.clone())?
+                }
+                _ => pb::SubmitProofRequest {
+                    request_id: args.request_id.clone().unwrap_or_default(),
+                    priority: args.priority as i32,
+                    circuit: kernels::circuits::AnyCircuit::Filecoin(kind).to_string(),
+                    request: bytes,
+                    ..Default::default()
+                },
             };
             send(&mut c, r, 0)?;
         }
