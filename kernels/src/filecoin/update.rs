@@ -240,7 +240,16 @@ impl<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>> SnapDeals<Tree> {
             .enumerate()
             .map(|(k, bytes)| {
                 guarded("bincode", || {
-                    Ok(bincode::deserialize::<PartitionProof<Tree>>(&bytes.0)?)
+                    // As filecoin-proofs' `bincode::deserialize` reads it (fixed-width integers,
+                    // trailing bytes allowed), except that the input's length bounds what is
+                    // read: a length prefix claiming more elements than the bytes hold fails
+                    // before anything that size is allocated.
+                    use bincode::Options;
+                    Ok(bincode::DefaultOptions::new()
+                        .with_fixint_encoding()
+                        .allow_trailing_bytes()
+                        .with_limit(bytes.0.len() as u64)
+                        .deserialize::<PartitionProof<Tree>>(&bytes.0)?)
                 })
                 .map_err(|e| {
                     invalid(format!(
