@@ -114,7 +114,7 @@ fn a_sealed_sectors_record_stands_in_for_sealing_it_again() {
             first.seed
         )
     );
-    assert!(!again.replica.exists());
+    assert!(again.files.is_none());
     let job = open_job(again.kind(), &again.c1_json).unwrap();
     let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(5);
     let proof = filecoin::prove_job(&*job, &backend(), &mut rng).unwrap();

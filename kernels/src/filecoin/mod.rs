@@ -79,6 +79,7 @@ macro_rules! with_tree {
 pub(crate) use with_tree;
 
 pub mod curio;
+#[cfg(feature = "fixtures")]
 pub mod fixture;
 pub mod porep;
 pub mod post;
