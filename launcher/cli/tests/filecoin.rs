@@ -401,3 +401,78 @@ fn cli_prove_and_service_submit_write_proofs_filecoin_proofs_accepts() {
     kill(service.id(), libc::SIGTERM);
     assert!(service.wait().unwrap().success());
 }
+
+/// `splitprover sparse-c1` (issue 42) writes a sparse CC sector's C1 output in lotus-bench's
+/// Commit2In JSON (and the api form), which `prove --porep-c1` proves and `verify_seal` accepts
+/// for the commitments the command printed.
+#[test]
+fn cli_sparse_c1_is_proved_by_prove_porep_c1() {
+    let _g = serial();
+    let kind = ProofKind::PoRep(PROOF);
+    params(kind);
+    let dir = tempfile::tempdir().unwrap();
+    let pc = param_dir();
+    let env = [("FIL_PROOFS_PARAMETER_CACHE", pc.as_path())];
+    let c1 = dir.path().join("sparse.json");
+    let sparse = |form: &str, out: &Path| {
+        cli(
+            &[
+                "sparse-c1",
+                "--proof-type",
+                &kind.to_string(),
+                "--sector-number",
+                "7",
+                "--seed",
+                "3",
+                "--out",
+                out.to_str().unwrap(),
+                "--form",
+                form,
+            ],
+            &env,
+        )
+    };
+    let (code, stdout, err) = sparse("commit2in", &c1);
+    assert_eq!(code, 0, "{err}");
+    // the same sector as the library makes, printed for the verifier
+    let s = kernels::filecoin::fixture::sparse_cc_sector(PROOF, 7, 3).unwrap();
+    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+    for line in [
+        format!("comm_r {}", hex(&s.comm_r)),
+        format!("comm_d {}", hex(&s.comm_d)),
+        "sector_number 7".to_string(),
+        format!("miner_id {}", kernels::filecoin::fixture::PROVER_MINER_ID),
+    ] {
+        assert!(stdout.contains(&line), "no `{line}` in {stdout}");
+    }
+    let written: serde_json::Value = serde_json::from_slice(&std::fs::read(&c1).unwrap()).unwrap();
+    assert_eq!(written["SectorNum"], 7);
+    assert_eq!(written["SectorSize"], 2048);
+    let api = dir.path().join("sparse-api.json");
+    let (code, _, err) = sparse("api", &api);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(std::fs::read(&api).unwrap(), s.c1_json);
+
+    let out = dir.path().join("sparse.proof");
+    let (code, _, err) = cli(
+        &[
+            "prove",
+            "--porep-c1",
+            c1.to_str().unwrap(),
+            "--backend",
+            "cpu",
+            "--huge-pages",
+            "none",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        &env,
+    );
+    assert_eq!(code, 0, "{err}");
+    let proof = std::fs::read(&out).unwrap();
+    assert_eq!(proof.len(), 192);
+    assert!(
+        s.verify(&proof, None).unwrap(),
+        "verify_seal refused the proof of the sparse C1"
+    );
+}

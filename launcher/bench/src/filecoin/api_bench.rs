@@ -109,6 +109,15 @@ pub fn run(
     rounds: usize,
     queued: usize,
 ) -> anyhow::Result<ApiFigures> {
+    if sector.files.is_none() {
+        anyhow::bail!(
+            "the API bench proves WinningPoSt over the sector's replica, and sector {} has none \
+             here (a sparse CC sector, or a record without its files); hint: seal the sector \
+             (`sealed-{0}`, `cache-{0}` and `sector-{0}.json` in `{1}`) or leave `api` out",
+            sector.sector_id,
+            work.join("sector").display()
+        );
+    }
     let (winning, winning_number) = winning_of(kind.sector_size())?;
     let winning_kind = ProofKind::PoSt(winning);
     let (winning_files, _) = filecoin::ensure_parameters(winning_kind, param_cache, 17, &|_| {})?;

@@ -13,7 +13,10 @@
 //! The request is made first, as the Filecoin tests make theirs (`kernels::filecoin::fixture`):
 //! PoRep: a sector sealed (PC1, PC2, C1 through filecoin-proofs-api), its C1 output, or read
 //! back from the record an earlier run left in `OUT_DIR/filecoin-work/sector/`
-//! (`fixture::seal_sector_once`; a record made on another machine can be put there); PoSt: a
+//! (`fixture::seal_sector_once`; a record made on another machine can be put there); above
+//! 512 MiB without a record (sealing would take hours), a sparse CC sector's C1
+//! (`fixture::sparse_cc_sector`: only the challenged nodes computed; it has no replica, so the
+//! `api` mode, which proves WinningPoSt over the replica, refuses it); PoSt: a
 //! sector of the same size sealed, the PoSt request over it (WindowPoSt: one partition);
 //! SnapDeals: a CC sector sealed and updated with random data, the update request. Its
 //! parameters are generated into the parameter cache with the fast generator if missing. Every
@@ -76,14 +79,27 @@ fn seal_proof_for(sector_size: u64) -> anyhow::Result<RegisteredSealProof> {
         .with_context(|| format!("no seal proof of a {sector_size}-byte sector"))
 }
 
+/// PoRep sectors larger than this (bytes) are not sealed by the bench: without a sector record,
+/// their C1 output is a sparse CC sector's (`fixture::sparse_cc_sector`).
+const SPARSE_ABOVE: u64 = 512 << 20;
+
 /// Makes a request of `kind` in `work` (sectors sealed there), as the Filecoin tests do.
 pub fn make_request(kind: ProofKind, work: &Path) -> anyhow::Result<Request> {
     let t = Instant::now();
     let req = match kind {
         ProofKind::PoRep(proof) => {
             let dir = work.join("sector");
-            let (sector, sealed) = fixture::seal_sector_once(proof, &dir, 4242, 11)
-                .with_context(|| format!("sealing a {kind} sector"))?;
+            let record = fixture::sector_record_path(&dir, 4242);
+            // sealing above 512 MiB takes hours: without a record, a sparse CC sector's C1
+            let sparse = !record.exists() && kind.sector_size() > SPARSE_ABOVE;
+            let (sector, sealed) = if sparse {
+                let s = fixture::sparse_cc_sector(proof, 4242, 11)
+                    .with_context(|| format!("making a sparse {kind} C1 output"))?;
+                (s, false)
+            } else {
+                fixture::seal_sector_once(proof, &dir, 4242, 11)
+                    .with_context(|| format!("sealing a {kind} sector"))?
+            };
             let check = sector.clone();
             Request {
                 bytes: sector.c1_json.clone(),
@@ -91,7 +107,13 @@ pub fn make_request(kind: ProofKind, work: &Path) -> anyhow::Result<Request> {
                     Ok(check.verify(p, None)?)
                 }),
                 sector: Some(sector),
-                what: if sealed {
+                what: if sparse {
+                    format!(
+                        "sparse CC sector's C1 made without sealing (no record `{}`; sealing \
+                         this size takes hours)",
+                        record.display()
+                    )
+                } else if sealed {
                     "sector sealed (PC1, PC2, C1)".into()
                 } else {
                     format!(
