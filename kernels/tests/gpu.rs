@@ -634,11 +634,19 @@ fn the_gpu_generator_writes_the_cpu_generators_filecoin_files() {
         written.push(files);
     }
     let (gpu, cpu) = (&written[0], &written[1]);
-    for (g, c) in [(&gpu.params, &cpu.params), (&gpu.vk, &cpu.vk), (&gpu.meta, &cpu.meta)] {
+    for (g, c) in [
+        (&gpu.params, &cpu.params),
+        (&gpu.vk, &cpu.vk),
+        (&gpu.meta, &cpu.meta),
+    ] {
         assert_eq!(g.file_name(), c.file_name());
         let (g_bytes, c_bytes) = (std::fs::read(g).unwrap(), std::fs::read(c).unwrap());
         assert!(!g_bytes.is_empty(), "{}", g.display());
-        assert!(g_bytes == c_bytes, "{} differs between GPU and CPU", g.display());
+        assert!(
+            g_bytes == c_bytes,
+            "{} differs between GPU and CPU",
+            g.display()
+        );
     }
 }
 
