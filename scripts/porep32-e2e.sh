@@ -103,7 +103,7 @@ listen = ["127.0.0.1:9820"]
 metrics_listen = "127.0.0.1:9821"
 CONF
   start_service() { # $1: log name; prints the seconds to "service ready"
-    rm -f "$work/jobs.sqlite"*
+    rm -rf "$work/jobs.sqlite"*
     local t0 t1
     t0=$(date +%s.%N)
     "$bin" run --config "$out/config.toml" >"$out/$1.log" 2>&1 &
