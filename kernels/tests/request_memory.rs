@@ -30,6 +30,8 @@ fn grew(n: usize) {
 // SAFETY: every method forwards to `System` with the caller's arguments unchanged, so `System`'s
 // guarantees are ours; the counting touches only two atomics and never allocates.
 unsafe impl GlobalAlloc for Counting {
+    /// # Safety
+    /// As `GlobalAlloc`'s contract: the caller passes layouts (and blocks) that `System` accepts.
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         // SAFETY: the caller upholds `alloc`'s contract (non-zero size), passed on as is.
         let p = unsafe { System.alloc(layout) };
@@ -39,6 +41,8 @@ unsafe impl GlobalAlloc for Counting {
         p
     }
 
+    /// # Safety
+    /// As `GlobalAlloc`'s contract: the caller passes layouts (and blocks) that `System` accepts.
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         // SAFETY: as `alloc`.
         let p = unsafe { System.alloc_zeroed(layout) };
@@ -48,6 +52,8 @@ unsafe impl GlobalAlloc for Counting {
         p
     }
 
+    /// # Safety
+    /// As `GlobalAlloc`'s contract: the caller passes layouts (and blocks) that `System` accepts.
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         // SAFETY: the caller passes a block this allocator (that is, `System`) returned, with
         // its layout.
@@ -56,6 +62,8 @@ unsafe impl GlobalAlloc for Counting {
         NOW.fetch_sub(layout.size(), Ordering::Relaxed);
     }
 
+    /// # Safety
+    /// As `GlobalAlloc`'s contract: the caller passes layouts (and blocks) that `System` accepts.
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         // SAFETY: the caller passes a block `System` returned, its layout and a valid new size.
         let p = unsafe { System.realloc(ptr, layout, new_size) };

@@ -475,4 +475,32 @@ fn cli_sparse_c1_is_proved_by_prove_porep_c1() {
         s.verify(&proof, None).unwrap(),
         "verify_seal refused the proof of the sparse C1"
     );
+
+    // `splitprover verify`: filecoin-proofs' verify_seal from the C1 file; another miner's
+    // prover id is refused (exit 1); the api form names no sector number: an error (exit 2)
+    // unless it is given.
+    let verify = |c1: &Path, miner: &str, extra: &[&str]| {
+        let mut args = vec![
+            "verify",
+            "--porep-c1",
+            c1.to_str().unwrap(),
+            "--miner-id",
+            miner,
+            out.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        cli(&args, &env)
+    };
+    let miner = kernels::filecoin::fixture::PROVER_MINER_ID.to_string();
+    let (code, stdout, err) = verify(&c1, &miner, &[]);
+    assert_eq!(code, 0, "{stdout}{err}");
+    assert!(stdout.contains("verified"), "{stdout}");
+    let (code, stdout, err) = verify(&c1, "1001", &[]);
+    assert_eq!(code, 1, "another miner's proof was accepted: {stdout}{err}");
+    assert!(stdout.contains("REFUSED"), "{stdout}");
+    let (code, _, err) = verify(&api, &miner, &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("sector number"), "{err}");
+    let (code, stdout, err) = verify(&api, &miner, &["--sector-number", "7"]);
+    assert_eq!(code, 0, "{stdout}{err}");
 }
