@@ -224,10 +224,10 @@ pub const fn prover_id(miner_id: u64) -> [u8; 32] {
     }
 }
 
-/// `RegisteredSealProof` by its Go ABI number.
-pub fn seal_proof(number: u64) -> Result<RegisteredSealProof, Error> {
+/// `RegisteredSealProof` by Go ABI number (the index).
+const SEAL_PROOFS: [RegisteredSealProof; 20] = {
     use RegisteredSealProof::*;
-    const TABLE: [RegisteredSealProof; 20] = [
+    [
         StackedDrg2KiBV1,
         StackedDrg8MiBV1,
         StackedDrg512MiBV1,
@@ -248,8 +248,19 @@ pub fn seal_proof(number: u64) -> Result<RegisteredSealProof, Error> {
         StackedDrg512MiBV1_2_Feat_NonInteractivePoRep,
         StackedDrg32GiBV1_2_Feat_NonInteractivePoRep,
         StackedDrg64GiBV1_2_Feat_NonInteractivePoRep,
-    ];
-    lookup(&TABLE, number, "RegisteredSealProof")
+    ]
+};
+
+/// `RegisteredSealProof` by its Go ABI number.
+pub fn seal_proof(number: u64) -> Result<RegisteredSealProof, Error> {
+    lookup(&SEAL_PROOFS, number, "RegisteredSealProof")
+}
+
+/// The Go ABI number of `proof` (Curio's `registered_proof`): the inverse of [`seal_proof`];
+/// `None` for a proof type the table does not know.
+pub fn seal_number(proof: RegisteredSealProof) -> Option<u64> {
+    let i = SEAL_PROOFS.iter().position(|p| *p == proof)?;
+    u64::try_from(i).ok()
 }
 
 /// `RegisteredPoStProof` by its Go ABI number (Go's window `V1_1`, 10–14, is the api's `V1_2`).
@@ -313,6 +324,13 @@ fn invalid(reason: String) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn seal_numbers_invert_seal_proofs() {
+        for n in 0..20 {
+            assert_eq!(seal_number(seal_proof(n).unwrap()), Some(n));
+        }
+    }
 
     fn request(kind: CurioKind, registered_proof: u64) -> CurioRequest<'static> {
         static PROOFS: [Vec<u8>; 0] = [];

@@ -80,13 +80,6 @@ impl ApiFigures {
     }
 }
 
-/// The Go ABI number of a seal proof (Curio's `registered_proof`).
-fn seal_number(kind: ProofKind) -> anyhow::Result<u64> {
-    (0..20)
-        .find(|&n| curio::seal_proof(n).is_ok_and(|p| ProofKind::PoRep(p) == kind))
-        .with_context(|| format!("`{kind}` has no Go ABI number"))
-}
-
 /// The WinningPoSt proof of a sector size, and its Go ABI number.
 fn winning_of(sector_size: u64) -> anyhow::Result<(RegisteredPoStProof, u64)> {
     (0..5)
@@ -192,7 +185,8 @@ pub fn run(
     let porep_request = pb::SubmitProofRequest {
         proof_kind: pb::ProofKind::PorepSealCommit as i32,
         sector_size: kind.sector_size(),
-        registered_proof: seal_number(kind)?,
+        registered_proof: curio::seal_number(sector.proof)
+            .with_context(|| format!("`{kind}` has no Go ABI number"))?,
         priority: pb::Priority::Normal as i32,
         vanilla_proof: c1.clone(),
         sector_number: sector.sector_id,

@@ -39,11 +39,7 @@ pub fn run(args: SparseC1Args) -> anyhow::Result<ExitCode> {
     );
     println!("sector_number {}", args.sector_number);
     println!("miner_id {PROVER_MINER_ID}");
-    println!("comm_r {}", hex(&sector.comm_r));
-    println!("comm_d {}", hex(&sector.comm_d));
+    println!("comm_r {}", super::hex(&sector.comm_r));
+    println!("comm_d {}", super::hex(&sector.comm_d));
     Ok(ExitCode::SUCCESS)
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
 }

@@ -9,13 +9,6 @@ use anyhow::Context;
 use kernels::filecoin::{curio, porep, ProofKind};
 use launcher::api::pb;
 
-/// The Go ABI number of a seal proof (`abi.RegisteredSealProof`).
-fn seal_number(kind: ProofKind) -> anyhow::Result<u64> {
-    (0..32)
-        .find(|&n| curio::seal_proof(n).is_ok_and(|p| ProofKind::PoRep(p) == kind))
-        .with_context(|| format!("`{kind}` has no Go ABI number"))
-}
-
 /// Curio's request for the C1 output `c1` (a `Commit2In` JSON, which names the sector number)
 /// of `kind`, for miner `miner_id`.
 pub fn porep_request(
@@ -24,10 +17,9 @@ pub fn porep_request(
     miner_id: u64,
     request_id: Option<String>,
 ) -> anyhow::Result<pb::SubmitProofRequest> {
-    anyhow::ensure!(
-        matches!(kind, ProofKind::PoRep(_)),
-        "--curio-miner-id sends PoRep C1 outputs only (this request is `{kind}`)"
-    );
+    let ProofKind::PoRep(proof) = kind else {
+        anyhow::bail!("--curio-miner-id sends PoRep C1 outputs only (this request is `{kind}`)");
+    };
     let sector = porep::commit2in_fields(&c1)?
         .and_then(|f| f.sector_num)
         .context(
@@ -39,7 +31,8 @@ pub fn porep_request(
         request_id: request_id.unwrap_or_else(|| format!("porep-{miner_id}-{sector}")),
         proof_kind: pb::ProofKind::PorepSealCommit as i32,
         sector_size: kind.sector_size(),
-        registered_proof: seal_number(kind)?,
+        registered_proof: curio::seal_number(proof)
+            .with_context(|| format!("`{kind}` has no Go ABI number"))?,
         priority: pb::Priority::Normal as i32,
         vanilla_proof: c1,
         sector_number: sector,
