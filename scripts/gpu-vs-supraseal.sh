@@ -13,7 +13,11 @@
 # porep-bits:1`: 2^24, 2^26, 2^27). Where supraseal-c2 cannot run (its own copy of the SRS in host
 # memory beside ours at 2^27), gpu_check's error and the host memory samples
 # (OUT_DIR/memory-SPEC.txt, every 2 s) say why, with the numbers. Each size runs under
-# `timeout ${STEP_LIMIT:-540}`; the last lines are a table.
+# `timeout ${STEP_LIMIT:-540}`. EXTRA adds gpu_check flags to every run (e.g. `--beside on`);
+# VARIANTS (separated by `;`) runs ours again per size with each set of flags added, on the same
+# parameters and without supraseal (e.g. `--beside off`: before/after a change in one call).
+# KEEP=1 keeps the parameters in WORK afterwards (for a pipeline run on the same machine).
+# The last lines are a table.
 set -uo pipefail
 check="$(realpath "${1:?gpu_check binary}")"
 out="$(realpath -m "${2:-gpu-vs-supraseal}")"
@@ -33,13 +37,26 @@ for spec in $sizes; do
   done) >"$out/memory-$name.txt" 2>&1 &
   sampler=$!
   timeout "${STEP_LIMIT:-540}" "$check" "$spec" --params "$params" --gen gpu --seeds 1 --cpu 0 \
-    --iters "${ITERS:-3}" --phases --supraseal >"$out/$name.log" 2>&1 || {
+    --iters "${ITERS:-3}" --phases --supraseal ${EXTRA:-} >"$out/$name.log" 2>&1 || {
     echo "$spec: gpu_check failed (exit $?), see $name.log"
     status=1
   }
   kill "$sampler" 2>/dev/null
-  rm -f "$params"
   echo "== $spec (peak host used MiB $(sed -n 's/.*used=\([0-9]*\).*/\1/p' "$out/memory-$name.txt" | sort -n | tail -1))"
   grep -iE "median|supraseal|verify|FAIL|DIFFER|error|compute" "$out/$name.log" | tail -12
+  k=0
+  IFS=';' read -ra variants <<<"${VARIANTS:-}"
+  for v in "${variants[@]}"; do
+    k=$((k + 1))
+    # shellcheck disable=SC2086 # the variant's flags are split on purpose
+    timeout "${STEP_LIMIT:-540}" "$check" "$spec" --params "$params" --seeds 1 --cpu 0 \
+      --iters "${ITERS:-3}" --phases ${EXTRA:-} $v >"$out/$name-v$k.log" 2>&1 || {
+      echo "$spec ($v): gpu_check failed (exit $?), see $name-v$k.log"
+      status=1
+    }
+    echo "== $spec with $v"
+    grep -iE "median|verify|FAIL|DIFFER|error|compute" "$out/$name-v$k.log" | tail -6
+  done
+  [ "${KEEP:-0}" = 1 ] || rm -f "$params"
 done
 exit "$status"

@@ -217,6 +217,12 @@ struct GpuContext {
     std::unique_ptr<sp_host_lock> image_lock;
 
     std::unique_ptr<stream_t> s_main, s_n1, s_n2, s_copy;
+    // With `beside`, the L, A, B_G1 and B_G2 MSMs run on `s_lab` while the quotient's NTTs run
+    // on the main stream (the NTTs stream memory, the MSMs multiply); the H MSM, on the main
+    // stream, waits for both (`ev_lab_join`): they share the MSM scratch.
+    std::unique_ptr<stream_t> s_lab;
+    bool beside = false;
+    cudaEvent_t ev_lab_join = nullptr;
     // The side stream (highest priority: its single block must start while the H MSM fills the
     // device): the final sums of L, A, B_G1, B_G2 and `sp_side`.
     cudaStream_t s_side = nullptr;
@@ -260,15 +266,16 @@ struct GpuContext {
     GpuContext(const gpu_t& g) : gpu(g) {}
     ~GpuContext()
     {
-        for (auto* s : {s_main.get(), s_n1.get(), s_n2.get(), s_copy.get(), s_stream.get()})
+        for (auto* s : {s_main.get(), s_n1.get(), s_n2.get(), s_copy.get(), s_stream.get(),
+                        s_lab.get()})
             if (s) (void)cudaStreamSynchronize(*s);
         if (s_side) {
             (void)cudaStreamSynchronize(s_side);
             (void)cudaStreamDestroy(s_side);
         }
-        for (cudaEvent_t e : {ev_fork, ev_join1, ev_join2, ev_side_fork, ev_side_join, ev_batch,
-                              released[0], released[1], landed[0], landed[1], consumed[0],
-                              consumed[1]})
+        for (cudaEvent_t e : {ev_fork, ev_join1, ev_join2, ev_side_fork, ev_side_join,
+                              ev_lab_join, ev_batch, released[0], released[1], landed[0],
+                              landed[1], consumed[0], consumed[1]})
             if (e) (void)cudaEventDestroy(e);
         for (auto& f : fl) {
             for (cudaEvent_t e : f.ev)
@@ -332,6 +339,12 @@ static std::string sp_mib(size_t b) { return std::to_string(b >> 20) + " MiB"; }
 // (13 ms at 2^20 on an H200) then outlasts the side stream's chains (about 7 ms), so they cost
 // no device time and save the host its window sums and most of the blinding.
 #define SP_DEVICE_FINISH_LG 20
+
+// From this domain size up (lg2) the L, A, B_G1 and B_G2 MSMs run beside the quotient's NTTs by
+// default (`GpuContext::beside`, not in the compact layout, whose A and B scalars live where the
+// NTTs work). Below it the back half stays one graph launch after the front half's: at 2^20
+// the launches saved outweigh the overlap.
+#define SP_BESIDE_LG 22
 
 // Device memory left free beside a second input set (NTT twiddles, the runtime's own needs).
 static const size_t SP_RESERVE = (size_t)1 << 30;

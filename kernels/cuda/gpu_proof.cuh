@@ -434,15 +434,22 @@ static size_t sp_tail_size(size_t big, size_t cap)
 // compute stream while the side stream reduces the other four (their final sums, and with
 // `device_finish` the window chains and the blinding of `sp_side`); H's final sums, the input
 // set released, everything copied to the flight's host results. Fills rec[L..B2].
+// With `ctx.beside` the four MSMs go on `s_lab`, beside the quotient's NTTs still running on
+// the compute stream: they need the gathers and splits alone, done once the host saw
+// `counted` (which also follows the previous proof's whole back half on the compute stream),
+// and H waits for them (one MSM scratch).
 static void sp_issue_back_kernels(GpuContext& ctx, int set, sp_flight& fl,
                                   const sp_back_key& key, sp_job_rec* rec)
 {
     stream_t& m = *ctx.s_main;
+    stream_t& lab = ctx.beside ? *ctx.s_lab : m;
     cudaStream_t side = ctx.s_side;
     const sp_srs& L = ctx.lens;
     sp_set& st = ctx.sets[set];
     const sp_layout& lay = ctx.lay;
     ctx.stream_mark = lay.streams() ? &fl.stream0 : nullptr;
+    if (ctx.beside)
+        CUDA_OK(cudaStreamWaitEvent(lab, fl.counted, 0));
     const size_t c1 = lay.stage_g1, c2 = lay.stage_g2;   // chunk points
     const fr_t* sc_a = sp_scalars(ctx, set, 1);
     const fr_t* sc_b = sp_scalars(ctx, set, 2);
@@ -451,29 +458,29 @@ static void sp_issue_back_kernels(GpuContext& ctx, int set, sp_flight& fl,
                    size_t n, int q, auto* tail_pts, size_t tail_cap, bool scalars_ready) {
         if (key.tail[q] == SP_PIECES)
             return sp_msm_pieces(ctx, job, d_part, src, chunk, sc, n, q,
-                                 sp_bounds(fl.counts, q), tail_pts, tail_cap, m);
+                                 sp_bounds(fl.counts, q), tail_pts, tail_cap, lab);
         return sp_msm_query(ctx, job, d_part, src, chunk, sc, n, q, key.tail[q], tail_pts,
-                            scalars_ready, m);
+                            scalars_ready, lab);
     };
     rec[SP_JOB_L] = msm(ctx.job_g1[SP_JOB_L], ctx.d_part_g1.ptr, sp_src_g1(ctx, SP_Q_L), c1,
                         st.aux.ptr, L.n_l, 0, ctx.d_tail_g1.ptr, ctx.d_tail_g1.len, false);
-    sp_record_ext(ctx, fl.ev[EV_L], m);
+    sp_record_ext(ctx, fl.ev[EV_L], lab);
     rec[SP_JOB_A] = msm(ctx.job_g1[SP_JOB_A], ctx.d_part_g1.ptr, sp_src_g1(ctx, SP_Q_A), c1,
                         sc_a, L.n_a, 1, ctx.d_tail_g1.ptr, ctx.d_tail_g1.len, false);
-    sp_record_ext(ctx, fl.ev[EV_A], m);
+    sp_record_ext(ctx, fl.ev[EV_A], lab);
     rec[SP_JOB_B1] = msm(ctx.job_g1[SP_JOB_B1], ctx.d_part_g1.ptr, sp_src_g1(ctx, SP_Q_B1), c1,
                          sc_b, L.n_b, 2, ctx.d_tail_g1.ptr, ctx.d_tail_g1.len, false);
-    sp_record_ext(ctx, fl.ev[EV_B1], m);
+    sp_record_ext(ctx, fl.ev[EV_B1], lab);
     // the same split serves G2 (the tail scalars gathered for B_G1 are still in place, unless
     // taken in pieces: each piece gathers its own)
     rec[SP_JOB_B2] = msm(ctx.job_g2, ctx.d_part_g2.ptr,
                          sp_src<affine_fp2_t>{ctx.d_b_g2.ptr, L.b_g2, lay.res[SP_Q_B2]}, c2,
                          sc_b, L.n_b, 2, ctx.d_tail_g2.ptr, ctx.d_tail_g2.len, true);
-    sp_record_ext(ctx, fl.ev[EV_B2], m);
+    sp_record_ext(ctx, fl.ev[EV_B2], lab);
 
     // The side stream: the four MSMs' final sums (each job's accumulators and result area are
     // its own, which the H MSM does not touch), then `sp_side`.
-    CUDA_OK(cudaEventRecord(ctx.ev_side_fork, m));
+    CUDA_OK(cudaEventRecord(ctx.ev_side_fork, lab));
     CUDA_OK(cudaStreamWaitEvent(side, ctx.ev_side_fork, 0));
     sp_record_ext(ctx, fl.ev[EV_SIDE0], side);
     const uint32_t nbits = (uint32_t)fr_t::bit_length();
@@ -510,7 +517,10 @@ static void sp_issue_back_kernels(GpuContext& ctx, int set, sp_flight& fl,
     }
     sp_record_ext(ctx, fl.ev[EV_SIDE1], side);
 
-    // H: the first domain - 1 coefficients (the last is zero for a valid witness)
+    // H: the first domain - 1 coefficients (the last is zero for a valid witness), once the
+    // quotient is done and the other MSMs left the scratch
+    if (ctx.beside)
+        sp_fork(ctx.ev_lab_join, lab, m);
     sp_pippenger(ctx, ctx.job_g1[SP_JOB_H], ctx.d_part_g1.ptr, sp_src_g1(ctx, SP_Q_H),
                  st.abc.ptr, ctx.lay.plan_h, m, ctx.device_finish ? std::max(ctx.sms - 1, 1) : 0);
     if (lay.streams()) {
@@ -616,7 +626,9 @@ static bool sp_issue_back(GpuContext& ctx, int set, int f, bool host_sums)
     // the diagnostic reads the accumulators after each proof: kernel by kernel
     // a back half that streams SRS chunks (copies on another stream from host memory) is
     // launched kernel by kernel: at the sizes that stream, launches are a small cost
-    bool graph = ctx.graphs && !ctx.lay.streams() && !host_sums
+    // with `beside` its first four MSMs run beside the NTTs that the front half's graph left
+    // running on the compute stream: kernel by kernel on their own stream
+    bool graph = ctx.graphs && !ctx.beside && !ctx.lay.streams() && !host_sums
                  && sp_launch_back(ctx, set, f, key, rec);
     if (!graph)
         sp_issue_back_kernels(ctx, set, fl, key, rec);
@@ -738,11 +750,14 @@ static void sp_finish(const GpuContext& ctx, sp_flight& fl, sp_components& out, 
     ph.ntt = sp_elapsed(e[EV_GATHER], e[EV_NTT]);
     if (ctx.lay.compact())   // the quotient first, then the gathers and splits
         std::swap(ph.gather, ph.ntt);
-    ph.msm_l = sp_elapsed(e[EV_NTT], e[EV_L]);
+    // beside the NTTs (`ctx.beside`) L starts once the splits are counted, and H once the later
+    // of the NTTs and B_G2 is done
+    ph.msm_l = sp_elapsed(e[ctx.beside ? EV_GATHER : EV_NTT], e[EV_L]);
     ph.msm_a = sp_elapsed(e[EV_L], e[EV_A]);
     ph.msm_b_g1 = sp_elapsed(e[EV_A], e[EV_B1]);
     ph.msm_b_g2 = sp_elapsed(e[EV_B1], e[EV_B2]);
-    ph.msm_h = sp_elapsed(e[EV_B2], e[EV_H]);
+    bool ntt_last = ctx.beside && sp_elapsed(e[EV_B2], e[EV_NTT]) > 0;
+    ph.msm_h = sp_elapsed(e[ntt_last ? EV_NTT : EV_B2], e[EV_H]);
     ph.final_sums = sp_elapsed(e[EV_H], e[EV_DONE]);
     ph.side = sp_elapsed(e[EV_SIDE0], e[EV_SIDE1]);
     ph.compute = sp_elapsed(e[EV_START], e[EV_DONE]);

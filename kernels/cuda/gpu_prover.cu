@@ -256,6 +256,11 @@ RustError::by_value splitprover_gpu_create(const sp_srs* srs, const void* image,
         CUDA_OK(cudaStreamCreateWithPriority(&ctx->s_side, cudaStreamNonBlocking, greatest));
         ctx->device_finish = opts->finish == 1
                              || (opts->finish == 0 && ctx->lg_domain >= SP_DEVICE_FINISH_LG);
+        ctx->beside = !L.compact()
+                      && (opts->beside == 1
+                          || (opts->beside == 0 && ctx->lg_domain >= SP_BESIDE_LG));
+        if (ctx->beside)
+            ctx->s_lab.reset(new stream_t(gpu.id()));
         stream_t& s = *ctx->s_copy;
 
         auto t0 = std::chrono::steady_clock::now();
@@ -354,6 +359,7 @@ RustError::by_value splitprover_gpu_create(const sp_srs* srs, const void* image,
         sp_event(&ctx->ev_fork, cudaEventDisableTiming);
         sp_event(&ctx->ev_side_fork, cudaEventDisableTiming);
         sp_event(&ctx->ev_side_join, cudaEventDisableTiming);
+        sp_event(&ctx->ev_lab_join, cudaEventDisableTiming);
         sp_event(&ctx->ev_join1, cudaEventDisableTiming);
         sp_event(&ctx->ev_join2, cudaEventDisableTiming);
         sp_event(&ctx->ev_batch, cudaEventDefault);

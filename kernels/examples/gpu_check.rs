@@ -7,6 +7,7 @@
 //!           [--pinned] [--no-overlap] [--supraseal] [--phases] [--wbits-h W[/C],...]
 //!           [--gen cpu|gpu] [--gen-check] [--no-graphs] [--compare-graphs]
 //!           [--consecutive N] [--finish auto|device|host] [--compare-finish] [--budget-mib M]
+//!           [--beside auto|on|off] [--compare-beside]
 //! gpu_check sha-chain:2  --params p16 --seeds 100 --cpu 100 --batch 8   # 100 witnesses at 2^16
 //! gpu_check sha-chain:38 --params p20 --seeds 8 --cpu 8 --batch 8 --iters 10 --pinned \
 //!           --supraseal --phases
@@ -37,6 +38,10 @@
 //!   chains and the blinding beside the H MSM) or on the host (`GpuOptions::device_finish`;
 //!   default `auto`: on the device from 2^20 up); `--compare-finish` times the other one too
 //!   (the same proofs, byte for byte), with its phases.
+//! - `--beside on|off` runs the L, A, B_G1 and B_G2 MSMs beside the quotient's NTTs, or after
+//!   them (`GpuOptions::msms_beside_ntts`; default `auto`: beside from 2^22 up);
+//!   `--compare-beside` (with `on` or `off`) times the other one too (a second backend: where
+//!   two fit the device).
 //! - `--consecutive N` proves N more proofs one per call, cycling over the kept witnesses with
 //!   fresh random `r` and `s` each, verifies every one, and with `--supraseal` does the same
 //!   with supraseal-c2 (the regression run for the batch-addition race found at 2^23).
@@ -185,6 +190,8 @@ mod check {
         finish: Option<bool>,
         compare_finish: bool,
         budget: Option<u64>,
+        beside: Option<bool>,
+        compare_beside: bool,
     }
 
     fn parse_args() -> Res<Args> {
@@ -197,6 +204,7 @@ mod check {
         let mut wbits_h = Vec::new();
         let (mut graphs, mut compare_graphs, mut consecutive) = (true, false, 0);
         let (mut finish, mut compare_finish, mut budget) = (None, false, None);
+        let (mut beside, mut compare_beside) = (None, false);
         while let Some(a) = it.next() {
             let mut value = |name: &str| it.next().ok_or_else(|| format!("`{name}` needs a value"));
             match a.as_str() {
@@ -238,6 +246,20 @@ mod check {
                     }
                 }
                 "--compare-finish" => compare_finish = true,
+                "--beside" => {
+                    beside = match value("--beside")?.as_str() {
+                        "auto" => None,
+                        "on" => Some(true),
+                        "off" => Some(false),
+                        other => {
+                            return Err(format!(
+                                "`--beside` takes `auto`, `on` or `off`, not `{other}`"
+                            )
+                            .into())
+                        }
+                    }
+                }
+                "--compare-beside" => compare_beside = true,
                 "--budget-mib" => budget = Some(value("--budget-mib")?.parse::<u64>()? << 20),
                 s if !s.starts_with('-') && spec.is_none() => spec = Some(s.parse()?),
                 other => return Err(format!("unknown argument `{other}`").into()),
@@ -257,6 +279,8 @@ mod check {
             finish,
             compare_finish,
             budget,
+            beside,
+            compare_beside,
             cpu,
             iters,
             batch: batch.max(1),
@@ -490,6 +514,7 @@ mod check {
             graphs: args.graphs,
             device_finish: args.finish,
             memory_budget: args.budget,
+            msms_beside_ntts: args.beside,
             ..GpuOptions::default()
         };
         // under a budget the backend keeps the image to stream from
@@ -764,6 +789,24 @@ mod check {
             };
             let other = GpuOptions {
                 device_finish: Some(device),
+                ..options
+            };
+            ok &= compare(other, label)?;
+        }
+        if args.compare_beside {
+            let on = match args.beside {
+                Some(b) => !b,
+                None => {
+                    return Err("`--compare-beside` needs `--beside on` or `--beside off`".into())
+                }
+            };
+            let label = if on {
+                "MSMs beside the NTTs"
+            } else {
+                "MSMs after the NTTs"
+            };
+            let other = GpuOptions {
+                msms_beside_ntts: Some(on),
                 ..options
             };
             ok &= compare(other, label)?;

@@ -359,11 +359,19 @@ fn gpu_batches_equal_cpu_proofs_with_and_without_overlap() {
             .map(|(a, (r, s))| bytes(&cpu.prove_batch(&[*a], &[*r], &[*s]).unwrap()[0]))
             .collect();
         let sums: Vec<_> = asgs.iter().map(|a| cpu.components(a).unwrap()).collect();
-        for (overlap, device_finish) in [(true, false), (false, false), (true, true), (false, true)]
-        {
+        // (two input sets, finished on the device, L/A/B MSMs beside the NTTs)
+        for (overlap, device_finish, beside) in [
+            (true, false, false),
+            (false, false, false),
+            (true, true, false),
+            (false, true, false),
+            (true, true, true),
+            (false, false, true),
+        ] {
             let options = GpuOptions {
                 overlap,
                 device_finish: Some(device_finish),
+                msms_beside_ntts: Some(beside),
                 ..GpuOptions::default()
             };
             let gpu =
@@ -379,7 +387,8 @@ fn gpu_batches_equal_cpu_proofs_with_and_without_overlap() {
                     assert_eq!(
                         bytes(p),
                         want[i],
-                        "{spec} overlap {overlap} device finish {device_finish} proof {i}"
+                        "{spec} overlap {overlap} device finish {device_finish} beside \
+                         {beside} proof {i}"
                     );
                 }
                 let (got, times) = gpu.prove_components_batch(&asgs[range.clone()]).unwrap();
@@ -388,7 +397,8 @@ fn gpu_batches_equal_cpu_proofs_with_and_without_overlap() {
                 for (i, (c, phases)) in range.clone().zip(&got) {
                     assert_eq!(
                         *c, sums[i],
-                        "{spec} overlap {overlap} device finish {device_finish} sums {i}"
+                        "{spec} overlap {overlap} device finish {device_finish} beside \
+                         {beside} sums {i}"
                     );
                     assert!(phases.compute > 0.0, "{phases:?}");
                 }
@@ -886,10 +896,21 @@ fn under_a_budget_below_the_srs_the_rest_streams_and_the_proofs_stay_the_same() 
         // the planner keeps part of the SRS and streams the rest. (A budget taken from an
         // all-resident layout less part of H fits by smaller H windows and more chunks instead.)
         let part = least + resident.srs_bytes / 4 * 3;
-        for (what, budget) in [("part of the SRS", part), ("everything", least)] {
+        for (what, budget, beside) in [
+            ("part of the SRS", part, false),
+            ("everything", least, false),
+            ("part of the SRS", part, true),
+            ("everything", least, true),
+        ] {
+            let what = if beside {
+                format!("{what} (MSMs beside the NTTs)")
+            } else {
+                what.to_string()
+            };
             let options = GpuOptions {
                 memory_budget: Some(budget),
                 overlap: false,
+                msms_beside_ntts: Some(beside),
                 ..GpuOptions::default()
             };
             let gpu = GpuBackend::with_image(image.clone(), options).unwrap();
@@ -908,7 +929,7 @@ fn under_a_budget_below_the_srs_the_rest_streams_and_the_proofs_stay_the_same() 
             assert!(res.streamed_bytes > 0 && res.stage_bytes > 0, "{res:?}");
             assert_eq!(memory.streamed_bytes, res.streamed_bytes);
             assert_eq!(memory.streamed_total_bytes, 0);
-            if what == "everything" {
+            if what.starts_with("everything") {
                 assert_eq!(res.srs_bytes, 0, "{res:?}");
                 assert_eq!(res.streamed_bytes, resident.srs_bytes);
             } else {

@@ -86,6 +86,12 @@ pub struct GpuOptions {
     /// `Some(true)` on the device, `Some(false)` on the host, `None` (default) on the device from
     /// a 2^20 domain up, where the H MSM hides the device's chains. Same bytes either way.
     pub device_finish: Option<bool>,
+    /// Whether the L, A, B_G1 and B_G2 MSMs run on a stream of their own beside the quotient's
+    /// NTTs (the NTTs are bound by memory, the MSMs by multiplication), the H MSM waiting for
+    /// both: `Some(true)` wherever the layout is not compact, `Some(false)` never (after the
+    /// NTTs, in the back half's graph where graphs are on), `None` (default) from a 2^22
+    /// domain up. Same bytes either way.
+    pub msms_beside_ntts: Option<bool>,
     /// The process's whole device footprint, bytes (`[[gpu]] memory_budget`: what `nvidia-smi`
     /// shows, the CUDA context included); `None`: what the device has free. The context and
     /// [`super::plan::FOOTPRINT_MARGIN`] come off it, and it is capped at what the device has
@@ -109,6 +115,7 @@ impl Default for GpuOptions {
             h_chunks: None,
             graphs: true,
             device_finish: None,
+            msms_beside_ntts: None,
             memory_budget: None,
             matrices: super::MatricesBytes::default(),
         }
@@ -399,6 +406,11 @@ impl GpuBackend {
             chunks_h: plan.layout.h_chunks,
             no_graphs: c_int::from(!options.graphs),
             finish: match options.device_finish {
+                None => 0,
+                Some(true) => 1,
+                Some(false) => 2,
+            },
+            beside: match options.msms_beside_ntts {
                 None => 0,
                 Some(true) => 1,
                 Some(false) => 2,

@@ -102,6 +102,7 @@ pub struct Options {
     pub chunks_h: u32,
     pub no_graphs: c_int,
     pub finish: c_int,
+    pub beside: c_int,
     pub res: SrsResidency,
 }
 
