@@ -111,7 +111,7 @@ struct sp_options {
     uint32_t chunks_h;   // 0: sppark's chunking of the H MSM; otherwise 1..=64 chunks
     int no_graphs;       // nonzero: launch the front half kernel by kernel (no CUDA graph)
     int finish;          // 0: on the device from 2^20 up (SP_DEVICE_FINISH_LG); 1: device; 2: host
-    int beside;          // L/A/B MSMs beside the NTTs: 0 from 2^22 up (SP_BESIDE_LG); 1: on; 2: off
+    int beside;          // L/A/B MSMs beside the NTTs: 0 from 2^26 up (SP_BESIDE_LG); 1: on; 2: off
     sp_residency res;    // what stays resident; the rest streams
 };
 

@@ -39,7 +39,7 @@
 //!   default `auto`: on the device from 2^20 up); `--compare-finish` times the other one too
 //!   (the same proofs, byte for byte), with its phases.
 //! - `--beside on|off` runs the L, A, B_G1 and B_G2 MSMs beside the quotient's NTTs, or after
-//!   them (`GpuOptions::msms_beside_ntts`; default `auto`: beside from 2^22 up);
+//!   them (`GpuOptions::msms_beside_ntts`; default `auto`: beside from 2^26 up);
 //!   `--compare-beside` (with `on` or `off`) times the other one too (a second backend: where
 //!   two fit the device).
 //! - `--consecutive N` proves N more proofs one per call, cycling over the kept witnesses with
@@ -811,6 +811,9 @@ mod check {
             };
             ok &= compare(other, label)?;
         }
+        // Ours is done: its device memory goes back before supraseal-c2 takes its own (both
+        // do not fit one device at 2^27).
+        drop(gpu);
 
         let (mut sup, mut sup_batch, mut ratio) =
             (String::from("-"), String::from("-"), String::from("-"));
@@ -868,7 +871,6 @@ mod check {
 
         // The H window sweep: the same proof with each window size.
         if !args.wbits_h.is_empty() {
-            drop(gpu);
             println!("| H window bits | chunks | msm h ms | compute ms | gpu span ms | wall ms | bytes |");
             println!("|---|---|---|---|---|---|---|");
             for &(w, chunks) in &args.wbits_h {

@@ -110,6 +110,14 @@ fn budget_case(text: &str, rng_seed: u64) -> BudgetCase {
     }
 }
 
+/// The `memory_budget` under which a context plans `allocation` bytes: a budget bounds the
+/// process's whole device footprint, so what the device uses now (this process's CUDA context)
+/// and the runtime's margin come on top ([`kernels::backend::plan::allocation_budget`]).
+fn footprint(allocation: u64) -> u64 {
+    let info = kernels::backend::cuda::device_info().unwrap();
+    allocation + (info.total_bytes - info.free_bytes) + kernels::backend::plan::FOOTPRINT_MARGIN
+}
+
 /// The planner's request for this device, one input set, the backend's H MSM choices.
 fn one_set_request() -> kernels::backend::plan::PlanRequest {
     use kernels::backend::cuda::{current_device, multiprocessors};
@@ -799,7 +807,7 @@ fn a_memory_budget_is_planned_within_and_what_cannot_fit_is_refused() {
     let mut last = default;
     for step in 0..3 {
         let options = GpuOptions {
-            memory_budget: Some(budget),
+            memory_budget: Some(footprint(budget)),
             ..GpuOptions::default()
         };
         let before = device_info().unwrap().free_bytes;
@@ -850,7 +858,7 @@ fn a_memory_budget_is_planned_within_and_what_cannot_fit_is_refused() {
     let Err(e) = GpuBackend::with_options(
         &view,
         GpuOptions {
-            memory_budget: Some(default.srs_bytes / 2),
+            memory_budget: Some(footprint(default.srs_bytes / 2)),
             ..GpuOptions::default()
         },
     ) else {
@@ -908,7 +916,7 @@ fn under_a_budget_below_the_srs_the_rest_streams_and_the_proofs_stay_the_same() 
                 what.to_string()
             };
             let options = GpuOptions {
-                memory_budget: Some(budget),
+                memory_budget: Some(footprint(budget)),
                 overlap: false,
                 msms_beside_ntts: Some(beside),
                 ..GpuOptions::default()
@@ -1006,7 +1014,7 @@ fn under_the_full_layouts_least_the_compact_layout_proves_the_same_bytes() {
         assert!(least.total(1) < full_least, "{text}");
         let rows_streamed = least.total(1) + m.fixed;
         let refused = GpuOptions {
-            memory_budget: Some(rows_streamed - 1),
+            memory_budget: Some(footprint(rows_streamed - 1)),
             matrices: m,
             overlap: false,
             ..GpuOptions::default()
@@ -1019,7 +1027,7 @@ fn under_the_full_layouts_least_the_compact_layout_proves_the_same_bytes() {
             ("least, matrix rows streamed", rows_streamed),
         ] {
             let options = GpuOptions {
-                memory_budget: Some(budget),
+                memory_budget: Some(footprint(budget)),
                 matrices: m,
                 overlap: false,
                 ..GpuOptions::default()

@@ -89,7 +89,7 @@ pub struct GpuOptions {
     /// Whether the L, A, B_G1 and B_G2 MSMs run on a stream of their own beside the quotient's
     /// NTTs (the NTTs are bound by memory, the MSMs by multiplication), the H MSM waiting for
     /// both: `Some(true)` wherever the layout is not compact, `Some(false)` never (after the
-    /// NTTs, in the back half's graph where graphs are on), `None` (default) from a 2^22
+    /// NTTs, in the back half's graph where graphs are on), `None` (default) from a 2^26
     /// domain up. Same bytes either way.
     pub msms_beside_ntts: Option<bool>,
     /// The process's whole device footprint, bytes (`[[gpu]] memory_budget`: what `nvidia-smi`
