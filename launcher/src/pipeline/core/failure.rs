@@ -5,10 +5,10 @@
 use std::fmt;
 use std::time::Duration;
 
-use super::child::Role;
+use super::events::Role;
 
 /// Why a job ended without its proofs (the error of
-/// [`JobOutcome::result`](crate::jobs::JobOutcome::result)).
+/// [`JobOutcome::result`](super::jobs::JobOutcome::result)).
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum JobFailure {
