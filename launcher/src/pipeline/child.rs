@@ -7,7 +7,9 @@
 //!
 //! A supervisor thread per role runs the loop *spawn → forward messages → reap → back off →
 //! spawn*, reporting every step to the pipeline's dispatcher as a [`ChildEvent`]. It also starts
-//! each child's [`Outbox`] (its writer thread), so the pipeline's core only ever queues values. The back-off doubles after
+//! each child's [`Outbox`] (its writer thread) and hands it to the dispatcher before the child's
+//! `Started`: the pipeline's hub queues on it what the core asks for, and the core itself only
+//! learns that the child is reachable. The back-off doubles after
 //! each death within [`RestartPolicy::healthy_after`] of its start, up to
 //! [`RestartPolicy::max_backoff`], and starts over after a healthy run.
 //!

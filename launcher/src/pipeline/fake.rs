@@ -176,7 +176,7 @@ impl Captured {
 pub(super) fn job(seed: u64, partitions: u32, options: JobOptions) -> NewJob {
     let (spec, id) = circuit();
     let request = kernels::job::BuiltinRequest { seed, partitions }.to_bytes();
-    let priority = crate::jobs::effective_priority(CIRCUIT, options.priority.into()).unwrap();
+    let priority = super::jobs::effective_priority(CIRCUIT, options.priority.into()).unwrap();
     NewJob {
         id: options.id,
         ..NewJob::open(spec, id, &request, priority, 64).unwrap()

@@ -76,7 +76,7 @@ pub struct PipelineSettings {
     pub restart: RestartPolicy,
     /// Verify every proof before handing it out.
     pub verify: bool,
-    /// Threads checking proofs, off the core lock (`verify`); 0: two, or one on a one-core
+    /// Threads checking proofs, off the pipeline's lock (`verify`); 0: two, or one on a one-core
     /// host.
     pub verify_threads: usize,
     /// A child silent for this long (children beat every second) is killed and restarted: a hung

@@ -142,7 +142,7 @@ impl Pipeline {
     ) -> Result<JobHandle> {
         let t = Instant::now();
         let priority =
-            crate::jobs::effective_priority(&circuit.to_string(), options.priority.into())
+            super::jobs::effective_priority(&circuit.to_string(), options.priority.into())
                 .ok_or(PipelineError::BadPriority(options.priority.into()))?;
         let circuit_id = circuit
             .circuit_id()
@@ -241,7 +241,7 @@ impl Pipeline {
     }
 
     /// Live jobs that run before live job `job_id` (a higher priority, or the same and older);
-    /// `None` when it is not live. A count under the core lock: nothing else is built.
+    /// `None` when it is not live. A count under the pipeline's lock: nothing else is built.
     pub fn jobs_ahead(&self, job_id: u64) -> Option<usize> {
         lock(&self.hub).core.jobs.ahead_of(job_id)
     }

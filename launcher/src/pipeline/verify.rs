@@ -1,11 +1,12 @@
-//! Proof checks off the core lock: a small pool of verifier threads.
+//! Proof checks off the pipeline's lock: a small pool of verifier threads.
 //!
 //! A pairing check takes milliseconds, and a 32 GiB PoRep job has ten partitions; run under the
-//! core lock (as it once was, inside the DONE sweep) every `submit` and `status` waited behind
-//! it. Now the core only hands a DONE slot's proof, with the partition's public inputs and its
-//! circuit's prepared verifying key, to the pool ([`VerifyTask`], from the dispatcher's
-//! `Action::Verify`), and the pool's verdict comes back into the dispatcher's event channel
-//! ([`Verdict`] as `Event::Verified`), which applies it under the lock like any other event:
+//! pipeline's lock (as it once was, inside the DONE sweep) every `submit` and `status` waited
+//! behind it. Now the core only asks for a DONE slot's proof, with the partition's public inputs
+//! and its circuit's prepared verifying key, to be checked (`Action::Verify` with a
+//! [`VerifyTask`]); the dispatcher hands it to the pool, and the pool's verdict comes back into
+//! the dispatcher's channel ([`Verdict`] as `Event::Verified`), which applies it under the lock
+//! like any other event:
 //! a proof is stored with its job only once it has verified, so a job is delivered only when
 //! every partition verified. A verdict for a job that ended meanwhile is counted as a duplicate.
 //!

@@ -6,11 +6,11 @@
 use std::os::fd::AsFd;
 
 use blstrs::Scalar;
-use kernels::circuits::AnyCircuit;
 use shm_protocol::control::{EventKind, JobRequest, TimelineEvent, ToSynth, NO_SLOT};
 use shm_protocol::request::SealedRequest;
 
 use super::events::{OutboxRefused, Role, Settled, ToChild};
+use super::failure::Refusal;
 use super::jobs::JobSpec;
 use super::machine::{Core, LiveJob};
 #[cfg(doc)]
@@ -19,33 +19,6 @@ use super::Action;
 /// HIGH/CRITICAL partitions at once in synth-proc's express lane (its one express worker runs
 /// one, the next waits there, so the worker never idles between two).
 pub const EXPRESS_LANE: usize = 2;
-
-/// Why the core refused a call from a client thread (the shell names it as a
-/// `PipelineError`).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub(crate) enum Refusal {
-    /// The pipeline cannot go on.
-    #[error("{0}")]
-    Fatal(String),
-    /// A job of this id is live.
-    #[error("job id {0} is live")]
-    JobIdTaken(u64),
-    /// No live job has this id.
-    #[error("no live job {0}")]
-    UnknownJob(u64),
-    /// Jobs of the circuit are live.
-    #[error("{jobs} live jobs use the SRS of `{circuit}`")]
-    SrsInUse {
-        /// The circuit.
-        circuit: AnyCircuit,
-        /// How many.
-        jobs: u32,
-    },
-    /// The circuit is not configured.
-    #[error("circuit `{0}` is not served")]
-    Unserved(AnyCircuit),
-}
 
 /// A job opened and checked, ready for the core.
 pub(crate) struct NewJob {

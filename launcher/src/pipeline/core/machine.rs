@@ -125,7 +125,7 @@ impl ChildInfo {
     }
 }
 
-/// The pipeline's state (one `Mutex<Core>`, see the module doc).
+/// The pipeline's state, behind the pipeline's one lock in the hub (see the module doc).
 pub(crate) struct Core {
     pub(crate) ring: Arc<Ring>,
     pub(crate) jobs: JobTable,

@@ -1,7 +1,8 @@
-//! The pipeline's core: a deterministic state machine over the ring, the job table, the SRS set
-//! and the children's states. It contains no thread, socket, process or lock and reads no clock
-//! of its own: it takes events (and the time they arrived) and returns [`Action`]s for every
-//! effect, which the shell around it (`hub`, `dispatch`, `child`, `verify`) carries out.
+//! The pipeline's core: a state machine over the ring, the job table, the SRS set and the
+//! children's states. It contains no thread, channel, socket, process or lock: it takes events
+//! with the time they arrived (its deadlines and liveness run on that time; only the timeline's
+//! stamps read the clock) and returns [`Action`]s for every effect, which the shell around it
+//! (`hub`, `dispatch`, `child`, `verify`) carries out.
 //!
 //! A reader starts at `events` (what the core reacts to) and `Action` (what it asks for), then
 //! `machine` ([`Core`]: child lifecycle, messages, liveness), `handout` (jobs in, partitions to
@@ -28,9 +29,10 @@ use std::os::fd::OwnedFd;
 
 pub use events::{ChildEvent, OutboxRefused, Role, ToChild, Verdict, VerifyTask};
 pub(crate) use events::{Event, Settled};
+pub(crate) use failure::Refusal;
 pub use failure::{AttemptFailure, ChildLoss, Holding, JobFailure, ProofRejection};
+pub(crate) use handout::NewJob;
 pub use handout::EXPRESS_LANE;
-pub(crate) use handout::{NewJob, Refusal};
 pub(crate) use machine::{ChildInfo, CircuitEntry, Core};
 pub use rules::FaultSettings;
 pub(crate) use rules::Rules;

@@ -17,7 +17,7 @@ use kernels::circuits::AnyCircuit;
 use shm_protocol::control::ToGpu;
 
 use super::events::{OutboxRefused, Role, ToChild};
-use super::handout::Refusal;
+use super::failure::Refusal;
 use super::machine::Core;
 use super::{Action, SrsToLoad};
 use crate::srs::SharedSrs;
