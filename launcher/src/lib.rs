@@ -34,7 +34,7 @@ pub mod api;
 pub mod args;
 pub mod config;
 pub mod env;
-pub mod jobs;
+pub use pipeline::jobs;
 pub mod journal;
 pub mod metrics;
 pub mod notify;

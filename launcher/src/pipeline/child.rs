@@ -7,7 +7,9 @@
 //!
 //! A supervisor thread per role runs the loop *spawn → forward messages → reap → back off →
 //! spawn*, reporting every step to the pipeline's dispatcher as a [`ChildEvent`]. It also starts
-//! each child's [`Outbox`] (its writer thread), so the pipeline's core only ever queues values. The back-off doubles after
+//! each child's [`Outbox`] (its writer thread) and hands it to the dispatcher before the child's
+//! `Started`: the pipeline's hub queues on it what the core asks for, and the core itself only
+//! learns that the child is reachable. The back-off doubles after
 //! each death within [`RestartPolicy::healthy_after`] of its start, up to
 //! [`RestartPolicy::max_backoff`], and starts over after a healthy run.
 //!
@@ -39,31 +41,13 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use shm_protocol::control::{
-    self, ChildConfig, FromChild, ToGpu, ToSynth, CHILD_CONFIG_ENV, CONTROL_FD,
-};
+use shm_protocol::control::{self, ChildConfig, FromChild, CHILD_CONFIG_ENV, CONTROL_FD};
 
-use super::dispatch::Event;
-use crate::pinning::{CpuList, Placement};
+use super::core::Event;
+pub use super::core::{ChildEvent, OutboxRefused, Role, ToChild};
+use super::dispatch::Mail;
+use crate::pinning::Placement;
 use crate::sync::lock;
-
-/// Which child.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Role {
-    /// The synthesis process.
-    Synth,
-    /// The gpu-proc of this device index.
-    Gpu(u32),
-}
-
-impl std::fmt::Display for Role {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Role::Synth => f.write_str("synth-proc"),
-            Role::Gpu(i) => write!(f, "gpu-proc[{i}]"),
-        }
-    }
-}
 
 /// When to give up restarting.
 #[derive(Clone, Copy, Debug)]
@@ -88,60 +72,6 @@ impl Default for RestartPolicy {
             max_quick_failures: 8,
         }
     }
-}
-
-/// What the supervisors report to the pipeline.
-#[derive(Debug)]
-pub enum ChildEvent {
-    /// A child was started; `outbox` talks to it.
-    Started {
-        /// Which.
-        role: Role,
-        /// Its pid.
-        pid: u32,
-        /// Its control channel's queue (`None`: its writer thread could not start, and the
-        /// child was killed).
-        outbox: Option<Outbox>,
-        /// The cpus it was verified to run on (from `/proc/PID/status`).
-        cpus: Option<CpuList>,
-    },
-    /// A message from a child.
-    Message {
-        /// Which.
-        role: Role,
-        /// Its pid.
-        pid: u32,
-        /// What it said.
-        msg: FromChild,
-    },
-    /// A child exited or was killed.
-    Exited {
-        /// Which.
-        role: Role,
-        /// Its pid.
-        pid: u32,
-        /// How it ended.
-        status: String,
-        /// The last lines it wrote to stderr.
-        stderr_tail: Vec<String>,
-        /// Whether the supervisor will start it again.
-        restarting: bool,
-    },
-    /// A child that served before keeps dying at restart: shown down, still restarted.
-    Down {
-        /// Which.
-        role: Role,
-        /// Why.
-        reason: String,
-    },
-    /// A child that never served could not be started, refused its configuration or
-    /// crash-looped before serving: the role is given up.
-    GaveUp {
-        /// Which.
-        role: Role,
-        /// Why.
-        reason: String,
-    },
 }
 
 /// How to start one child.
@@ -183,7 +113,7 @@ pub struct Supervisor {
 
 impl Supervisor {
     /// Starts supervising `spec`, reporting to the dispatcher's `events`.
-    pub(crate) fn start(spec: ChildSpec, events: mpsc::Sender<Event>) -> Supervisor {
+    pub(crate) fn start(spec: ChildSpec, events: mpsc::Sender<Mail>) -> Supervisor {
         let role = spec.role;
         let stop = Arc::new(AtomicBool::new(false));
         let pid = Arc::new(Mutex::new(None));
@@ -260,13 +190,13 @@ pub fn kill(pid: u32, signal: i32) {
 }
 
 /// Reports `e` to the dispatcher; false when it is gone.
-fn report(events: &mpsc::Sender<Event>, e: ChildEvent) -> bool {
-    events.send(Event::Child(e)).is_ok()
+fn report(events: &mpsc::Sender<Mail>, e: ChildEvent) -> bool {
+    events.send(Mail::Event(Event::Child(e))).is_ok()
 }
 
 fn supervise(
     spec: ChildSpec,
-    events: mpsc::Sender<Event>,
+    events: mpsc::Sender<Mail>,
     stop: Arc<AtomicBool>,
     pid_slot: Arc<Mutex<Option<u32>>>,
 ) {
@@ -333,15 +263,21 @@ fn supervise(
                 None
             }
         };
-        if !report(
-            &events,
-            ChildEvent::Started {
-                role,
-                pid,
-                outbox,
-                cpus,
-            },
-        ) {
+        let reachable = outbox.is_some();
+        // The outbox first, on the same channel: the dispatcher holds it when the core hears of
+        // the start.
+        let handed = events.send(Mail::Outbox { role, outbox }).is_ok();
+        if !handed
+            || !report(
+                &events,
+                ChildEvent::Started {
+                    role,
+                    pid,
+                    reachable,
+                    cpus,
+                },
+            )
+        {
             kill(pid, libc::SIGKILL);
             let _ = child.wait();
             return;
@@ -464,7 +400,7 @@ fn forward(
     role: Role,
     pid: u32,
     mut receiver: control::Receiver,
-    events: &mpsc::Sender<Event>,
+    events: &mpsc::Sender<Mail>,
 ) -> bool {
     let mut said_hello = false;
     loop {
@@ -633,27 +569,6 @@ fn pass_fds(cmd: &mut Command, map: Vec<(RawFd, RawFd)>) {
     }
 }
 
-/// A message for a child: launcher → synth-proc or launcher → gpu-proc.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ToChild {
-    /// For synth-proc.
-    Synth(ToSynth),
-    /// For a gpu-proc.
-    Gpu(ToGpu),
-}
-
-impl From<ToSynth> for ToChild {
-    fn from(m: ToSynth) -> ToChild {
-        ToChild::Synth(m)
-    }
-}
-
-impl From<ToGpu> for ToChild {
-    fn from(m: ToGpu) -> ToChild {
-        ToChild::Gpu(m)
-    }
-}
-
 /// One message for a child as its writer thread sends it: a value, with the descriptor that
 /// travels beside it (`SCM_RIGHTS`: a request memfd, an SRS image), if any.
 #[derive(Debug)]
@@ -674,15 +589,6 @@ impl Outgoing {
             (ToChild::Gpu(m), None) => sender.send(m),
         }
     }
-}
-
-/// Why [`Outbox::try_send`] did not take a message.
-#[derive(Debug, PartialEq, Eq)]
-pub enum OutboxRefused {
-    /// The queue is full (the child reads slowly or is frozen): keep the message for later.
-    Full,
-    /// The writer ended (the child's socket failed: it is dying).
-    Closed,
 }
 
 /// The sending side of a child's control channel: a bounded queue drained by a writer thread, so

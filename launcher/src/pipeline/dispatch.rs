@@ -1,11 +1,14 @@
 //! The dispatcher: the one thread that feeds the [`Core`] what happens around it and carries out
 //! what the core asks for.
 //!
-//! It receives [`Event`]s on one channel: the supervisors' [`ChildEvent`]s, the verifier pool's
-//! [`Verdict`]s, and `Stop` (sent by the pipeline once its children are stopped); every
-//! [`TICK`] it runs the core's periodic work. Each event is applied under the core lock; the
-//! [`Action`]s it produced (kill a child, check a proof) are carried out after the lock is
-//! released, so neither a `kill(2)` nor a pairing check ever holds up a `submit` or a `status`.
+//! It receives [`Mail`] on one channel: the supervisors' [`ChildEvent`](super::core::ChildEvent)s
+//! (and each started child's outbox, which the [`Hub`] keeps), the verifier pool's
+//! [`Verdict`](super::core::Verdict)s, `Stop` (sent by the pipeline once its children are
+//! stopped), and the proof checks a client thread's transition asked for; every [`TICK`] it runs
+//! the core's periodic work. Each event is applied under the pipeline's lock ([`Hub::on`]); the
+//! actions it left ([`Unlocked`]: kill a child, check a proof, read an SRS file) are carried out
+//! after the lock is released, so neither a `kill(2)` nor a pairing check ever holds up a
+//! `submit` or a `status`.
 //!
 //! **A panic here is contained**: the loop runs under `catch_unwind`. A panic (a broken
 //! invariant, or the `dispatcher-panic` test fault) turns the pipeline fatal with the panic's
@@ -18,20 +21,36 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{mpsc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::child::{self, ChildEvent};
-use super::machine::{Action, Core};
-use super::verify::{Verdict, VerifierPool};
+use super::child::{self, Outbox};
+use super::core::{Core, Event, Role};
+use super::hub::{Applied, Hub, Unlocked};
+use super::verify::VerifierPool;
+use crate::srs::{SharedSrs, SrsError};
 use crate::sync::lock;
+use shm_protocol::HugePagePolicy;
 
-/// What the dispatcher reacts to.
+/// What arrives on the dispatcher's channel.
 #[derive(Debug)]
-pub(crate) enum Event {
-    /// A supervisor's report of its child.
-    Child(ChildEvent),
-    /// A proof checked by the verifier pool.
-    Verified(Verdict),
-    /// The children are stopped: collect the last results and end.
-    Stop,
+pub(crate) enum Mail {
+    /// An event for the core.
+    Event(Event),
+    /// The outbox of a child that is starting (sent before its `Started`), kept by the hub:
+    /// the core only learns that the child is reachable.
+    Outbox {
+        /// Which child.
+        role: Role,
+        /// Its outbox (`None`: its writer thread could not start).
+        outbox: Option<Outbox>,
+    },
+    /// What a client thread's transition asked for and only the dispatcher can do (a proof
+    /// check goes to its verifier pool).
+    Perform(Unlocked),
+}
+
+impl From<Event> for Mail {
+    fn from(e: Event) -> Mail {
+        Mail::Event(e)
+    }
 }
 
 /// The period of the core's periodic work (`Core::on_tick`).
@@ -42,57 +61,93 @@ const LAST_VERDICTS: Duration = Duration::from_secs(60);
 
 /// The dispatcher thread's body: runs until `Stop` (or until every sender is gone), containing a
 /// panic (see the module doc). Ends the verifier pool when it returns.
-pub(super) fn dispatch(core: &Mutex<Core>, events: mpsc::Receiver<Event>, pool: VerifierPool) {
-    let run = catch_unwind(AssertUnwindSafe(|| serve(core, &events, &pool)));
+pub(super) fn dispatch(hub: &Mutex<Hub>, mail: mpsc::Receiver<Mail>, pool: VerifierPool) {
+    let run = catch_unwind(AssertUnwindSafe(|| serve(hub, &mail, &pool)));
     if let Err(panic) = run {
         let why = format!(
             "the dispatcher panicked: {}",
             kernels::panic_message(panic.as_ref())
         );
         tracing::error!("{why}; no job is dispatched any more");
-        lock(core).dispatcher_panicked(why);
+        let mut hub = lock(hub);
+        hub.core.dispatcher_panicked(why);
+        hub.let_go();
     }
 }
 
-fn serve(core: &Mutex<Core>, events: &mpsc::Receiver<Event>, pool: &VerifierPool) {
+fn serve(hub: &Mutex<Hub>, mail: &mpsc::Receiver<Mail>, pool: &VerifierPool) {
     let mut last_tick = Instant::now();
     loop {
-        match events.recv_timeout(TICK) {
-            Ok(Event::Stop) | Err(mpsc::RecvTimeoutError::Disconnected) => break,
-            Ok(event) => apply(core, pool, |c| c.on(event, Instant::now())),
+        match mail.recv_timeout(TICK) {
+            Ok(Mail::Event(Event::Stop)) | Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            Ok(m) => receive(hub, pool, m),
             Err(mpsc::RecvTimeoutError::Timeout) => {}
         }
         if last_tick.elapsed() >= TICK {
             last_tick = Instant::now();
-            apply(core, pool, |c| c.on_tick(last_tick));
+            let done = lock(hub).apply(|c| c.on_tick(last_tick));
+            perform(hub, pool, done);
         }
     }
     // The last results: collected and checked before the pipeline's shutdown fails what is left.
-    apply(core, pool, Core::sweep_done);
+    let done = lock(hub).apply(Core::sweep_done);
+    perform(hub, pool, done);
     let deadline = Instant::now() + LAST_VERDICTS;
-    while lock(core).verifying > 0 {
-        match events.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-            Ok(Event::Stop) => {}
-            Ok(event) => apply(core, pool, |c| c.on(event, Instant::now())),
+    while lock(hub).core.verifying > 0 {
+        match mail.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(Mail::Event(Event::Stop)) => {}
+            Ok(m) => receive(hub, pool, m),
             Err(_) => break,
         }
     }
 }
 
-/// Runs one transition under the lock, then its actions without it.
-fn apply(core: &Mutex<Core>, pool: &VerifierPool, transition: impl FnOnce(&mut Core)) {
-    let actions = {
-        let mut core = lock(core);
-        transition(&mut core);
-        core.take_actions()
+/// Applies one piece of mail.
+fn receive(hub: &Mutex<Hub>, pool: &VerifierPool, mail: Mail) {
+    let done = match mail {
+        Mail::Event(event) => lock(hub).on(event, Instant::now()),
+        Mail::Outbox { role, outbox } => {
+            lock(hub).outbox(role, outbox);
+            return;
+        }
+        Mail::Perform(action) => Applied {
+            value: (),
+            later: vec![action],
+            refused: Vec::new(),
+        },
     };
-    for action in actions {
+    perform(hub, pool, done);
+}
+
+/// Carries out what a transition left for after the lock.
+fn perform(hub: &Mutex<Hub>, pool: &VerifierPool, done: Applied<()>) {
+    for action in done.later {
         match action {
-            Action::Kill { role, pid } => {
+            Unlocked::Kill { role, pid } => {
                 tracing::debug!(%role, pid, "killing");
                 child::kill(pid, libc::SIGKILL);
             }
-            Action::Verify(task) => pool.submit(task),
+            Unlocked::Verify(task) => pool.submit(task),
+            Unlocked::LoadSrs(load) => match read_srs(&load) {
+                Ok(image) => {
+                    let done = lock(hub).apply(|c| {
+                        c.srs_read(image);
+                    });
+                    perform(hub, pool, done);
+                }
+                Err(e) => tracing::error!(circuit = %load.spec, "cannot load the SRS: {e}"),
+            },
         }
     }
+}
+
+/// Reads and checks the SRS file of [`Unlocked::LoadSrs`] into a shared-memory image.
+pub(super) fn read_srs(load: &super::core::SrsToLoad) -> Result<SharedSrs, SrsError> {
+    SharedSrs::load(
+        &load.spec,
+        load.circuit_id,
+        &load.shape,
+        &load.params,
+        HugePagePolicy::Auto,
+    )
 }

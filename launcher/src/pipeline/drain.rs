@@ -2,7 +2,7 @@
 //! [`Pipeline::shutdown`], so partitions already synthesized (or being synthesized) are proved
 //! instead of thrown away, within a grace period.
 //!
-//! How new work is held back: `Core::pump_synth` sends nothing while `Core::holding` is set,
+//! How new work is held back: `Core::pump_synth` sends nothing once `Core::hold` was called,
 //! so pending partitions stay `Pending` (a synth-proc restarted during the drain gets none
 //! either). What synth-proc had already been sent still runs: at most `synth_concurrency +
 //! synth_lookahead` partitions (the bounded hand-out), so the drain waits for those, what is in
@@ -44,12 +44,12 @@ impl Pipeline {
         let mut quiet_polls = 0;
         let report = loop {
             let (in_flight, fatal) = {
-                let mut core = lock(&self.core);
-                core.holding = true;
+                let mut hub = lock(&self.hub);
+                hub.core.hold();
                 let c = self.ring.counts();
                 (
-                    c.writing + c.ready + c.claimed + core.verifying,
-                    core.fatal.is_some(),
+                    c.writing + c.ready + c.claimed + hub.core.verifying,
+                    hub.core.fatal.is_some(),
                 )
             };
             quiet_polls = if in_flight == 0 { quiet_polls + 1 } else { 0 };

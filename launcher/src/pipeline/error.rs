@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use kernels::circuits::AnyCircuit;
 
-use super::child::Role;
+use super::core::{Refusal, Role};
 use crate::srs::SrsError;
 
 /// An error of the pipeline's API. The variants name the circuit, child, file or limit at fault.
@@ -222,5 +222,17 @@ fn unserved(circuit: &AnyCircuit) -> String {
             "this pipeline has no parameters for `{circuit}` (the request's proof type)\n\
              hint: add `[[circuit]] spec = \"{circuit}\"` to the config"
         ),
+    }
+}
+
+impl From<Refusal> for PipelineError {
+    fn from(r: Refusal) -> PipelineError {
+        match r {
+            Refusal::Fatal(why) => PipelineError::Fatal(why),
+            Refusal::JobIdTaken(id) => PipelineError::JobIdTaken(id),
+            Refusal::UnknownJob(id) => PipelineError::UnknownJob(id),
+            Refusal::SrsInUse { circuit, jobs } => PipelineError::SrsInUse { circuit, jobs },
+            Refusal::Unserved(circuit) => PipelineError::Unserved(circuit),
+        }
     }
 }

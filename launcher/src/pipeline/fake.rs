@@ -1,12 +1,13 @@
-//! Fake children for the pipeline's tests, no processes: a ring in ordinary memory, outboxes that
-//! capture what each child is sent, and helpers that move slots through the ring as synth-proc
-//! and gpu-proc do and report what they would report ([`World`], over a bare [`Core`]); and a
-//! whole [`Pipeline`] over the same fakes, its dispatcher and verifier pool running
-//! ([`FakePipeline`]).
+//! Fake children for the pipeline's tests, no processes: a ring in ordinary memory, inboxes that
+//! keep what each child is sent, and helpers that move slots through the ring as synth-proc
+//! and gpu-proc do and report what they would report ([`World`], over a bare [`Core`]: it
+//! carries out the core's actions as the shell would and keeps them for the test); and a whole
+//! [`Pipeline`] over the same fakes, its dispatcher and verifier pool running
+//! ([`FakePipeline`]: outboxes that capture what each child is sent).
 //!
 //! The fake children's pids are never signalled: a kill is an [`Action`] the tests read.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::{mpsc, Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -21,15 +22,19 @@ use shm_protocol::{
     SlotResult,
 };
 
-use super::child::{ChildEvent, Outbox, Outgoing, Role, ToChild};
-use super::dispatch::Event;
-use super::machine::{Action, CircuitEntry, Core, Rules};
-use super::settings::{FaultSettings, JobOptions};
-use super::srs_set::SrsSet;
+use super::child::{Outbox, Outgoing};
+use super::core::jobs::JobOutcome;
+use super::core::{
+    Action, ChildEvent, CircuitEntry, Core, Event, FaultSettings, NewJob, OutboxRefused, Role,
+    Rules, Settled, SrsSet, ToChild, Verdict, VerifyTask,
+};
+use super::dispatch::Mail;
+use super::hub::Hub;
+use super::settings::JobOptions;
 use super::start::Parts;
-use super::submit::{JobHandle, NewJob};
-use super::verify::{Verdict, Verifier, VerifyTask};
-use super::Pipeline;
+use super::submit::{Cancelled, JobHandle};
+use super::verify::Verifier;
+use super::{Pipeline, PipelineError};
 use crate::pinning::PinMode;
 use crate::srs::SharedSrs;
 
@@ -105,32 +110,57 @@ fn ring(slots: u32) -> Arc<Ring> {
     Arc::new(Ring::create(region, config).unwrap())
 }
 
-fn circuit() -> (AnyCircuit, u64) {
+/// [`CIRCUIT`] and its id.
+pub(super) fn circuit() -> (AnyCircuit, u64) {
     let spec: AnyCircuit = CIRCUIT.parse().unwrap();
     let id = spec.circuit_id().unwrap();
     (spec, id)
 }
 
-/// The messages captured for one child.
-pub(super) struct Inbox(mpsc::Receiver<Outgoing>);
+/// The messages kept for one fake child of a [`World`].
+#[derive(Default)]
+pub(super) struct Inbox {
+    /// What it was sent, oldest first.
+    msgs: VecDeque<ToChild>,
+    /// Messages it holds at most before its queue is full (`None`: no bound).
+    pub(super) room: Option<usize>,
+}
 
 impl Inbox {
+    /// Takes one message, or refuses it as a full queue would.
+    fn take(&mut self, msg: ToChild) -> Result<(), OutboxRefused> {
+        if self.room.is_some_and(|room| self.msgs.len() >= room) {
+            return Err(OutboxRefused::Full);
+        }
+        self.msgs.push_back(msg);
+        Ok(())
+    }
+
     /// Everything sent so far.
-    pub(super) fn drain(&self) -> Vec<ToChild> {
-        self.0.try_iter().map(|o| o.msg).collect()
+    pub(super) fn drain(&mut self) -> Vec<ToChild> {
+        self.msgs.drain(..).collect()
     }
 
     /// The synthesis requests sent so far (other messages dropped).
-    pub(super) fn requests(&self) -> Vec<SynthRequest> {
-        self.drain()
-            .into_iter()
-            .filter_map(|m| match m {
-                ToChild::Synth(ToSynth::Synthesize(r)) => Some(r),
-                _ => None,
-            })
-            .collect()
+    pub(super) fn requests(&mut self) -> Vec<SynthRequest> {
+        requests(self.drain())
     }
+}
 
+/// The synthesis requests among `msgs`.
+fn requests(msgs: Vec<ToChild>) -> Vec<SynthRequest> {
+    msgs.into_iter()
+        .filter_map(|m| match m {
+            ToChild::Synth(ToSynth::Synthesize(r)) => Some(r),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The messages captured for one child of a [`FakePipeline`].
+pub(super) struct Captured(mpsc::Receiver<Outgoing>);
+
+impl Captured {
     /// Waits for the next synthesis request (a test over a running dispatcher).
     pub(super) fn next_request(&self) -> SynthRequest {
         loop {
@@ -142,18 +172,25 @@ impl Inbox {
     }
 }
 
-/// A started fake child: its outbox for the core, its inbox for the test.
-pub(super) fn started(role: Role, pid: u32) -> (ChildEvent, Inbox) {
-    let (outbox, rx) = Outbox::capture(64);
-    (
-        ChildEvent::Started {
-            role,
-            pid,
-            outbox: Some(outbox),
-            cpus: None,
-        },
-        Inbox(rx),
-    )
+/// A job of [`CIRCUIT`] opened and checked as a client's submission is.
+pub(super) fn job(seed: u64, partitions: u32, options: JobOptions) -> NewJob {
+    let (spec, id) = circuit();
+    let request = kernels::job::BuiltinRequest { seed, partitions }.to_bytes();
+    let priority = super::jobs::effective_priority(CIRCUIT, options.priority.into()).unwrap();
+    NewJob {
+        id: options.id,
+        ..NewJob::open(spec, id, &request, priority, 64).unwrap()
+    }
+}
+
+/// A started fake child.
+pub(super) fn started(role: Role, pid: u32) -> ChildEvent {
+    ChildEvent::Started {
+        role,
+        pid,
+        reachable: true,
+        cpus: None,
+    }
 }
 
 /// Writes `req`'s partition into a free slot and publishes it, as synth-proc does; returns the
@@ -236,7 +273,10 @@ pub(super) fn exited(role: Role, pid: u32, status: &str) -> ChildEvent {
     }
 }
 
-/// A core with fake children, driven one event at a time by the test.
+/// A core with fake children, driven one event at a time by the test. It carries out the core's
+/// actions as the shell does: messages go to the children's inboxes (refused when an inbox is
+/// full or its child is not up, and the core told, [`Core::settle`]), outcomes to the jobs'
+/// waiters; kills, proof checks and SRS reads are kept for the test ([`World::actions`]).
 pub(super) struct World {
     pub(super) core: Core,
     /// The ring (a clone of the core's, so slots can be held while the core runs).
@@ -247,56 +287,137 @@ pub(super) struct World {
     pub(super) gpus: HashMap<u32, Inbox>,
     /// Starts of each gpu-proc so far.
     gpu_starts: HashMap<u32, u32>,
+    /// Where each live job's outcome goes.
+    waiters: HashMap<u64, mpsc::Sender<JobOutcome>>,
+    /// Kills, checks and SRS reads asked for, not yet read by the test.
+    later: Vec<Action>,
 }
 
 impl World {
     /// A core over a ring of four slots, serving [`CIRCUIT`] (with a key no fake proof
     /// verifies against), with `rules`; no child started.
     pub(super) fn new(rules: Rules) -> World {
+        World::serving(rules, PathBuf::new(), Vec::new())
+    }
+
+    /// [`World::new`] with [`CIRCUIT`]'s real SRS file, its image in shared memory when
+    /// `loaded` (else cold).
+    pub(super) fn with_srs(rules: Rules, loaded: bool) -> World {
+        let image = shared_srs();
+        let params = image.params_path.clone();
+        let images = if loaded { vec![image] } else { Vec::new() };
+        World::serving(rules, params, images)
+    }
+
+    fn serving(rules: Rules, params: PathBuf, images: Vec<SharedSrs>) -> World {
         let ring = ring(4);
         let (spec, id) = circuit();
         let entry = CircuitEntry {
             pvk: dummy_pvk(),
             spec,
             shape: spec.shape().unwrap(),
-            params: PathBuf::new(),
+            params,
             witness: false,
         };
-        let srs = Arc::new(Mutex::new(SrsSet::new(Vec::new())));
         World {
-            core: Core::new(ring.clone(), vec![(id, entry)], srs, rules),
+            core: Core::new(ring.clone(), vec![(id, entry)], SrsSet::new(images), rules),
             ring,
             now: Instant::now(),
             synth: None,
             gpus: HashMap::new(),
             gpu_starts: HashMap::new(),
+            waiters: HashMap::new(),
+            later: Vec::new(),
         }
     }
 
-    /// Delivers a supervisor's event now.
+    /// Runs `transition` on the core, then carries out its actions (see the type's doc).
+    pub(super) fn step<T>(&mut self, transition: impl FnOnce(&mut Core) -> T) -> T {
+        let value = transition(&mut self.core);
+        loop {
+            let actions = self.core.take_actions();
+            if actions.is_empty() {
+                return value;
+            }
+            let mut settled = Vec::new();
+            for action in actions {
+                match action {
+                    Action::Send { role, msg, .. } => {
+                        let inbox = match role {
+                            Role::Synth => self.synth.as_mut(),
+                            Role::Gpu(d) => self.gpus.get_mut(&d),
+                        };
+                        let result = match inbox {
+                            Some(inbox) => inbox.take(msg.clone()),
+                            None => Err(OutboxRefused::Closed),
+                        };
+                        settled.push(Settled { role, msg, result });
+                    }
+                    Action::Deliver(outcome) => {
+                        if let Some(w) = self.waiters.remove(&outcome.job_id) {
+                            let _ = w.send(outcome);
+                        }
+                    }
+                    other => self.later.push(other),
+                }
+            }
+            self.core.settle(settled);
+        }
+    }
+
+    /// Delivers a supervisor's event now; an exited child's inbox goes with it.
     pub(super) fn event(&mut self, e: ChildEvent) {
-        self.core.on_event(e, self.now);
+        if let ChildEvent::Exited { role, .. } = &e {
+            match role {
+                Role::Synth => self.synth = None,
+                Role::Gpu(d) => {
+                    self.gpus.remove(d);
+                }
+            }
+        }
+        let now = self.now;
+        self.step(|core| core.on_event(e, now));
+    }
+
+    /// The core's periodic work, now.
+    pub(super) fn tick(&mut self) {
+        let now = self.now;
+        self.step(|core| core.on_tick(now));
     }
 
     /// Starts the fake synth-proc (started, then its hello).
     pub(super) fn start_synth(&mut self) {
-        let (e, inbox) = started(Role::Synth, SYNTH_PID);
-        self.event(e);
-        self.synth = Some(inbox);
+        self.synth = Some(Inbox::default());
+        self.event(started(Role::Synth, SYNTH_PID));
         self.synth_says(FromChild::Hello {
             pid: SYNTH_PID,
             detail: "synth-proc: fake".into(),
         });
     }
 
-    /// Starts (or restarts) fake gpu-proc `device`; returns its pid.
+    /// Starts (or restarts) fake gpu-proc `device` (started, then its hello); returns its pid.
     pub(super) fn start_gpu(&mut self, device: u32) -> u32 {
+        let pid = self.spawn_gpu(device);
+        self.gpu_hello(device);
+        pid
+    }
+
+    /// Starts (or restarts) fake gpu-proc `device` without its hello: it is given the SRS
+    /// images loaded now, as the spawn hook gives them. Returns its pid.
+    pub(super) fn spawn_gpu(&mut self, device: u32) -> u32 {
         let n = self.gpu_starts.entry(device).or_insert(0);
         *n += 1;
         let pid = gpu_pid(device, *n);
-        let (e, inbox) = started(Role::Gpu(device), pid);
-        self.event(e);
-        self.gpus.insert(device, inbox);
+        let given = self.core.srs.ids();
+        self.core.srs.given(Role::Gpu(device), given);
+        self.gpus.insert(device, Inbox::default());
+        self.event(started(Role::Gpu(device), pid));
+        pid
+    }
+
+    /// Fake gpu-proc `device` says hello.
+    pub(super) fn gpu_hello(&mut self, device: u32) {
+        let pid = self.gpu(device);
         self.gpu_says(
             device,
             FromChild::Hello {
@@ -304,7 +425,6 @@ impl World {
                 detail: "gpu-proc: fake".into(),
             },
         );
-        pid
     }
 
     /// The pid of gpu-proc `device`'s current process.
@@ -325,24 +445,59 @@ impl World {
 
     /// Submits a job of [`CIRCUIT`] as a client would (opened and checked, then accepted).
     pub(super) fn submit(&mut self, seed: u64, partitions: u32, options: JobOptions) -> JobHandle {
-        let (spec, id) = circuit();
-        let request = kernels::job::BuiltinRequest { seed, partitions }.to_bytes();
-        let priority = crate::jobs::effective_priority(CIRCUIT, options.priority.into()).unwrap();
-        let job = NewJob {
-            id: options.id,
-            ..NewJob::open(spec, id, &request, priority, 64).unwrap()
-        };
-        self.core.accept(job).unwrap()
+        self.try_submit(seed, partitions, options).unwrap()
+    }
+
+    /// [`World::submit`], refused as the pipeline refuses it.
+    pub(super) fn try_submit(
+        &mut self,
+        seed: u64,
+        partitions: u32,
+        options: JobOptions,
+    ) -> Result<JobHandle, PipelineError> {
+        let job = job(seed, partitions, options);
+        // The waiter is there before the actions are carried out, as in the hub.
+        let id = self.core.accept(job)?;
+        let (tx, rx) = mpsc::channel();
+        self.waiters.insert(id, tx);
+        self.step(|_| ());
+        Ok(JobHandle { id, rx })
+    }
+
+    /// Cancels a job as [`Pipeline::cancel`] does.
+    pub(super) fn cancel(&mut self, job_id: u64) -> Result<Cancelled, PipelineError> {
+        let was_running = self.step(|core| core.cancel(job_id))?;
+        Ok(Cancelled { was_running })
     }
 
     /// The synthesis requests synth-proc was sent since the last call.
-    pub(super) fn handed_out(&self) -> Vec<SynthRequest> {
-        self.synth.as_ref().map(Inbox::requests).unwrap_or_default()
+    pub(super) fn handed_out(&mut self) -> Vec<SynthRequest> {
+        self.synth.as_mut().map(Inbox::requests).unwrap_or_default()
     }
 
     /// Everything synth-proc was sent since the last call.
-    pub(super) fn synth_inbox(&self) -> Vec<ToChild> {
-        self.synth.as_ref().map(Inbox::drain).unwrap_or_default()
+    pub(super) fn synth_inbox(&mut self) -> Vec<ToChild> {
+        self.synth.as_mut().map(Inbox::drain).unwrap_or_default()
+    }
+
+    /// Everything gpu-proc `device` was sent since the last call.
+    pub(super) fn gpu_inbox(&mut self, device: u32) -> Vec<ToChild> {
+        self.gpus
+            .get_mut(&device)
+            .map(Inbox::drain)
+            .unwrap_or_default()
+    }
+
+    /// From now on `role`'s queue holds at most `room` messages not yet read by the test
+    /// (`None`: no bound).
+    pub(super) fn room(&mut self, role: Role, room: Option<usize>) {
+        let inbox = match role {
+            Role::Synth => self.synth.as_mut(),
+            Role::Gpu(d) => self.gpus.get_mut(&d),
+        };
+        if let Some(inbox) = inbox {
+            inbox.room = room;
+        }
     }
 
     /// synth-proc publishes `req` and says so.
@@ -358,9 +513,20 @@ impl World {
         which
     }
 
-    /// The actions asked for since the last call.
+    /// The kills, checks and SRS reads asked for since the last call.
     pub(super) fn actions(&mut self) -> Vec<Action> {
-        self.core.take_actions()
+        std::mem::take(&mut self.later)
+    }
+
+    /// The kills asked for since the last call, as (role, pid) (other actions dropped).
+    pub(super) fn kills(&mut self) -> Vec<(Role, u32)> {
+        self.actions()
+            .into_iter()
+            .filter_map(|a| match a {
+                Action::Kill { role, pid } => Some((role, pid)),
+                _ => None,
+            })
+            .collect()
     }
 
     /// The proofs handed to the verifier since the last call (other actions dropped).
@@ -369,7 +535,7 @@ impl World {
             .into_iter()
             .filter_map(|a| match a {
                 Action::Verify(t) => Some(t),
-                Action::Kill { .. } => None,
+                _ => None,
             })
             .collect()
     }
@@ -377,12 +543,14 @@ impl World {
     /// Runs `verifier` on `task` as the pool does and hands the verdict to the core.
     pub(super) fn check(&mut self, task: VerifyTask, verifier: &dyn Verifier) {
         let result = verifier.verify(&task);
-        self.core.on_verdict(Verdict {
-            job_id: task.job_id,
-            partition: task.partition,
-            proof: task.proof,
-            result,
-            took: Duration::from_millis(1),
+        self.step(|core| {
+            core.on_verdict(Verdict {
+                job_id: task.job_id,
+                partition: task.partition,
+                proof: task.proof,
+                result,
+                took: Duration::from_millis(1),
+            })
         });
     }
 }
@@ -429,12 +597,12 @@ impl Verifier for Gate {
 /// supervisors (`events`) and reads the children's inboxes.
 pub(super) struct FakePipeline {
     pub(super) pipeline: Pipeline,
-    pub(super) events: mpsc::Sender<Event>,
+    pub(super) events: mpsc::Sender<Mail>,
     pub(super) ring: Arc<Ring>,
 }
 
 /// The SRS of [`CIRCUIT`], generated once per test binary.
-fn shared_srs() -> SharedSrs {
+pub(super) fn shared_srs() -> SharedSrs {
     static PARAMS: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
     let (spec, id) = circuit();
     let (_, path) = PARAMS.get_or_init(|| {
@@ -475,12 +643,12 @@ impl FakePipeline {
         let core = Core::new(
             ring.clone(),
             vec![(id, entry)],
-            Arc::new(Mutex::new(SrsSet::new(vec![srs]))),
+            SrsSet::new(vec![srs]),
             rules,
         );
         let (tx, rx) = mpsc::channel();
         let pipeline = Pipeline::assemble(Parts {
-            core,
+            hub: Arc::new(Mutex::new(Hub::new(core))),
             supervisors: Vec::new(),
             events: (tx.clone(), rx),
             verifier,
@@ -499,23 +667,33 @@ impl FakePipeline {
 
     /// Reports `e` as a supervisor would.
     pub(super) fn event(&self, e: ChildEvent) {
-        self.events.send(Event::Child(e)).unwrap();
+        self.events.send(Mail::Event(Event::Child(e))).unwrap();
+    }
+
+    /// Starts fake child `role` as process `pid` (its outbox, then its start); returns what it
+    /// is sent.
+    fn start_child(&self, role: Role, pid: u32) -> Captured {
+        let (outbox, rx) = Outbox::capture(64);
+        self.events
+            .send(Mail::Outbox {
+                role,
+                outbox: Some(outbox),
+            })
+            .unwrap();
+        self.event(started(role, pid));
+        Captured(rx)
     }
 
     /// Starts the fake synth-proc; returns its inbox.
-    pub(super) fn start_synth(&self) -> Inbox {
-        let (e, inbox) = started(Role::Synth, SYNTH_PID);
-        self.event(e);
-        inbox
+    pub(super) fn start_synth(&self) -> Captured {
+        self.start_child(Role::Synth, SYNTH_PID)
     }
 
     /// Starts fake gpu-proc 0; returns its pid.
     pub(super) fn start_gpu(&self) -> u32 {
         let pid = gpu_pid(0, 1);
-        let (e, inbox) = started(Role::Gpu(0), pid);
-        self.event(e);
         // Its SRS loads are never answered: nothing here waits for them.
-        drop(inbox);
+        drop(self.start_child(Role::Gpu(0), pid));
         pid
     }
 }

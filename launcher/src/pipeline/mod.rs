@@ -24,10 +24,11 @@
 //!   claims any slot). Only a child that never served (a bad configuration) is given up: the
 //!   pipeline turns fatal when synth-proc or every gpu-proc is given up.
 //!
-//! Sends to the children never block under the core lock: each child has a bounded [`Outbox`]
-//! drained by its own writer thread; a synthesis request that does not fit stays `Pending` in the
-//! job table and is sent on a later tick. Proofs are checked off the core lock too, on a small
-//! verifier pool (`verify`); a job is delivered only when every partition's proof verified.
+//! Sends to the children never block under the pipeline's lock: each child has a bounded
+//! [`Outbox`](child::Outbox) drained by its own writer thread; a synthesis request that does not
+//! fit stays `Pending` in the job table and is sent on a later tick. Proofs are checked off the
+//! lock too, on a small verifier pool (`verify`); a job is delivered only when every partition's
+//! proof verified.
 //! A panic of the dispatcher thread is contained: the pipeline turns fatal with its message
 //! (`dispatch`), so nothing accepts jobs that are never dispatched.
 //!
@@ -51,30 +52,32 @@
 //! jobs of the circuit are live, and a job whose SRS was evicted loads it first.
 //!
 //! # Files
-//! - `settings`: what [`Pipeline::start`] needs; `start`: starting, and putting the parts
-//!   together; `status`: what `status` shows;
-//! - `machine`: the `Core` state machine without I/O (events in, actions out): child
-//!   lifecycle, messages, liveness; `submit`: admission, submission, cancel and the hand-out to
-//!   synth-proc; `results`: DONE slots, proof checks, attempts and outcomes; `failure`: why a
-//!   job or an attempt failed, as values; `stats`: timeline, batches, measured times;
-//! - `dispatch`: the dispatcher thread; `verify`: the verifier pool; `child`: one child's
-//!   supervisor and outbox; `srs_set`: SRS residency; `memory`: the host memory model;
-//!   `drain`: the first half of a graceful stop;
-//! - tests: `fake` (fake children) and `tests` (the core's transitions, the dispatcher and the
-//!   verifier pool with them).
+//! - `core/`: the state machine without I/O or locks (`Core`: events in, actions
+//!   out): `events` (what it reacts to), `machine` (child lifecycle, messages, liveness),
+//!   `handout` (jobs in, partitions to synth-proc), `results` (DONE slots, proof checks,
+//!   attempts, outcomes), `srs` (the SRS set and residency), `stats` (timeline, batches,
+//!   measured times), `jobs` (the job table), `failure` (why a job or an attempt failed, as
+//!   values), `rules` (deadlines, attempts, limits);
+//! - the shell around it: `hub` (the core behind the pipeline's one lock, with the children's
+//!   outboxes and the jobs' waiters: carries out messages and outcomes), `dispatch` (the
+//!   dispatcher thread: events in, kills, checks and SRS reads out), `verify` (the verifier
+//!   pool), `child` (one child's supervisor and outbox), `srs_set` (the SRS calls and the
+//!   gpu-procs' spawn hook), `submit` (admission, submission, cancel), `drain` (the first half
+//!   of a graceful stop), `settings`, `start` (starting, and putting the parts together),
+//!   `status`, `memory` (the host memory model);
+//! - tests: `fake` (fake children: a world around a bare core, and a pipeline over fake
+//!   children) and `tests` (the core's transitions, the dispatcher and the verifier pool).
 
 pub mod child;
+mod core;
 mod dispatch;
 mod drain;
 mod error;
-mod failure;
-mod machine;
+mod hub;
 pub mod memory;
-mod results;
 mod settings;
 mod srs_set;
 mod start;
-mod stats;
 mod status;
 mod submit;
 mod verify;
@@ -90,55 +93,55 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use kernels::circuits::AnyCircuit;
-use shm_protocol::control::{TimelineEvent, ToGpu, ToSynth};
+use shm_protocol::control::{TimelineEvent, ToGpu};
 use shm_protocol::Ring;
 
-use child::{OutboxRefused, Role, Supervisor};
-use dispatch::Event;
+pub use self::core::jobs;
+pub use self::core::EXPRESS_LANE;
+pub use self::core::{
+    AttemptFailure, ChildLoss, FaultSettings, Holding, JobFailure, ProofRejection,
+};
+use self::core::{Core, Event, Role};
+pub use self::core::{SrsLine, SrsTier};
+use child::Supervisor;
+use dispatch::Mail;
 pub use error::PipelineError;
-pub use failure::{AttemptFailure, ChildLoss, Holding, JobFailure, ProofRejection};
-use machine::Core;
-pub use settings::{CircuitSetting, FaultSettings, GpuSetting, JobOptions, PipelineSettings};
-use srs_set::SrsSet;
-pub use srs_set::{SrsEvicted, SrsLine, SrsLoaded, SrsTier};
+use hub::{Applied, Hub, Unlocked};
+pub use settings::{CircuitSetting, GpuSetting, JobOptions, PipelineSettings};
+pub use srs_set::{SrsEvicted, SrsLoaded};
 pub use status::{
     ring_text, ChildState, ChildStatus, Counters, GpuLine, JobLine, PipelineStatus, SlotClassLine,
     SlotCounts,
 };
 pub use submit::{read_request_file, Cancelled, JobHandle};
 
-pub use crate::jobs::{
+pub use self::core::jobs::{
     JobTimes, PRIORITY_CRITICAL, PRIORITY_HIGH, PRIORITY_LOW, PRIORITY_NORMAL, PRIORITY_UNSPECIFIED,
 };
 use crate::pinning::PinMode;
 use crate::sync::lock;
-#[cfg(doc)]
-use child::Outbox;
 
 /// How long [`Pipeline::preload_srs`] and [`Pipeline::evict_srs`] wait for every gpu-proc to
 /// confirm (the CUDA backend opens its SRS in the background, so a load is confirmed quickly).
 pub const SRS_CONFIRM_TIMEOUT: Duration = Duration::from_secs(600);
-
-/// HIGH/CRITICAL partitions at once in synth-proc's express lane (its one express worker runs
-/// one, the next waits there, so the worker never idles between two).
-pub const EXPRESS_LANE: usize = 2;
 
 /// Result of the pipeline's API.
 pub type Result<T, E = PipelineError> = std::result::Result<T, E>;
 
 /// The running split pipeline.
 pub struct Pipeline {
-    core: Arc<Mutex<Core>>,
+    /// The core (which owns the SRS images in shared memory) with the children's outboxes and
+    /// the jobs' waiters: the pipeline's one lock.
+    hub: Arc<Mutex<Hub>>,
     supervisors: Mutex<Vec<Supervisor>>,
     dispatcher: Option<thread::JoinHandle<()>>,
-    /// The dispatcher's channel, for its `Stop`.
-    events: mpsc::Sender<Event>,
+    /// The dispatcher's channel, for its `Stop` and the proof checks a client thread's
+    /// transition asks for.
+    events: mpsc::Sender<Mail>,
     ring: Arc<Ring>,
     pin_mode: PinMode,
-    /// The SRS images in shared memory.
-    srs: Arc<Mutex<SrsSet>>,
     /// Held by a preload, an evict, and a submit from its SRS check until its job is in the
-    /// table: a job never finds its SRS evicted under it.
+    /// table: a job never finds its SRS evicted under it. Taken before the hub's lock.
     srs_ops: Mutex<()>,
     /// The circuits' pre-compiled constraint systems (synth-proc maps their memfds).
     r1cs: Vec<crate::r1cs::SharedR1cs>,
@@ -153,13 +156,42 @@ impl Pipeline {
         self.r1cs.iter().find(|r| r.circuit_id == circuit_id)
     }
 
+    /// Runs `transition` on the core from a client thread: messages and outcomes are carried
+    /// out under the lock ([`Hub::apply`]); after it, a kill is sent at once and a proof check
+    /// goes to the dispatcher (its verifier pool). SRS files to read are returned to the caller,
+    /// with the transition's value and what the children's outboxes refused.
+    fn apply<T>(&self, transition: impl FnOnce(&mut Core) -> T) -> Applied<T> {
+        let done = lock(&self.hub).apply(transition);
+        self.finish(done)
+    }
+
+    /// The part of [`Pipeline::apply`] after the lock.
+    fn finish<T>(&self, mut done: Applied<T>) -> Applied<T> {
+        let mut loads = Vec::new();
+        for action in done.later.drain(..) {
+            match action {
+                Unlocked::Kill { role, pid } => {
+                    tracing::debug!(%role, pid, "killing");
+                    child::kill(pid, libc::SIGKILL);
+                }
+                Unlocked::Verify(task) => {
+                    // A dispatcher that ended has no pool: the pipeline is stopping.
+                    let _ = self.events.send(Mail::Perform(Unlocked::Verify(task)));
+                }
+                Unlocked::LoadSrs(load) => loads.push(Unlocked::LoadSrs(load)),
+            }
+        }
+        done.later = loads;
+        done
+    }
+
     /// Makes every gpu-proc stop claiming slots and waits until each has confirmed (a restarted
     /// gpu-proc starts unpaused). GPU-only capacity runs fill the ring meanwhile.
     pub fn pause_gpus(&self, timeout: Duration) -> Result<()> {
         self.send_gpus(ToGpu::Pause)?;
         let gpus = lock(&self.supervisors).len() - 1;
         let deadline = Instant::now() + timeout;
-        while lock(&self.core).paused.len() < gpus {
+        while !lock(&self.hub).core.paused_all(gpus) {
             if Instant::now() >= deadline {
                 return Err(PipelineError::PauseTimeout(timeout));
             }
@@ -170,25 +202,21 @@ impl Pipeline {
 
     /// Lets every gpu-proc claim slots again.
     pub fn resume_gpus(&self) -> Result<()> {
-        lock(&self.core).paused.clear();
         self.send_gpus(ToGpu::Resume)
     }
 
     fn send_gpus(&self, msg: ToGpu) -> Result<()> {
-        let core = lock(&self.core);
-        for (role, info) in core.children.iter() {
-            if let (Role::Gpu(_), Some(o)) = (role, info.outbox.as_ref()) {
-                o.try_send_msg(msg.clone())
-                    .map_err(|why| PipelineError::Unreachable {
-                        role: *role,
-                        cause: std::io::Error::other(match why {
-                            OutboxRefused::Full => "its message queue is full",
-                            OutboxRefused::Closed => "its control channel is closed",
-                        }),
-                    })?;
-            }
+        let done = self.apply(|core| core.tell_gpus(msg));
+        match done.refused.first() {
+            Some(&(role, why)) => Err(PipelineError::Unreachable {
+                role,
+                cause: std::io::Error::other(match why {
+                    child::OutboxRefused::Full => "its message queue is full",
+                    child::OutboxRefused::Closed => "its control channel is closed",
+                }),
+            }),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     /// Waits until every child said hello (or `timeout`); errors with the reason a child gave up.
@@ -196,7 +224,8 @@ impl Pipeline {
         let deadline = Instant::now() + timeout;
         loop {
             {
-                let core = lock(&self.core);
+                let hub = lock(&self.hub);
+                let core = &hub.core;
                 if let Some(f) = &core.fatal {
                     return Err(PipelineError::Fatal(f.clone()));
                 }
@@ -232,13 +261,13 @@ impl Pipeline {
     /// Why the pipeline cannot go on (a role given up, its dispatcher panicked), if it cannot.
     /// The service exits on it, so that systemd restarts it.
     pub fn fatal(&self) -> Option<String> {
-        lock(&self.core).fatal.clone()
+        lock(&self.hub).core.fatal.clone()
     }
 
     /// Takes the timeline events recorded so far (the last [`FaultSettings::timeline_events`]
     /// when bounded).
     pub fn take_timeline(&self) -> Vec<TimelineEvent> {
-        lock(&self.core).progress.timeline.drain(..).collect()
+        lock(&self.hub).core.progress.timeline.drain(..).collect()
     }
 
     /// The ring (tests and benches look at it).
@@ -260,26 +289,15 @@ impl Pipeline {
         for s in lock(&self.supervisors).iter() {
             s.request_stop();
         }
-        {
-            let mut core = lock(&self.core);
-            core.stopping = true;
-            for (role, info) in core.children.iter() {
-                if let Some(o) = info.outbox.as_ref() {
-                    // A full queue: the supervisor kills the child after its grace.
-                    let _ = match role {
-                        Role::Synth => o.try_send_msg(ToSynth::Shutdown),
-                        Role::Gpu(_) => o.try_send_msg(ToGpu::Shutdown),
-                    };
-                }
-            }
-        }
+        // A full queue: the supervisor kills the child after its grace.
+        self.apply(Core::stop);
         let sups: Vec<Supervisor> = lock(&self.supervisors).drain(..).collect();
         for s in sups {
             s.stop(Duration::from_secs(20));
         }
         // After the children's last events (one channel: they arrive first). A dispatcher that
         // ended already (it panicked) is not there to receive it.
-        let _ = self.events.send(Event::Stop);
+        let _ = self.events.send(Mail::Event(Event::Stop));
     }
 
     fn stop_all(&mut self) {
@@ -287,13 +305,7 @@ impl Pipeline {
         if let Some(d) = self.dispatcher.take() {
             let _ = d.join();
         }
-        let mut core = lock(&self.core);
-        let live: Vec<u64> = core.waiters.keys().copied().collect();
-        for id in live {
-            if let Some(outcome) = core.jobs.fail(id, JobFailure::ShutDown) {
-                core.deliver(outcome);
-            }
-        }
+        self.apply(Core::shut_down);
     }
 }
 

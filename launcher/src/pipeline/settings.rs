@@ -10,6 +10,7 @@ use shm_protocol::control::BackendKind;
 use shm_protocol::HugePagePolicy;
 
 use super::child::RestartPolicy;
+use super::core::FaultSettings;
 #[cfg(doc)]
 use super::{memory, Pipeline, PRIORITY_CRITICAL, PRIORITY_LOW, PRIORITY_UNSPECIFIED};
 use super::{PipelineError, Result};
@@ -44,63 +45,6 @@ pub struct GpuSetting {
     pub memory_budget: Option<u64>,
 }
 
-/// Fault containment: progress deadlines, attempts, limits and the timeline bound.
-#[derive(Clone, Debug)]
-pub struct FaultSettings {
-    /// Failed attempts of one partition after which its job fails.
-    pub max_attempts: u32,
-    /// A batch (or a synthesis) may take this many times the circuit's measured time.
-    pub deadline_factor: f64,
-    /// A deadline is never shorter than this.
-    pub deadline_floor: Duration,
-    /// A gpu-proc's deadline for a batch before that circuit's proving time was measured.
-    pub first_proof_deadline: Duration,
-    /// synth-proc's deadline for a partition before that circuit's synthesis time was measured.
-    pub first_synthesis_deadline: Duration,
-    /// Partitions one job may have (checked before anything per partition is allocated).
-    pub max_partitions: u32,
-    /// Largest request accepted (given to a submit or read from a file), in bytes.
-    pub max_request_bytes: u64,
-    /// Timeline events kept (the oldest dropped first); `None`: all of them.
-    pub timeline_events: Option<usize>,
-    /// Messages queued per child before a synthesis request waits in the job table.
-    pub outbox: usize,
-}
-
-impl Default for FaultSettings {
-    fn default() -> Self {
-        FaultSettings {
-            max_attempts: 2,
-            deadline_factor: 5.0,
-            deadline_floor: Duration::from_secs(60),
-            first_proof_deadline: Duration::from_secs(1800),
-            first_synthesis_deadline: Duration::from_secs(1800),
-            max_partitions: 4096,
-            // A 64 GiB-sector C1 output is well below this.
-            max_request_bytes: 1 << 30,
-            timeline_events: None,
-            outbox: 64,
-        }
-    }
-}
-
-impl FaultSettings {
-    /// The deadline of work measured at `per_unit` (if measured) × `units`.
-    pub(super) fn deadline(
-        &self,
-        per_unit: Option<Duration>,
-        units: usize,
-        first: Duration,
-    ) -> Duration {
-        match per_unit {
-            Some(d) => d
-                .mul_f64(self.deadline_factor.max(1.0) * units.max(1) as f64)
-                .max(self.deadline_floor),
-            None => first,
-        }
-    }
-}
-
 /// Everything [`Pipeline::start`] needs, resolved from flags or a config file.
 #[derive(Clone, Debug)]
 pub struct PipelineSettings {
@@ -132,7 +76,7 @@ pub struct PipelineSettings {
     pub restart: RestartPolicy,
     /// Verify every proof before handing it out.
     pub verify: bool,
-    /// Threads checking proofs, off the core lock (`verify`); 0: two, or one on a one-core
+    /// Threads checking proofs, off the pipeline's lock (`verify`); 0: two, or one on a one-core
     /// host.
     pub verify_threads: usize,
     /// A child silent for this long (children beat every second) is killed and restarted: a hung

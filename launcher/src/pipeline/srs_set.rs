@@ -1,40 +1,35 @@
 //! The SRS images the pipeline holds in shared memory, loaded and dropped while it serves
 //! ([`Pipeline::preload_srs`](super::Pipeline::preload_srs),
-//! [`Pipeline::evict_srs`](super::Pipeline::evict_srs)).
+//! [`Pipeline::evict_srs`](super::Pipeline::evict_srs)): the shell's side. The core owns the set
+//! and decides what each gpu-proc is sent (`core::srs`); here are the calls that load, evict and
+//! wait, and the gpu-procs' spawn hook.
 //!
 //! The launcher owns one sealed memfd per loaded SRS ([`SharedSrs`]). A gpu-proc gets every
 //! image loaded when it starts (restarts included: [`spawn_hook`] builds its `GpuConfig::srs`
-//! and descriptors from this set at each start, and records what it gave), and one loaded later
-//! through its control channel (`ToGpu::LoadSrs` with the memfd as `SCM_RIGHTS`, answered
+//! and descriptors from the core's set at each start, and records what it gave), and one loaded
+//! later through its control channel (`ToGpu::LoadSrs` with the memfd as `SCM_RIGHTS`, answered
 //! `FromChild::SrsLoaded`). Evicting sends `ToGpu::EvictSrs` (answered `FromChild::SrsEvicted`)
 //! and drops the launcher's memfd and mapping; once every gpu-proc has unmapped it and closed its
 //! descriptor, the kernel frees the memory.
 //!
-//! When a gpu-proc says hello, the pipeline compares what it was started with against this set
-//! and sends the difference (a load or an evict that happened while it was restarting), so a
-//! gpu-proc that was down when an SRS was loaded gets it at its next start.
-//!
 //! Lock order: `Pipeline::srs_ops` (held by a preload, an evict, and a submit from its SRS check
-//! until its job is in the table), then the pipeline's core lock, then this set's; the spawn hook
-//! takes only this one.
-//!
-//! Here too: the core's side of residency ([`Core::reconcile_srs`], the gpu-procs' answers, the
-//! tiers `status` shows) and the pipeline's calls that load, evict and wait.
+//! until its job is in the table), then the pipeline's lock (the hub); the spawn hook takes only
+//! the hub's. An SRS file is read with no lock held.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::os::fd::{OwnedFd, RawFd};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use kernels::circuits::AnyCircuit;
-use shm_protocol::control::{ChildConfig, SrsEntry, ToGpu, FIRST_SRS_FD};
-use shm_protocol::HugePagePolicy;
+use shm_protocol::control::{ChildConfig, SrsEntry, FIRST_SRS_FD};
 
-use super::child::{Outgoing, Role, SpawnHook, ToChild};
-use super::machine::Core;
+use super::child::SpawnHook;
+use super::core::{GpuSrs, Role, SrsLine};
+use super::dispatch::read_srs;
+use super::hub::{Hub, Unlocked};
 use super::{Pipeline, PipelineError, Result, SRS_CONFIRM_TIMEOUT};
-use crate::srs::SharedSrs;
 use crate::sync::lock;
 
 /// What [`Pipeline::preload_srs`](super::Pipeline::preload_srs) did.
@@ -57,102 +52,23 @@ pub struct SrsEvicted {
     pub freed_bytes: u64,
 }
 
-/// Where a circuit's SRS is (cuzk's tiers).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "UPPERCASE")]
-pub enum SrsTier {
-    /// In the launcher's shared memory and mapped by every gpu-proc that is up (at least one).
-    Hot,
-    /// In the launcher's shared memory, not (yet) mapped by every gpu-proc that is up.
-    Warm,
-    /// Not loaded.
-    Cold,
-}
-
-/// One configured circuit's SRS, as `status` shows it.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct SrsLine {
-    /// Circuit spec (`sha-chain:1`, `porep:StackedDrg32GiBV1_1`).
-    pub circuit: String,
-    /// cuzk's name of it (`porep-32g`; a built-in circuit's spec), see
-    /// [`crate::srs::cuzk_circuit_id`].
-    pub circuit_id: String,
-    /// Where it is.
-    pub tier: SrsTier,
-    /// Size of the image in shared memory; 0 when cold.
-    pub size_bytes: u64,
-    /// Live jobs of this circuit.
-    pub ref_count: u32,
-}
-
-/// The SRS images of one serving gpu-proc, as its answers tell.
-#[derive(Default)]
-pub(super) struct GpuSrs {
-    /// Mapped (given at start, or confirmed loaded).
-    pub(super) mapped: BTreeSet<u64>,
-    /// Sent `LoadSrs`, not answered yet.
-    pub(super) loading: BTreeSet<u64>,
-    /// Sent `EvictSrs`, not answered yet.
-    pub(super) evicting: BTreeSet<u64>,
-    /// Loads it refused, with its answer (not sent again until the next preload).
-    pub(super) refused: HashMap<u64, String>,
-}
-
-/// The loaded SRS images and what each gpu-proc was started with.
-#[derive(Default)]
-pub(super) struct SrsSet {
-    /// By circuit id (ordered: the descriptors of a start are numbered in this order).
-    loaded: BTreeMap<u64, Arc<SharedSrs>>,
-    /// The circuit ids each gpu-proc's last start was given.
-    spawned: HashMap<Role, BTreeSet<u64>>,
-}
-
-impl SrsSet {
-    pub(super) fn new(images: Vec<SharedSrs>) -> SrsSet {
-        SrsSet {
-            loaded: images
-                .into_iter()
-                .map(|s| (s.circuit_id, Arc::new(s)))
-                .collect(),
-            spawned: HashMap::new(),
-        }
-    }
-
-    pub(super) fn get(&self, circuit_id: u64) -> Option<&Arc<SharedSrs>> {
-        self.loaded.get(&circuit_id)
-    }
-
-    pub(super) fn insert(&mut self, srs: SharedSrs) {
-        self.loaded.insert(srs.circuit_id, Arc::new(srs));
-    }
-
-    pub(super) fn remove(&mut self, circuit_id: u64) -> Option<Arc<SharedSrs>> {
-        self.loaded.remove(&circuit_id)
-    }
-
-    pub(super) fn ids(&self) -> BTreeSet<u64> {
-        self.loaded.keys().copied().collect()
-    }
-
-    /// What `role`'s last start was given.
-    pub(super) fn spawned_with(&self, role: Role) -> BTreeSet<u64> {
-        self.spawned.get(&role).cloned().unwrap_or_default()
-    }
-}
-
 /// The [`ChildSpec::prepare`](super::child::ChildSpec::prepare) of gpu-proc `role`: at each
-/// start, the SRS images loaded at that moment, as `GpuConfig::srs` entries and descriptors from
-/// `FIRST_SRS_FD` on.
-pub(super) fn spawn_hook(set: Arc<Mutex<SrsSet>>, role: Role) -> SpawnHook {
+/// start, the SRS images loaded at that moment (the core's set, under the pipeline's lock), as
+/// `GpuConfig::srs` entries and descriptors from `FIRST_SRS_FD` on.
+pub(super) fn spawn_hook(hub: Weak<Mutex<Hub>>, role: Role) -> SpawnHook {
     Arc::new(move |config: &mut ChildConfig| {
         let ChildConfig::Gpu(gpu) = config else {
             return Vec::new();
         };
-        let mut set = lock(&set);
+        gpu.srs.clear();
+        // The pipeline is gone: the child is not started for long.
+        let Some(hub) = hub.upgrade() else {
+            return Vec::new();
+        };
+        let mut hub = lock(&hub);
         let mut fds: Vec<(Arc<OwnedFd>, RawFd)> = Vec::new();
         let mut given = BTreeSet::new();
-        gpu.srs.clear();
-        for srs in set.loaded.values() {
+        for srs in hub.core.srs.images() {
             let fd = FIRST_SRS_FD + fds.len() as RawFd;
             match srs.region.fd().try_clone_to_owned() {
                 Ok(dup) => {
@@ -171,141 +87,9 @@ pub(super) fn spawn_hook(set: Arc<Mutex<SrsSet>>, role: Role) -> SpawnHook {
                 }
             }
         }
-        set.spawned.insert(role, given);
+        hub.core.srs.given(role, given);
         fds
     })
-}
-
-impl Core {
-    /// Live jobs of circuit `id`.
-    pub(super) fn ref_count(&self, id: u64) -> u32 {
-        self.live
-            .keys()
-            .filter(|job| self.jobs.circuit_id(**job) == Some(id))
-            .count() as u32
-    }
-
-    pub(super) fn srs_lines(&self) -> Vec<SrsLine> {
-        let set = lock(&self.srs);
-        let serving: Vec<&GpuSrs> = self
-            .children
-            .values()
-            .filter_map(|info| info.srs.as_ref())
-            .collect();
-        self.circuit_order
-            .iter()
-            .filter_map(|id| self.circuits.get(id).map(|entry| (*id, entry.spec)))
-            .map(|(id, spec)| {
-                let (tier, size_bytes) = match set.get(id) {
-                    None => (SrsTier::Cold, 0),
-                    Some(srs) => {
-                        let hot = !serving.is_empty()
-                            && serving.iter().all(|gpu| gpu.mapped.contains(&id));
-                        (if hot { SrsTier::Hot } else { SrsTier::Warm }, srs.bytes)
-                    }
-                };
-                SrsLine {
-                    circuit: spec.to_string(),
-                    circuit_id: crate::srs::cuzk_circuit_id(&spec),
-                    tier,
-                    size_bytes,
-                    ref_count: self.ref_count(id),
-                }
-            })
-            .collect()
-    }
-
-    /// Brings every serving gpu-proc's SRS images to the loaded set: `LoadSrs` (with the memfd)
-    /// for what it lacks, `EvictSrs` for what it holds beyond it; nothing is sent twice before
-    /// its answer, and a load it refused is not sent again until the next preload.
-    pub(super) fn reconcile_srs(&mut self) {
-        let set = lock(&self.srs);
-        let want = set.ids();
-        for (role, info) in self.children.iter_mut() {
-            let (Some(gpu), Some(outbox)) = (info.srs.as_mut(), info.outbox.as_ref()) else {
-                continue;
-            };
-            for id in want.iter().copied() {
-                if gpu.mapped.contains(&id)
-                    || gpu.loading.contains(&id)
-                    || gpu.refused.contains_key(&id)
-                {
-                    continue;
-                }
-                let Some(srs) = set.get(id) else { continue };
-                let fd = match srs.region.fd().try_clone_to_owned() {
-                    Ok(fd) => fd,
-                    Err(e) => {
-                        gpu.refused
-                            .insert(id, format!("cannot duplicate the SRS descriptor: {e}"));
-                        continue;
-                    }
-                };
-                let sent = outbox.try_send(Outgoing {
-                    msg: ToChild::Gpu(ToGpu::LoadSrs {
-                        circuit_id: id,
-                        circuit: srs.spec.to_string(),
-                        params_path: srs.params_path.clone(),
-                    }),
-                    fd: Some(fd),
-                });
-                match sent {
-                    Ok(()) => {
-                        gpu.loading.insert(id);
-                    }
-                    // Sent again on its next answer or the next reconcile.
-                    Err(why) => tracing::warn!(%role, ?why, "cannot send an SRS load now"),
-                }
-            }
-            let extra: Vec<u64> = gpu
-                .mapped
-                .iter()
-                .chain(gpu.loading.iter())
-                .copied()
-                .filter(|id| !want.contains(id) && !gpu.evicting.contains(id))
-                .collect();
-            for id in extra {
-                if gpu.loading.contains(&id) {
-                    // Evicted once its load is answered.
-                    continue;
-                }
-                match outbox.try_send_msg(ToGpu::EvictSrs { circuit_id: id }) {
-                    Ok(()) => {
-                        gpu.evicting.insert(id);
-                    }
-                    Err(why) => tracing::warn!(%role, ?why, "cannot send an SRS evict now"),
-                }
-            }
-        }
-    }
-
-    /// A gpu-proc's answer to a load.
-    pub(super) fn srs_loaded(&mut self, role: Role, circuit_id: u64, error: Option<String>) {
-        if let Some(gpu) = self.children.get_mut(&role).and_then(|i| i.srs.as_mut()) {
-            gpu.loading.remove(&circuit_id);
-            match error {
-                None => {
-                    gpu.mapped.insert(circuit_id);
-                }
-                Some(e) => {
-                    tracing::error!(%role, circuit_id, "SRS load refused: {e}");
-                    gpu.refused.insert(circuit_id, e);
-                }
-            }
-        }
-        // Evicted meanwhile: dropped again.
-        self.reconcile_srs();
-    }
-
-    /// A gpu-proc's answer to an evict.
-    pub(super) fn srs_evicted(&mut self, role: Role, circuit_id: u64) {
-        if let Some(gpu) = self.children.get_mut(&role).and_then(|i| i.srs.as_mut()) {
-            gpu.evicting.remove(&circuit_id);
-            gpu.mapped.remove(&circuit_id);
-        }
-        // Loaded again meanwhile: sent again.
-        self.reconcile_srs();
-    }
 }
 
 impl Pipeline {
@@ -313,13 +97,14 @@ impl Pipeline {
     /// shared memory, not mapped by every one of them, or none is up; COLD: not loaded), image
     /// size and live jobs.
     pub fn srs_status(&self) -> Vec<SrsLine> {
-        lock(&self.core).srs_lines()
+        lock(&self.hub).core.srs_lines()
     }
 
     /// The configured circuit `id` names: its spec or its cuzk name (`porep-32g`,
     /// [`crate::srs::circuit_for_id`]).
     pub fn circuit_named(&self, id: &str) -> Result<AnyCircuit> {
-        let core = lock(&self.core);
+        let hub = lock(&self.hub);
+        let core = &hub.core;
         let configured: Vec<AnyCircuit> = core
             .circuit_order
             .iter()
@@ -370,19 +155,7 @@ impl Pipeline {
             cause: source,
         })?;
         let _srs_ops = lock(&self.srs_ops);
-        let removed = {
-            let mut core = lock(&self.core);
-            let jobs = core.ref_count(id);
-            if jobs > 0 {
-                return Err(PipelineError::SrsInUse {
-                    circuit: spec,
-                    jobs,
-                });
-            }
-            let removed = lock(&self.srs).remove(id);
-            core.reconcile_srs();
-            removed
-        };
+        let removed = self.apply(|core| core.evict_srs(spec, id)).value?;
         let timeout = SRS_CONFIRM_TIMEOUT;
         self.wait_srs(spec, "evict", timeout, |gpu| {
             !gpu.mapped.contains(&id) && !gpu.loading.contains(&id) && !gpu.evicting.contains(&id)
@@ -413,35 +186,22 @@ impl Pipeline {
         timeout: Duration,
     ) -> Result<SrsLoaded> {
         let t = Instant::now();
-        let (shape, params) = {
-            let core = lock(&self.core);
-            let entry = core
-                .circuits
-                .get(&id)
-                .ok_or(PipelineError::Unserved(spec))?;
-            (entry.shape, entry.params.clone())
-        };
-        let existing = lock(&self.srs).get(id).map(|s| s.bytes);
-        let (already_loaded, bytes) = match existing {
+        let done = self.apply(|core| core.want_srs(spec, id));
+        let (already_loaded, bytes) = match done.value? {
             Some(bytes) => (true, bytes),
             None => {
-                // Read and checked with no lock held: jobs of other circuits go on meanwhile.
-                let shared = SharedSrs::load(&spec, id, &shape, &params, HugePagePolicy::Auto)?;
-                let bytes = shared.bytes;
-                lock(&self.srs).insert(shared);
+                let mut bytes = 0;
+                for action in done.later {
+                    if let Unlocked::LoadSrs(load) = action {
+                        // Read and checked with no lock held: jobs of other circuits go on
+                        // meanwhile.
+                        let image = read_srs(&load)?;
+                        bytes = self.apply(|core| core.srs_read(image)).value;
+                    }
+                }
                 (false, bytes)
             }
         };
-        {
-            let mut core = lock(&self.core);
-            for info in core.children.values_mut() {
-                if let Some(gpu) = info.srs.as_mut() {
-                    // Asked again: a gpu-proc that refused it before is sent it again.
-                    gpu.refused.remove(&id);
-                }
-            }
-            core.reconcile_srs();
-        }
         self.wait_srs(spec, "load", timeout, |gpu| gpu.mapped.contains(&id))?;
         let load_ms = t.elapsed().as_millis() as u64;
         tracing::info!(circuit = %spec, already_loaded, bytes, load_ms, "SRS loaded and mapped by every gpu-proc");
@@ -468,7 +228,8 @@ impl Pipeline {
         let deadline = Instant::now() + timeout;
         loop {
             {
-                let core = lock(&self.core);
+                let hub = lock(&self.hub);
+                let core = &hub.core;
                 if let Some(f) = &core.fatal {
                     return Err(PipelineError::Fatal(f.clone()));
                 }

@@ -19,25 +19,28 @@ use shm_protocol::control::{
 use shm_protocol::fault::Faults;
 use shm_protocol::{HugePagePolicy, Region, Ring, RingConfig, SlotClass};
 
-use super::child::{ChildSpec, Role, SpawnHook, Supervisor};
-use super::dispatch::{dispatch, Event};
-use super::machine::{CircuitEntry, Core, Rules};
+use super::child::{ChildSpec, SpawnHook, Supervisor};
+use super::core::{CircuitEntry, Core, Role, Rules, SrsSet};
+use super::dispatch::{dispatch, Mail};
+use super::hub::Hub;
 use super::settings::PipelineSettings;
-use super::srs_set::{self, SrsSet};
+use super::srs_set;
 use super::status::ring_text;
 use super::verify::{pool_size, Groth16, Verifier, VerifierPool};
 use super::{memory, Pipeline, PipelineError, Result};
 use crate::pinning::{CpuList, Layout, PinMode, Placement};
 use crate::srs::SharedSrs;
+use crate::sync::lock;
 
 /// What [`Pipeline::assemble`] puts together.
 pub(super) struct Parts {
-    /// The state machine, its children not yet started.
-    pub(super) core: Core,
+    /// The state machine in its hub (the pipeline's lock), its children not yet started (their
+    /// spawn hooks may hold it already).
+    pub(super) hub: Arc<Mutex<Hub>>,
     /// The children's supervisors (none in the tests), reporting on `events`.
     pub(super) supervisors: Vec<Supervisor>,
     /// The dispatcher's channel.
-    pub(super) events: (mpsc::Sender<Event>, mpsc::Receiver<Event>),
+    pub(super) events: (mpsc::Sender<Mail>, mpsc::Receiver<Mail>),
     /// The proof check.
     pub(super) verifier: Arc<dyn Verifier>,
     /// Its threads (0: automatic).
@@ -162,7 +165,7 @@ impl Pipeline {
             ));
             srs.push(shared);
         }
-        let srs = Arc::new(Mutex::new(SrsSet::new(srs)));
+        let srs = SrsSet::new(srs);
         // The ring.
         let region = ring_config
             .region_bytes()
@@ -199,7 +202,7 @@ impl Pipeline {
         let core = Core::new(
             ring.clone(),
             circuits,
-            srs.clone(),
+            srs,
             Rules {
                 faults: settings.faults.clone(),
                 verify: settings.verify,
@@ -209,6 +212,8 @@ impl Pipeline {
                 injected,
             },
         );
+        // The hub exists before the children: a gpu-proc's spawn hook reads the core's SRS set.
+        let hub = Arc::new(Mutex::new(Hub::new(core)));
         let (events_tx, events_rx) = mpsc::channel();
         let ring_fd: Arc<OwnedFd> =
             Arc::new(ring.region().fd().try_clone_to_owned().map_err(|source| {
@@ -295,14 +300,14 @@ impl Pipeline {
                 restart: settings.restart,
                 outbox: settings.faults.outbox,
                 prepare: Some(with_matrices(
-                    srs_set::spawn_hook(srs.clone(), Role::Gpu(g.device)),
+                    srs_set::spawn_hook(Arc::downgrade(&hub), Role::Gpu(g.device)),
                     gpu_matrices.clone(),
                 )),
             };
             supervisors.push(Supervisor::start(spec, events_tx.clone()));
         }
         Pipeline::assemble(Parts {
-            core,
+            hub,
             supervisors,
             events: (events_tx, events_rx),
             verifier: Arc::new(Groth16),
@@ -315,9 +320,8 @@ impl Pipeline {
 
     /// Starts the verifier pool and the dispatcher over `parts`.
     pub(super) fn assemble(parts: Parts) -> Result<Pipeline> {
-        let ring = parts.core.ring.clone();
-        let srs = parts.core.srs.clone();
-        let core = Arc::new(Mutex::new(parts.core));
+        let ring = lock(&parts.hub).core.ring.clone();
+        let hub = parts.hub;
         let (events_tx, events_rx) = parts.events;
         let pool = VerifierPool::start(
             pool_size(parts.verify_threads),
@@ -329,23 +333,22 @@ impl Pipeline {
             cause: source,
         })?;
         let dispatcher = {
-            let core = core.clone();
+            let hub = hub.clone();
             thread::Builder::new()
                 .name("dispatcher".into())
-                .spawn(move || dispatch(&core, events_rx, pool))
+                .spawn(move || dispatch(&hub, events_rx, pool))
                 .map_err(|source| PipelineError::Io {
                     what: "cannot start the dispatcher thread",
                     cause: source,
                 })?
         };
         Ok(Pipeline {
-            core,
+            hub,
             supervisors: Mutex::new(parts.supervisors),
             dispatcher: Some(dispatcher),
             events: events_tx,
             ring,
             pin_mode: parts.pin_mode,
-            srs,
             srs_ops: Mutex::new(()),
             r1cs: parts.r1cs,
             synthesis: parts.synthesis,

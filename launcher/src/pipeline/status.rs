@@ -2,10 +2,10 @@
 //! the counters and the SRS images (the service sends them as JSON, `splitprover status`
 //! renders them), and the snapshot's assembly from the core.
 
-use super::machine::ChildInfo;
-use super::srs_set::SrsLine;
+use super::core::jobs::{JobCounters, JobSummary};
+use super::core::ChildInfo;
+pub use super::core::{Counters, GpuLine, SrsLine};
 use super::Pipeline;
-use crate::jobs::{JobCounters, JobSummary};
 use crate::sync::lock;
 #[cfg(doc)]
 use shm_protocol::control::FromChild;
@@ -148,46 +148,6 @@ pub struct PipelineStatus {
     pub synthesis: Vec<(String, String)>,
 }
 
-/// A gpu-proc's device and work, as `status` shows it. The device comes from the gpu-proc's
-/// [`FromChild::Device`] reports (empty name and zero memory until the first one); the current
-/// job from its timeline: set at its batch's first GPU_CLAIM, cleared at the batch's last
-/// GPU_END or when it dies.
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(default)]
-pub struct GpuLine {
-    /// The gpu-proc's device index.
-    pub ordinal: u32,
-    /// Its role (`gpu-proc[0]`).
-    pub role: String,
-    /// Device name (`NVIDIA H200`, `CPU backend (<model>, N threads)`).
-    pub name: String,
-    /// Device memory in bytes (0 for the CPU backend).
-    pub vram_total_bytes: u64,
-    /// Device memory free at its last report (after its last batch), in bytes.
-    pub vram_free_bytes: u64,
-    /// SRS bytes resident in device memory at its last report (the `gpu` backend's; 0 for
-    /// backends that keep none there).
-    pub srs_device_bytes: u64,
-    /// Device memory its backends planned (SRS, scratch, input sets, resident matrices) at its
-    /// last report; 0 for backends that plan none.
-    pub planned_device_bytes: u64,
-    /// The budget they planned within (`[[gpu]] memory_budget`, or what the device had free).
-    pub device_budget_bytes: u64,
-    /// Bytes not kept resident, copied from page-locked host memory for every proof (the `gpu`
-    /// backend under a budget smaller than the SRS: SRS points, and the witness matrices' rows
-    /// where they stream too), at its last report.
-    pub srs_streamed_bytes: u64,
-    /// Bytes copied from host memory so far (every proof's, summed), at its last report.
-    pub srs_streamed_total_bytes: u64,
-    /// The job of the batch it is proving now (the first claimed, when a batch mixes jobs).
-    pub current_job: Option<u64>,
-    /// That job's circuit spec.
-    pub current_circuit: Option<String>,
-    /// GPU-busy time of its finished batches (GPU_START to GPU_END), ns, since the pipeline
-    /// started: busy ratio = Δbusy_ns / Δwall time.
-    pub busy_ns: u64,
-}
-
 /// Slots by state (serializable copy of [`StateCounts`]).
 #[derive(Clone, Copy, Debug, Default, serde::Serialize, serde::Deserialize)]
 #[allow(missing_docs)]
@@ -241,47 +201,6 @@ impl From<JobSummary> for JobLine {
     }
 }
 
-/// Counters (serializable copy of [`JobCounters`] plus crash counts).
-#[derive(Clone, Copy, Debug, Default, serde::Serialize, serde::Deserialize)]
-#[serde(default)]
-#[allow(missing_docs)]
-pub struct Counters {
-    pub submitted: u64,
-    pub succeeded: u64,
-    pub failed: u64,
-    pub syntheses_requested: u64,
-    /// Syntheses synth-proc started (SYNTH_START events), those cut short by a crash included.
-    pub syntheses_started: u64,
-    pub duplicate_results: u64,
-    /// DONE slots refused because they did not match the job table.
-    pub mismatched_results: u64,
-    pub child_exits: u64,
-    pub slots_requeued: u64,
-    pub slots_freed: u64,
-    /// Children killed for missing heartbeats.
-    pub hung_kills: u64,
-    /// Children killed for running past a progress deadline.
-    pub deadline_kills: u64,
-    /// Failed attempts of partitions (retried, or ending their job at the limit).
-    pub failed_attempts: u64,
-    /// READY slots of ended jobs taken out of the ring unproved.
-    pub slots_discarded: u64,
-    /// Times a synthesis request was kept back in the job table because synth-proc's queue was
-    /// full (a request kept back over several ticks counts once per tick).
-    pub sends_deferred: u64,
-    /// Jobs cancelled.
-    pub cancelled: u64,
-    /// Partitions at synth-proc now (sent, not yet published or failed): at most
-    /// `synth_window`.
-    pub synth_outstanding: u64,
-    /// Partitions waiting in the job table to be handed to synth-proc, now.
-    pub synth_pending: u64,
-    /// The hand-out bound: `synth_concurrency + synth_lookahead`.
-    pub synth_window: u64,
-    /// The most partitions ever at synth-proc at once.
-    pub synth_outstanding_max: u64,
-}
-
 impl ChildInfo {
     /// Its state, `running` when a process of it is up now.
     pub(super) fn state(&self, running: bool) -> ChildState {
@@ -300,7 +219,8 @@ impl ChildInfo {
 impl Pipeline {
     /// A snapshot for `status`.
     pub fn status(&self) -> PipelineStatus {
-        let core = lock(&self.core);
+        let hub = lock(&self.hub);
+        let core = &hub.core;
         let sups = lock(&self.supervisors);
         let mut children: Vec<ChildStatus> = sups
             .iter()
@@ -371,7 +291,7 @@ impl Pipeline {
 
     /// The job counters.
     pub fn counters(&self) -> JobCounters {
-        lock(&self.core).jobs.counters()
+        lock(&self.hub).core.jobs.counters()
     }
 }
 

@@ -1,22 +1,20 @@
-//! Jobs in, partitions out: admission (the checks before anything per job is allocated),
-//! submission (the request opened and checked once, its public inputs computed, its bytes sealed,
-//! all without the core lock), the job's place in the core ([`Core::accept`]), cancellation,
-//! and the bounded, priority-ordered hand-out of partitions to synth-proc ([`Core::pump_synth`]).
+//! Jobs in: admission (the checks before anything per job is allocated), submission (the request
+//! opened and checked once, its public inputs computed, its bytes sealed, all without the
+//! pipeline's lock), then the job handed to the core (`Core::accept`, which hands its
+//! partitions to synth-proc) with a waiter for its outcome; cancellation.
 
-use std::os::fd::AsFd;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use blstrs::Scalar;
 use kernels::circuits::AnyCircuit;
-use shm_protocol::control::{EventKind, JobRequest, TimelineEvent, ToSynth, NO_SLOT};
+use shm_protocol::control::JobRequest;
 use shm_protocol::request::SealedRequest;
 
-use super::child::{OutboxRefused, Outgoing, Role, ToChild};
-use super::machine::{Core, LiveJob};
+use super::core::jobs::{JobOutcome, JobSpec};
+use super::core::NewJob;
 use super::settings::JobOptions;
-use super::{Pipeline, PipelineError, Result, EXPRESS_LANE, SRS_CONFIRM_TIMEOUT};
-use crate::jobs::{JobOutcome, JobSpec};
+use super::{Pipeline, PipelineError, Result, SRS_CONFIRM_TIMEOUT};
 use crate::sync::lock;
 
 /// Requests up to this size travel inline in the synthesis requests (a built-in circuit's is 12
@@ -34,7 +32,7 @@ pub struct Cancelled {
 pub struct JobHandle {
     /// Job id.
     pub id: u64,
-    rx: mpsc::Receiver<JobOutcome>,
+    pub(super) rx: mpsc::Receiver<JobOutcome>,
 }
 
 impl JobHandle {
@@ -52,20 +50,6 @@ impl JobHandle {
             Err(mpsc::RecvTimeoutError::Disconnected) => Err(PipelineError::Stopped),
         }
     }
-}
-
-/// A job opened and checked, ready for the core.
-pub(super) struct NewJob {
-    /// What the job table keeps.
-    pub(super) spec: JobSpec,
-    /// Its resolved priority.
-    pub(super) priority: i32,
-    /// The public inputs of every partition.
-    pub(super) inputs: Vec<Vec<Scalar>>,
-    /// Its sealed request, when it does not travel inline.
-    pub(super) memfd: Option<SealedRequest>,
-    /// The id its caller gives it ([`JobOptions::id`]); `None`: the next automatic one.
-    pub(super) id: Option<u64>,
 }
 
 impl NewJob {
@@ -120,139 +104,6 @@ impl NewJob {
     }
 }
 
-impl Core {
-    /// Takes an opened job into the table (refused when the pipeline is fatal, or when the id
-    /// it is given is live); its partitions are handed out as the window allows.
-    pub(super) fn accept(&mut self, job: NewJob) -> Result<JobHandle> {
-        if let Some(f) = &self.fatal {
-            return Err(PipelineError::Fatal(f.clone()));
-        }
-        let partitions = job.spec.partitions;
-        let mut job = job;
-        job.spec.witness = self
-            .circuits
-            .get(&job.spec.circuit_id)
-            .is_some_and(|c| c.witness);
-        let id = match job.id {
-            None => self.jobs.submit_at(job.spec, job.priority),
-            Some(id) => {
-                if !self.jobs.submit_as(id, job.spec, job.priority) {
-                    return Err(PipelineError::JobIdTaken(id));
-                }
-                id
-            }
-        };
-        self.live.insert(
-            id,
-            LiveJob {
-                inputs: job.inputs,
-                memfd: job.memfd,
-            },
-        );
-        for p in 0..partitions {
-            self.progress
-                .record(TimelineEvent::now(EventKind::JobQueued, id, p, NO_SLOT));
-        }
-        let (tx, rx) = mpsc::channel();
-        self.waiters.insert(id, tx);
-        self.pump_synth();
-        Ok(JobHandle { id, rx })
-    }
-
-    /// Cancels a live job (see [`Pipeline::cancel`]).
-    pub(super) fn cancel(&mut self, job_id: u64) -> Result<Cancelled> {
-        let (outcome, was_running) = self
-            .jobs
-            .cancel(job_id)
-            .ok_or(PipelineError::UnknownJob(job_id))?;
-        tracing::info!(job = job_id, was_running, "job cancelled");
-        self.counters.cancelled += 1;
-        if was_running {
-            // synth-proc drops the job's partitions it has not started. Best effort: a full
-            // queue or a dead synth-proc only means they are synthesized and freed unproved.
-            if let Some(o) = self
-                .children
-                .get(&Role::Synth)
-                .and_then(|info| info.outbox.as_ref())
-            {
-                let _ = o.try_send_msg(ToSynth::Cancel { job_id });
-            }
-        }
-        // Failed outcomes free the job's READY slots (`discard_orphans`).
-        self.deliver(outcome);
-        self.pump_synth();
-        Ok(Cancelled { was_running })
-    }
-
-    /// Sends pending partitions to synth-proc in priority order, if one is running, while fewer
-    /// than `synth_window` are there, without blocking: what does not fit in its queue stays
-    /// pending for a later tick.
-    pub(super) fn pump_synth(&mut self) {
-        if self.holding {
-            return;
-        }
-        let Some(outbox) = self
-            .children
-            .get(&Role::Synth)
-            .and_then(|info| info.outbox.as_ref())
-        else {
-            return;
-        };
-        // The express lane first (HIGH/CRITICAL, beside synth-proc's queue), then the window.
-        let mut requests = self.jobs.take_express(EXPRESS_LANE);
-        let room = self
-            .rules
-            .synth_window
-            .saturating_sub(self.jobs.outstanding());
-        requests.extend(self.jobs.take_pending(room));
-        let mut unsent = Vec::new();
-        let mut handouts = Vec::new();
-        let mut refused = None;
-        for req in requests {
-            if refused.is_some() {
-                unsent.push(req);
-                continue;
-            }
-            // A duplicate of the job's memfd for the writer thread: the job may end before it is
-            // sent. Without its memfd synth-proc fails the partition, naming what is missing.
-            let fd = match &req.request {
-                JobRequest::Memfd { .. } => self
-                    .live
-                    .get(&req.job_id)
-                    .and_then(|j| j.memfd.as_ref())
-                    .and_then(|m| m.fd().as_fd().try_clone_to_owned().ok()),
-                JobRequest::Inline(_) => None,
-            };
-            let kept = req.clone();
-            let handout =
-                TimelineEvent::now(EventKind::SynthHandout, req.job_id, req.partition, NO_SLOT);
-            let msg = Outgoing {
-                msg: ToChild::Synth(ToSynth::Synthesize(req)),
-                fd,
-            };
-            match outbox.try_send(msg) {
-                Ok(()) => handouts.push(handout),
-                Err(why) => {
-                    refused = Some(why);
-                    unsent.push(kept);
-                }
-            }
-        }
-        for e in handouts {
-            self.progress.record(e);
-        }
-        if !unsent.is_empty() {
-            self.counters.sends_deferred += unsent.len() as u64;
-            if refused == Some(OutboxRefused::Closed) {
-                tracing::warn!("synth-proc's control channel is closed; requests kept pending");
-            }
-            self.jobs.unsend(&unsent);
-        }
-        let outstanding = self.jobs.outstanding() as u64;
-        self.counters.synth_outstanding_max = self.counters.synth_outstanding_max.max(outstanding);
-    }
-}
-
 impl Pipeline {
     /// Accepts a job: `circuit` and its request bytes (`kernels::job`). The request is opened
     /// here, through the job, and checked (a Filecoin request is parsed and its vanilla proofs
@@ -274,8 +125,8 @@ impl Pipeline {
     /// does not parse is left to the submit, which refuses it with the reason.
     pub fn admit(&self, circuit: &AnyCircuit, request: &[u8]) -> Result<()> {
         let (max_request_bytes, max_partitions) = {
-            let core = lock(&self.core);
-            let f = &core.rules.faults;
+            let hub = lock(&self.hub);
+            let f = &hub.core.rules.faults;
             (f.max_request_bytes, f.max_partitions)
         };
         admission(circuit, request, max_request_bytes, max_partitions)
@@ -291,7 +142,7 @@ impl Pipeline {
     ) -> Result<JobHandle> {
         let t = Instant::now();
         let priority =
-            crate::jobs::effective_priority(&circuit.to_string(), options.priority.into())
+            super::jobs::effective_priority(&circuit.to_string(), options.priority.into())
                 .ok_or(PipelineError::BadPriority(options.priority.into()))?;
         let circuit_id = circuit
             .circuit_id()
@@ -300,7 +151,8 @@ impl Pipeline {
                 cause: source,
             })?;
         let (max_request_bytes, max_partitions) = {
-            let core = lock(&self.core);
+            let hub = lock(&self.hub);
+            let core = &hub.core;
             if let Some(f) = &core.fatal {
                 return Err(PipelineError::Fatal(f.clone()));
             }
@@ -319,11 +171,11 @@ impl Pipeline {
         // An evicted SRS is loaded again first; held until the job is in the table, so no evict
         // runs between the check and the job.
         let _srs_ops = lock(&self.srs_ops);
-        if lock(&self.srs).get(circuit_id).is_none() {
+        if !lock(&self.hub).core.srs_is_loaded(circuit_id) {
             tracing::info!(%circuit, "SRS evicted: loading it for a job");
             self.load_srs(circuit, circuit_id, SRS_CONFIRM_TIMEOUT)?;
         }
-        lock(&self.core).accept(job)
+        self.accept(job)
     }
 
     /// [`Pipeline::submit_job`] for a built-in circuit: partition `p` is proved with the witness
@@ -356,7 +208,7 @@ impl Pipeline {
             path: path.to_owned(),
             cause: Box::new(source),
         };
-        let max = lock(&self.core).rules.faults.max_request_bytes;
+        let max = lock(&self.hub).core.rules.faults.max_request_bytes;
         let bytes = read_request_file(path, max).map_err(named)?;
         let kind = kernels::job::filecoin_request_kind(&bytes, kind, family)
             .map_err(|e| named(PipelineError::Request(e)))?;
@@ -370,13 +222,28 @@ impl Pipeline {
     /// waiter gets the outcome [`JobFailure::Cancelled`](super::JobFailure::Cancelled). Errors
     /// with [`PipelineError::UnknownJob`] for a job that is not live.
     pub fn cancel(&self, job_id: u64) -> Result<Cancelled> {
-        lock(&self.core).cancel(job_id)
+        let was_running = self.apply(|core| core.cancel(job_id)).value?;
+        Ok(Cancelled { was_running })
+    }
+
+    /// Hands an opened job to the core, with a waiter for its outcome.
+    pub(super) fn accept(&self, job: NewJob) -> Result<JobHandle> {
+        let (done, rx) = {
+            let mut hub = lock(&self.hub);
+            let done = hub.apply(|core| core.accept(job));
+            // Nothing of the job is delivered before this: its waiter is there in time.
+            let rx = done.value.as_ref().ok().map(|id| hub.wait_for(*id));
+            (done, rx)
+        };
+        let id = self.finish(done).value?;
+        let rx = rx.ok_or(PipelineError::UnknownJob(id))?;
+        Ok(JobHandle { id, rx })
     }
 
     /// Live jobs that run before live job `job_id` (a higher priority, or the same and older);
-    /// `None` when it is not live. A count under the core lock: nothing else is built.
+    /// `None` when it is not live. A count under the pipeline's lock: nothing else is built.
     pub fn jobs_ahead(&self, job_id: u64) -> Option<usize> {
-        lock(&self.core).jobs.ahead_of(job_id)
+        lock(&self.hub).core.jobs.ahead_of(job_id)
     }
 }
 

@@ -6,16 +6,22 @@
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
-use shm_protocol::control::{FromChild, JobRequest, SynthRequest, ToSynth};
+use shm_protocol::control::{
+    EventKind, FromChild, JobRequest, SynthRequest, TimelineEvent, ToGpu, ToSynth, NO_SLOT,
+};
 use shm_protocol::fault::Faults;
 
-use super::child::{Role, ToChild};
+use super::child::Outbox;
+use super::core::{
+    Action, ChildEvent, OutboxRefused, Refusal, Role, Rules, SrsTier, SrsToLoad, ToChild,
+};
+use super::dispatch::read_srs;
 use super::fake::{self, proof_of, Accept, FakePipeline, Gate, World, SYNTH_PID};
-use super::machine::{Action, Rules};
+use super::hub::Hub;
 use super::verify::Groth16;
 use super::{
-    AttemptFailure, ChildLoss, FaultSettings, Holding, JobFailure, JobOptions, PipelineError,
-    PRIORITY_CRITICAL, PRIORITY_LOW, PRIORITY_NORMAL,
+    AttemptFailure, ChildLoss, ChildState, FaultSettings, Holding, JobFailure, JobOptions,
+    PipelineError, PRIORITY_CRITICAL, PRIORITY_LOW, PRIORITY_NORMAL,
 };
 
 fn ids(reqs: &[SynthRequest]) -> Vec<(u64, u32)> {
@@ -181,11 +187,11 @@ fn a_cancel_takes_back_queued_work_tells_synth_proc_frees_ready_slots_and_drops_
     let queued = w.submit(2, 1, normal());
     assert!(w.handed_out().is_empty(), "the window is full");
     // A job nothing of which was handed out: synth-proc is not asked.
-    assert!(!w.core.cancel(queued.id).unwrap().was_running);
+    assert!(!w.cancel(queued.id).unwrap().was_running);
     assert_eq!(queued.wait().unwrap().result, Err(JobFailure::Cancelled));
     assert!(w.synth_inbox().is_empty());
     // A running job: synth-proc drops what it has not started, the READY slot is freed.
-    assert!(w.core.cancel(running.id).unwrap().was_running);
+    assert!(w.cancel(running.id).unwrap().was_running);
     assert_eq!(
         w.synth_inbox(),
         vec![ToChild::Synth(ToSynth::Cancel { job_id: running.id })]
@@ -203,7 +209,7 @@ fn a_cancel_takes_back_queued_work_tells_synth_proc_frees_ready_slots_and_drops_
     assert_eq!(w.core.counters.slots_discarded, 3);
     assert_eq!(w.ring.counts().free, 4);
     assert!(matches!(
-        w.core.cancel(running_id),
+        w.cancel(running_id),
         Err(PipelineError::UnknownJob(_))
     ));
     assert_eq!(w.core.counters.cancelled, 2);
@@ -219,7 +225,7 @@ fn a_verdict_for_a_job_that_ended_meanwhile_is_a_duplicate() {
     w.publish(&req);
     w.prove(0);
     let task = w.checks().remove(0);
-    w.core.cancel(h.id).unwrap();
+    w.cancel(h.id).unwrap();
     w.check(task, &Accept);
     assert_eq!(w.core.jobs.counters().duplicate_results, 1);
     assert_eq!(w.core.verifying, 0);
@@ -321,16 +327,8 @@ fn a_silent_child_is_killed_and_what_it_held_fails_an_attempt_saying_why() {
     // Past the heartbeat timeout; synth-proc beat meanwhile, the gpu-proc did not.
     w.now += Duration::from_secs(61);
     w.synth_says(FromChild::Heartbeat);
-    w.core.on_tick(w.now);
-    let kills: Vec<(Role, u32)> = w
-        .actions()
-        .into_iter()
-        .filter_map(|a| match a {
-            Action::Kill { role, pid } => Some((role, pid)),
-            Action::Verify(_) => None,
-        })
-        .collect();
-    assert_eq!(kills, vec![(Role::Gpu(0), gpu)]);
+    w.tick();
+    assert_eq!(w.kills(), vec![(Role::Gpu(0), gpu)]);
     assert_eq!(w.core.counters.hung_kills, 1);
     // Its exit, once killed, names the kill.
     w.event(fake::exited(Role::Gpu(0), gpu, "killed by signal 9"));
@@ -427,4 +425,518 @@ fn a_panic_of_the_dispatcher_turns_the_pipeline_fatal_and_submit_refuses() {
         Err(e) => panic!("{e}"),
         Ok(h) => panic!("job {} accepted by a fatal pipeline", h.id),
     }
+}
+
+fn two_gpus() -> Rules {
+    Rules {
+        gpu_roles: vec![Role::Gpu(0), Role::Gpu(1)],
+        ..fake::rules()
+    }
+}
+
+/// The tier and size `status` shows for [`fake::CIRCUIT`]'s SRS.
+fn tier(w: &World) -> (SrsTier, u64) {
+    let line = w.core.srs_lines().remove(0);
+    (line.tier, line.size_bytes)
+}
+
+/// The SRS reads the core asked for since the last call.
+fn srs_reads(w: &mut World) -> Vec<SrsToLoad> {
+    w.actions()
+        .into_iter()
+        .filter_map(|a| match a {
+            Action::LoadSrs(load) => Some(load),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn an_srs_preloaded_while_serving_is_read_once_sent_to_every_gpu_proc_and_evicted_when_no_job_uses_it(
+) {
+    let (spec, id) = fake::circuit();
+    let mut w = World::with_srs(two_gpus(), false);
+    w.start_synth();
+    w.start_gpu(0);
+    w.start_gpu(1);
+    assert_eq!(tier(&w), (SrsTier::Cold, 0));
+    // Cold: the core asks for the file to be read, and sends nothing yet.
+    assert_eq!(w.step(|c| c.want_srs(spec, id)), Ok(None));
+    let mut reads = srs_reads(&mut w);
+    assert_eq!(reads.len(), 1);
+    let load = reads.remove(0);
+    assert_eq!((load.spec, load.circuit_id), (spec, id));
+    assert!(w.gpu_inbox(0).is_empty());
+    let image = read_srs(&load).unwrap();
+    let bytes = image.bytes;
+    assert_eq!(w.step(|c| c.srs_read(image)), bytes);
+    // Every gpu-proc is sent it once, its answer awaited.
+    let sent = ToChild::Gpu(ToGpu::LoadSrs {
+        circuit_id: id,
+        circuit: spec.to_string(),
+        params_path: load.params.clone(),
+    });
+    assert_eq!(w.gpu_inbox(0), vec![sent.clone()]);
+    assert_eq!(w.gpu_inbox(1), vec![sent]);
+    assert_eq!(tier(&w), (SrsTier::Warm, bytes));
+    w.tick();
+    assert!(
+        w.gpu_inbox(0).is_empty(),
+        "not sent twice before its answer"
+    );
+    w.gpu_says(
+        0,
+        FromChild::SrsLoaded {
+            circuit_id: id,
+            error: None,
+        },
+    );
+    assert_eq!(
+        tier(&w),
+        (SrsTier::Warm, bytes),
+        "one gpu-proc has not mapped it"
+    );
+    w.gpu_says(
+        1,
+        FromChild::SrsLoaded {
+            circuit_id: id,
+            error: None,
+        },
+    );
+    assert_eq!(tier(&w), (SrsTier::Hot, bytes));
+    // Loaded already: nothing is read or sent again.
+    assert_eq!(w.step(|c| c.want_srs(spec, id)), Ok(Some(bytes)));
+    assert!(srs_reads(&mut w).is_empty());
+    assert!(w.gpu_inbox(0).is_empty() && w.gpu_inbox(1).is_empty());
+    // An evict waits for no live job of the circuit.
+    let h = w.submit(1, 1, normal());
+    assert_eq!(w.core.srs_lines()[0].ref_count, 1);
+    let refused = w.step(|c| c.evict_srs(spec, id)).map(|_| ());
+    assert_eq!(
+        refused,
+        Err(Refusal::SrsInUse {
+            circuit: spec,
+            jobs: 1
+        })
+    );
+    assert!(w.gpu_inbox(0).is_empty());
+    w.cancel(h.id).unwrap();
+    let removed = w.step(|c| c.evict_srs(spec, id)).unwrap();
+    assert_eq!(removed.map(|s| s.bytes), Some(bytes));
+    assert_eq!(tier(&w), (SrsTier::Cold, 0));
+    let evict = ToChild::Gpu(ToGpu::EvictSrs { circuit_id: id });
+    assert_eq!(w.gpu_inbox(0), vec![evict.clone()]);
+    assert_eq!(w.gpu_inbox(1), vec![evict]);
+    for d in [0, 1] {
+        w.gpu_says(d, FromChild::SrsEvicted { circuit_id: id });
+    }
+    for info in w.core.children.values() {
+        if let Some(gpu) = &info.srs {
+            assert!(gpu.mapped.is_empty() && gpu.evicting.is_empty());
+        }
+    }
+    // Nothing left to evict.
+    assert!(w.step(|c| c.evict_srs(spec, id)).unwrap().is_none());
+    assert!(w.gpu_inbox(0).is_empty());
+}
+
+#[test]
+fn an_srs_load_a_full_queue_refused_goes_on_a_tick_and_one_a_gpu_proc_refused_waits_for_the_next_preload(
+) {
+    let (spec, id) = fake::circuit();
+    let mut w = World::with_srs(fake::rules(), false);
+    w.start_gpu(0);
+    w.room(Role::Gpu(0), Some(0));
+    assert_eq!(w.step(|c| c.want_srs(spec, id)), Ok(None));
+    let image = read_srs(&srs_reads(&mut w).remove(0)).unwrap();
+    w.step(|c| c.srs_read(image));
+    let gpu = |w: &World| {
+        let g = w.core.children[&Role::Gpu(0)].srs.as_ref().unwrap();
+        (g.loading.contains(&id), g.refused.contains_key(&id))
+    };
+    assert_eq!(gpu(&w), (false, false), "refused by the queue: not pending");
+    w.tick();
+    assert_eq!(gpu(&w), (false, false));
+    // Room again: the next tick sends it.
+    w.room(Role::Gpu(0), None);
+    w.tick();
+    assert!(matches!(
+        w.gpu_inbox(0)[..],
+        [ToChild::Gpu(ToGpu::LoadSrs { circuit_id, .. })] if circuit_id == id
+    ));
+    assert_eq!(gpu(&w), (true, false));
+    // The gpu-proc cannot map it: not sent again on ticks...
+    w.gpu_says(
+        0,
+        FromChild::SrsLoaded {
+            circuit_id: id,
+            error: Some("out of memory".into()),
+        },
+    );
+    assert_eq!(gpu(&w), (false, true));
+    w.tick();
+    assert!(w.gpu_inbox(0).is_empty());
+    assert_eq!(tier(&w).0, SrsTier::Warm);
+    // ...until the next preload asks again.
+    assert!(w.step(|c| c.want_srs(spec, id)).unwrap().is_some());
+    assert_eq!(w.gpu_inbox(0).len(), 1);
+    w.gpu_says(
+        0,
+        FromChild::SrsLoaded {
+            circuit_id: id,
+            error: None,
+        },
+    );
+    assert_eq!(tier(&w).0, SrsTier::Hot);
+}
+
+#[test]
+fn a_gpu_proc_maps_what_its_start_was_given_and_its_hello_sends_what_changed_since() {
+    let (spec, id) = fake::circuit();
+    // Loaded when it starts: given at start, nothing sent at its hello.
+    let mut w = World::with_srs(fake::rules(), true);
+    w.start_gpu(0);
+    assert!(w.gpu_inbox(0).is_empty());
+    assert_eq!(tier(&w).0, SrsTier::Hot);
+    // Evicted between its start and its hello: the hello sends the evict.
+    let first = w.gpu(0);
+    w.event(fake::exited(Role::Gpu(0), first, "killed by signal 9"));
+    w.spawn_gpu(0);
+    w.step(|c| c.evict_srs(spec, id)).unwrap();
+    assert!(w.gpu_inbox(0).is_empty(), "not serving before its hello");
+    w.gpu_hello(0);
+    assert_eq!(
+        w.gpu_inbox(0),
+        vec![ToChild::Gpu(ToGpu::EvictSrs { circuit_id: id })]
+    );
+    // Loaded between a start and its hello: the hello sends the load.
+    let second = w.gpu(0);
+    w.event(fake::exited(Role::Gpu(0), second, "killed by signal 9"));
+    w.spawn_gpu(0);
+    w.step(|c| c.want_srs(spec, id)).unwrap();
+    let image = read_srs(&srs_reads(&mut w).remove(0)).unwrap();
+    w.step(|c| c.srs_read(image));
+    assert!(w.gpu_inbox(0).is_empty());
+    w.gpu_hello(0);
+    assert!(matches!(
+        w.gpu_inbox(0)[..],
+        [ToChild::Gpu(ToGpu::LoadSrs { circuit_id, .. })] if circuit_id == id
+    ));
+}
+
+#[test]
+fn a_gpu_proc_past_its_proving_deadline_is_killed_once_and_its_partition_fails_an_attempt_saying_so(
+) {
+    let deadline = Duration::from_secs(10);
+    let mut w = World::new(Rules {
+        faults: FaultSettings {
+            max_attempts: 1,
+            first_proof_deadline: deadline,
+            ..FaultSettings::default()
+        },
+        ..fake::rules()
+    });
+    w.start_synth();
+    let gpu = w.start_gpu(0);
+    let h = w.submit(1, 1, normal());
+    let req = w.handed_out().remove(0);
+    w.publish(&req);
+    let claimed = w.ring.try_claim_ready(gpu).unwrap().unwrap();
+    let slot = claimed.index() as u32;
+    claimed.leak();
+    w.gpu_says(
+        0,
+        FromChild::Event(TimelineEvent::now(EventKind::GpuClaim, h.id, 0, slot)),
+    );
+    w.now += Duration::from_secs(9);
+    w.tick();
+    assert!(w.kills().is_empty(), "within its deadline");
+    w.now += Duration::from_secs(2);
+    w.tick();
+    assert_eq!(w.kills(), vec![(Role::Gpu(0), gpu)]);
+    assert_eq!(w.core.counters.deadline_kills, 1);
+    w.tick();
+    assert!(w.kills().is_empty(), "once per batch");
+    w.event(fake::exited(Role::Gpu(0), gpu, "killed by signal 9"));
+    let why = AttemptFailure::Lost {
+        why: ChildLoss::ProvingLate {
+            role: Role::Gpu(0),
+            deadline,
+        },
+        doing: Holding::Proving,
+    };
+    let outcome = h.wait_timeout(Duration::ZERO).unwrap().expect("failed");
+    assert_eq!(
+        outcome.result.unwrap_err(),
+        JobFailure::Attempts {
+            partition: 0,
+            reasons: vec![why]
+        }
+    );
+}
+
+#[test]
+fn a_synthesis_past_its_deadline_kills_synth_proc_and_only_that_partition_fails_an_attempt() {
+    let deadline = Duration::from_secs(10);
+    let mut w = World::new(Rules {
+        faults: FaultSettings {
+            first_synthesis_deadline: deadline,
+            ..FaultSettings::default()
+        },
+        ..fake::rules()
+    });
+    w.start_synth();
+    w.start_gpu(0);
+    let h = w.submit(1, 2, normal());
+    let reqs = w.handed_out();
+    assert_eq!(ids(&reqs), vec![(h.id, 0), (h.id, 1)]);
+    for r in &reqs {
+        fake::write(&w.ring, r).leak();
+    }
+    let start = |p| FromChild::Event(TimelineEvent::now(EventKind::SynthStart, h.id, p, NO_SLOT));
+    w.synth_says(start(0));
+    w.now += Duration::from_secs(5);
+    w.synth_says(start(1));
+    w.now += Duration::from_secs(6);
+    w.tick();
+    assert_eq!(w.kills(), vec![(Role::Synth, SYNTH_PID)]);
+    assert_eq!(
+        w.core.children[&Role::Synth].kill_reason,
+        Some(ChildLoss::SynthesisLate {
+            deadline,
+            job: h.id,
+            partition: 0
+        })
+    );
+    w.event(fake::exited(Role::Synth, SYNTH_PID, "killed by signal 9"));
+    assert_eq!(w.ring.counts().free, 4);
+    assert_eq!(w.core.jobs.attempts(h.id, 0), 1, "the late one");
+    assert_eq!(w.core.jobs.attempts(h.id, 1), 0, "cut short, not its fault");
+    // Restarted, both are synthesized again.
+    w.start_synth();
+    assert_eq!(ids(&w.handed_out()), vec![(h.id, 0), (h.id, 1)]);
+}
+
+#[test]
+fn a_pause_goes_to_every_gpu_proc_that_is_up_and_a_resume_forgets_the_confirmations() {
+    let mut w = World::new(two_gpus());
+    w.start_gpu(0);
+    w.start_gpu(1);
+    w.step(|c| c.tell_gpus(ToGpu::Pause));
+    for d in [0, 1] {
+        assert_eq!(w.gpu_inbox(d), vec![ToChild::Gpu(ToGpu::Pause)]);
+    }
+    assert!(!w.core.paused_all(2));
+    w.gpu_says(0, FromChild::Paused);
+    assert!(!w.core.paused_all(2), "one confirmed");
+    w.gpu_says(1, FromChild::Paused);
+    assert!(w.core.paused_all(2));
+    w.step(|c| c.tell_gpus(ToGpu::Resume));
+    assert!(!w.core.paused_all(1));
+    for d in [0, 1] {
+        assert_eq!(w.gpu_inbox(d), vec![ToChild::Gpu(ToGpu::Resume)]);
+    }
+    // A gpu-proc that is down is not sent anything.
+    let pid = w.gpu(1);
+    w.event(fake::exited(Role::Gpu(1), pid, "killed by signal 9"));
+    w.step(|c| c.tell_gpus(ToGpu::Pause));
+    assert_eq!(w.gpu_inbox(0), vec![ToChild::Gpu(ToGpu::Pause)]);
+    assert!(!w.core.is_reachable(Role::Gpu(1)));
+}
+
+#[test]
+fn a_drain_holds_back_what_synth_proc_was_not_sent_and_lets_the_rest_finish() {
+    let mut w = World::new(fake::rules());
+    w.start_synth();
+    w.start_gpu(0);
+    let h = w.submit(1, 3, normal());
+    let reqs = w.handed_out();
+    assert_eq!(reqs.len(), 2, "a window of two");
+    w.step(|c| c.hold());
+    // Room at synth-proc, and nothing goes.
+    w.publish(&reqs[0]);
+    w.tick();
+    assert!(w.handed_out().is_empty());
+    assert_eq!(w.core.jobs.pending(), 1);
+    // A restarted synth-proc gets nothing either; what it had goes back to pending.
+    w.event(fake::exited(Role::Synth, SYNTH_PID, "killed by signal 9"));
+    w.start_synth();
+    assert!(w.handed_out().is_empty());
+    assert_eq!(w.core.jobs.pending(), 2);
+    // What is in the ring is proved and checked as usual.
+    assert_eq!(w.prove(0), (h.id, 0));
+    let task = w.checks().remove(0);
+    w.check(task, &Accept);
+    assert_eq!(w.core.verifying, 0);
+    // The shutdown after it fails the job.
+    w.step(|c| c.shut_down());
+    assert_eq!(h.wait().unwrap().result, Err(JobFailure::ShutDown));
+}
+
+#[test]
+fn a_stop_tells_every_child_to_exit_and_their_exits_cost_no_attempt() {
+    let mut w = World::new(fake::rules());
+    w.start_synth();
+    let gpu = w.start_gpu(0);
+    let h = w.submit(1, 1, normal());
+    let req = w.handed_out().remove(0);
+    w.publish(&req);
+    w.ring.try_claim_ready(gpu).unwrap().unwrap().leak();
+    w.step(|c| c.stop());
+    assert_eq!(w.synth_inbox(), vec![ToChild::Synth(ToSynth::Shutdown)]);
+    assert_eq!(w.gpu_inbox(0), vec![ToChild::Gpu(ToGpu::Shutdown)]);
+    w.event(fake::exited(Role::Gpu(0), gpu, "exited normally"));
+    assert_eq!(w.core.jobs.attempts(h.id, 0), 0);
+    assert_eq!(w.core.counters.failed_attempts, 0);
+    // One that starts meanwhile is told at once.
+    w.start_gpu(0);
+    assert_eq!(w.gpu_inbox(0), vec![ToChild::Gpu(ToGpu::Shutdown)]);
+    // Given up while stopping: not fatal.
+    w.event(ChildEvent::GaveUp {
+        role: Role::Synth,
+        reason: "cannot start".into(),
+    });
+    assert!(w.core.fatal.is_none());
+    w.step(|c| c.shut_down());
+    assert_eq!(h.wait().unwrap().result, Err(JobFailure::ShutDown));
+}
+
+#[test]
+fn a_child_down_is_shown_and_still_served_and_the_last_gpu_proc_given_up_fails_every_job() {
+    let mut w = World::new(two_gpus());
+    w.start_synth();
+    w.start_gpu(0);
+    w.start_gpu(1);
+    let h = w.submit(1, 1, normal());
+    // Down: shown, nothing fails, and its next hello clears it.
+    w.event(ChildEvent::Down {
+        role: Role::Gpu(1),
+        reason: "died 9 times in a row".into(),
+    });
+    let info = &w.core.children[&Role::Gpu(1)];
+    assert_eq!(info.down.as_deref(), Some("died 9 times in a row"));
+    assert_eq!(info.state(true), ChildState::Down);
+    assert!(w.core.fatal.is_none());
+    w.gpu_hello(1);
+    assert!(w.core.children[&Role::Gpu(1)].down.is_none());
+    // One gpu-proc given up: the other takes the work.
+    w.event(ChildEvent::GaveUp {
+        role: Role::Gpu(1),
+        reason: "no device".into(),
+    });
+    assert_eq!(
+        w.core.children[&Role::Gpu(1)].state(false),
+        ChildState::GivenUp
+    );
+    assert!(w.core.fatal.is_none());
+    assert!(h.wait_timeout(Duration::ZERO).unwrap().is_none());
+    // The last one: fatal, every live job fails, submissions are refused.
+    w.event(ChildEvent::GaveUp {
+        role: Role::Gpu(0),
+        reason: "no device either".into(),
+    });
+    assert_eq!(w.core.fatal.as_deref(), Some("no device either"));
+    assert_eq!(
+        h.wait().unwrap().result,
+        Err(JobFailure::RoleGaveUp {
+            role: Role::Gpu(0),
+            reason: "no device either".into()
+        })
+    );
+    match w.try_submit(2, 1, normal()) {
+        Err(PipelineError::Fatal(why)) => assert_eq!(why, "no device either"),
+        Err(e) => panic!("{e}"),
+        Ok(h) => panic!("job {} accepted by a fatal pipeline", h.id),
+    }
+}
+
+#[test]
+fn synth_proc_given_up_is_fatal_and_fails_every_live_job() {
+    let mut w = World::new(fake::rules());
+    w.start_synth();
+    w.start_gpu(0);
+    let h = w.submit(1, 2, normal());
+    w.event(ChildEvent::GaveUp {
+        role: Role::Synth,
+        reason: "cannot start".into(),
+    });
+    assert_eq!(w.core.fatal.as_deref(), Some("cannot start"));
+    assert!(matches!(
+        h.wait().unwrap().result,
+        Err(JobFailure::RoleGaveUp {
+            role: Role::Synth,
+            ..
+        })
+    ));
+    // After a dispatcher panic nothing is delivered at shutdown: the journal keeps the jobs.
+    let mut w = World::new(fake::rules());
+    let h = w.submit(3, 1, normal());
+    w.core.dispatcher_panicked("boom".into());
+    w.step(|c| c.shut_down());
+    assert!(h.wait_timeout(Duration::ZERO).unwrap().is_none());
+    assert_eq!(w.core.jobs.live(), 1);
+}
+
+#[test]
+fn requests_a_full_synth_queue_refused_stay_pending_in_order_and_go_on_the_next_tick() {
+    let mut w = World::new(fake::rules());
+    w.start_synth();
+    w.start_gpu(0);
+    w.room(Role::Synth, Some(1));
+    let h = w.submit(1, 2, normal());
+    assert_eq!(ids(&w.handed_out()), vec![(h.id, 0)]);
+    assert_eq!(w.core.counters.sends_deferred, 1);
+    assert_eq!((w.core.jobs.outstanding(), w.core.jobs.pending()), (1, 1));
+    assert_eq!(w.core.counters.synth_outstanding_max, 1);
+    w.tick();
+    assert_eq!(ids(&w.handed_out()), vec![(h.id, 1)]);
+    let handouts = w
+        .core
+        .progress
+        .timeline
+        .iter()
+        .filter(|e| e.kind == EventKind::SynthHandout)
+        .count();
+    assert_eq!(handouts, 2, "one per request queued");
+    assert_eq!(w.core.counters.synth_outstanding_max, 2);
+}
+
+#[test]
+fn the_hub_queues_messages_in_order_and_tries_no_request_after_one_refused() {
+    let w = World::new(fake::rules());
+    let mut hub = Hub::new(w.core);
+    let now = w.now;
+    let (outbox, inbox) = Outbox::capture(1);
+    hub.outbox(Role::Synth, Some(outbox));
+    hub.apply(|c| c.on_event(fake::started(Role::Synth, SYNTH_PID), now));
+    let done = hub.apply(|c| c.accept(fake::job(1, 2, normal())));
+    let id = done.value.unwrap();
+    assert_eq!(done.refused, vec![(Role::Synth, OutboxRefused::Full)]);
+    let sent: Vec<(u64, u32)> = inbox
+        .try_iter()
+        .filter_map(|o| match o.msg {
+            ToChild::Synth(ToSynth::Synthesize(r)) => Some((r.job_id, r.partition)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(sent, vec![(id, 0)]);
+    assert_eq!(hub.core.jobs.pending(), 1);
+    // Its waiter gets the outcome the core asks to deliver; synth-proc is told.
+    let rx = hub.wait_for(id);
+    let done = hub.apply(|c| c.cancel(id));
+    assert_eq!(done.value, Ok(true));
+    assert!(done.refused.is_empty());
+    assert_eq!(rx.recv().unwrap().result, Err(JobFailure::Cancelled));
+    assert_eq!(
+        inbox.try_recv().unwrap().msg,
+        ToChild::Synth(ToSynth::Cancel { job_id: id })
+    );
+    // The next job's request goes.
+    let done = hub.apply(|c| c.accept(fake::job(2, 1, normal())));
+    assert!(done.refused.is_empty());
+    let next = done.value.unwrap();
+    assert!(matches!(
+        inbox.try_recv().unwrap().msg,
+        ToChild::Synth(ToSynth::Synthesize(r)) if (r.job_id, r.partition) == (next, 0)
+    ));
 }

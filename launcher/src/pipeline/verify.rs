@@ -1,11 +1,12 @@
-//! Proof checks off the core lock: a small pool of verifier threads.
+//! Proof checks off the pipeline's lock: a small pool of verifier threads.
 //!
 //! A pairing check takes milliseconds, and a 32 GiB PoRep job has ten partitions; run under the
-//! core lock (as it once was, inside the DONE sweep) every `submit` and `status` waited behind
-//! it. Now the core only hands a DONE slot's proof, with the partition's public inputs and its
-//! circuit's prepared verifying key, to the pool ([`VerifyTask`], from the dispatcher's
-//! `Action::Verify`), and the pool's verdict comes back into the dispatcher's event channel
-//! ([`Verdict`] as `Event::Verified`), which applies it under the lock like any other event:
+//! pipeline's lock (as it once was, inside the DONE sweep) every `submit` and `status` waited
+//! behind it. Now the core only asks for a DONE slot's proof, with the partition's public inputs
+//! and its circuit's prepared verifying key, to be checked (`Action::Verify` with a
+//! [`VerifyTask`]); the dispatcher hands it to the pool, and the pool's verdict comes back into
+//! the dispatcher's channel ([`Verdict`] as `Event::Verified`), which applies it under the lock
+//! like any other event:
 //! a proof is stored with its job only once it has verified, so a job is delivered only when
 //! every partition verified. A verdict for a job that ended meanwhile is counted as a duplicate.
 //!
@@ -15,43 +16,14 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use bellperson::groth16::{verify_proof, PreparedVerifyingKey, Proof};
-use blstrs::{Bls12, Scalar};
+use bellperson::groth16::{verify_proof, Proof};
+use blstrs::Bls12;
 
-use super::dispatch::Event;
-use super::failure::ProofRejection;
+use super::core::{Event, ProofRejection, Verdict, VerifyTask};
+use super::dispatch::Mail;
 use crate::sync::lock;
-
-/// One proof to check.
-pub struct VerifyTask {
-    /// Its job.
-    pub job_id: u64,
-    /// Its partition.
-    pub partition: u32,
-    /// The proof bytes as the DONE slot held them.
-    pub proof: Vec<u8>,
-    /// The partition's public inputs, computed when the job was accepted.
-    pub inputs: Vec<Scalar>,
-    /// The circuit's prepared verifying key.
-    pub pvk: Arc<PreparedVerifyingKey<Bls12>>,
-}
-
-/// A proof checked: what comes back to the core.
-#[derive(Debug)]
-pub struct Verdict {
-    /// Its job.
-    pub job_id: u64,
-    /// Its partition.
-    pub partition: u32,
-    /// The proof bytes (delivered with the job when they verified).
-    pub proof: Vec<u8>,
-    /// Verified, or why not.
-    pub result: Result<(), ProofRejection>,
-    /// How long the check took (the job's `verify` time).
-    pub took: Duration,
-}
 
 /// Checks one proof.
 pub trait Verifier: Send + Sync {
@@ -86,7 +58,7 @@ impl VerifierPool {
     pub(super) fn start(
         threads: usize,
         verifier: Arc<dyn Verifier>,
-        events: mpsc::Sender<Event>,
+        events: mpsc::Sender<Mail>,
     ) -> std::io::Result<VerifierPool> {
         let (tx, rx) = mpsc::channel::<VerifyTask>();
         let rx = Arc::new(Mutex::new(rx));
@@ -134,7 +106,7 @@ pub(super) fn pool_size(asked: usize) -> usize {
 fn serve(
     tasks: &Mutex<mpsc::Receiver<VerifyTask>>,
     verifier: &dyn Verifier,
-    events: &mpsc::Sender<Event>,
+    events: &mpsc::Sender<Mail>,
 ) {
     loop {
         // The receiver is shared: one idle thread waits on it, the others on its lock.
@@ -156,7 +128,7 @@ fn serve(
             result,
             took: t.elapsed(),
         };
-        if events.send(Event::Verified(verdict)).is_err() {
+        if events.send(Mail::Event(Event::Verified(verdict))).is_err() {
             return;
         }
     }

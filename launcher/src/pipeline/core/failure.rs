@@ -1,14 +1,17 @@
-//! What ends a job, or one attempt of one of its partitions, as values. The pipeline carries
-//! them up to where they become text (the journal, the gRPC API, logs); `Display` gives the words
-//! those have always shown, so a client or a journal row sees the same text as before.
+//! What ends a job, or one attempt of one of its partitions, and why the core refused a
+//! client's call ([`Refusal`]), as values. The pipeline carries them up to where they become
+//! text (the journal, the gRPC API, logs); `Display` gives the words those have always shown, so
+//! a client or a journal row sees the same text as before.
 
 use std::fmt;
 use std::time::Duration;
 
-use super::child::Role;
+use kernels::circuits::AnyCircuit;
+
+use super::events::Role;
 
 /// Why a job ended without its proofs (the error of
-/// [`JobOutcome::result`](crate::jobs::JobOutcome::result)).
+/// [`JobOutcome::result`](super::jobs::JobOutcome::result)).
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum JobFailure {
@@ -194,6 +197,32 @@ impl fmt::Display for ProofRejection {
             ProofRejection::NoSuchPartition(p) => write!(f, "partition {p} is out of range"),
         }
     }
+}
+
+/// Why the core refused a call from a client thread (the shell names it as a
+/// `PipelineError`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum Refusal {
+    /// The pipeline cannot go on.
+    #[error("{0}")]
+    Fatal(String),
+    /// A job of this id is live.
+    #[error("job id {0} is live")]
+    JobIdTaken(u64),
+    /// No live job has this id.
+    #[error("no live job {0}")]
+    UnknownJob(u64),
+    /// Jobs of the circuit are live.
+    #[error("{jobs} live jobs use the SRS of `{circuit}`")]
+    SrsInUse {
+        /// The circuit.
+        circuit: AnyCircuit,
+        /// How many.
+        jobs: u32,
+    },
+    /// The circuit is not configured.
+    #[error("circuit `{0}` is not served")]
+    Unserved(AnyCircuit),
 }
 
 #[cfg(test)]

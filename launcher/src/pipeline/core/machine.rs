@@ -1,33 +1,36 @@
-//! The pipeline's state machine: [`Core`], without threads, sockets or processes.
+//! The pipeline's state machine: [`Core`], without threads, sockets, processes or locks.
 //!
 //! Events in, actions out (the shape of quinn-proto's `Connection`):
 //! - in: what a supervisor reports of a child ([`ChildEvent`]: started, a message, exited, down,
-//!   given up), a proof's verdict ([`Verdict`](super::verify::Verdict), from the verifier
-//!   pool), a tick, a submission
-//!   or a cancel from a client thread ([`Core::accept`], [`Core::cancel`]), each with the time it
-//!   happened where time matters (`now`);
-//! - out: messages queued on the children's [`Outbox`]es (never a write to a socket: the
-//!   supervisor started the writer thread), [`Action`]s the dispatcher carries out after
-//!   unlocking (kill a child, check a proof), outcomes sent to the jobs' waiters, and the ring
-//!   transitions the launcher owns (take a DONE slot, free a READY slot of an ended job, reclaim
-//!   a dead child's slots), which are memory operations on the shared ring.
+//!   given up), a proof's verdict ([`Verdict`](super::Verdict), from the verifier pool), a tick,
+//!   how the messages it asked for went ([`Core::settle`]), and the pipeline's calls from client
+//!   threads (a submission, a cancel, a pause, an SRS load or evict, a stop), each with the time
+//!   it happened where time matters (`now`);
+//! - out: [`Action`]s for every effect (a message for a child, a job's outcome for its waiter,
+//!   a kill, a proof check, an SRS image to read), which the shell around the core carries out
+//!   (`hub`, `dispatch`), and the ring transitions the launcher owns (take a DONE slot, free a
+//!   READY slot of an ended job, reclaim a dead child's slots), which are memory operations on
+//!   the shared ring.
 //!
-//! So the tests drive a `Core` over a ring in ordinary memory with fake children (outboxes that
-//! capture what they are sent, events injected as the supervisors would send them, slots moved
+//! So the tests drive a `Core` over a ring in ordinary memory with fake children (`fake`: the
+//! actions read back as values, events injected as the supervisors would send them, slots moved
 //! through the ring API as synth-proc and gpu-proc move them), deterministically.
 //!
 //! The transitions are split by subject: child lifecycle, messages and liveness here; the
-//! hand-out of partitions to synth-proc in `submit`; DONE slots, proof checks and outcomes in
-//! `results`; timing in `stats`; SRS residency in `srs_set`.
+//! hand-out of partitions to synth-proc in `handout`; DONE slots, proof checks and outcomes in
+//! `results`; timing in `stats`; SRS residency in `srs`.
 //!
 //! # Invariants
-//! - The core is one `Mutex<Core>`. The dispatcher thread applies every child event and verdict;
-//!   client threads take the lock for a submission, a cancel, a status. No transition blocks:
-//!   a message to a child is a `try_send` on its bounded outbox (kept pending when it does not
-//!   fit), a kill or a proof check is an [`Action`] run after the lock is released.
+//! - The core is one value behind the pipeline's one lock (`hub`). The dispatcher thread
+//!   applies every child event and verdict; client threads take the lock for a submission, a
+//!   cancel, a status. No transition blocks: a message for a child is an [`Action::Send`] the
+//!   shell queues on the child's bounded outbox without blocking, still under the lock, and
+//!   reports back ([`Core::settle`]: a refused synthesis request is kept pending); a kill or a
+//!   proof check is an action run after the lock is released.
 //! - A partition's proof is stored with its job only on a verdict that it verified (or at once
-//!   when checks are off); a job's outcome is sent once, when its last partition is stored, or
-//!   at its first failure. A verdict or result for a job that ended is counted as a duplicate.
+//!   when checks are off); a job's outcome ([`Action::Deliver`]) is asked for once, when its last
+//!   partition is stored, or at its first failure. A verdict or result for a job that ended is
+//!   counted as a duplicate.
 //! - `verifying` counts the proofs handed to the pool whose verdict has not come back; a drain
 //!   waits for it, and the dispatcher waits for it before it ends.
 //! - Every child process's death reclaims its slots (`Ring::reclaim_owner`) before anything is
@@ -35,105 +38,72 @@
 //!   stopping.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{mpsc, Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Instant;
 
 use bellperson::groth16::PreparedVerifyingKey;
 use blstrs::{Bls12, Scalar};
 use kernels::circuits::AnyCircuit;
 use kernels::synth::CircuitShape;
 use shm_protocol::control::{FromChild, ToGpu, ToSynth};
-use shm_protocol::fault::{FaultKind, Faults};
+use shm_protocol::fault::FaultKind;
 use shm_protocol::request::SealedRequest;
 use shm_protocol::{Ring, SlotState};
 
-use super::child::{ChildEvent, Outbox, Role};
-use super::dispatch::Event;
+use super::events::{ChildEvent, Event, Role, ToChild};
 use super::failure::{AttemptFailure, ChildLoss, Holding, JobFailure};
-use super::settings::FaultSettings;
-use super::srs_set::{GpuSrs, SrsSet};
-use super::stats::Progress;
-use super::status::Counters;
-use super::verify::VerifyTask;
-use crate::jobs::{JobOutcome, JobTable};
+use super::jobs::JobTable;
+use super::rules::Rules;
+use super::srs::{GpuSrs, SrsSet};
+use super::stats::{Counters, Progress};
+use super::Action;
 use crate::pinning::CpuList;
-use crate::sync::lock;
-
-/// What the core asks of the world around it; the dispatcher carries these out after unlocking.
-pub(super) enum Action {
-    /// Kill a child (SIGKILL): it stopped beating or ran past a deadline. Its supervisor
-    /// reports the exit, which reclaims its slots.
-    Kill {
-        /// Which.
-        role: Role,
-        /// Its process.
-        pid: u32,
-    },
-    /// Check a proof on the verifier pool; its verdict comes back as `Event::Verified`.
-    Verify(VerifyTask),
-}
-
-/// The core's fixed rules, from the settings.
-pub(super) struct Rules {
-    /// Deadlines, attempts and limits.
-    pub(super) faults: FaultSettings,
-    /// Check every proof before it is delivered.
-    pub(super) verify: bool,
-    /// A child silent this long is killed.
-    pub(super) heartbeat_timeout: Duration,
-    /// Partitions at synth-proc at once, at most (`synth_concurrency + synth_lookahead`).
-    pub(super) synth_window: usize,
-    /// gpu-procs configured.
-    pub(super) gpu_roles: Vec<Role>,
-    /// Test faults meant for the launcher itself (`dispatcher-panic`); empty unless
-    /// `shm_protocol::fault::ENABLED`.
-    pub(super) injected: Faults,
-}
 
 /// A configured circuit as the core keeps it.
-pub(super) struct CircuitEntry {
+pub(crate) struct CircuitEntry {
     /// What every proof of it is checked with.
-    pub(super) pvk: Arc<PreparedVerifyingKey<Bls12>>,
+    pub(crate) pvk: Arc<PreparedVerifyingKey<Bls12>>,
     /// What loading its SRS again needs.
-    pub(super) spec: AnyCircuit,
-    pub(super) shape: CircuitShape,
-    pub(super) params: std::path::PathBuf,
+    pub(crate) spec: AnyCircuit,
+    pub(crate) shape: CircuitShape,
+    pub(crate) params: std::path::PathBuf,
     /// Its partitions travel in witness-only slots (`[synthesis] witness_slots` and its
     /// matrices given to synth-proc and every gpu-proc).
-    pub(super) witness: bool,
+    pub(crate) witness: bool,
 }
 
 /// A live job as the pipeline keeps it besides its bookkeeping (the opened job itself is dropped
 /// at submit: a Filecoin job holds its parsed request).
-pub(super) struct LiveJob {
+pub(crate) struct LiveJob {
     /// The public inputs of every partition, computed through the job when it was accepted:
     /// what each partition's proof is checked against.
-    pub(super) inputs: Vec<Vec<Scalar>>,
+    pub(crate) inputs: Vec<Vec<Scalar>>,
     /// The sealed memfd of its request, when it does not travel inline: sent with each of its
     /// synthesis requests, kept until the job ends so a restarted synth-proc gets it again.
-    pub(super) memfd: Option<SealedRequest>,
+    pub(crate) memfd: Option<SealedRequest>,
 }
 
 /// One child role as the core knows it.
-pub(super) struct ChildInfo {
-    pub(super) pid: Option<u32>,
-    pub(super) last_seen: Instant,
-    pub(super) outbox: Option<Outbox>,
-    pub(super) cpus: Option<CpuList>,
-    pub(super) detail: String,
-    pub(super) starts: u32,
-    pub(super) last_exit: Option<String>,
+pub(crate) struct ChildInfo {
+    pub(crate) pid: Option<u32>,
+    pub(crate) last_seen: Instant,
+    /// It can be sent messages (its outbox, which the dispatcher holds, is open).
+    pub(crate) reachable: bool,
+    pub(crate) cpus: Option<CpuList>,
+    pub(crate) detail: String,
+    pub(crate) starts: u32,
+    pub(crate) last_exit: Option<String>,
     /// Why it is down (keeps failing at restart; still retried).
-    pub(super) down: Option<String>,
+    pub(crate) down: Option<String>,
     /// Why it was given up.
-    pub(super) gave_up: Option<String>,
+    pub(crate) gave_up: Option<String>,
     /// Why the pipeline killed it, for the attempts of the partitions it held.
-    pub(super) kill_reason: Option<ChildLoss>,
+    pub(crate) kill_reason: Option<ChildLoss>,
     /// When synth-proc was killed for syntheses past their deadline: those partitions. The
     /// others it was synthesizing are sent again without counting an attempt.
-    pub(super) kill_targets: Option<HashSet<(u64, u32)>>,
+    pub(crate) kill_targets: Option<HashSet<(u64, u32)>>,
     /// A gpu-proc's SRS images, from its hello until it exits (`None`: not serving).
-    pub(super) srs: Option<GpuSrs>,
+    pub(crate) srs: Option<GpuSrs>,
 }
 
 impl ChildInfo {
@@ -141,7 +111,7 @@ impl ChildInfo {
         ChildInfo {
             pid: None,
             last_seen: now,
-            outbox: None,
+            reachable: false,
             cpus: None,
             detail: String::new(),
             starts: 0,
@@ -155,44 +125,46 @@ impl ChildInfo {
     }
 }
 
-/// The pipeline's state (one `Mutex<Core>`, see the module doc).
-pub(super) struct Core {
-    pub(super) ring: Arc<Ring>,
-    pub(super) jobs: JobTable,
-    /// Where each live job's outcome goes.
-    pub(super) waiters: HashMap<u64, mpsc::Sender<JobOutcome>>,
-    /// What the pipeline keeps of every live job besides its bookkeeping.
-    pub(super) live: HashMap<u64, LiveJob>,
-    pub(super) circuits: HashMap<u64, CircuitEntry>,
+/// The pipeline's state, behind the pipeline's one lock in the hub (see the module doc).
+pub(crate) struct Core {
+    pub(crate) ring: Arc<Ring>,
+    pub(crate) jobs: JobTable,
+    /// What the pipeline keeps of every live job besides its bookkeeping (a job is live from
+    /// its accept until its outcome is delivered).
+    pub(crate) live: HashMap<u64, LiveJob>,
+    pub(crate) circuits: HashMap<u64, CircuitEntry>,
     /// Configured circuit ids, in the settings' order.
-    pub(super) circuit_order: Vec<u64>,
-    pub(super) children: HashMap<Role, ChildInfo>,
+    pub(crate) circuit_order: Vec<u64>,
+    pub(crate) children: HashMap<Role, ChildInfo>,
     /// gpu-procs that confirmed a pause.
-    pub(super) paused: HashSet<Role>,
-    pub(super) progress: Progress,
-    pub(super) counters: Counters,
-    pub(super) rules: Rules,
-    /// The SRS images in shared memory (shared with the gpu-procs' spawn hooks).
-    pub(super) srs: Arc<Mutex<SrsSet>>,
+    pub(crate) paused: HashSet<Role>,
+    pub(crate) progress: Progress,
+    pub(crate) counters: Counters,
+    pub(crate) rules: Rules,
+    /// The SRS images in shared memory, and what each gpu-proc's last start was given.
+    pub(crate) srs: SrsSet,
     /// Why the pipeline cannot go on, if it cannot.
-    pub(super) fatal: Option<String>,
+    pub(crate) fatal: Option<String>,
     /// Set by a drain: no more partitions are handed to synth-proc.
-    pub(super) holding: bool,
-    pub(super) stopping: bool,
+    pub(crate) holding: bool,
+    pub(crate) stopping: bool,
+    /// The jobs' waiters were let go without an outcome (the dispatcher panicked): nothing is
+    /// delivered any more, and no live job is failed at shutdown.
+    pub(crate) abandoned: bool,
     /// DONE slots refused before the `Published` of what they held arrived: slot → (the
     /// generation it was taken at, why).
-    pub(super) refused_done: HashMap<u32, (u64, AttemptFailure)>,
+    pub(crate) refused_done: HashMap<u32, (u64, AttemptFailure)>,
     /// Proofs handed to the verifier pool whose verdict has not come back.
-    pub(super) verifying: usize,
+    pub(crate) verifying: usize,
     actions: Vec<Action>,
 }
 
 impl Core {
     /// A core over `ring` serving `circuits` (in the settings' order), with no child yet.
-    pub(super) fn new(
+    pub(crate) fn new(
         ring: Arc<Ring>,
         circuits: Vec<(u64, CircuitEntry)>,
-        srs: Arc<Mutex<SrsSet>>,
+        srs: SrsSet,
         rules: Rules,
     ) -> Core {
         let mut order = Vec::new();
@@ -206,7 +178,6 @@ impl Core {
         Core {
             ring,
             jobs: JobTable::new(1),
-            waiters: HashMap::new(),
             live: HashMap::new(),
             circuits: map,
             circuit_order: order,
@@ -222,6 +193,7 @@ impl Core {
             fatal: None,
             holding: false,
             stopping: false,
+            abandoned: false,
             refused_done: HashMap::new(),
             verifying: 0,
             actions: Vec::new(),
@@ -229,16 +201,16 @@ impl Core {
     }
 
     /// The actions the transitions so far asked for (the dispatcher runs them unlocked).
-    pub(super) fn take_actions(&mut self) -> Vec<Action> {
+    pub(crate) fn take_actions(&mut self) -> Vec<Action> {
         std::mem::take(&mut self.actions)
     }
 
-    pub(super) fn act(&mut self, a: Action) {
+    pub(crate) fn act(&mut self, a: Action) {
         self.actions.push(a);
     }
 
     /// One event of the dispatcher's channel, arrived at `now`.
-    pub(super) fn on(&mut self, event: Event, now: Instant) {
+    pub(crate) fn on(&mut self, event: Event, now: Instant) {
         match event {
             Event::Child(e) => self.on_event(e, now),
             Event::Verified(v) => self.on_verdict(v),
@@ -250,7 +222,7 @@ impl Core {
     /// still collected; a child that stopped beating or ran past a deadline is killed; requests
     /// that did not fit synth-proc's queue are sent; an SRS load or evict that did not fit a
     /// gpu-proc's queue is sent.
-    pub(super) fn on_tick(&mut self, now: Instant) {
+    pub(crate) fn on_tick(&mut self, now: Instant) {
         self.sweep_done();
         self.check_heartbeats(now);
         self.check_deadlines(now);
@@ -258,22 +230,103 @@ impl Core {
         self.reconcile_srs();
     }
 
-    /// The dispatcher panicked (it held this core's lock or was about to take it): the pipeline
-    /// is fatal. The waiters are let go without an outcome (their `wait` answers
-    /// `PipelineError::Stopped`): the jobs did not fail, and the service's journal keeps them
-    /// for the next start.
-    pub(super) fn dispatcher_panicked(&mut self, why: String) {
+    /// The dispatcher panicked (it held the pipeline's lock or was about to take it): the
+    /// pipeline is fatal. The waiters are let go without an outcome (the shell drops them; their
+    /// `wait` answers `PipelineError::Stopped`): the jobs did not fail, and the service's journal
+    /// keeps them for the next start.
+    pub(crate) fn dispatcher_panicked(&mut self, why: String) {
         self.fatal = Some(why);
-        self.waiters.clear();
+        self.abandoned = true;
+    }
+
+    /// Asks for `msg` to be queued for `role` (with `fd` beside it).
+    pub(crate) fn send(
+        &mut self,
+        role: Role,
+        msg: impl Into<ToChild>,
+        fd: Option<std::os::fd::OwnedFd>,
+    ) {
+        self.act(Action::Send {
+            role,
+            msg: msg.into(),
+            fd,
+        });
+    }
+
+    /// Asks every reachable child to exit (`Shutdown`); from now on its exit costs no attempt,
+    /// and a child started meanwhile is told the same at once.
+    pub(crate) fn stop(&mut self) {
+        self.stopping = true;
+        let roles: Vec<Role> = self.reachable().collect();
+        for role in roles {
+            self.send_shutdown(role);
+        }
+    }
+
+    fn send_shutdown(&mut self, role: Role) {
+        match role {
+            Role::Synth => self.send(role, ToSynth::Shutdown, None),
+            Role::Gpu(_) => self.send(role, ToGpu::Shutdown, None),
+        }
+    }
+
+    /// The children that can be sent messages now.
+    pub(crate) fn reachable(&self) -> impl Iterator<Item = Role> + '_ {
+        self.children
+            .iter()
+            .filter(|(_, info)| info.reachable)
+            .map(|(role, _)| *role)
+    }
+
+    /// Sends `msg` (`Pause`, `Resume`) to every reachable gpu-proc; `Resume` first forgets the
+    /// pauses confirmed so far.
+    pub(crate) fn tell_gpus(&mut self, msg: ToGpu) {
+        if msg == ToGpu::Resume {
+            self.paused.clear();
+        }
+        let mut gpus: Vec<Role> = self
+            .reachable()
+            .filter(|r| matches!(r, Role::Gpu(_)))
+            .collect();
+        gpus.sort();
+        for role in gpus {
+            self.send(role, msg.clone(), None);
+        }
+    }
+
+    /// Every gpu-proc that is up confirmed a pause (`FromChild::Paused`), out of `gpus`.
+    pub(crate) fn paused_all(&self, gpus: usize) -> bool {
+        self.paused.len() >= gpus
+    }
+
+    /// Holds back every partition not yet handed to synth-proc (a drain): pending ones stay
+    /// pending, a restarted synth-proc gets none.
+    pub(crate) fn hold(&mut self) {
+        self.holding = true;
+    }
+
+    /// The pipeline shuts down: every live job fails with [`JobFailure::ShutDown`] (none when
+    /// the waiters were let go).
+    pub(crate) fn shut_down(&mut self) {
+        if self.abandoned {
+            return;
+        }
+        let mut live: Vec<u64> = self.live.keys().copied().collect();
+        live.sort_unstable();
+        for id in live {
+            if let Some(outcome) = self.jobs.fail(id, JobFailure::ShutDown) {
+                self.deliver(outcome);
+            }
+        }
     }
 
     /// A supervisor's report.
-    pub(super) fn on_event(&mut self, event: ChildEvent, now: Instant) {
+    pub(crate) fn on_event(&mut self, event: ChildEvent, now: Instant) {
         match event {
             ChildEvent::Started {
                 role,
                 pid,
-                outbox,
+                reachable,
                 cpus,
             } => {
                 let info = self
@@ -282,19 +335,14 @@ impl Core {
                     .or_insert_with(|| ChildInfo::new(now));
                 info.pid = Some(pid);
                 info.last_seen = now;
-                info.outbox = outbox;
+                info.reachable = reachable;
                 info.cpus = cpus;
                 info.starts += 1;
                 info.kill_reason = None;
                 info.kill_targets = None;
                 info.srs = None;
-                if self.stopping {
-                    if let Some(o) = info.outbox.as_ref() {
-                        let _ = match role {
-                            Role::Synth => o.try_send_msg(ToSynth::Shutdown),
-                            Role::Gpu(_) => o.try_send_msg(ToGpu::Shutdown),
-                        };
-                    }
+                if self.stopping && reachable {
+                    self.send_shutdown(role);
                 }
                 if role == Role::Synth {
                     self.pump_synth();
@@ -337,7 +385,7 @@ impl Core {
         let (mut killed, mut targets) = (None, None);
         if let Some(info) = self.children.get_mut(&role) {
             info.pid = None;
-            info.outbox = None;
+            info.reachable = false;
             info.srs = None;
             info.last_exit = Some(status.clone());
             killed = info.kill_reason.take();
@@ -415,7 +463,12 @@ impl Core {
         let fatal = role == Role::Synth || !gpus_left;
         if !self.stopping && fatal {
             self.fatal = Some(reason.clone());
-            let live: Vec<u64> = self.waiters.keys().copied().collect();
+            let mut live: Vec<u64> = if self.abandoned {
+                Vec::new()
+            } else {
+                self.live.keys().copied().collect()
+            };
+            live.sort_unstable();
             for id in live {
                 let failure = JobFailure::RoleGaveUp {
                     role,
@@ -439,7 +492,7 @@ impl Core {
                         // It mapped what its start was given; a load or an evict since then
                         // is sent now.
                         info.srs = Some(GpuSrs {
-                            mapped: lock(&self.srs).spawned_with(role),
+                            mapped: self.srs.spawned_with(role),
                             ..GpuSrs::default()
                         });
                     }

@@ -11,14 +11,15 @@
 use shm_protocol::control::{EventKind, TimelineEvent, NO_SLOT};
 use shm_protocol::{SlotResult, SlotState};
 
+use super::events::{Verdict, VerifyTask};
 use super::failure::{AttemptFailure, ProofRejection};
-use super::machine::{Action, Core};
-use super::verify::{Verdict, VerifyTask};
-use crate::jobs::{Attempt, JobOutcome, Phase};
+use super::jobs::{Attempt, JobOutcome, Phase};
+use super::machine::Core;
+use super::Action;
 
 impl Core {
-    /// Sends a job's outcome to its waiter and forgets the job.
-    pub(super) fn deliver(&mut self, outcome: JobOutcome) {
+    /// Hands a job's outcome to its waiter ([`Action::Deliver`]) and forgets the job.
+    pub(crate) fn deliver(&mut self, outcome: JobOutcome) {
         // The request memfd goes with the job.
         self.live.remove(&outcome.job_id);
         for p in 0..outcome.spec.partitions {
@@ -38,9 +39,7 @@ impl Core {
             Err(e) => tracing::warn!(job = outcome.job_id, "job failed: {e}"),
         }
         let failed = outcome.result.is_err();
-        if let Some(w) = self.waiters.remove(&outcome.job_id) {
-            let _ = w.send(outcome);
-        }
+        self.act(Action::Deliver(outcome));
         if failed {
             self.discard_orphans();
         }
@@ -48,7 +47,7 @@ impl Core {
 
     /// Takes READY slots whose partition nobody waits for any more (their job ended) out of the
     /// ring, so no gpu-proc proves (or dies on) them again.
-    pub(super) fn discard_orphans(&mut self) {
+    pub(crate) fn discard_orphans(&mut self) {
         let owner = shm_protocol::current_owner();
         let ring = self.ring.clone();
         for s in ring.snapshot() {
@@ -85,8 +84,8 @@ impl Core {
         }
     }
 
-    /// One failed attempt of a partition (see [`crate::jobs::JobTable::attempt_failed`]).
-    pub(super) fn attempt_failed(
+    /// One failed attempt of a partition (see [`JobTable::attempt_failed`](super::jobs::JobTable::attempt_failed)).
+    pub(crate) fn attempt_failed(
         &mut self,
         job_id: u64,
         partition: u32,
@@ -122,7 +121,7 @@ impl Core {
 
     /// Collects every DONE slot: frees it, checks it against the job table, and hands its proof
     /// to the check (or stores a failure with its job).
-    pub(super) fn sweep_done(&mut self) {
+    pub(crate) fn sweep_done(&mut self) {
         let owner = shm_protocol::current_owner();
         let ring = self.ring.clone();
         loop {
@@ -223,7 +222,7 @@ impl Core {
     }
 
     /// A proof's verdict came back from the verifier pool.
-    pub(super) fn on_verdict(&mut self, v: Verdict) {
+    pub(crate) fn on_verdict(&mut self, v: Verdict) {
         self.verifying = self.verifying.saturating_sub(1);
         self.jobs.add_time(v.job_id, Phase::Verify, v.took);
         match v.result {

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use shm_protocol::control::{JobRequest, SynthRequest};
 
-pub use crate::pipeline::{AttemptFailure, JobFailure};
+pub use super::failure::{AttemptFailure, JobFailure};
 
 /// Priorities on cuzk's scale (`cuzk.v1.Priority`): higher partitions are handed to synth-proc
 /// first. [`PRIORITY_UNSPECIFIED`] takes the kind's default ([`default_priority`]).
@@ -730,9 +730,9 @@ fn request(job_id: u64, spec: &JobSpec, partition: u32, priority: i32) -> SynthR
 
 #[cfg(test)]
 mod tests {
+    use super::super::events::Role;
+    use super::super::failure::{ChildLoss, Holding};
     use super::*;
-    use crate::pipeline::child::Role;
-    use crate::pipeline::{ChildLoss, Holding};
 
     fn spec(partitions: u32) -> JobSpec {
         JobSpec {
@@ -895,7 +895,7 @@ mod tests {
     }
 
     fn refused() -> AttemptFailure {
-        AttemptFailure::Rejected(crate::pipeline::ProofRejection::DoesNotVerify)
+        AttemptFailure::Rejected(super::super::failure::ProofRejection::DoesNotVerify)
     }
 
     #[test]
