@@ -24,7 +24,7 @@ use launcher::api::{pb, Endpoint, DEFAULT_MAX_MESSAGE_BYTES};
 use launcher::journal::Journal;
 use launcher::metrics::Metrics;
 use launcher::pipeline::{JobOptions, Pipeline, PipelineSettings};
-use launcher::service::{Limits, Service};
+use launcher::service::Service;
 
 /// The figures.
 #[derive(Debug)]
@@ -138,7 +138,7 @@ pub fn run(
     for stale in ["", "-wal", "-shm"] {
         let _ = std::fs::remove_file(format!("{}{stale}", journal_path.display()));
     }
-    let limits = Limits::new(&launcher::config::ServiceConfig::default());
+    let limits = launcher::settings::limits(&launcher::config::ServiceConfig::default());
     let service = Arc::new(Service::new(
         pipeline,
         Journal::open(&journal_path)?,
