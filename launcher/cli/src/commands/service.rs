@@ -106,40 +106,7 @@ pub fn submit(args: SubmitArgs) -> anyhow::Result<ExitCode> {
         anyhow::Ok(())
     };
     match &request_file {
-        Some(file) => {
-            anyhow::ensure!(
-                args.jobs == 1,
-                "--jobs applies to built-in circuits; send one request file per job"
-            );
-            let bytes = launcher::request_file::read(
-                file,
-                launcher::pipeline::FaultSettings::default().max_request_bytes,
-                launcher::request_file::Reader::Launcher,
-            )
-            .with_context(|| format!("proof request `{}`", file.display()))?;
-            let (kind, family) =
-                super::request_choice(args.request.proof_type.as_deref(), args.request.family())?;
-            let kind = kernels::job::filecoin_request_kind(&bytes, kind, family)
-                .with_context(|| format!("proof request `{}`", file.display()))?;
-            #[cfg(feature = "filecoin")]
-            let curio_miner = args.curio_miner_id;
-            #[cfg(not(feature = "filecoin"))]
-            let curio_miner: Option<u64> = None;
-            let r = match curio_miner {
-                #[cfg(feature = "filecoin")]
-                Some(miner) => {
-                    super::curio::porep_request(bytes, kind, miner, args.request_id.clone())?
-                }
-                _ => pb::SubmitProofRequest {
-                    request_id: args.request_id.clone().unwrap_or_default(),
-                    priority: args.priority as i32,
-                    circuit: kernels::circuits::AnyCircuit::Filecoin(kind).to_string(),
-                    request: bytes,
-                    ..Default::default()
-                },
-            };
-            send(&mut c, r, 0)?;
-        }
+        Some(file) => send(&mut c, file_request(&args, file)?, 0)?,
         None => {
             let circuit = args
                 .circuit
@@ -206,6 +173,43 @@ pub fn submit(args: SubmitArgs) -> anyhow::Result<ExitCode> {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
+    })
+}
+
+/// The submission of a request file: its proof kind found from its bytes (or the flags), in
+/// Curio's form with `--curio-miner-id`.
+fn file_request(
+    args: &SubmitArgs,
+    file: &std::path::Path,
+) -> anyhow::Result<pb::SubmitProofRequest> {
+    anyhow::ensure!(
+        args.jobs == 1,
+        "--jobs applies to built-in circuits; send one request file per job"
+    );
+    let bytes = launcher::request_file::read(
+        file,
+        launcher::pipeline::FaultSettings::default().max_request_bytes,
+        launcher::request_file::Reader::Launcher,
+    )
+    .with_context(|| format!("proof request `{}`", file.display()))?;
+    let (kind, family) =
+        super::request_choice(args.request.proof_type.as_deref(), args.request.family())?;
+    let kind = kernels::job::filecoin_request_kind(&bytes, kind, family)
+        .with_context(|| format!("proof request `{}`", file.display()))?;
+    #[cfg(feature = "filecoin")]
+    let curio_miner = args.curio_miner_id;
+    #[cfg(not(feature = "filecoin"))]
+    let curio_miner: Option<u64> = None;
+    Ok(match curio_miner {
+        #[cfg(feature = "filecoin")]
+        Some(miner) => super::curio::porep_request(bytes, kind, miner, args.request_id.clone())?,
+        _ => pb::SubmitProofRequest {
+            request_id: args.request_id.clone().unwrap_or_default(),
+            priority: args.priority as i32,
+            circuit: kernels::circuits::AnyCircuit::Filecoin(kind).to_string(),
+            request: bytes,
+            ..Default::default()
+        },
     })
 }
 
