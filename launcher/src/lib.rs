@@ -6,8 +6,8 @@
 //! - [`pipeline::Pipeline`]: the running split pipeline (ring, SRS, children, job table);
 //!   [`pipeline::child`] starts and restarts one child;
 //! - [`jobs`]: the job table, pure bookkeeping; [`service::Service`]: the jobs below any
-//!   transport, with their [`journal`], and the service's lifecycle ([`service::Starter`],
-//!   [`service::Running`]: open, start, serve, stop); [`api`]: cuzk's gRPC API (server and
+//!   transport, with their [`journal`], and the service's lifecycle
+//!   ([`service::lifecycle`]: open, start, serve, stop); [`api`]: cuzk's gRPC API (server and
 //!   client); [`metrics`]: the Prometheus text;
 //! - [`pinning`]: cpu lists, layouts and pinning (cgroup v2, cgroup v1, affinity);
 //! - [`r1cs`]: the circuits' pre-compiled matrices; [`srs`]: the SRS files and images;
@@ -15,7 +15,7 @@
 //!   `api`, `service`, `pipeline`); [`args::PipelineArgs`]: the pipeline flags every
 //!   pipeline-starting command shares (the CLI's and the bench's); [`settings`]: the one
 //!   resolver of both into a [`pipeline::PipelineSettings`] (and of `[service]` into a
-//!   [`service::ServiceSettings`]); [`env`](mod@env): every environment variable;
+//!   [`service::lifecycle::ServiceSettings`]); [`env`](mod@env): every environment variable;
 //! - [`notify`]: systemd notification.
 //!
 //! # Example

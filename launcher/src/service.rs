@@ -1,7 +1,8 @@
 //! The long-lived service's job core, below any transport: accepted jobs in the journal, the
 //! pipeline's handles, idempotent submission, waiting with a timeout, cancellation, status.
-//! `crate::api` puts the cuzk gRPC API on top of it; [`Starter`] and [`Running`] (the
-//! lifecycle: open, start, serve, stop) run both, and `splitprover run` calls them.
+//! `crate::api` puts the cuzk gRPC API on top of it; [`lifecycle`] (open, start, serve,
+//! stop) runs both, and `splitprover run` calls it. (The lifecycle imports the API, which
+//! imports this module: it is a child of this module that this module never imports.)
 //!
 //! # One job id
 //! A job's id is its journal row's: the service journals a job first, then submits it to the
@@ -35,9 +36,7 @@ use crate::pipeline::{
     JobHandle, JobOptions, JobTimes, Pipeline, PipelineError, PipelineStatus, SrsEvicted, SrsLoaded,
 };
 
-mod lifecycle;
-
-pub use lifecycle::{Exit, Running, ServiceSettings, StartError, Starter};
+pub mod lifecycle;
 
 /// Why the service refused or could not answer: the pipeline's error, the journal's, or a
 /// reason of the service's own. `crate::api::server::code` maps each to one gRPC status code.

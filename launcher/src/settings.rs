@@ -36,7 +36,8 @@ use crate::args::{PipelineArgs, SynthesisMode};
 use crate::config::{Config, ConfigError, FaultsConfig, GpuConfig, ServiceConfig, SynthesisConfig};
 use crate::pinning::{CpuList, PinChoice};
 use crate::pipeline::{CircuitSetting, FaultSettings, GpuSetting, PipelineSettings};
-use crate::service::{Limits, ServiceSettings};
+use crate::service::lifecycle::ServiceSettings;
+use crate::service::Limits;
 
 /// Parses a circuit spec with a message naming it.
 pub fn parse_spec(text: &str) -> anyhow::Result<CircuitSpec> {

@@ -1,8 +1,8 @@
 //! `splitprover run`, `submit`, `fetch`, `cancel` and `status`: the long-lived service and its
 //! clients.
 //!
-//! `run` is a thin caller of the library's lifecycle (`launcher::service`: [`Starter`],
-//! `Running`): it loads and resolves the config, starts the service, turns SIGTERM and SIGINT
+//! `run` is a thin caller of the library's lifecycle (`launcher::service::lifecycle`:
+//! [`Starter`], `Running`): it loads and resolves the config, starts the service, turns SIGTERM and SIGINT
 //! into its stop flag, and exits 0 after a stop, 1 when the pipeline could not go on (so that
 //! systemd, `Restart=on-failure`, starts it again). The other commands are clients of the API.
 
@@ -16,7 +16,7 @@ use launcher::config::Config;
 use launcher::journal;
 use launcher::pipeline::memory::gib;
 use launcher::pipeline::PipelineStatus;
-use launcher::service::{Exit, Starter};
+use launcher::service::lifecycle::{Exit, Starter};
 use shm_protocol::layout::PROOF_BYTES;
 
 use crate::cli::{CancelArgs, FetchArgs, RunArgs, StatusArgs, SubmitArgs, TlsArgs};
