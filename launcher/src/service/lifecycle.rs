@@ -582,3 +582,37 @@ fn group_id(name: &str) -> Result<u32, StartError> {
     }
     Ok(group.gr_gid)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mode_of(path: &Path) -> u32 {
+        std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+    }
+
+    #[test]
+    fn a_socket_gets_its_mode_a_stale_one_is_replaced_and_a_live_one_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("run").join("s.sock");
+        let live = bind(&path, 0o640, None).unwrap();
+        assert_eq!(mode_of(&path), 0o640);
+        let e = bind(&path, 0o600, None).unwrap_err();
+        assert!(matches!(e, StartError::SocketTaken(_)), "{e}");
+        // Nobody listens on the file any more: a stale socket, replaced.
+        drop(live);
+        let _again = bind(&path, 0o600, None).unwrap();
+        assert_eq!(mode_of(&path), 0o600);
+    }
+
+    #[test]
+    fn an_unknown_group_is_named_with_a_hint() {
+        let e = group_id("splitprover-no-such-group")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("unknown group `splitprover-no-such-group`") && e.contains("hint:"),
+            "{e}"
+        );
+    }
+}
