@@ -13,7 +13,7 @@
 //!    first expanded on the host from its circuit's pre-compiled matrices
 //!    ([`kernels::witness::expand`]: aux unpacked, `a = A·w`, `b = B·w`, `c = C·w`, the
 //!    matrices' densities) and proved alone, through the same backend call (the reference path;
-//!    the `gpu` backend will compute a, b, c on the device from the same slot);
+//!    the `gpu` backend computes a, b, c on the device from the same slot instead);
 //! 4. write each proof (or failure) into its slot's result area: DONE, and tell the launcher;
 //!    then report the device with its free memory ([`DeviceProbe`]).
 //!

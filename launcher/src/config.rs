@@ -1,5 +1,11 @@
-//! The service configuration file (`splitprover run --config FILE`), resolved once into plain
-//! settings before any work starts. `systemd/config.example.toml` documents every key.
+//! The service configuration file (`splitprover run --config FILE`): plain data, what the file
+//! says, checked for what needs no other module (types, ranges, cpu lists, pinning and huge-page
+//! names). `systemd/config.example.toml` documents every key.
+//!
+//! **Architecture Invariant:** this module is the floor of the launcher's settings: it imports
+//! nothing from `api`, `service` or `pipeline`. [`crate::settings`] resolves a `Config` (and the
+//! command line's flags, in the same form) into the pipeline's and the service's settings; a key
+//! left out here (`None`) takes the default of the module that owns it.
 
 use std::path::{Path, PathBuf};
 
@@ -46,41 +52,45 @@ pub struct Config {
 }
 
 /// `[faults]`: progress deadlines, attempts per partition and limits (see
-/// `pipeline::FaultSettings`).
+/// `pipeline::FaultSettings`, whose defaults a key left out takes).
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct FaultsConfig {
     /// Failed attempts of one partition (its prover or synthesizer died, its proof did not
     /// verify) after which its job fails.
-    pub max_attempts: u32,
+    pub max_attempts: Option<u32>,
     /// A batch or a synthesis may take this many times its circuit's measured time...
-    pub deadline_factor: f64,
+    pub deadline_factor: Option<f64>,
     /// ...but never less than this many seconds.
-    pub deadline_floor_secs: u64,
+    pub deadline_floor_secs: Option<u64>,
     /// Deadline of a batch before its circuit's proving time was measured, seconds.
-    pub first_proof_deadline_secs: u64,
+    pub first_proof_deadline_secs: Option<u64>,
     /// Deadline of a synthesis before its circuit's synthesis time was measured, seconds.
-    pub first_synthesis_deadline_secs: u64,
+    pub first_synthesis_deadline_secs: Option<u64>,
     /// Partitions one job may have.
-    pub max_partitions: u32,
+    pub max_partitions: Option<u32>,
     /// Largest request file accepted.
-    pub max_request_bytes: ByteSize,
-    /// Timeline events the service keeps (the last ones); 0 keeps none.
-    pub timeline_events: usize,
+    pub max_request_bytes: Option<ByteSize>,
+    /// Timeline events the service keeps (the last ones); 0 keeps none. A file that leaves it
+    /// out keeps [`SERVICE_TIMELINE_EVENTS`]; `None` (the command line's one-shot commands)
+    /// keeps all.
+    pub timeline_events: Option<usize>,
 }
+
+/// The timeline events a service keeps when its file does not say (`[faults] timeline_events`).
+pub const SERVICE_TIMELINE_EVENTS: usize = 100_000;
 
 impl Default for FaultsConfig {
     fn default() -> Self {
-        let d = crate::pipeline::FaultSettings::default();
         FaultsConfig {
-            max_attempts: d.max_attempts,
-            deadline_factor: d.deadline_factor,
-            deadline_floor_secs: d.deadline_floor.as_secs(),
-            first_proof_deadline_secs: d.first_proof_deadline.as_secs(),
-            first_synthesis_deadline_secs: d.first_synthesis_deadline.as_secs(),
-            max_partitions: d.max_partitions,
-            max_request_bytes: ByteSize(d.max_request_bytes),
-            timeline_events: 100_000,
+            max_attempts: None,
+            deadline_factor: None,
+            deadline_floor_secs: None,
+            first_proof_deadline_secs: None,
+            first_synthesis_deadline_secs: None,
+            max_partitions: None,
+            max_request_bytes: None,
+            timeline_events: Some(SERVICE_TIMELINE_EVENTS),
         }
     }
 }
@@ -117,7 +127,7 @@ pub struct ServiceConfig {
     /// TLS on every TCP listener (`{ cert = "...", key = "...", client_ca = "..." }`, PEM
     /// files); with `client_ca`, clients must present a certificate it signed. None: plain.
     #[serde(default)]
-    pub tls: Option<crate::api::access::TlsFiles>,
+    pub tls: Option<TlsFiles>,
     /// Seconds a new TCP connection has to send its first bytes (and finish its TLS
     /// handshake) before it is closed.
     #[serde(default = "default_first_byte_timeout_s")]
@@ -125,9 +135,10 @@ pub struct ServiceConfig {
     /// `host:port` of the Prometheus endpoint (`GET /metrics`); none by default.
     #[serde(default)]
     pub metrics_listen: Option<String>,
-    /// Largest gRPC message either way, bytes (Curio sends and accepts up to 256 MiB).
-    #[serde(default = "default_max_message_bytes")]
-    pub max_message_bytes: usize,
+    /// Largest gRPC message either way, bytes; default: the API's (Curio sends and accepts up
+    /// to 256 MiB).
+    #[serde(default)]
+    pub max_message_bytes: Option<usize>,
     /// Seconds in-flight partitions get to finish on SIGTERM (keep `TimeoutStopSec=` above it).
     #[serde(default = "default_stop_grace_s")]
     pub stop_grace_s: u64,
@@ -152,7 +163,7 @@ impl Default for ServiceConfig {
             tls: None,
             first_byte_timeout_s: default_first_byte_timeout_s(),
             metrics_listen: None,
-            max_message_bytes: default_max_message_bytes(),
+            max_message_bytes: None,
             stop_grace_s: default_stop_grace_s(),
             fetched_retention_s: default_fetched_retention_s(),
             result_retention_s: default_result_retention_s(),
@@ -160,31 +171,20 @@ impl Default for ServiceConfig {
     }
 }
 
-impl FaultsConfig {
-    /// The pipeline's fault settings.
-    pub fn settings(&self) -> crate::pipeline::FaultSettings {
-        use std::time::Duration;
-        crate::pipeline::FaultSettings {
-            max_attempts: self.max_attempts.max(1),
-            deadline_factor: self.deadline_factor,
-            deadline_floor: Duration::from_secs(self.deadline_floor_secs),
-            first_proof_deadline: Duration::from_secs(self.first_proof_deadline_secs),
-            first_synthesis_deadline: Duration::from_secs(self.first_synthesis_deadline_secs),
-            max_partitions: self.max_partitions,
-            max_request_bytes: self.max_request_bytes.0,
-            timeline_events: Some(self.timeline_events),
-            ..crate::pipeline::FaultSettings::default()
-        }
-    }
+/// The PEM files of `[service] tls` (`crate::api::access` reads them).
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsFiles {
+    /// The server's certificate chain.
+    pub cert: PathBuf,
+    /// The server's private key.
+    pub key: PathBuf,
+    /// The CA whose certificates clients must present; none: no client certificate asked.
+    #[serde(default)]
+    pub client_ca: Option<PathBuf>,
 }
 
 impl ServiceConfig {
-    /// `allow` parsed.
-    pub fn allow_list(&self) -> Result<crate::api::access::AllowList, ConfigError> {
-        crate::api::access::AllowList::parse(&self.allow)
-            .map_err(|e| ConfigError::Invalid(e.to_string()))
-    }
-
     /// `socket_mode` parsed.
     pub fn socket_mode(&self) -> Result<u32, ConfigError> {
         let s = self.socket_mode.trim();
@@ -416,9 +416,6 @@ fn default_max_connections() -> usize {
 fn default_max_queued_jobs() -> u64 {
     1000
 }
-fn default_max_message_bytes() -> usize {
-    crate::api::DEFAULT_MAX_MESSAGE_BYTES
-}
 fn default_stop_grace_s() -> u64 {
     30
 }
@@ -483,6 +480,16 @@ pub enum ConfigError {
     Invalid(String),
 }
 
+impl ConfigError {
+    /// This error, found in the file at `path` (its message then names the file).
+    pub fn in_file(self, path: &Path) -> ConfigError {
+        ConfigError::File {
+            path: path.to_owned(),
+            source: Box::new(self),
+        }
+    }
+}
+
 impl Config {
     /// Reads and checks a config file; errors name the file and the key.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
@@ -490,10 +497,7 @@ impl Config {
             path: path.to_owned(),
             source,
         })?;
-        Self::parse(&text).map_err(|e| ConfigError::File {
-            path: path.to_owned(),
-            source: Box::new(e),
-        })
+        Self::parse(&text).map_err(|e| e.in_file(path))
     }
 
     /// Parses config text.
@@ -503,9 +507,12 @@ impl Config {
         Ok(config)
     }
 
-    /// The default config for a one-shot command (demo, prove, bench).
+    /// The default config of a one-shot command (demo, prove, bench), which its flags then
+    /// change: an empty file's, keeping the whole timeline.
     pub fn one_shot() -> Config {
-        Config::parse("").expect("empty config is valid")
+        let mut config = Config::parse("").expect("empty config is valid");
+        config.faults.timeline_events = None;
+        config
     }
 
     fn check(&self) -> Result<(), ConfigError> {
@@ -532,31 +539,19 @@ impl Config {
         self.pin_choice()?;
         self.ring.huge_page_policy()?;
         self.service.socket_mode()?;
-        if self.service.max_connections < 1 || self.service.max_message_bytes < 4096 {
+        if self.service.max_connections < 1
+            || self.service.max_message_bytes.is_some_and(|b| b < 4096)
+        {
             return invalid(
                 "[service] max_connections must be at least 1 and max_message_bytes at least 4096"
                     .into(),
             );
         }
-        self.service.allow_list()?;
         if self.service.first_byte_timeout_s == 0 {
             return invalid("[service] first_byte_timeout_s must be at least 1".into());
         }
-        for l in &self.service.listen {
-            if let Err(e) = l.parse::<crate::api::Endpoint>() {
-                return invalid(format!("[service] listen: {e}"));
-            }
-        }
-        if let Some(m) = &self.service.metrics_listen {
-            match m.parse::<crate::api::Endpoint>() {
-                Ok(crate::api::Endpoint::Tcp(_)) => {}
-                _ => {
-                    return invalid(format!(
-                        "[service] metrics_listen `{m}`: expected `host:port`"
-                    ))
-                }
-            }
-        }
+        // `allow`, `listen` and `metrics_listen` are the API's to parse: `crate::settings`
+        // checks them when it resolves the service's settings.
         Ok(())
     }
 
@@ -602,29 +597,18 @@ mod tests {
     }
 
     #[test]
-    fn service_allow_and_tls_parse_and_bad_networks_are_refused() {
+    fn service_tls_parses() {
         let c = Config::parse("[service]\n").unwrap();
-        assert_eq!(
-            c.service.allow_list().unwrap(),
-            crate::api::access::AllowList::loopback()
-        );
         assert!(c.service.tls.is_none());
         let c = Config::parse(
-            "[service]\nallow = [\"10.0.0.0/8\", \"::1/128\"]\n\
-             tls = { cert = \"/c.pem\", key = \"/k.pem\", client_ca = \"/ca.pem\" }\n",
+            "[service]\ntls = { cert = \"/c.pem\", key = \"/k.pem\", client_ca = \"/ca.pem\" }\n",
         )
         .unwrap();
-        assert!(c.service.allow_list().unwrap().admits([10, 9, 8, 7].into()));
         let tls = c.service.tls.unwrap();
         assert_eq!(
             tls.client_ca.as_deref(),
             Some(std::path::Path::new("/ca.pem"))
         );
-        let e = format!(
-            "{:#}",
-            Config::parse("[service]\nallow = [\"10.0.0.0/40\"]\n").unwrap_err()
-        );
-        assert!(e.contains("10.0.0.0/40"), "{e}");
     }
 
     #[test]
@@ -667,14 +651,6 @@ mod tests {
         .unwrap();
         assert!(c.synthesis.witness_slots);
         assert_eq!(c.gpu[0].memory_budget.map(|b| b.0), Some(22 << 30));
-        let with_circuit = Config::parse(
-            "[synthesis]\nwitness_slots = true\n[[gpu]]\nmemory_budget = \"22GiB\"\n\
-             [[circuit]]\nspec = \"pubinputs:4\"\n",
-        )
-        .unwrap();
-        let s = crate::settings::from_config(&with_circuit).unwrap();
-        assert!(s.synthesis.witness_slots);
-        assert_eq!(s.gpus[0].memory_budget, Some(22 << 30));
         let d = Config::parse("").unwrap();
         assert!(!d.synthesis.witness_slots);
         assert!(d.gpu.iter().all(|g| g.memory_budget.is_none()));

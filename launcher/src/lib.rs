@@ -6,13 +6,16 @@
 //! - [`pipeline::Pipeline`]: the running split pipeline (ring, SRS, children, job table);
 //!   [`pipeline::child`] starts and restarts one child;
 //! - [`jobs`]: the job table, pure bookkeeping; [`service::Service`]: the jobs below any
-//!   transport, with their [`journal`]; [`api`]: cuzk's gRPC API (server and client);
-//!   [`metrics`]: the Prometheus text;
+//!   transport, with their [`journal`], and the service's lifecycle
+//!   ([`service::lifecycle`]: open, start, serve, stop); [`api`]: cuzk's gRPC API (server and
+//!   client); [`metrics`]: the Prometheus text;
 //! - [`pinning`]: cpu lists, layouts and pinning (cgroup v2, cgroup v1, affinity);
 //! - [`r1cs`]: the circuits' pre-compiled matrices; [`srs`]: the SRS files and images;
-//! - [`args::PipelineArgs`], [`settings`]: the pipeline flags every pipeline-starting command
-//!   shares (the CLI's and the bench's) and their resolution, with a [`config::Config`] file's,
-//!   into one [`pipeline::PipelineSettings`]; [`env`](mod@env): every environment variable;
+//! - [`config::Config`]: the config file, plain data at the bottom (it imports nothing from
+//!   `api`, `service`, `pipeline`); [`args::PipelineArgs`]: the pipeline flags every
+//!   pipeline-starting command shares (the CLI's and the bench's); [`settings`]: the one
+//!   resolver of both into a [`pipeline::PipelineSettings`] (and of `[service]` into a
+//!   [`service::lifecycle::ServiceSettings`]); [`env`](mod@env): every environment variable;
 //! - [`notify`]: systemd notification.
 //!
 //! # Example

@@ -158,231 +158,17 @@ impl Metrics {
     /// `status` (the pipeline's, with `uptime`).
     pub fn render(&self, status: &PipelineStatus, uptime: Duration) -> String {
         let kinds = self.kinds.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        let mut o = String::new();
-        let (completed, failed) = kinds
-            .values()
-            .fold((0, 0), |(c, f), k| (c + k.completed, f + k.failed));
-        let head = |o: &mut String, name: &str, kind: &str, help: &str| {
-            let _ = writeln!(o, "# HELP {name} {help}");
-            let _ = writeln!(o, "# TYPE {name} {kind}");
-        };
-        head(
-            &mut o,
-            "cuzk_proofs_completed_total",
-            "counter",
-            "Proofs completed, every kind.",
-        );
-        let _ = writeln!(o, "cuzk_proofs_completed_total {completed}");
-        head(
-            &mut o,
-            "cuzk_proofs_failed_total",
-            "counter",
-            "Proofs failed, every kind.",
-        );
-        let _ = writeln!(o, "cuzk_proofs_failed_total {failed}");
-        head(
-            &mut o,
-            "cuzk_uptime_seconds",
-            "gauge",
-            "Seconds since the service started.",
-        );
-        let _ = writeln!(o, "cuzk_uptime_seconds {}", uptime.as_secs());
-        let running = status.jobs.iter().filter(|j| j.running).count();
-        head(
-            &mut o,
-            "cuzk_queue_depth",
-            "gauge",
-            "Jobs accepted and not yet started.",
-        );
-        let _ = writeln!(o, "cuzk_queue_depth {}", status.jobs.len() - running);
-        head(
-            &mut o,
-            "cuzk_running_jobs",
-            "gauge",
-            "Jobs with a partition started.",
-        );
-        let _ = writeln!(o, "cuzk_running_jobs {running}");
-        let gpus = status
-            .children
-            .iter()
-            .filter(|c| c.role.starts_with("gpu-proc"))
-            .count();
-        head(&mut o, "cuzk_gpu_workers", "gauge", "gpu-proc processes.");
-        let _ = writeln!(o, "cuzk_gpu_workers {gpus}");
-        head(
-            &mut o,
-            "splitprover_connections_refused_total",
-            "counter",
-            "TCP connections closed at accept: peer not allowed, too many open, or silent.",
-        );
         let refused = self
             .refused
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
-        for reason in ["not_allowed", "too_many", "silent"] {
-            let n = refused.get(reason).copied().unwrap_or(0);
-            let _ = writeln!(
-                o,
-                "splitprover_connections_refused_total{{reason=\"{reason}\"}} {n}"
-            );
-        }
-        let per_kind: [(&str, &str, &str, Count); 4] = [
-            (
-                "cuzk_proofs_completed",
-                "counter",
-                "Proofs completed.",
-                |k| k.completed,
-            ),
-            ("cuzk_proofs_failed", "counter", "Proofs failed.", |k| {
-                k.failed
-            }),
-            (
-                "splitprover_proofs_cancelled",
-                "counter",
-                "Jobs cancelled.",
-                |k| k.cancelled,
-            ),
-            (
-                "splitprover_proofs_accepted",
-                "counter",
-                "Jobs accepted.",
-                |k| k.accepted,
-            ),
-        ];
-        for (name, kind, help, get) in per_kind {
-            head(&mut o, name, kind, help);
-            for (label, k) in &kinds {
-                let _ = writeln!(o, "{name}{{proof_kind=\"{label}\"}} {}", get(k));
-            }
-        }
-        head(
-            &mut o,
-            "cuzk_proof_duration_seconds",
-            "summary",
-            "Time from acceptance to the end of a proof.",
-        );
-        for (label, k) in &kinds {
-            let _ = writeln!(
-                o,
-                "cuzk_proof_duration_seconds_sum{{proof_kind=\"{label}\"}} {}",
-                k.total.sum
-            );
-            let _ = writeln!(
-                o,
-                "cuzk_proof_duration_seconds_count{{proof_kind=\"{label}\"}} {}",
-                k.total.count
-            );
-        }
-        let hists: [(&str, &str, Hist); 4] = [
-            (
-                "splitprover_queue_wait_seconds",
-                "From acceptance to the first synthesis start.",
-                |k| &k.queue_wait,
-            ),
-            (
-                "splitprover_synthesis_seconds",
-                "Synthesis time of a job, every partition.",
-                |k| &k.synthesis,
-            ),
-            (
-                "splitprover_gpu_seconds",
-                "GPU time of a job, every partition.",
-                |k| &k.gpu,
-            ),
-            (
-                "splitprover_verify_seconds",
-                "Time spent verifying a job's proofs before delivery.",
-                |k| &k.verify,
-            ),
-        ];
-        for (name, help, get) in hists {
-            head(&mut o, name, "histogram", help);
-            for (label, k) in &kinds {
-                get(k).write(&mut o, name, label);
-            }
-        }
-        head(
-            &mut o,
-            "splitprover_ring_slots",
-            "gauge",
-            "Ring slots by state.",
-        );
-        let sl = &status.slots;
-        for (state, n) in [
-            ("free", sl.free),
-            ("writing", sl.writing),
-            ("ready", sl.ready),
-            ("claimed", sl.claimed),
-            ("done", sl.done),
-        ] {
-            let _ = writeln!(o, "splitprover_ring_slots{{state=\"{state}\"}} {n}");
-        }
-        head(
-            &mut o,
-            "splitprover_child_restarts_total",
-            "counter",
-            "Restarts of each child process.",
-        );
-        for c in &status.children {
-            let _ = writeln!(
-                o,
-                "splitprover_child_restarts_total{{role=\"{}\"}} {}",
-                c.role, c.restarts
-            );
-        }
-        head(
-            &mut o,
-            "splitprover_gpu_busy_ratio",
-            "gauge",
-            "Share of the service's uptime each gpu-proc spent proving.",
-        );
-        for g in &status.gpus {
-            let ratio = g.busy_ns as f64 / uptime.as_nanos().max(1) as f64;
-            let _ = writeln!(
-                o,
-                "splitprover_gpu_busy_ratio{{gpu=\"{}\"}} {:.6}",
-                g.ordinal,
-                ratio.min(1.0)
-            );
-        }
-        head(
-            &mut o,
-            "splitprover_gpu_memory_bytes",
-            "gauge",
-            "Device memory per gpu-proc: free, the SRS resident, what streams from host memory \
-             for every proof (SRS points, and matrix rows where they stream), what its backends \
-             planned and the budget they planned within.",
-        );
-        for g in &status.gpus {
-            for (what, bytes) in [
-                ("free", g.vram_free_bytes),
-                ("srs", g.srs_device_bytes),
-                ("streamed", g.srs_streamed_bytes),
-                ("planned", g.planned_device_bytes),
-                ("budget", g.device_budget_bytes),
-            ] {
-                let _ = writeln!(
-                    o,
-                    "splitprover_gpu_memory_bytes{{gpu=\"{}\",what=\"{what}\"}} {bytes}",
-                    g.ordinal
-                );
-            }
-        }
-        head(
-            &mut o,
-            "splitprover_gpu_srs_streamed_bytes_total",
-            "counter",
-            "Bytes each gpu-proc copied from host memory: the SRS points not kept resident, and \
-             the witness matrices' rows where they stream.",
-        );
-        for g in &status.gpus {
-            let _ = writeln!(
-                o,
-                "splitprover_gpu_srs_streamed_bytes_total{{gpu=\"{}\"}} {}",
-                g.ordinal, g.srs_streamed_total_bytes
-            );
-        }
+        let mut o = String::new();
+        write_service(&mut o, &kinds, status, uptime);
+        write_refused(&mut o, &refused);
+        write_kinds(&mut o, &kinds);
+        write_ring_and_children(&mut o, status);
+        write_gpus(&mut o, status, uptime);
         head(
             &mut o,
             "splitprover_huge_pages",
@@ -395,6 +181,247 @@ impl Metrics {
             status.ring_pages.replace('"', "'")
         );
         o
+    }
+}
+
+/// A metric's `# HELP` and `# TYPE` lines.
+fn head(o: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(o, "# HELP {name} {help}");
+    let _ = writeln!(o, "# TYPE {name} {kind}");
+}
+
+/// cuzk's service-wide counters and gauges: totals, uptime, queue, running jobs, gpu workers.
+fn write_service(
+    o: &mut String,
+    kinds: &BTreeMap<&'static str, KindStats>,
+    status: &PipelineStatus,
+    uptime: Duration,
+) {
+    let (completed, failed) = kinds
+        .values()
+        .fold((0, 0), |(c, f), k| (c + k.completed, f + k.failed));
+    head(
+        o,
+        "cuzk_proofs_completed_total",
+        "counter",
+        "Proofs completed, every kind.",
+    );
+    let _ = writeln!(o, "cuzk_proofs_completed_total {completed}");
+    head(
+        o,
+        "cuzk_proofs_failed_total",
+        "counter",
+        "Proofs failed, every kind.",
+    );
+    let _ = writeln!(o, "cuzk_proofs_failed_total {failed}");
+    head(
+        o,
+        "cuzk_uptime_seconds",
+        "gauge",
+        "Seconds since the service started.",
+    );
+    let _ = writeln!(o, "cuzk_uptime_seconds {}", uptime.as_secs());
+    let running = status.jobs.iter().filter(|j| j.running).count();
+    head(
+        o,
+        "cuzk_queue_depth",
+        "gauge",
+        "Jobs accepted and not yet started.",
+    );
+    let _ = writeln!(o, "cuzk_queue_depth {}", status.jobs.len() - running);
+    head(
+        o,
+        "cuzk_running_jobs",
+        "gauge",
+        "Jobs with a partition started.",
+    );
+    let _ = writeln!(o, "cuzk_running_jobs {running}");
+    let gpus = status
+        .children
+        .iter()
+        .filter(|c| c.role.starts_with("gpu-proc"))
+        .count();
+    head(o, "cuzk_gpu_workers", "gauge", "gpu-proc processes.");
+    let _ = writeln!(o, "cuzk_gpu_workers {gpus}");
+}
+
+/// TCP connections closed at accept, by reason.
+fn write_refused(o: &mut String, refused: &BTreeMap<&'static str, u64>) {
+    head(
+        o,
+        "splitprover_connections_refused_total",
+        "counter",
+        "TCP connections closed at accept: peer not allowed, too many open, or silent.",
+    );
+    for reason in ["not_allowed", "too_many", "silent"] {
+        let n = refused.get(reason).copied().unwrap_or(0);
+        let _ = writeln!(
+            o,
+            "splitprover_connections_refused_total{{reason=\"{reason}\"}} {n}"
+        );
+    }
+}
+
+/// The counters and histograms kept per proof kind.
+fn write_kinds(o: &mut String, kinds: &BTreeMap<&'static str, KindStats>) {
+    let per_kind: [(&str, &str, &str, Count); 4] = [
+        (
+            "cuzk_proofs_completed",
+            "counter",
+            "Proofs completed.",
+            |k| k.completed,
+        ),
+        ("cuzk_proofs_failed", "counter", "Proofs failed.", |k| {
+            k.failed
+        }),
+        (
+            "splitprover_proofs_cancelled",
+            "counter",
+            "Jobs cancelled.",
+            |k| k.cancelled,
+        ),
+        (
+            "splitprover_proofs_accepted",
+            "counter",
+            "Jobs accepted.",
+            |k| k.accepted,
+        ),
+    ];
+    for (name, kind, help, get) in per_kind {
+        head(o, name, kind, help);
+        for (label, k) in kinds {
+            let _ = writeln!(o, "{name}{{proof_kind=\"{label}\"}} {}", get(k));
+        }
+    }
+    head(
+        o,
+        "cuzk_proof_duration_seconds",
+        "summary",
+        "Time from acceptance to the end of a proof.",
+    );
+    for (label, k) in kinds {
+        let _ = writeln!(
+            o,
+            "cuzk_proof_duration_seconds_sum{{proof_kind=\"{label}\"}} {}",
+            k.total.sum
+        );
+        let _ = writeln!(
+            o,
+            "cuzk_proof_duration_seconds_count{{proof_kind=\"{label}\"}} {}",
+            k.total.count
+        );
+    }
+    let hists: [(&str, &str, Hist); 4] = [
+        (
+            "splitprover_queue_wait_seconds",
+            "From acceptance to the first synthesis start.",
+            |k| &k.queue_wait,
+        ),
+        (
+            "splitprover_synthesis_seconds",
+            "Synthesis time of a job, every partition.",
+            |k| &k.synthesis,
+        ),
+        (
+            "splitprover_gpu_seconds",
+            "GPU time of a job, every partition.",
+            |k| &k.gpu,
+        ),
+        (
+            "splitprover_verify_seconds",
+            "Time spent verifying a job's proofs before delivery.",
+            |k| &k.verify,
+        ),
+    ];
+    for (name, help, get) in hists {
+        head(o, name, "histogram", help);
+        for (label, k) in kinds {
+            get(k).write(o, name, label);
+        }
+    }
+}
+
+/// The ring's slots by state and the children's restarts.
+fn write_ring_and_children(o: &mut String, status: &PipelineStatus) {
+    head(o, "splitprover_ring_slots", "gauge", "Ring slots by state.");
+    let sl = &status.slots;
+    for (state, n) in [
+        ("free", sl.free),
+        ("writing", sl.writing),
+        ("ready", sl.ready),
+        ("claimed", sl.claimed),
+        ("done", sl.done),
+    ] {
+        let _ = writeln!(o, "splitprover_ring_slots{{state=\"{state}\"}} {n}");
+    }
+    head(
+        o,
+        "splitprover_child_restarts_total",
+        "counter",
+        "Restarts of each child process.",
+    );
+    for c in &status.children {
+        let _ = writeln!(
+            o,
+            "splitprover_child_restarts_total{{role=\"{}\"}} {}",
+            c.role, c.restarts
+        );
+    }
+}
+
+/// Each gpu-proc's busy share and device memory.
+fn write_gpus(o: &mut String, status: &PipelineStatus, uptime: Duration) {
+    head(
+        o,
+        "splitprover_gpu_busy_ratio",
+        "gauge",
+        "Share of the service's uptime each gpu-proc spent proving.",
+    );
+    for g in &status.gpus {
+        let ratio = g.busy_ns as f64 / uptime.as_nanos().max(1) as f64;
+        let _ = writeln!(
+            o,
+            "splitprover_gpu_busy_ratio{{gpu=\"{}\"}} {:.6}",
+            g.ordinal,
+            ratio.min(1.0)
+        );
+    }
+    head(
+        o,
+        "splitprover_gpu_memory_bytes",
+        "gauge",
+        "Device memory per gpu-proc: free, the SRS resident, what streams from host memory \
+         for every proof (SRS points, and matrix rows where they stream), what its backends \
+         planned and the budget they planned within.",
+    );
+    for g in &status.gpus {
+        for (what, bytes) in [
+            ("free", g.vram_free_bytes),
+            ("srs", g.srs_device_bytes),
+            ("streamed", g.srs_streamed_bytes),
+            ("planned", g.planned_device_bytes),
+            ("budget", g.device_budget_bytes),
+        ] {
+            let _ = writeln!(
+                o,
+                "splitprover_gpu_memory_bytes{{gpu=\"{}\",what=\"{what}\"}} {bytes}",
+                g.ordinal
+            );
+        }
+    }
+    head(
+        o,
+        "splitprover_gpu_srs_streamed_bytes_total",
+        "counter",
+        "Bytes each gpu-proc copied from host memory: the SRS points not kept resident, and \
+         the witness matrices' rows where they stream.",
+    );
+    for g in &status.gpus {
+        let _ = writeln!(
+            o,
+            "splitprover_gpu_srs_streamed_bytes_total{{gpu=\"{}\"}} {}",
+            g.ordinal, g.srs_streamed_total_bytes
+        );
     }
 }
 

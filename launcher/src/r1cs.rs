@@ -121,7 +121,7 @@ impl SharedR1cs {
     /// partition).
     pub fn witness_capacity(&self) -> Result<shm_protocol::WitnessCapacity, kernels::Error> {
         let layout = kernels::witness::WitnessLayout::of(&self.open()?);
-        Ok(synth_proc::witness_capacity_for(&layout))
+        Ok(crate::ring::witness_capacity_for(&layout))
     }
 }
 

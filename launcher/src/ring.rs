@@ -1,6 +1,9 @@
-//! Ring settings shared by the command line and the config file.
+//! Ring settings shared by the command line and the config file, and the witness-slot
+//! capacities a circuit needs (what synth-proc lays out for it: the same arithmetic as its own
+//! `witness_capacity_for`, here so that the launcher's library needs nothing of synth-proc).
 
-use shm_protocol::{HugePagePolicy, PageKind};
+use kernels::witness::WitnessLayout;
+use shm_protocol::{HugePagePolicy, PageKind, WitnessCapacity};
 
 /// A huge-page setting that is none of `auto`, `1g`, `2m`, `thp`, `none`.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -17,4 +20,36 @@ pub fn parse_huge_pages(text: &str) -> Result<HugePagePolicy, UnknownHugePages> 
         "none" | "plain" => HugePagePolicy::Plain,
         other => return Err(UnknownHugePages(other.to_owned())),
     })
+}
+
+/// A witness slot's capacities for a circuit's witness layout (its inputs, bit variables and
+/// the other aux variables): size the ring's witness slots with its `slot_bytes`.
+pub(crate) fn witness_capacity_for(layout: &WitnessLayout) -> WitnessCapacity {
+    WitnessCapacity {
+        inputs: layout.inputs(),
+        bits: layout.bits(),
+        non_bits: layout.non_bits(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The launcher sizes the witness slots synth-proc fills: the two must agree.
+    #[test]
+    fn witness_capacities_are_synth_procs() {
+        for spec in ["pubinputs:4", "bits:100"] {
+            let spec: kernels::circuits::CircuitSpec = spec.parse().unwrap();
+            let layout = WitnessLayout::of(&kernels::r1cs::compile(&spec.into()).unwrap());
+            let (ours, theirs) = (
+                witness_capacity_for(&layout),
+                synth_proc::witness_capacity_for(&layout),
+            );
+            assert_eq!(
+                (ours.inputs, ours.bits, ours.non_bits),
+                (theirs.inputs, theirs.bits, theirs.non_bits)
+            );
+        }
+    }
 }

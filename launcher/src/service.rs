@@ -1,7 +1,8 @@
 //! The long-lived service's job core, below any transport: accepted jobs in the journal, the
 //! pipeline's handles, idempotent submission, waiting with a timeout, cancellation, status.
-//! `crate::api` puts the cuzk gRPC API on top of it; `splitprover run`
-//! (`commands::service`) starts both.
+//! `crate::api` puts the cuzk gRPC API on top of it; [`lifecycle`] (open, start, serve,
+//! stop) runs both, and `splitprover run` calls it. (The lifecycle imports the API, which
+//! imports this module: it is a child of this module that this module never imports.)
 //!
 //! # One job id
 //! A job's id is its journal row's: the service journals a job first, then submits it to the
@@ -29,12 +30,13 @@ use std::time::{Duration, Instant};
 use kernels::circuits::AnyCircuit;
 use tokio::sync::watch;
 
-use crate::config::ServiceConfig;
 use crate::journal::{self, JobState, Journal, JournalError, JournalJob};
 use crate::metrics::Metrics;
 use crate::pipeline::{
     JobHandle, JobOptions, JobTimes, Pipeline, PipelineError, PipelineStatus, SrsEvicted, SrsLoaded,
 };
+
+pub mod lifecycle;
 
 /// Why the service refused or could not answer: the pipeline's error, the journal's, or a
 /// reason of the service's own. `crate::api::server::code` maps each to one gRPC status code.
@@ -154,8 +156,8 @@ impl Ended {
     }
 }
 
-/// The service's limits and timings, from `[service]` (the request's size and partition count
-/// are the pipeline's: [`Pipeline::admit`]).
+/// The service's limits and timings, from `[service]` (`crate::settings::limits`; the request's
+/// size and partition count are the pipeline's: [`Pipeline::admit`]).
 #[derive(Clone, Debug)]
 pub struct Limits {
     /// Accepted, unfinished jobs at most.
@@ -164,17 +166,6 @@ pub struct Limits {
     pub fetched_retention: Duration,
     /// An unfetched result is kept this long.
     pub result_retention: Duration,
-}
-
-impl Limits {
-    /// From the configuration.
-    pub fn new(c: &ServiceConfig) -> Self {
-        Limits {
-            max_queued_jobs: c.max_queued_jobs,
-            fetched_retention: Duration::from_secs(c.fetched_retention_s),
-            result_retention: Duration::from_secs(c.result_retention_s),
-        }
-    }
 }
 
 /// The running service.

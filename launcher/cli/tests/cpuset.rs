@@ -3,7 +3,9 @@
 //! Each test probes its mode; an unavailable mode is skipped with the reason printed, unless the
 //! mode is listed in `SPLITPROVER_TEST_REQUIRE_PIN_MODES` (comma-separated, e.g.
 //! `cgroup-v1,affinity`), in which case the test fails — CI sets it so that a skip cannot pass
-//! silently where the mode must work.
+//! silently where the mode must work. Likewise the automatic layout, which needs two cpus, is
+//! skipped on one unless `SPLITPROVER_TEST_REQUIRE_CPUS` is set (to anything but `0`): then a
+//! machine that gives this process a single cpu fails it.
 
 use launcher::pinning::{self, CpuList, ErrorKind, Layout, PinKind, PinMode, Placement};
 use std::process::{Command, Stdio};
@@ -12,6 +14,13 @@ fn required(kind: PinKind) -> bool {
     std::env::var("SPLITPROVER_TEST_REQUIRE_PIN_MODES")
         .map(|v| v.split(',').any(|k| k.trim() == kind.as_str()))
         .unwrap_or(false)
+}
+
+/// Whether a test that needs several cpus must fail, not skip, on one
+/// (`SPLITPROVER_TEST_REQUIRE_CPUS`).
+fn several_cpus_required() -> bool {
+    std::env::var("SPLITPROVER_TEST_REQUIRE_CPUS")
+        .is_ok_and(|v| !v.trim().is_empty() && v.trim() != "0")
 }
 
 /// The mode of `kind`, or `None` after printing why it is skipped.
@@ -171,6 +180,10 @@ fn detected_mode_is_one_of_the_probed() {
 fn automatic_layout_places_synth_and_gpu() {
     let allowed = CpuList::allowed().unwrap();
     if allowed.len() < 2 {
+        assert!(
+            !several_cpus_required(),
+            "SPLITPROVER_TEST_REQUIRE_CPUS is set but this process may use one cpu only ({allowed})"
+        );
         eprintln!("SKIPPED: one cpu only ({allowed})");
         return;
     }

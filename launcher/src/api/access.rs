@@ -150,18 +150,8 @@ impl fmt::Display for AllowList {
     }
 }
 
-/// The PEM files of `[service] tls`.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TlsFiles {
-    /// The server's certificate chain.
-    pub cert: PathBuf,
-    /// The server's private key.
-    pub key: PathBuf,
-    /// The CA whose certificates clients must present; none: no client certificate asked.
-    #[serde(default)]
-    pub client_ca: Option<PathBuf>,
-}
+/// The PEM files of `[service] tls`: plain data of the config file, read here.
+pub use crate::config::TlsFiles;
 
 /// A TLS file that cannot be read.
 #[derive(Debug, thiserror::Error)]

@@ -1,5 +1,5 @@
 //! The pipeline's settings: everything [`Pipeline::start`](super::Pipeline::start) needs,
-//! resolved from flags or a config file before any work starts (`commands::settings`), and the
+//! resolved from flags or a config file before any work starts (`crate::settings`), and the
 //! options of one job.
 
 use std::path::PathBuf;

@@ -32,6 +32,7 @@ use std::time::Instant;
 use anyhow::Context;
 use kernels::circuits::AnyCircuit;
 use kernels::filecoin::{self, curio, fixture, ParamFiles, ProofKind, RegisteredSealProof};
+use kernels::Backend;
 use launcher::pinning::CpuList;
 
 use crate::commands::bench::{
@@ -39,7 +40,7 @@ use crate::commands::bench::{
 };
 use crate::layout::Topology;
 use crate::local;
-use crate::report::{self, SweepReport};
+use crate::report::{self, SweepReport, SweepRow};
 use crate::sweep::{self, Mode};
 use crate::synthesis::Synthesizer;
 use crate::timeline::Timeline;
@@ -190,28 +191,8 @@ pub fn run_command(args: &BenchArgs, kind: &str) -> anyhow::Result<ExitCode> {
     let kind: ProofKind = kind
         .parse()
         .with_context(|| format!("--filecoin `{kind}`"))?;
-    let modes: Vec<String> = args
-        .filecoin_modes
-        .split(',')
-        .map(|m| m.trim().to_owned())
-        .collect();
-    for m in &modes {
-        anyhow::ensure!(
-            MODES.contains(&m.as_str()),
-            "unknown mode `{m}`: use {}",
-            MODES.join(", ")
-        );
-    }
+    let (modes, mut notes) = parse_modes(&args.filecoin_modes, kind)?;
     let has = |m: &str| modes.iter().any(|x| x == m);
-    let porep = matches!(kind, ProofKind::PoRep(_));
-    let mut notes = Vec::new();
-    for m in ["stock", "api"] {
-        if has(m) && !porep {
-            notes.push(format!(
-                "mode `{m}` measures PoRep only: skipped for `{kind}`"
-            ));
-        }
-    }
     std::fs::create_dir_all(&args.out_dir)
         .with_context(|| format!("cannot create `{}`", args.out_dir.display()))?;
     let param_cache = args
@@ -219,25 +200,7 @@ pub fn run_command(args: &BenchArgs, kind: &str) -> anyhow::Result<ExitCode> {
         .clone()
         .unwrap_or_else(launcher::env::param_cache_dir);
     let work_dir = args.out_dir.join("filecoin-work");
-    eprintln!("parameters: {}", describe_cache(kind, &param_cache));
-    std::fs::create_dir_all(&param_cache)?;
-    let parents = work_dir.join("parents");
-    std::fs::create_dir_all(&parents)?;
-    // filecoin-proofs reads its settings once per process: before any call. The children
-    // inherit them.
-    std::env::set_var(launcher::env::FIL_PROOFS_PARAMETER_CACHE, &param_cache);
-    if std::env::var_os("FIL_PROOFS_PARENT_CACHE").is_none() {
-        std::env::set_var("FIL_PROOFS_PARENT_CACHE", &parents);
-    }
-    let t = Instant::now();
-    let bar = launcher::srs::GenBar::new(true);
-    let (files, generated) =
-        filecoin::ensure_parameters(kind, &param_cache, 17, &|p| bar.update(p))?;
-    bar.finish();
-    eprintln!(
-        "{kind}: parameters ready in {:.1} s (generated: {generated})",
-        t.elapsed().as_secs_f64()
-    );
+    let files = prepare_parameters(kind, &param_cache, &work_dir)?;
     let request = make_request(kind, &work_dir)?;
     let sector = request.sector.clone();
     let circuit = AnyCircuit::Filecoin(kind);
@@ -277,30 +240,7 @@ pub fn run_command(args: &BenchArgs, kind: &str) -> anyhow::Result<ExitCode> {
     let mut extra = Vec::new();
 
     if let (true, Some(sector)) = (has("stock"), &sector) {
-        let mut lat = Vec::new();
-        let started = Instant::now();
-        for _ in 0..args.stock_runs.max(1) {
-            let t = Instant::now();
-            let proof = sector.stock_c2()?;
-            lat.push(t.elapsed().as_secs_f64());
-            workload
-                .verify(
-                    0,
-                    &proof
-                        .chunks(filecoin::PARTITION_PROOF_LEN)
-                        .map(<[u8]>::to_vec)
-                        .collect::<Vec<_>>(),
-                )
-                .context("stock")?;
-        }
-        rows.push(plain_row(
-            "filecoin-proofs seal_commit_phase2 (bellperson CPU)",
-            "stock",
-            &Timeline::new(),
-            Some(started.elapsed().as_secs_f64()),
-            &lat,
-            false,
-        )?);
+        rows.push(stock_row(sector, &workload, args.stock_runs)?);
     }
     let backend = if has("monolithic") || has("inprocess") {
         Some(gpu_proc::open_backend_from_file(
@@ -313,43 +253,14 @@ pub fn run_command(args: &BenchArgs, kind: &str) -> anyhow::Result<ExitCode> {
         None
     };
     if let (true, Some(backend)) = (has("monolithic"), &backend) {
-        // The request opened once and proved `--monolithic-proofs` times, one partition at a
-        // time.
         let n = args.monolithic_proofs.unwrap_or(n).max(1);
-        let job = workload.open(0)?;
-        let jobs: Vec<Arc<dyn kernels::job::Job>> = vec![job; n];
-        let bar = report::progress_bar(n * workload.partitions(), "monolithic");
-        let run = local::run_monolithic(backend.as_ref(), &synthesis, &jobs, 1, &|d| {
-            bar.set_position(d as u64)
-        })?;
-        bar.finish_and_clear();
-        for (j, _) in jobs.iter().enumerate() {
-            let proofs = run
-                .proofs
-                .iter()
-                .filter(|p| p.job == j)
-                .map(|p| proof_bytes(&p.proof))
-                .collect::<anyhow::Result<Vec<_>>>()?;
-            workload.verify(j as u64, &proofs).context("monolithic")?;
-        }
-        let spans = job_spans(&run.timeline);
-        let wall = run.timeline.first_ns().zip(run.timeline.last_ns());
-        let config = format!("ours one at a time, {} backend", backend.name());
-        let mut r = plain_row(
-            &config,
-            "monolithic",
-            &run.timeline,
-            wall.map(|(a, b)| (b - a) as f64 / 1e9),
-            &spans,
-            false,
-        )?;
-        r.timeline = Some(write_run_files(
+        rows.push(monolithic_row(
+            backend.as_ref(),
+            &synthesis,
+            &workload,
+            n,
             &args.out_dir,
-            "monolithic",
-            &config,
-            &run.timeline,
         )?);
-        rows.push(r);
     }
     if !plan.modes.is_empty() {
         let (sweep_rows, sweep_notes) =
@@ -375,34 +286,7 @@ pub fn run_command(args: &BenchArgs, kind: &str) -> anyhow::Result<ExitCode> {
         extra.push(api.render());
         std::fs::write(args.out_dir.join("bench-filecoin-api.txt"), api.render())?;
     }
-    if let Some(stock) = rows
-        .iter()
-        .find(|r| r.row.mode == "stock")
-        .and_then(|r| r.row.s_per_proof)
-    {
-        for r in rows
-            .iter()
-            .filter(|r| r.row.mode != "stock" && r.clients > 0)
-        {
-            if let Some(x) = r.row.s_per_proof {
-                extra.push(format!(
-                    "stock / {}{} time per proof = {:.2}x",
-                    r.row.mode,
-                    if r.row.mode == "monolithic" {
-                        String::new()
-                    } else {
-                        format!(
-                            " ({}, -j {}{})",
-                            r.layout,
-                            r.clients,
-                            if r.neighbour { ", hog" } else { "" }
-                        )
-                    },
-                    stock / x
-                ));
-            }
-        }
-    }
+    extra.extend(stock_ratios(&rows));
     let report = SweepReport {
         workload: kind.to_string(),
         backend: args.pipeline.backend.to_string(),
@@ -419,4 +303,164 @@ pub fn run_command(args: &BenchArgs, kind: &str) -> anyhow::Result<ExitCode> {
         &extra,
     )?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--filecoin-modes` checked, and the notes on modes that do not apply to `kind`.
+fn parse_modes(text: &str, kind: ProofKind) -> anyhow::Result<(Vec<String>, Vec<String>)> {
+    let modes: Vec<String> = text.split(',').map(|m| m.trim().to_owned()).collect();
+    for m in &modes {
+        anyhow::ensure!(
+            MODES.contains(&m.as_str()),
+            "unknown mode `{m}`: use {}",
+            MODES.join(", ")
+        );
+    }
+    let porep = matches!(kind, ProofKind::PoRep(_));
+    let mut notes = Vec::new();
+    for m in ["stock", "api"] {
+        if modes.iter().any(|x| x == m) && !porep {
+            notes.push(format!(
+                "mode `{m}` measures PoRep only: skipped for `{kind}`"
+            ));
+        }
+    }
+    Ok((modes, notes))
+}
+
+/// The parameter cache and filecoin-proofs' settings (set before any call, inherited by the
+/// children), then `kind`'s parameters, generated if missing.
+fn prepare_parameters(
+    kind: ProofKind,
+    param_cache: &Path,
+    work_dir: &Path,
+) -> anyhow::Result<ParamFiles> {
+    eprintln!("parameters: {}", describe_cache(kind, param_cache));
+    std::fs::create_dir_all(param_cache)?;
+    let parents = work_dir.join("parents");
+    std::fs::create_dir_all(&parents)?;
+    // filecoin-proofs reads its settings once per process: before any call. The children
+    // inherit them.
+    std::env::set_var(launcher::env::FIL_PROOFS_PARAMETER_CACHE, param_cache);
+    if std::env::var_os("FIL_PROOFS_PARENT_CACHE").is_none() {
+        std::env::set_var("FIL_PROOFS_PARENT_CACHE", &parents);
+    }
+    let t = Instant::now();
+    let bar = launcher::srs::GenBar::new(true);
+    let (files, generated) =
+        filecoin::ensure_parameters(kind, param_cache, 17, &|p| bar.update(p))?;
+    bar.finish();
+    eprintln!(
+        "{kind}: parameters ready in {:.1} s (generated: {generated})",
+        t.elapsed().as_secs_f64()
+    );
+    Ok(files)
+}
+
+/// `stock`: filecoin-proofs' own `seal_commit_phase2`, `runs` times, every proof checked.
+fn stock_row(
+    sector: &fixture::SealedSector,
+    workload: &Workload,
+    runs: usize,
+) -> anyhow::Result<SweepRow> {
+    let mut lat = Vec::new();
+    let started = Instant::now();
+    for _ in 0..runs.max(1) {
+        let t = Instant::now();
+        let proof = sector.stock_c2()?;
+        lat.push(t.elapsed().as_secs_f64());
+        workload
+            .verify(
+                0,
+                &proof
+                    .chunks(filecoin::PARTITION_PROOF_LEN)
+                    .map(<[u8]>::to_vec)
+                    .collect::<Vec<_>>(),
+            )
+            .context("stock")?;
+    }
+    plain_row(
+        "filecoin-proofs seal_commit_phase2 (bellperson CPU)",
+        "stock",
+        &Timeline::new(),
+        Some(started.elapsed().as_secs_f64()),
+        &lat,
+        false,
+    )
+}
+
+/// `monolithic`: the request opened once and proved `n` times, one partition at a time, every
+/// proof checked; its timeline written beside the report.
+fn monolithic_row(
+    backend: &dyn Backend,
+    synthesis: &Synthesizer,
+    workload: &Workload,
+    n: usize,
+    out_dir: &Path,
+) -> anyhow::Result<SweepRow> {
+    let job = workload.open(0)?;
+    let jobs: Vec<Arc<dyn kernels::job::Job>> = vec![job; n];
+    let bar = report::progress_bar(n * workload.partitions(), "monolithic");
+    let run = local::run_monolithic(backend, synthesis, &jobs, 1, &|d| {
+        bar.set_position(d as u64)
+    })?;
+    bar.finish_and_clear();
+    for (j, _) in jobs.iter().enumerate() {
+        let proofs = run
+            .proofs
+            .iter()
+            .filter(|p| p.job == j)
+            .map(|p| proof_bytes(&p.proof))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        workload.verify(j as u64, &proofs).context("monolithic")?;
+    }
+    let spans = job_spans(&run.timeline);
+    let wall = run.timeline.first_ns().zip(run.timeline.last_ns());
+    let config = format!("ours one at a time, {} backend", backend.name());
+    let mut r = plain_row(
+        &config,
+        "monolithic",
+        &run.timeline,
+        wall.map(|(a, b)| (b - a) as f64 / 1e9),
+        &spans,
+        false,
+    )?;
+    r.timeline = Some(write_run_files(
+        out_dir,
+        "monolithic",
+        &config,
+        &run.timeline,
+    )?);
+    Ok(r)
+}
+
+/// The stock row's time per proof against each of ours.
+fn stock_ratios(rows: &[SweepRow]) -> Vec<String> {
+    let Some(stock) = rows
+        .iter()
+        .find(|r| r.row.mode == "stock")
+        .and_then(|r| r.row.s_per_proof)
+    else {
+        return Vec::new();
+    };
+    rows.iter()
+        .filter(|r| r.row.mode != "stock" && r.clients > 0)
+        .filter_map(|r| {
+            let x = r.row.s_per_proof?;
+            Some(format!(
+                "stock / {}{} time per proof = {:.2}x",
+                r.row.mode,
+                if r.row.mode == "monolithic" {
+                    String::new()
+                } else {
+                    format!(
+                        " ({}, -j {}{})",
+                        r.layout,
+                        r.clients,
+                        if r.neighbour { ", hog" } else { "" }
+                    )
+                },
+                stock / x
+            ))
+        })
+        .collect()
 }
