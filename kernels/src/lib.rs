@@ -49,11 +49,11 @@
 
 pub mod backend;
 pub mod circuits;
-mod error;
 // Without the feature, a stand-in whose `ProofKind` has no value and whose parsing says the
 // build has no Filecoin support: the rest of the workspace names Filecoin without a `cfg`.
 #[cfg_attr(not(feature = "filecoin"), path = "filecoin/disabled.rs")]
 pub mod filecoin;
+mod fixed_base;
 pub mod job;
 mod msm;
 pub mod ntt;
@@ -61,8 +61,9 @@ pub mod paramgen;
 pub mod r1cs;
 pub mod srs;
 pub mod synth;
+pub mod types;
 pub mod witness;
 
 pub use backend::cpu::CpuBackend;
-pub use backend::{Assignment, Backend, Density, Proof, WitnessAssignment};
-pub use error::{panic_message, Error, ErrorKind};
+pub use backend::Backend;
+pub use types::{panic_message, Assignment, Density, Error, ErrorKind, Proof, WitnessAssignment};

@@ -40,7 +40,7 @@ use blstrs::{Bls12, G1Affine, G2Affine};
 use group::prime::PrimeCurveAffine;
 use rayon::prelude::*;
 
-use crate::synth::CircuitShape;
+use crate::types::CircuitShape;
 use crate::{Error, ErrorKind};
 
 /// Magic bytes of an SRS image.

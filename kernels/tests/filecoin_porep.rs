@@ -14,7 +14,7 @@ use std::time::Instant;
 use filecoin_proofs::{get_seal_inputs, SealCommitPhase1Output, SectorShape2KiB};
 use kernels::filecoin::fixture::{seal_sector, SealedSector};
 use kernels::filecoin::{
-    self, detect_kind, open_job, ParamFiles, PoRepC2, ProofKind, RegisteredSealProof,
+    self, detect_kind, open_job, FilecoinJob, ParamFiles, PoRepC2, ProofKind, RegisteredSealProof,
     PARTITION_PROOF_LEN,
 };
 use kernels::srs::SrsImage;
@@ -218,7 +218,7 @@ fn every_c1_form_gives_the_same_circuits() {
         assert_eq!(job.partitions(), api.partitions());
         assert_eq!(job.public_inputs(0).unwrap(), api.public_inputs(0).unwrap());
     }
-    let typed = PoRepC2::<SectorShape2KiB>::from_json(PROOF, &raw_json).unwrap();
+    let typed = FilecoinJob::new(PoRepC2::<SectorShape2KiB>::from_json(PROOF, &raw_json).unwrap());
     assert_eq!(
         kernels::job::Job::public_inputs(&typed, 0).unwrap(),
         api.public_inputs(0).unwrap()
@@ -230,7 +230,7 @@ fn the_precompiled_synthesis_writes_the_full_synthesis_bytes() {
     let s = sealed();
     let job = open_job(s.kind(), &s.c1_json).unwrap();
     let t = Instant::now();
-    let r1cs = kernels::r1cs::compile(&job.circuit()).unwrap();
+    let r1cs = job.circuit().compile().unwrap();
     eprintln!(
         "2 KiB PoRep matrices: {} MiB, nnz {:?}, {} coefficients, recorded in {:.1} s",
         r1cs.bytes() >> 20,
@@ -238,7 +238,7 @@ fn the_precompiled_synthesis_writes_the_full_synthesis_bytes() {
         r1cs.coefficients(),
         t.elapsed().as_secs_f64()
     );
-    kernels::r1cs::check_job(&*job, &r1cs).unwrap();
+    kernels::job::check_compiled(&*job, &r1cs).unwrap();
 }
 
 /// Issue 31: the partition's witness pass packed into a witness-only assignment (its 0/1 aux
@@ -251,7 +251,7 @@ fn a_witness_only_partition_expands_to_the_full_synthesis_and_proves_the_same() 
     use kernels::Backend;
     let s = sealed();
     let job = open_job(s.kind(), &s.c1_json).unwrap();
-    let r1cs = kernels::r1cs::compile(&job.circuit()).unwrap();
+    let r1cs = job.circuit().compile().unwrap();
     let t = Instant::now();
     let layout = WitnessLayout::of(&r1cs);
     let layout_s = t.elapsed().as_secs_f64();
@@ -324,9 +324,10 @@ fn a_witness_only_partition_expands_to_the_full_synthesis_and_proves_the_same() 
 #[test]
 fn partition_circuit_has_the_known_shape() {
     let s = sealed();
-    let job =
+    let job = FilecoinJob::new(
         PoRepC2::<SectorShape2KiB>::from_json(PROOF, &serde_json::to_vec(&raw_of(s)).unwrap())
-            .unwrap();
+            .unwrap(),
+    );
     let shape = job.shape(0).unwrap();
     assert_eq!(shape, circuit_shape(job.circuit(0).unwrap()).unwrap());
     // 2,687,921 constraints and 1 + 39 inputs for the 2 KiB PoRep (issue 5); the blank circuit

@@ -229,9 +229,9 @@ fn the_precompiled_synthesis_writes_the_full_synthesis_bytes() {
     for (proof, seed) in [(WINNING, 7), (WINDOW, 8)] {
         let f = request(proof, randomness(seed));
         let job = open_job(f.kind(), &f.json).unwrap();
-        let r1cs = kernels::r1cs::compile(&job.circuit()).unwrap();
+        let r1cs = job.circuit().compile().unwrap();
         // WindowPoSt: both partitions, the second padded.
-        kernels::r1cs::check_job(&*job, &r1cs).unwrap();
+        kernels::job::check_compiled(&*job, &r1cs).unwrap();
     }
 }
 

@@ -55,8 +55,9 @@ use bellperson::groth16::{
 };
 use blstrs::{Bls12, Scalar};
 
-use super::{Assignment, Backend, Density, Proof};
+use super::Backend;
 use crate::srs::{scan_params_file, SrsLengths};
+use crate::types::{Assignment, Density, Proof};
 use crate::{Error, ErrorKind};
 
 // supraseal-c2 reads the density bitmaps as `const uint64_t*` through a `*const usize` field.
@@ -142,6 +143,20 @@ pub(super) fn is_no_gpu(code: c_int) -> bool {
 /// address, invalid program counter, launch failure).
 pub(super) fn is_sticky(code: c_int) -> bool {
     matches!(code, 214 | 700 | 702 | 710 | 714..=719)
+}
+
+/// A C++ error value as ours: "no GPU", a sticky CUDA error (the process's context is lost), or
+/// another CUDA failure. sppark's `CUDA_OK` reports negated CUDA codes; both signs are taken.
+pub(crate) fn sppark_error(e: sppark::Error, what: &str) -> Error {
+    let code = e.code.wrapping_abs();
+    if is_no_gpu(code) {
+        return ErrorKind::NoGpu.into();
+    }
+    let text = format!("{what}: {} (cuda error {code})", String::from(&e));
+    if is_sticky(code) {
+        return ErrorKind::DeviceLost(text).into();
+    }
+    ErrorKind::Cuda(text).into()
 }
 
 fn cuda_error(code: c_int, what: &str) -> Error {

@@ -49,7 +49,10 @@
 //! pieces and staging buffers, every query and the matrices' rows streamed, is refused with
 //! the numbers.
 
+use super::gpu::checks::msm_plan_with;
 use super::gpu::ffi;
+// The residency the planner decides, a C struct the context reads.
+pub use super::gpu::ffi::SrsResidency;
 use super::MatricesBytes;
 use crate::srs::SrsLengths;
 use crate::{Error, ErrorKind};
@@ -85,46 +88,6 @@ pub fn allocation_budget(budget: Option<u64>, total: u64, free: u64) -> u64 {
             b.saturating_sub(in_use)
                 .saturating_sub(FOOTPRINT_MARGIN)
                 .min(cap)
-        }
-    }
-}
-
-/// Which SRS points a context keeps on the device (`sp_residency`): per query (H, L, A, B_G1,
-/// B_G2, as [`QUERIES`]) a prefix of `resident[q]` points (at least the query's length: all of
-/// it); the rest streams for every proof through two staging buffers of `stage_bytes` each.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SrsResidency {
-    /// Points kept per query.
-    pub resident: [usize; 5],
-    /// Each staging buffer, bytes (raised to one chunk of 65,536 G2 points, 12 MiB).
-    pub stage_bytes: usize,
-    /// `0`: the full layout. Otherwise the compact one (module text, lever 4): one input set
-    /// with two domain vectors that also hold A's and B's scalars, and the tails of the 0/1
-    /// split taken in pieces of this many points (rounded up to whole tiles of 65,536 points,
-    /// at most 256 pieces a query).
-    pub piece: usize,
-    /// Non-zero: a witness-only circuit's matrix rows stream through the staging buffers
-    /// (lever 5), which are then allocated even where every query is resident.
-    pub matrices: usize,
-}
-
-impl SrsResidency {
-    /// Every query resident, nothing streamed.
-    pub const ALL: SrsResidency = SrsResidency {
-        resident: [usize::MAX; 5],
-        stage_bytes: 0,
-        piece: 0,
-        matrices: 0,
-    };
-
-    /// Every query streamed through staging buffers of `stage_bytes`.
-    pub fn none(stage_bytes: usize) -> SrsResidency {
-        SrsResidency {
-            resident: [0; 5],
-            stage_bytes,
-            piece: 0,
-            matrices: 0,
         }
     }
 }
@@ -407,7 +370,7 @@ const INTEGRATE_BUCKET_SECONDS: f64 = (0.816 - 0.238) / (36.0 * 15.0 * 131_072.0
 /// buffers mean more chunks), each sorting into the buckets of every window of the H MSM's
 /// plan. Only compared between plans of one SRS and budget.
 fn streaming_cost(lens: &SrsLengths, l: &DeviceLayout) -> f64 {
-    let h = super::gpu::msm_plan_with(lens.h, l.h_window_bits, l.h_chunks);
+    let h = msm_plan_with(lens.h, l.h_window_bits, l.h_chunks);
     l.streamed as f64 / (1u64 << 30) as f64 * STREAM_SECONDS_PER_GIB
         + f64::from(l.h_chunks) * h.buckets as f64 * CHUNK_BUCKET_SECONDS
 }
@@ -509,7 +472,7 @@ fn pieces_cost(lens: &SrsLengths, piece: u64) -> f64 {
         .map(|&n| {
             let n = n as u64;
             let pieces = n.div_ceil(piece).max(1);
-            let tail = super::gpu::msm_plan_with((piece.min(n) / 2) as usize, 0, 0);
+            let tail = msm_plan_with((piece.min(n) / 2) as usize, 0, 0);
             (pieces - 1) as f64
                 * tail.buckets as f64
                 * (CHUNK_BUCKET_SECONDS + INTEGRATE_BUCKET_SECONDS)
@@ -889,7 +852,7 @@ mod tests {
             }
             assert_eq!(l.resident_points[4], l.points[4]);
             // H's chunks hold at most a staging buffer's points; its prefix is whole chunks
-            let h = super::super::gpu::msm_plan_with(lens.h, l.h_window_bits, l.h_chunks);
+            let h = super::msm_plan_with(lens.h, l.h_window_bits, l.h_chunks);
             assert!(h.stride as u64 <= g1, "{h:?}");
             assert_eq!(l.resident_points[0] % h.stride as u64, 0);
             assert!(l.stage >= 2 * 65_536 * 192 && l.stage <= 2 * stage.max(65_536 * 192) as u64);

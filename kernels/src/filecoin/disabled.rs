@@ -7,9 +7,8 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
-pub use crate::circuits::ProofFamily;
-use crate::job::Job;
-use crate::synth::CircuitShape;
+use crate::types::CircuitShape;
+pub use crate::types::ProofFamily;
 use crate::{Error, ErrorKind};
 
 /// What every attempt to name or read a Filecoin proof says in this build.
@@ -80,8 +79,9 @@ pub fn detect_kind(_input: &[u8]) -> Result<ProofKind, Error> {
     Err(ErrorKind::InvalidRequest(NO_FILECOIN.into()).into())
 }
 
-/// Opens a proof request: unreachable in this build (no [`ProofKind`] exists).
-pub fn open_job(kind: ProofKind, _input: &[u8]) -> Result<Box<dyn Job>, Error> {
+/// Opens a proof request as a job (`J`: `Box<dyn Job>`): unreachable in this build (no
+/// [`ProofKind`] exists).
+pub fn open_job<J>(kind: ProofKind, _input: &[u8]) -> Result<J, Error> {
     match kind {}
 }
 

@@ -25,11 +25,8 @@ use storage_proofs_core::merkle::MerkleTreeTrait;
 use storage_proofs_core::proof::ProofScheme;
 use storage_proofs_porep::stacked::{self, StackedCircuit, StackedCompound, StackedDrg};
 
-use super::{guarded, BlankVisitor, ProofKind};
-use crate::circuits::AnyCircuit;
-use crate::job::Job;
-use crate::synth::{AssignmentSink, CircuitShape, Synthesis};
-use crate::{Backend, Error, ErrorKind};
+use super::{guarded, BlankVisitor, ProofKind, ProofRequest, RequestVisitor};
+use crate::{Error, ErrorKind};
 
 /// The PoRep circuit of one partition, as filecoin-proofs builds it.
 pub type PoRepCircuit<Tree> = StackedCircuit<Tree, DefaultPieceHasher>;
@@ -106,7 +103,8 @@ pub fn parse_c1<Tree: 'static + MerkleTreeTrait>(
     })
 }
 
-/// A PoRep C2 job: a checked C1 output with everything needed to build and prove its partitions.
+/// A checked C1 output: everything needed to build and prove its partitions (as a job:
+/// [`super::FilecoinJob`]).
 pub struct PoRepC2<Tree: 'static + MerkleTreeTrait> {
     registered: RegisteredSealProof,
     config: PoRepConfig,
@@ -200,23 +198,25 @@ impl<Tree: 'static + MerkleTreeTrait> PoRepC2<Tree> {
         })
     }
 
-    /// The config this job was checked against.
+    /// The config this C1 output was checked against.
     pub fn config(&self) -> &PoRepConfig {
         &self.config
     }
+}
 
-    /// Number of partitions (one Groth16 proof each).
-    pub fn partitions(&self) -> usize {
+impl<Tree: 'static + MerkleTreeTrait> ProofRequest for PoRepC2<Tree> {
+    type Circuit = PoRepCircuit<Tree>;
+
+    fn kind(&self) -> ProofKind {
+        ProofKind::PoRep(self.registered)
+    }
+
+    fn partitions(&self) -> usize {
         self.vanilla_proofs.len()
     }
 
-    fn check_partition(&self, k: usize) -> Result<(), Error> {
-        super::check_partition(k, self.partitions())
-    }
-
-    /// The circuit of partition `k`, exactly as `StackedCompound::circuit_proofs` builds it.
-    pub fn circuit(&self, k: usize) -> Result<PoRepCircuit<Tree>, Error> {
-        self.check_partition(k)?;
+    /// Exactly as `StackedCompound::circuit_proofs` builds it.
+    fn partition_circuit(&self, k: usize) -> Result<PoRepCircuit<Tree>, Error> {
         guarded("porep circuit", || {
             Compound::<Tree>::circuit(
                 &self.public_inputs,
@@ -228,9 +228,7 @@ impl<Tree: 'static + MerkleTreeTrait> PoRepC2<Tree> {
         })
     }
 
-    /// The public inputs of partition `k` (without the leading ONE), as the verifier computes them.
-    pub fn public_inputs(&self, k: usize) -> Result<Vec<Scalar>, Error> {
-        self.check_partition(k)?;
+    fn partition_inputs(&self, k: usize) -> Result<Vec<Scalar>, Error> {
         guarded("porep public inputs", || {
             Compound::<Tree>::generate_public_inputs(
                 &self.public_inputs,
@@ -238,49 +236,6 @@ impl<Tree: 'static + MerkleTreeTrait> PoRepC2<Tree> {
                 Some(k),
             )
         })
-    }
-
-    /// The shape of partition `k` (a counting pass, no witness): what a slot must hold.
-    pub fn shape(&self, k: usize) -> Result<CircuitShape, Error> {
-        crate::synth::circuit_shape(self.circuit(k)?)
-    }
-
-    /// Synthesizes partition `k` into `sink` (bellperson's prover sequence).
-    pub fn synthesize_partition<S: AssignmentSink>(&self, k: usize, sink: S) -> Result<S, Error> {
-        crate::synth::synthesize(self.circuit(k)?, sink)
-    }
-
-    /// Proves every partition with `backend` (see [`super::prove_job`]) and returns the proof
-    /// bytes filecoin-proofs writes: the partitions' proofs concatenated.
-    pub fn prove<B: Backend, R: rand_core::RngCore>(
-        &self,
-        backend: &B,
-        rng: &mut R,
-    ) -> Result<Vec<u8>, Error> {
-        super::prove_job(self, backend, rng)
-    }
-}
-
-impl<Tree: 'static + MerkleTreeTrait> Job for PoRepC2<Tree> {
-    fn circuit(&self) -> AnyCircuit {
-        AnyCircuit::Filecoin(ProofKind::PoRep(self.registered))
-    }
-
-    fn partitions(&self) -> usize {
-        self.vanilla_proofs.len()
-    }
-
-    fn synthesize_partition_with(
-        &self,
-        k: usize,
-        sink: &mut dyn AssignmentSink,
-        how: Synthesis<'_>,
-    ) -> Result<(), Error> {
-        crate::synth::synthesize_with(self.circuit(k)?, sink, how).map(drop)
-    }
-
-    fn public_inputs(&self, k: usize) -> Result<Vec<Scalar>, Error> {
-        PoRepC2::public_inputs(self, k)
     }
 }
 
@@ -433,11 +388,16 @@ pub(super) fn detect_commit2in(input: &[u8]) -> Result<ProofKind, Error> {
 }
 
 /// Opens a C1 output (any of the three forms) for `proof`.
-pub(super) fn open(proof: RegisteredSealProof, input: &[u8]) -> Result<Box<dyn Job>, Error> {
-    fn inner<Tree: 'static + MerkleTreeTrait>(
+pub(super) fn open<V: RequestVisitor>(
+    proof: RegisteredSealProof,
+    input: &[u8],
+    visitor: V,
+) -> Result<V::Out, Error> {
+    fn inner<Tree: 'static + MerkleTreeTrait, V: RequestVisitor>(
         proof: RegisteredSealProof,
         input: &[u8],
-    ) -> Result<Box<dyn Job>, Error> {
+        visitor: V,
+    ) -> Result<V::Out, Error> {
         let envelope = unwrap_commit2in(input)?;
         if let Some(e) = &envelope {
             check_envelope_size(&e.fields, proof)?;
@@ -480,10 +440,10 @@ pub(super) fn open(proof: RegisteredSealProof, input: &[u8]) -> Result<Box<dyn J
         } else {
             parse_c1::<Tree>(input)?
         };
-        Ok(Box::new(PoRepC2::<Tree>::new(proof, c1)?))
+        visitor.visit(PoRepC2::<Tree>::new(proof, c1)?)
     }
     ProofKind::PoRep(proof).check_supported()?;
-    super::with_tree!(u64::from(proof.sector_size()), Tree => inner::<Tree>(proof, input))
+    super::with_tree!(u64::from(proof.sector_size()), Tree => inner::<Tree, V>(proof, input, visitor))
 }
 
 /// Calls `visitor` with the blank PoRep circuit of `proof` (what parameter generation uses).
@@ -545,6 +505,11 @@ pub fn verify_seal(
 mod tests {
     use super::*;
     use filecoin_proofs::{SectorShape2KiB, SectorShape32GiB};
+
+    /// Opens `input` as a `proof` request's job.
+    fn open(proof: RegisteredSealProof, input: &[u8]) -> Result<Box<dyn crate::job::Job>, Error> {
+        super::super::open_job(ProofKind::PoRep(proof), input)
+    }
 
     #[test]
     fn wrong_tree_shape_is_refused() {

@@ -15,7 +15,7 @@
 //! }
 //! ```
 //!
-//! [`PoStJob`] then mirrors filecoin-proofs step for step:
+//! [`PoSt`] then mirrors filecoin-proofs step for step:
 //! - WinningPoSt (`generate_winning_post_with_vanilla`): exactly one vanilla proof (the sector
 //!   `generate_winning_post_sector_challenge` picked), one partition whose 66 "sectors" are the
 //!   66 challenges of that sector (the winning setup parameters);
@@ -50,11 +50,8 @@ use storage_proofs_post::fallback::{
     self, FallbackPoSt, FallbackPoStCircuit, FallbackPoStCompound, PublicSector,
 };
 
-use super::{guarded, BlankVisitor, ProofKind};
-use crate::circuits::AnyCircuit;
-use crate::job::Job;
-use crate::synth::{AssignmentSink, CircuitShape, Synthesis};
-use crate::{Backend, Error, ErrorKind};
+use super::{guarded, BlankVisitor, ProofKind, ProofRequest, RequestVisitor};
+use crate::{Error, ErrorKind};
 
 /// The PoSt circuit of one partition, as filecoin-proofs builds it.
 pub type PoStCircuit<Tree> = FallbackPoStCircuit<Tree>;
@@ -69,7 +66,7 @@ fn invalid(reason: impl Into<String>) -> Error {
     ErrorKind::InvalidRequest(reason.into()).into()
 }
 
-/// A PoSt proof request: what [`PoStJob`] proves, in the JSON form a job file or a socket
+/// A PoSt proof request: what [`PoSt`] proves, in the JSON form a job file or a socket
 /// carries (`serde`; unknown fields are refused so a misspelt `partition_index` is not ignored).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -263,8 +260,9 @@ fn failing_sectors<Tree: 'static + MerkleTreeTrait>(
         .collect()
 }
 
-/// A PoSt job: a checked request with everything needed to build and prove its partitions.
-pub struct PoStJob<Tree: 'static + MerkleTreeTrait> {
+/// A checked PoSt request: everything needed to build and prove its partitions (as a job:
+/// [`super::FilecoinJob`]).
+pub struct PoSt<Tree: 'static + MerkleTreeTrait> {
     registered: RegisteredPoStProof,
     config: PoStConfig,
     pub_params: fallback::PublicParams,
@@ -276,8 +274,8 @@ pub struct PoStJob<Tree: 'static + MerkleTreeTrait> {
     partition_index: Option<usize>,
 }
 
-impl<Tree: 'static + MerkleTreeTrait> PoStJob<Tree> {
-    /// [`PoStRequest::from_json`] then [`PoStJob::new`].
+impl<Tree: 'static + MerkleTreeTrait> PoSt<Tree> {
+    /// [`PoStRequest::from_json`] then [`PoSt::new`].
     pub fn from_json(proof: RegisteredPoStProof, input: &[u8]) -> Result<Self, Error> {
         Self::new(proof, PoStRequest::from_json(input)?)
     }
@@ -544,20 +542,21 @@ impl<Tree: 'static + MerkleTreeTrait> PoStJob<Tree> {
     pub fn config(&self) -> &PoStConfig {
         &self.config
     }
+}
 
-    /// Number of partitions (one Groth16 proof each).
-    pub fn partitions(&self) -> usize {
+impl<Tree: 'static + MerkleTreeTrait> ProofRequest for PoSt<Tree> {
+    type Circuit = PoStCircuit<Tree>;
+
+    fn kind(&self) -> ProofKind {
+        ProofKind::PoSt(self.registered)
+    }
+
+    fn partitions(&self) -> usize {
         self.partition_proofs.len()
     }
 
-    fn check_partition(&self, k: usize) -> Result<(), Error> {
-        super::check_partition(k, self.partitions())
-    }
-
-    /// The circuit of partition `k`, exactly as `FallbackPoStCompound::circuit_proofs` builds it
-    /// in `prove_with_vanilla`.
-    pub fn circuit(&self, k: usize) -> Result<PoStCircuit<Tree>, Error> {
-        self.check_partition(k)?;
+    /// Exactly as `FallbackPoStCompound::circuit_proofs` builds it in `prove_with_vanilla`.
+    fn partition_circuit(&self, k: usize) -> Result<PoStCircuit<Tree>, Error> {
         guarded("PoSt circuit", || {
             <Compound<Tree> as CompoundProof<FallbackPoSt<'_, Tree>, PoStCircuit<Tree>>>::circuit(
                 &self.prover_inputs,
@@ -569,13 +568,11 @@ impl<Tree: 'static + MerkleTreeTrait> PoStJob<Tree> {
         })
     }
 
-    /// The public inputs of partition `k` (without the leading ONE), as `verify_winning_post` /
-    /// `verify_window_post` compute them. With a `partition_index` (V1_2 only): those of that
-    /// partition, computed over its sectors alone with `Some(0)`, which equals the verifier's
-    /// `Some(partition_index)` over all sectors since V1_2 challenges do not depend on the
-    /// sector's position.
-    pub fn public_inputs(&self, k: usize) -> Result<Vec<Scalar>, Error> {
-        self.check_partition(k)?;
+    /// As `verify_winning_post` / `verify_window_post` compute them. With a `partition_index`
+    /// (V1_2 only): those of that partition, computed over its sectors alone with `Some(0)`,
+    /// which equals the verifier's `Some(partition_index)` over all sectors since V1_2
+    /// challenges do not depend on the sector's position.
+    fn partition_inputs(&self, k: usize) -> Result<Vec<Scalar>, Error> {
         guarded("PoSt public inputs", || {
             <Compound<Tree> as CompoundProof<FallbackPoSt<'_, Tree>, PoStCircuit<Tree>>>::generate_public_inputs(
                 &self.verifier_inputs,
@@ -584,51 +581,17 @@ impl<Tree: 'static + MerkleTreeTrait> PoStJob<Tree> {
             )
         })
     }
-
-    /// The shape of partition `k` (a counting pass, no witness).
-    pub fn shape(&self, k: usize) -> Result<CircuitShape, Error> {
-        crate::synth::circuit_shape(self.circuit(k)?)
-    }
-
-    /// Proves every partition with `backend` (see [`super::prove_job`]) and returns the proof
-    /// bytes filecoin-proofs writes: the partitions' proofs concatenated.
-    pub fn prove<B: Backend, R: rand_core::RngCore>(
-        &self,
-        backend: &B,
-        rng: &mut R,
-    ) -> Result<Vec<u8>, Error> {
-        super::prove_job(self, backend, rng)
-    }
-}
-
-impl<Tree: 'static + MerkleTreeTrait> Job for PoStJob<Tree> {
-    fn circuit(&self) -> AnyCircuit {
-        AnyCircuit::Filecoin(ProofKind::PoSt(self.registered))
-    }
-
-    fn partitions(&self) -> usize {
-        self.partition_proofs.len()
-    }
-
-    fn synthesize_partition_with(
-        &self,
-        k: usize,
-        sink: &mut dyn AssignmentSink,
-        how: Synthesis<'_>,
-    ) -> Result<(), Error> {
-        crate::synth::synthesize_with(self.circuit(k)?, sink, how).map(drop)
-    }
-
-    fn public_inputs(&self, k: usize) -> Result<Vec<Scalar>, Error> {
-        PoStJob::public_inputs(self, k)
-    }
 }
 
 /// Opens a PoSt request for `proof`.
-pub(super) fn open(proof: RegisteredPoStProof, input: &[u8]) -> Result<Box<dyn Job>, Error> {
+pub(super) fn open<V: RequestVisitor>(
+    proof: RegisteredPoStProof,
+    input: &[u8],
+    visitor: V,
+) -> Result<V::Out, Error> {
     let request = PoStRequest::from_json(input)?;
     super::with_tree!(u64::from(proof.sector_size()), Tree => {
-        PoStJob::<Tree>::new(proof, request).map(|j| Box::new(j) as Box<dyn Job>)
+        visitor.visit(PoSt::<Tree>::new(proof, request)?)
     })
 }
 
@@ -653,6 +616,11 @@ pub(super) fn visit_blank<V: BlankVisitor>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Opens `input` as a `proof` request's job.
+    fn open(proof: RegisteredPoStProof, input: &[u8]) -> Result<Box<dyn crate::job::Job>, Error> {
+        super::super::open_job(ProofKind::PoSt(proof), input)
+    }
 
     const WINNING: RegisteredPoStProof = RegisteredPoStProof::StackedDrgWinning2KiBV1;
     const WINDOW: RegisteredPoStProof = RegisteredPoStProof::StackedDrgWindow2KiBV1_2;
