@@ -429,50 +429,6 @@ fn bad_c1_gives_clear_errors() {
     assert!(e.to_string().contains("non-interactive"), "{e}");
 }
 
-/// PoRep C2 as Curio sends it to a cuzk-compatible prover: the `Commit2In` envelope in
-/// `vanilla_proof` and the Go ABI number of the seal proof (5: `StackedDrg2KiBV1_1`). The
-/// translated request is the envelope itself, and its job is the C1 output's job; a number of
-/// another proof type or a wrong sector size is refused with the field named.
-#[test]
-fn porep_as_curio_sends_it_opens_the_same_job() {
-    use kernels::filecoin::curio::{translate, CurioKind, CurioRequest};
-    let s = sealed();
-    let envelope = s.commit2in_json();
-    let curio = CurioRequest {
-        kind: CurioKind::PoRepSealCommit,
-        sector_size: 2048,
-        registered_proof: 5,
-        vanilla_proof: &envelope,
-        vanilla_proofs: &[],
-        sector_number: s.sector_id,
-        miner_id: kernels::filecoin::fixture::PROVER_MINER_ID,
-        randomness: &[],
-        partition_index: 0,
-        comm_r_old: &[],
-        comm_r_new: &[],
-        comm_d_new: &[],
-    };
-    let t = translate(&curio).unwrap();
-    assert_eq!(t.kind, s.kind());
-    assert_eq!(t.bytes, envelope);
-    let job = open_job(t.kind, &t.bytes).unwrap();
-    let api = open_job(s.kind(), &s.c1_json).unwrap();
-    assert_eq!(job.public_inputs(0).unwrap(), api.public_inputs(0).unwrap());
-
-    let v1 = CurioRequest {
-        registered_proof: 0,
-        ..curio
-    };
-    let e = translate(&v1).unwrap_err();
-    assert!(e.to_string().contains("registered_proof 0"), "{e}");
-    let wrong_size = CurioRequest {
-        sector_size: 32 << 30,
-        ..curio
-    };
-    let e = translate(&wrong_size).unwrap_err();
-    assert!(e.to_string().contains("sector_size"), "{e}");
-}
-
 /// Our GPU prover on a 2 KiB PoRep partition: the same 192 bytes per partition as the CPU
 /// backend for the same `r` and `s` (the same rng), and filecoin-proofs' `verify_seal` accepts
 /// them. Without a GPU it says so and returns; `SPLITPROVER_TEST_REQUIRE_GPU=1` makes that a

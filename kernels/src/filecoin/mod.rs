@@ -78,7 +78,6 @@ macro_rules! with_tree {
 }
 pub(crate) use with_tree;
 
-pub mod curio;
 #[cfg(feature = "fixtures")]
 pub mod fixture;
 mod job;
@@ -109,11 +108,31 @@ pub use filecoin_proofs::{
     PoRepConfig, SectorShape2KiB, SectorShapeBase, SectorShapeSub2, SectorShapeSub8,
     SectorShapeTop2,
 };
-pub use filecoin_proofs_api::{RegisteredPoStProof, RegisteredSealProof, RegisteredUpdateProof};
+pub use filecoin_proofs_api::{
+    PoStType, RegisteredPoStProof, RegisteredSealProof, RegisteredUpdateProof,
+};
 pub use job::{open_job, open_job_file, prove_job, FilecoinJob};
 pub use porep::PoRepC2;
 pub use storage_proofs_core::api_version::ApiVersion;
 pub use storage_proofs_core::merkle::MerkleTreeTrait;
+
+/// The prover id of a miner: its id address payload (unsigned LEB128) zero-padded to 32 bytes,
+/// as lotus and Curio make it.
+pub const fn prover_id(miner_id: u64) -> [u8; 32] {
+    let mut out = [0u8; 32];
+    let mut v = miner_id;
+    let mut i = 0;
+    loop {
+        let byte = (v & 0x7f) as u8;
+        v >>= 7;
+        if v == 0 {
+            out[i] = byte;
+            return out;
+        }
+        out[i] = byte | 0x80;
+        i += 1;
+    }
+}
 
 /// Bytes of one partition's Groth16 proof in a proof file (compressed A, B, C).
 pub const PARTITION_PROOF_LEN: usize = 192;

@@ -366,7 +366,7 @@ pub fn check_commit2in(input: &[u8], stated: Stated) -> Result<ProofKind, Error>
     if let (Some(miner), Some(sector)) = (stated.miner_id, sector) {
         let config = guarded("porep config", || Ok(c1.registered_proof.as_v1_config()))?;
         let expected = stacked::generate_replica_id::<filecoin_proofs::DefaultTreeHasher, _>(
-            &super::curio::prover_id(miner),
+            &super::prover_id(miner),
             sector,
             &c1.ticket,
             c1.comm_d,
@@ -492,7 +492,7 @@ pub fn verify_seal(
             api.registered_proof,
             api.comm_r,
             api.comm_d,
-            super::curio::prover_id(miner_id),
+            super::prover_id(miner_id),
             filecoin_proofs_api::SectorId::from(sector),
             api.ticket,
             api.seed,
@@ -509,6 +509,119 @@ mod tests {
     /// Opens `input` as a `proof` request's job.
     fn open(proof: RegisteredSealProof, input: &[u8]) -> Result<Box<dyn crate::job::Job>, Error> {
         super::super::open_job(ProofKind::PoRep(proof), input)
+    }
+
+    /// A `Commit2In` envelope around an api C1 output of `StackedDrg2KiBV1_1` (no vanilla
+    /// proofs: the envelope checks come before the proofs are read) sealed for miner 1000,
+    /// sector 42.
+    fn envelope(sector_num: u64, sector_size: u64) -> Vec<u8> {
+        use filecoin_proofs_api::seal::{SealCommitPhase1Output, VanillaSealProof};
+        let proof = RegisteredSealProof::StackedDrg2KiBV1_1;
+        let (ticket, comm_d) = ([5u8; 32], [6u8; 32]);
+        let replica_id = stacked::generate_replica_id::<filecoin_proofs::DefaultTreeHasher, _>(
+            &super::super::prover_id(1000),
+            42,
+            &ticket,
+            comm_d,
+            &proof.as_v1_config().porep_id,
+        );
+        let c1 = SealCommitPhase1Output {
+            registered_proof: proof,
+            vanilla_proofs: VanillaSealProof::StackedDrg2KiBV1(vec![]),
+            comm_r: [4; 32],
+            comm_d,
+            replica_id,
+            seed: [3; 32],
+            ticket,
+        };
+        let inner = super::super::encode_base64(&serde_json::to_vec(&c1).unwrap());
+        format!(
+            r#"{{"SectorNum": {sector_num}, "Phase1Out": "{inner}", "SectorSize": {sector_size}}}"#
+        )
+        .into_bytes()
+    }
+
+    /// What a Curio request states beside its `Commit2In` envelope (`miner_id`,
+    /// `sector_number`, `sector_size`) must agree with the envelope and its C1 output.
+    #[test]
+    fn envelope_fields_must_agree_with_what_is_stated() {
+        let good = envelope(42, 2048);
+        let all = Stated {
+            miner_id: Some(1000),
+            sector_number: Some(42),
+            sector_size: Some(2048),
+        };
+        let kind = ProofKind::PoRep(RegisteredSealProof::StackedDrg2KiBV1_1);
+        assert_eq!(check_commit2in(&good, all).unwrap(), kind);
+        // Fields not stated are not compared.
+        assert_eq!(check_commit2in(&good, Stated::default()).unwrap(), kind);
+        let cases = [
+            (
+                Stated {
+                    sector_number: Some(43),
+                    ..all
+                },
+                "sector_number 43 does not match the envelope's `SectorNum` 42",
+            ),
+            (
+                Stated {
+                    sector_size: Some(32 << 30),
+                    ..all
+                },
+                "sector_size 34359738368 does not match the envelope's `SectorSize` 2048",
+            ),
+            (
+                Stated {
+                    miner_id: Some(1001),
+                    ..all
+                },
+                "miner_id 1001 and sector_number 42 do not match the C1 output's replica id",
+            ),
+        ];
+        for (bad, want) in cases {
+            let e = check_commit2in(&good, bad).unwrap_err();
+            assert!(e.to_string().contains(want), "{e}\nwanted: {want}");
+        }
+    }
+
+    #[test]
+    fn an_envelope_whose_sector_size_is_not_its_c1_outputs_is_refused() {
+        // The envelope says 32 GiB, its C1 output is of a 2 KiB sector: refused whether the
+        // request's `sector_size` is unstated or agrees with the envelope.
+        let lying = envelope(42, 32 << 30);
+        for sector_size in [None, Some(32 << 30)] {
+            let stated = Stated {
+                sector_number: Some(42),
+                sector_size,
+                ..Stated::default()
+            };
+            let e = check_commit2in(&lying, stated).unwrap_err();
+            assert!(
+                e.to_string().contains(
+                    "the envelope's `SectorSize` 34359738368 does not match its C1 output's \
+                     `porep:StackedDrg2KiBV1_1` (2048 bytes)"
+                ),
+                "{e}"
+            );
+        }
+        // The same envelope opened as a request file (no Curio fields) is refused too.
+        let e = super::super::detect_kind(&lying).unwrap_err();
+        assert!(e.to_string().contains("`SectorSize` 34359738368"), "{e}");
+        let e = open(RegisteredSealProof::StackedDrg2KiBV1_1, &lying)
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("`SectorSize` 34359738368"), "{e}");
+        // A `SectorNum` that is not a number is named.
+        let e = check_commit2in(
+            br#"{"SectorNum": "x", "Phase1Out": "", "SectorSize": 2048}"#,
+            Stated::default(),
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("`SectorNum` is not an unsigned integer"),
+            "{e}"
+        );
     }
 
     #[test]
