@@ -7,7 +7,7 @@
 //!   works, `/proc/self/fd/N` of a memfd holding the file's bytes included.
 //! - [`page_lock`] registers a host range with CUDA (`cudaHostRegister`) for the lifetime of a
 //!   [`PageLock`], so host-to-device copies out of it run at DMA speed instead of through
-//!   pageable staging (≈55 GB/s against 6–7 GB/s measured on an H200).
+//!   pageable staging (BENCHMARKS.md has both rates).
 //! - [`gpu_count`] says how many CUDA devices there are; `Ok(0)` where there is no GPU or no
 //!   driver, so callers can skip or fail with a clear message.
 //! - [`device_info`] reads the current device's name and memory (total, free now) for status.
@@ -282,7 +282,8 @@ pub fn device_info() -> Result<DeviceInfo, Error> {
 /// A host memory range registered with CUDA (page-locked); unregistered on drop.
 ///
 /// Made by [`page_lock`]. Copies from the range to a GPU then run by DMA without a pageable
-/// staging copy. Registering costs ≈0.4 s per 8 GiB, so do it once per mapping, not per proof.
+/// staging copy. Registering takes time in proportion to the range (BENCHMARKS.md), so do
+/// it once per mapping, not per proof.
 #[derive(Debug)]
 pub struct PageLock {
     ptr: NonNull<u8>,

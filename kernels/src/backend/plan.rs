@@ -22,10 +22,10 @@
 //!    points are twice the bytes for G2 additions that cost about three times a G1 one; L, A
 //!    and B_G1 are mostly batch additions of points whose scalar is one, one addition per 96
 //!    bytes copied, so streaming them is bound by the copy. Of the staging sizes that fit (1 GiB
-//!    down to 12 MiB a buffer), the one whose plan costs a proof the least by a model measured
-//!    on an H100 (`streaming_cost`: the copies not hidden, and the H chunks, each of which sorts
-//!    its digits again; a streamed H chunk fits a staging buffer, so smaller buffers mean more
-//!    chunks, but leave more of a small SRS resident).
+//!    down to 12 MiB a buffer), the one whose plan costs a proof the least by a cost model
+//!    fitted to the GPU runs in BENCHMARKS.md (`streaming_cost`: the copies not hidden, and the
+//!    H chunks, each of which sorts its digits again; a streamed H chunk fits a staging buffer,
+//!    so smaller buffers mean more chunks, but leave more of a small SRS resident).
 //!
 //! 4. the compact layout, where even the full layout with every query streamed does not fit
 //!    (a 2^27 partition under 36 GiB: a 24 GB card): one input set of two domain vectors
@@ -59,9 +59,9 @@ use crate::{Error, ErrorKind};
 
 /// Device memory a plan leaves to the CUDA runtime beside what the layout allocates: the NTT
 /// twiddle tables sppark allocates at the first proof, the kernels' local memory, the 2 MiB
-/// granularity of each allocation. A budget is capped at the device's free memory less this.
-/// An 80 GB H100 planned to within 318 MiB of its free memory ran out at the first 2^27 proof
-/// (BENCHMARKS.md). The same amount the CUDA side keeps free beside a second input set
+/// granularity of each allocation. A budget is capped at the device's free memory less this;
+/// a plan that left much less ran out at the first 2^27 proof (BENCHMARKS.md, SRS streaming).
+/// The same amount the CUDA side keeps free beside a second input set
 /// ([`DeviceLayout::reserve`]).
 pub const RUNTIME_HEADROOM: u64 = 1 << 30;
 
@@ -347,22 +347,23 @@ pub struct PlanRequest {
 const CHUNK_STEPS: [u32; 7] = [1, 2, 4, 8, 16, 32, 64];
 
 /// Seconds per GiB of SRS streamed that a proof loses: the part of the copies not hidden
-/// behind the MSMs. Measured on an NVIDIA H100 (BENCHMARKS.md, SRS streaming): a 2^26 partition
-/// with every query streamed (22.1 GiB) took 0.204 s more than resident.
+/// behind the MSMs. Fitted as a partition's extra GPU time with every query streamed over the
+/// GiB it streamed (the run in BENCHMARKS.md, SRS streaming); only its ratio to the other
+/// costs matters, since plans are compared, never timed, with it.
 const STREAM_SECONDS_PER_GIB: f64 = 0.204 / 22.1;
 
 /// Seconds a chunk of a Pippenger costs per bucket of each of its windows: each chunk sorts its
 /// digits into every window's buckets again (its chunks add into the same buckets and are
-/// integrated once). Measured on an H100 at 2^27 (18-bit windows, 15 windows of 2^17 buckets,
-/// `gpu_check --phases`, BENCHMARKS.md "One row integration per MSM"): H in 49 chunks, every
-/// point streamed, took 0.323 s more than H in 13 chunks with 9.23 GiB less of it streamed, so
-/// 36 chunks cost 0.323 - 9.23 GiB x [`STREAM_SECONDS_PER_GIB`] = 0.238 s: 3.4 ns per bucket.
+/// integrated once). Fitted as the extra GPU time of an H MSM taken in more chunks, less what
+/// its extra streaming costs ([`STREAM_SECONDS_PER_GIB`]), over the chunks added times its
+/// windows times their buckets (`gpu_check --phases` at 2^27; the run in BENCHMARKS.md, one row
+/// integration per MSM).
 const CHUNK_BUCKET_SECONDS: f64 = 0.238 / (36.0 * 15.0 * 131_072.0);
 
 /// Seconds one row integration costs per bucket of each window: a Pippenger's integration of
-/// its buckets, one block per window. Measured on the same H100 and SRS as the per-chunk cost
-/// with the build before, which integrated once a chunk: there the same 36 more chunks took
-/// 0.901 s more, less the same 0.085 s of copies and 0.238 s of sorting: 8.2 ns per bucket.
+/// its buckets, one block per window. Fitted as [`CHUNK_BUCKET_SECONDS`] is, from the same
+/// chunks added to a build that integrated once a chunk, less their copies and their sorting
+/// (the run in BENCHMARKS.md, one row integration per MSM).
 const INTEGRATE_BUCKET_SECONDS: f64 = (0.816 - 0.238) / (36.0 * 15.0 * 131_072.0);
 
 /// What a streaming plan of `lens` is expected to add to a proof's GPU time, seconds: its

@@ -301,8 +301,8 @@ pub const POREP_32GIB_PARTITION: PartitionShape = PartitionShape {
 ///
 /// The chain matters: with `m = b_x + c * b_y` (its first version) the non-0/1 values took only
 /// 128 distinct values, and a Pippenger bucket accumulation, one thread per bucket, serialised
-/// ~375,000 additions per bucket: 27 s of GPU time per full-size partition instead of a few
-/// (BENCHMARKS.md, production scale).
+/// ~375,000 additions per bucket, many times a real witness's GPU time (BENCHMARKS.md,
+/// production scale).
 #[derive(Clone, Debug)]
 pub struct PorepLike {
     /// The divisor (>= 1).

@@ -301,105 +301,17 @@ impl<Tree: 'static + MerkleTreeTrait> PoSt<Tree> {
             .into());
         }
         let config = post_config(proof)?;
-        let sector_count = config.sector_count;
         let count = request.vanilla_proofs.len();
-        match (&config.typ, request.partition_index) {
-            (PoStType::Winning, Some(_)) => {
-                return Err(invalid(format!(
-                    "`partition_index` is for WindowPoSt, `{kind}` is a WinningPoSt"
-                )));
-            }
-            (PoStType::Winning, None) if count != sector_count => {
-                return Err(invalid(format!(
-                    "{count} vanilla proofs, a WinningPoSt takes {sector_count} (the challenged sector's)"
-                )));
-            }
-            (PoStType::Window, _) if count == 0 => return Err(invalid("no vanilla proofs")),
-            (PoStType::Window, Some(k)) => {
-                if config.api_version != ApiVersion::V1_2_0 {
-                    return Err(invalid(format!(
-                        "`partition_index` needs a V1_2 WindowPoSt proof type, not `{kind}`"
-                    )));
-                }
-                if count > sector_count {
-                    return Err(invalid(format!(
-                        "{count} vanilla proofs for partition {k}, a `{kind}` partition has at most \
-                         {sector_count} sectors"
-                    )));
-                }
-            }
-            _ => {}
-        }
+        check_count(kind, &config, count, request.partition_index)?;
         let randomness: TreeDomain<Tree> =
             filecoin_proofs::as_safe_commitment(&request.randomness, "randomness")
                 .map_err(|e| invalid(format!("`randomness` is not a field element ({e:#})")))?;
         let prover_id: TreeDomain<Tree> =
             filecoin_proofs::as_safe_commitment(&request.prover_id, "prover_id")
                 .map_err(|e| invalid(format!("`prover_id` is not a field element ({e:#})")))?;
-
-        let bytes = request.vanilla_proof_bytes()?;
-        let mut vanilla_proofs = Vec::with_capacity(bytes.len());
-        for (i, b) in bytes.iter().enumerate() {
-            let p = decode_vanilla_proof::<Tree>(i, b, proof)?;
-            let id = u64::from(p.sector_id);
-            let sectors = &p.vanilla_proof.sectors;
-            if sectors.len() != 1 {
-                return Err(invalid(format!(
-                    "`vanilla_proofs[{i}]` (sector {id}) holds {} sector proofs, a vanilla proof has 1",
-                    sectors.len()
-                )));
-            }
-            let challenges = sectors[0].inclusion_proofs.len();
-            if challenges != config.challenge_count {
-                return Err(invalid(format!(
-                    "`vanilla_proofs[{i}]` (sector {id}) proves {challenges} challenges, a `{kind}` \
-                     vanilla proof proves {}; hint: vanilla proofs of another PoSt type",
-                    config.challenge_count
-                )));
-            }
-            if let Some(prev) = vanilla_proofs
-                .last()
-                .map(|p: &FallbackPoStSectorProof<Tree>| u64::from(p.sector_id))
-            {
-                if id <= prev {
-                    return Err(invalid(format!(
-                        "`vanilla_proofs[{i}]` is sector {id} after sector {prev}: the sectors must be \
-                         in ascending sector id order, each once (the verifier's order)"
-                    )));
-                }
-            }
-            vanilla_proofs.push(p);
-        }
-
-        // The setup of generate_{winning,window}_post_with_vanilla.
-        let (vanilla_params, partitions) = match config.typ {
-            PoStType::Winning => (
-                guarded("winning PoSt setup parameters", || {
-                    filecoin_proofs::parameters::winning_post_setup_params(&config)
-                })?,
-                None,
-            ),
-            PoStType::Window => {
-                let p = filecoin_proofs::get_num_partition_for_fallback_post(&config, count);
-                (
-                    filecoin_proofs::parameters::window_post_setup_params(&config),
-                    (p > 1).then_some(p),
-                )
-            }
-        };
-        let setup = compound_proof::SetupParams {
-            vanilla_params,
-            partitions,
-            priority: config.priority,
-        };
-        let pub_params = guarded("PoSt public parameters", || {
-            <Compound<Tree> as CompoundProof<FallbackPoSt<'_, Tree>, PoStCircuit<Tree>>>::setup(
-                &setup,
-            )
-        })?
-        .vanilla_params;
+        let vanilla_proofs = decode_vanilla_proofs::<Tree>(&request, proof, &config)?;
+        let (pub_params, partitions) = setup::<Tree>(&config, count)?;
         let partition_count = partitions.unwrap_or(1);
-
         let pub_sectors: Vec<PublicSector<TreeDomain<Tree>>> = vanilla_proofs
             .iter()
             .map(|p| PublicSector {
@@ -427,48 +339,16 @@ impl<Tree: 'static + MerkleTreeTrait> PoSt<Tree> {
             k: None,
         };
 
-        let partition_proofs = match request.partition_index {
-            None => guarded("partitioning the vanilla proofs", || {
-                filecoin_proofs::partition_vanilla_proofs(
-                    &config,
-                    &pub_params,
-                    &prover_inputs,
-                    partition_count,
-                    &vanilla_proofs,
-                )
-            }),
-            Some(_) => guarded("partitioning the vanilla proofs", || {
-                filecoin_proofs::single_partition_vanilla_proofs(&config, &pub_params, &prover_inputs, &vanilla_proofs)
-            })
-            .map(|p| vec![p]),
-        }
-        .map_err(|e| {
-            let first = request.partition_index.unwrap_or(0).saturating_mul(sector_count);
-            let failing = guarded("locating the failing vanilla proofs", || {
-                Ok(failing_sectors(
-                    &config,
-                    &pub_params,
-                    randomness,
-                    first,
-                    &vanilla_proofs,
-                ))
-            })
-            .unwrap_or_default();
-            if failing.is_empty() {
-                invalid(format!(
-                    "the vanilla proofs do not verify for this randomness and `{kind}` (vanilla proofs \
-                     of another randomness, proof type or sector, or damaged): {e}"
-                ))
-            } else {
-                invalid(format!(
-                    "the vanilla proofs of {} {} do not verify for this randomness and `{kind}` \
-                     (vanilla proofs of another randomness, proof type or sector, or damaged)",
-                    if failing.len() == 1 { "sector" } else { "sectors" },
-                    failing.join(", ")
-                ))
-            }
-        })?;
-        let job = Self {
+        let partition_proofs = partition(
+            kind,
+            &config,
+            &pub_params,
+            &prover_inputs,
+            request.partition_index,
+            partition_count,
+            &vanilla_proofs,
+        )?;
+        let checked = Self {
             registered: proof,
             config,
             pub_params,
@@ -477,20 +357,20 @@ impl<Tree: 'static + MerkleTreeTrait> PoSt<Tree> {
             partition_proofs,
             partition_index: request.partition_index,
         };
-        let expected = if job.partition_index.is_some() {
+        let expected = if checked.partition_index.is_some() {
             1
         } else {
             partition_count
         };
-        if job.partition_proofs.len() != expected {
+        if checked.partition_proofs.len() != expected {
             return Err(Error::shape(
                 "PoSt partitions",
                 expected,
-                job.partition_proofs.len(),
+                checked.partition_proofs.len(),
             ));
         }
-        job.verify_vanilla()?;
-        Ok(job)
+        checked.verify_vanilla()?;
+        Ok(checked)
     }
 
     /// Verifies each partition's vanilla proof against the sectors the verifier lists (for
@@ -581,6 +461,186 @@ impl<Tree: 'static + MerkleTreeTrait> ProofRequest for PoSt<Tree> {
             )
         })
     }
+}
+
+/// Checks the number of vanilla proofs and the `partition_index` against the PoSt type.
+fn check_count(
+    kind: ProofKind,
+    config: &PoStConfig,
+    count: usize,
+    partition_index: Option<usize>,
+) -> Result<(), Error> {
+    let sector_count = config.sector_count;
+    match (&config.typ, partition_index) {
+        (PoStType::Winning, Some(_)) => {
+            return Err(invalid(format!(
+                "`partition_index` is for WindowPoSt, `{kind}` is a WinningPoSt"
+            )));
+        }
+        (PoStType::Winning, None) if count != sector_count => {
+            return Err(invalid(format!(
+                "{count} vanilla proofs, a WinningPoSt takes {sector_count} (the challenged sector's)"
+            )));
+        }
+        (PoStType::Window, _) if count == 0 => return Err(invalid("no vanilla proofs")),
+        (PoStType::Window, Some(k)) => {
+            if config.api_version != ApiVersion::V1_2_0 {
+                return Err(invalid(format!(
+                    "`partition_index` needs a V1_2 WindowPoSt proof type, not `{kind}`"
+                )));
+            }
+            if count > sector_count {
+                return Err(invalid(format!(
+                    "{count} vanilla proofs for partition {k}, a `{kind}` partition has at most \
+                     {sector_count} sectors"
+                )));
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// Decodes the request's vanilla proofs and checks each: one sector, the PoSt type's challenge
+/// count, the sectors in ascending id order.
+fn decode_vanilla_proofs<Tree: 'static + MerkleTreeTrait>(
+    request: &PoStRequest,
+    proof: RegisteredPoStProof,
+    config: &PoStConfig,
+) -> Result<Vec<FallbackPoStSectorProof<Tree>>, Error> {
+    let kind = ProofKind::PoSt(proof);
+    let bytes = request.vanilla_proof_bytes()?;
+    let mut vanilla_proofs = Vec::with_capacity(bytes.len());
+    for (i, b) in bytes.iter().enumerate() {
+        let p = decode_vanilla_proof::<Tree>(i, b, proof)?;
+        let id = u64::from(p.sector_id);
+        let sectors = &p.vanilla_proof.sectors;
+        if sectors.len() != 1 {
+            return Err(invalid(format!(
+                "`vanilla_proofs[{i}]` (sector {id}) holds {} sector proofs, a vanilla proof has 1",
+                sectors.len()
+            )));
+        }
+        let challenges = sectors[0].inclusion_proofs.len();
+        if challenges != config.challenge_count {
+            return Err(invalid(format!(
+                "`vanilla_proofs[{i}]` (sector {id}) proves {challenges} challenges, a `{kind}` \
+                 vanilla proof proves {}; hint: vanilla proofs of another PoSt type",
+                config.challenge_count
+            )));
+        }
+        if let Some(prev) = vanilla_proofs
+            .last()
+            .map(|p: &FallbackPoStSectorProof<Tree>| u64::from(p.sector_id))
+        {
+            if id <= prev {
+                return Err(invalid(format!(
+                    "`vanilla_proofs[{i}]` is sector {id} after sector {prev}: the sectors must be \
+                     in ascending sector id order, each once (the verifier's order)"
+                )));
+            }
+        }
+        vanilla_proofs.push(p);
+    }
+    Ok(vanilla_proofs)
+}
+
+/// The public parameters of `generate_{winning,window}_post_with_vanilla` for `count` vanilla
+/// proofs, and the partitions it takes (`None`: one).
+fn setup<Tree: 'static + MerkleTreeTrait>(
+    config: &PoStConfig,
+    count: usize,
+) -> Result<(fallback::PublicParams, Option<usize>), Error> {
+    let (vanilla_params, partitions) = match config.typ {
+        PoStType::Winning => (
+            guarded("winning PoSt setup parameters", || {
+                filecoin_proofs::parameters::winning_post_setup_params(config)
+            })?,
+            None,
+        ),
+        PoStType::Window => {
+            let p = filecoin_proofs::get_num_partition_for_fallback_post(config, count);
+            (
+                filecoin_proofs::parameters::window_post_setup_params(config),
+                (p > 1).then_some(p),
+            )
+        }
+    };
+    let setup = compound_proof::SetupParams {
+        vanilla_params,
+        partitions,
+        priority: config.priority,
+    };
+    let pub_params = guarded("PoSt public parameters", || {
+        <Compound<Tree> as CompoundProof<FallbackPoSt<'_, Tree>, PoStCircuit<Tree>>>::setup(&setup)
+    })?
+    .vanilla_params;
+    Ok((pub_params, partitions))
+}
+
+/// Partitions the vanilla proofs as filecoin-proofs does (one partition with a
+/// `partition_index`); where they do not verify, the error names the failing sectors.
+fn partition<Tree: 'static + MerkleTreeTrait>(
+    kind: ProofKind,
+    config: &PoStConfig,
+    pub_params: &fallback::PublicParams,
+    prover_inputs: &PublicInputs<Tree>,
+    partition_index: Option<usize>,
+    partition_count: usize,
+    vanilla_proofs: &[FallbackPoStSectorProof<Tree>],
+) -> Result<Vec<PartitionProof<Tree>>, Error> {
+    match partition_index {
+        None => guarded("partitioning the vanilla proofs", || {
+            filecoin_proofs::partition_vanilla_proofs(
+                config,
+                pub_params,
+                prover_inputs,
+                partition_count,
+                vanilla_proofs,
+            )
+        }),
+        Some(_) => guarded("partitioning the vanilla proofs", || {
+            filecoin_proofs::single_partition_vanilla_proofs(
+                config,
+                pub_params,
+                prover_inputs,
+                vanilla_proofs,
+            )
+        })
+        .map(|p| vec![p]),
+    }
+    .map_err(|e| {
+        let first = partition_index
+            .unwrap_or(0)
+            .saturating_mul(config.sector_count);
+        let failing = guarded("locating the failing vanilla proofs", || {
+            Ok(failing_sectors(
+                config,
+                pub_params,
+                prover_inputs.randomness,
+                first,
+                vanilla_proofs,
+            ))
+        })
+        .unwrap_or_default();
+        if failing.is_empty() {
+            invalid(format!(
+                "the vanilla proofs do not verify for this randomness and `{kind}` (vanilla proofs \
+                 of another randomness, proof type or sector, or damaged): {e}"
+            ))
+        } else {
+            invalid(format!(
+                "the vanilla proofs of {} {} do not verify for this randomness and `{kind}` \
+                 (vanilla proofs of another randomness, proof type or sector, or damaged)",
+                if failing.len() == 1 {
+                    "sector"
+                } else {
+                    "sectors"
+                },
+                failing.join(", ")
+            ))
+        }
+    })
 }
 
 /// Opens a PoSt request for `proof`.
