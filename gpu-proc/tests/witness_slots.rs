@@ -70,7 +70,11 @@ fn prover(
     );
     let prover = Prover::from_backends(backends);
     if matrices {
-        prover.add_matrices(kernels::r1cs::compile(&(*spec).into()).unwrap());
+        prover.add_matrices(
+            kernels::circuits::AnyCircuit::from(*spec)
+                .compile()
+                .unwrap(),
+        );
         assert_eq!(prover.matrix_ids(), vec![spec.circuit_id()]);
     }
     prover
@@ -114,7 +118,7 @@ fn a_witness_slot_proves_to_the_full_slots_bytes_and_bellpersons() {
         ("pubinputs:4", 6),
     ] {
         let spec: CircuitSpec = text.parse().unwrap();
-        let r1cs = kernels::r1cs::compile(&spec.into()).unwrap();
+        let r1cs = kernels::circuits::AnyCircuit::from(spec).compile().unwrap();
         let layout = WitnessLayout::of(&r1cs);
         let params =
             kernels::paramgen::generate_parameters_seeded(spec.circuit(None), 11, &|_| {}).unwrap();
@@ -193,7 +197,7 @@ fn a_witness_slot_proves_to_the_full_slots_bytes_and_bellpersons() {
 #[test]
 fn a_witness_slot_without_matrices_fails_alone_and_the_full_slot_beside_it_is_proved() {
     let spec: CircuitSpec = "bits:130".parse().unwrap();
-    let r1cs = kernels::r1cs::compile(&spec.into()).unwrap();
+    let r1cs = kernels::circuits::AnyCircuit::from(spec).compile().unwrap();
     let params =
         kernels::paramgen::generate_parameters_seeded(spec.circuit(None), 3, &|_| {}).unwrap();
     let ring = ring_for(&spec, 2);
@@ -246,7 +250,7 @@ fn a_witness_request_without_matrices_in_synth_proc_makes_a_full_slot() {
 #[test]
 fn a_witness_slot_whose_sizes_lie_is_refused_without_a_panic() {
     let spec: CircuitSpec = "bits:130".parse().unwrap();
-    let r1cs = kernels::r1cs::compile(&spec.into()).unwrap();
+    let r1cs = kernels::circuits::AnyCircuit::from(spec).compile().unwrap();
     let layout = WitnessLayout::of(&r1cs);
     let params =
         kernels::paramgen::generate_parameters_seeded(spec.circuit(None), 3, &|_| {}).unwrap();

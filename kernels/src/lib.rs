@@ -1,6 +1,9 @@
-//! Groth16 provers that work from borrowed assignments (what a ring slot holds), SRS tooling and
-//! built-in circuits.
+//! Groth16 provers that work from borrowed assignments (what a ring slot holds), SRS tooling,
+//! built-in circuits and Filecoin's proofs.
 //!
+//! - [`types`]: the floor, the plain types every other module shares ([`Assignment`],
+//!   [`types::CircuitShape`], [`types::AssignmentSink`], [`Error`]); it imports nothing of the
+//!   crate, and every module's imports run down to it.
 //! - [`synth`]: [`synth::ProvingCs`] synthesizes a bellperson circuit into any
 //!   [`synth::AssignmentSink`] (a ring slot, or [`synth::VecSink`]) exactly as bellperson's prover
 //!   does; [`synth::circuit_shape`] counts a circuit.
@@ -14,14 +17,18 @@
 //! - [`srs`]: the flat SRS image ([`srs::SrsView`], zero-copy over any 64-byte aligned bytes, e.g.
 //!   a shared mapping) and bellperson's `.params` file format (read, write, stream into an image).
 //! - [`paramgen`]: a fast random parameter generator with progress reporting.
-//! - [`circuits`]: built-in circuits named by a [`circuits::CircuitSpec`] (`sha-chain:38`,
-//!   `pubinputs:8`, `bits:4096`).
+//! - [`circuits`]: [`circuits::AnyCircuit`], the circuit a job names: a built-in circuit
+//!   ([`circuits::builtin`], named by a [`circuits::CircuitSpec`]: `sha-chain:38`,
+//!   `pubinputs:8`, `bits:4096`) or a Filecoin proof kind.
 //! - [`job`]: the [`job::Job`] trait (a circuit plus request bytes: partitions and their public
-//!   inputs) that the pipeline schedules, for built-in circuits and
-//!   Filecoin alike ([`job::open`]).
-//! - `filecoin` (feature `filecoin`; without it a stand-in that refuses Filecoin specs): PoRep C2 from a C1 output, circuits built by the fil crates,
-//!   proved by this crate's backends, bytes accepted by filecoin-proofs' `verify_seal`; local
-//!   test parameters under the official parameter cache names.
+//!   inputs) that the pipeline schedules, for built-in circuits and Filecoin alike
+//!   ([`job::open`], the one place that picks the family).
+//! - `filecoin` (feature `filecoin`; without it a stand-in that refuses Filecoin specs): PoRep
+//!   C2 from a C1 output, WinningPoSt and WindowPoSt from vanilla proofs, SnapDeals from
+//!   partition proofs, each a checked request made a job by one generic `FilecoinJob`; circuits
+//!   built by the fil crates, proved by this crate's backends, bytes accepted by
+//!   filecoin-proofs' verifiers; local test parameters under the official parameter cache
+//!   names. Feature `fixtures`: test and bench data (`filecoin::fixture`).
 //!
 //! # Example
 //!
@@ -49,11 +56,11 @@
 
 pub mod backend;
 pub mod circuits;
-mod error;
 // Without the feature, a stand-in whose `ProofKind` has no value and whose parsing says the
 // build has no Filecoin support: the rest of the workspace names Filecoin without a `cfg`.
 #[cfg_attr(not(feature = "filecoin"), path = "filecoin/disabled.rs")]
 pub mod filecoin;
+mod fixed_base;
 pub mod job;
 mod msm;
 pub mod ntt;
@@ -61,8 +68,9 @@ pub mod paramgen;
 pub mod r1cs;
 pub mod srs;
 pub mod synth;
+pub mod types;
 pub mod witness;
 
 pub use backend::cpu::CpuBackend;
-pub use backend::{Assignment, Backend, Density, Proof, WitnessAssignment};
-pub use error::{panic_message, Error, ErrorKind};
+pub use backend::Backend;
+pub use types::{panic_message, Assignment, Density, Error, ErrorKind, Proof, WitnessAssignment};

@@ -51,15 +51,17 @@ use blstrs::Scalar;
 use ff::{Field, PrimeField};
 use rayon::prelude::*;
 
-use crate::synth::{CircuitShape, DensityBits};
-use crate::witness::{new_bit, small_int, RowVar, MAX_ROW_TERMS};
+use crate::types::{CircuitShape, DensityBits};
 use crate::{Error, ErrorKind};
+use bits::{new_bit, small_int, RowVar, MAX_ROW_TERMS};
 
 mod record;
 mod witness;
 
+pub(crate) mod bits;
+
 pub use record::{measure, record, AlignedBytes, Measure, R1csBuilder};
-pub use witness::{check_job, compile, synthesize_compiled, synthesize_witness, WitnessCs};
+pub use witness::{synthesize_compiled, synthesize_witness, WitnessCs};
 
 /// The first header word.
 pub const MAGIC: [u8; 8] = *b"SPR1CS\0\0";

@@ -39,11 +39,11 @@
 //! as one thread per word); it is one `u64` per 64 variables, not an index per variable.
 //!
 //! ```
-//! use kernels::circuits::CircuitSpec;
+//! use kernels::circuits::{AnyCircuit, CircuitSpec};
 //! use kernels::witness::{expand, PackedWitness, WitnessLayout};
 //!
 //! let spec: CircuitSpec = "bits:100".parse()?;
-//! let r1cs = kernels::r1cs::compile(&spec.into())?;
+//! let r1cs = AnyCircuit::from(spec).compile()?;
 //! let layout = WitnessLayout::of(&r1cs);
 //! assert_eq!(layout.bits(), 100);
 //! let packed = PackedWitness::synthesize(spec.circuit(Some(7)), &r1cs, &layout)?;
@@ -56,207 +56,17 @@
 
 use bellpepper_core::{Circuit, SynthesisError};
 use blstrs::Scalar;
-use ff::{Field, PrimeField};
+use ff::Field;
 use rayon::prelude::*;
 
-use crate::backend::{Assignment, Density};
 use crate::r1cs::R1cs;
-use crate::synth::{AssignmentSink, Evaluations, Synthesis};
+use crate::synth::Synthesis;
+use crate::types::{Assignment, Density};
+use crate::types::{AssignmentSink, Evaluations};
 use crate::Error;
 
 /// Words of the bitmaps per parallel unpacking task (64 variables each).
 const WORDS_PER_TASK: usize = 1 << 10;
-
-/// A variable of a constraint row as the boolean test sees it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum RowVar {
-    /// Input 0, `ONE`.
-    One,
-    /// Another input (never a bit variable of the packed form).
-    Input,
-    /// Aux variable `i`.
-    Aux(usize),
-}
-
-/// One term of a row: its variable, its coefficient, and the coefficient as a small integer when
-/// it is one ([`small_int`]).
-pub(crate) type RowTerm = (RowVar, Scalar, Option<i64>);
-
-/// `c` as an integer `m` with `|m| < 2^40`, if it is one: rows whose coefficients all are such
-/// are solved in `i128`, exactly (their values stay far below the field's modulus, so an integer
-/// is 0 exactly when the field element is).
-pub(crate) fn small_int(c: &Scalar) -> Option<i64> {
-    let fits = |x: &Scalar| {
-        let r = x.to_repr();
-        r[5..].iter().all(|&b| b == 0).then(|| {
-            let mut low = [0u8; 8];
-            low[..5].copy_from_slice(&r[..5]);
-            i64::from_le_bytes(low)
-        })
-    };
-    fits(c).or_else(|| fits(&-*c).map(|m| -m))
-}
-
-/// Most terms a row of A, B or C may have for [`new_bit`] to read it, and most distinct
-/// variables (`ONE` aside) a constraint may have: SHA-256's `maj` has five.
-pub(crate) const MAX_ROW_TERMS: usize = 5;
-const MAX_ROW_VARS: usize = 5;
-
-/// The aux variable that the constraint `A · B = C` shows to be a bit, given the bits shown by
-/// the rows before it (`bits`: one bit per aux variable, words past its end are 0): one of the
-/// two boolean forms ([`boolean_aux`]), or a variable the row determines from known bits as 0
-/// or 1 ([`derived_bit`]). Rows longer than [`MAX_ROW_TERMS`] show nothing.
-pub(crate) fn new_bit(a: &[RowTerm], b: &[RowTerm], c: &[RowTerm], bits: &[u64]) -> Option<usize> {
-    boolean_aux(a, b, c).or_else(|| derived_bit(a, b, c, bits))
-}
-
-/// Where a term's variable is in [`derived_bit`]'s cases: `Z`, `ONE`, or the index of a known bit.
-const SLOT_Z: u8 = u8::MAX;
-const SLOT_ONE: u8 = u8::MAX - 1;
-
-/// The one aux variable `z` of the constraint that is not yet known to be a bit, when every
-/// other variable is a known bit (or `ONE`; an input is never assumed to be a bit), `z` is not in
-/// both A and B, and for every 0/1 value of the others the row, `κ z + τ = 0`, has `κ ≠ 0` and
-/// its solution in {0, 1} (`τ = 0` or `κ + τ = 0`): then `z` is a bit in every satisfying
-/// witness. This is how `AllocatedBit::xor` (`2a · b = a + b - c`), `and` (`a · b = c`),
-/// SHA-256's `ch` and `maj` and their kin show their outputs to be bits without a boolean
-/// constraint of their own. One row at a time, in row order: no inference across rows.
-fn derived_bit(a: &[RowTerm], b: &[RowTerm], c: &[RowTerm], bits: &[u64]) -> Option<usize> {
-    let is_bit = |i: usize| bits.get(i / 64).is_some_and(|w| w >> (i % 64) & 1 == 1);
-    let mut others = [0usize; MAX_ROW_VARS];
-    let (mut k, mut z) = (0, None);
-    for (v, _, _) in a.iter().chain(b).chain(c) {
-        let i = match *v {
-            RowVar::One => continue,
-            RowVar::Input => return None,
-            RowVar::Aux(i) => i,
-        };
-        if z == Some(i) || others[..k].contains(&i) {
-            continue;
-        }
-        if is_bit(i) {
-            if k == MAX_ROW_VARS - 1 {
-                return None;
-            }
-            others[k] = i;
-            k += 1;
-        } else if z.is_some() {
-            return None;
-        } else {
-            z = Some(i);
-        }
-    }
-    let z = z?;
-    let has_z = |row: &[RowTerm]| row.iter().any(|(v, _, _)| *v == RowVar::Aux(z));
-    if has_z(a) && has_z(b) {
-        return None;
-    }
-    let slot = |v: &RowVar| match *v {
-        RowVar::Aux(i) if i == z => SLOT_Z,
-        RowVar::Aux(i) => others[..k].iter().position(|&o| o == i).unwrap_or(0) as u8,
-        RowVar::One | RowVar::Input => SLOT_ONE,
-    };
-    let solved = if [a, b, c].iter().all(|r| r.iter().all(|t| t.2.is_some())) {
-        let rows = [a, b, c].map(|r| {
-            let mut out = [(0u8, 0i128); MAX_ROW_TERMS];
-            for (o, (v, _, m)) in out.iter_mut().zip(r) {
-                *o = (slot(v), i128::from(m.unwrap_or(0)));
-            }
-            (out, r.len())
-        });
-        fixes_a_bit(rows.each_ref().map(|(t, n)| &t[..*n]), k)
-    } else {
-        let rows = [a, b, c].map(|r| {
-            let mut out = [(0u8, Scalar::ZERO); MAX_ROW_TERMS];
-            for (o, (v, x, _)) in out.iter_mut().zip(r) {
-                *o = (slot(v), *x);
-            }
-            (out, r.len())
-        });
-        fixes_a_bit(rows.each_ref().map(|(t, n)| &t[..*n]), k)
-    };
-    solved.then_some(z)
-}
-
-/// The arithmetic [`derived_bit`] solves its rows in: exact integers or the field.
-trait Num:
-    Copy + std::ops::Add<Output = Self> + std::ops::Sub<Output = Self> + std::ops::Mul<Output = Self>
-{
-    const ZERO_VALUE: Self;
-    fn zero(self) -> bool;
-}
-
-impl Num for i128 {
-    const ZERO_VALUE: Self = 0;
-    fn zero(self) -> bool {
-        self == 0
-    }
-}
-
-impl Num for Scalar {
-    const ZERO_VALUE: Self = <Scalar as Field>::ZERO;
-    fn zero(self) -> bool {
-        bool::from(self.is_zero())
-    }
-}
-
-/// Whether A·B = C (terms by slot: `SLOT_Z`, `SLOT_ONE` or a known bit `0..k`) fixes `z` to 0 or
-/// 1 for each of the `2^k` values of the known bits.
-fn fixes_a_bit<N: Num>(rows: [&[(u8, N)]; 3], k: usize) -> bool {
-    for mask in 0..1u32 << k {
-        // (z's coefficient, the rest) of A, B and C at these values.
-        let mut v = [(N::ZERO_VALUE, N::ZERO_VALUE); 3];
-        for (m, row) in rows.iter().enumerate() {
-            for &(slot, x) in *row {
-                match slot {
-                    SLOT_Z => v[m].0 = v[m].0 + x,
-                    SLOT_ONE => v[m].1 = v[m].1 + x,
-                    j if mask >> j & 1 == 1 => v[m].1 = v[m].1 + x,
-                    _ => {}
-                }
-            }
-        }
-        // (α z + A')(β z + B') = γ z + C' with α β = 0: κ z + τ = 0.
-        let kappa = v[0].0 * v[1].1 + v[1].0 * v[0].1 - v[2].0;
-        let tau = v[0].1 * v[1].1 - v[2].1;
-        if kappa.zero() || !(tau.zero() || (kappa + tau).zero()) {
-            return false;
-        }
-    }
-    true
-}
-
-/// The aux variable that the constraint `A · B = C` forces to be 0 or 1, if it is one of the two
-/// boolean forms (see the [module docs](self)). Rows hold distinct variables (a linear
-/// combination merges repeated ones); a term with a zero coefficient never makes a row boolean.
-pub(crate) fn boolean_aux(a: &[RowTerm], b: &[RowTerm], c: &[RowTerm]) -> Option<usize> {
-    let nz = |k: &Scalar| !bool::from(k.is_zero());
-    match (a, b, c) {
-        // k_a x · k_b x = k_c x with k_c = k_a k_b: k_a k_b x (x - 1) = 0.
-        ([(RowVar::Aux(x), ka, _)], [(RowVar::Aux(y), kb, _)], [(RowVar::Aux(z), kc, _)]) => {
-            (x == y && y == z && nz(ka) && nz(kb) && *ka * kb == *kc).then_some(*x)
-        }
-        // k x · d (1 - x) = 0, either way round.
-        ([(RowVar::Aux(x), k, _)], pair @ [_, _], [])
-        | (pair @ [_, _], [(RowVar::Aux(x), k, _)], []) => {
-            (nz(k) && one_minus(pair, *x)).then_some(*x)
-        }
-        _ => None,
-    }
-}
-
-/// Whether `pair` is `d (ONE - x)` with `d` non-zero, in either order.
-fn one_minus(pair: &[RowTerm], x: usize) -> bool {
-    match pair {
-        [(RowVar::One, d, _), (RowVar::Aux(y), e, _)]
-        | [(RowVar::Aux(y), e, _), (RowVar::One, d, _)]
-            if *y == x =>
-        {
-            !bool::from(d.is_zero()) && *d + e == Scalar::ZERO
-        }
-        _ => false,
-    }
-}
 
 /// Which aux variables of a circuit are bits, and the rank table that places each aux variable
 /// in the packed arrays. Computed once per circuit ([`WitnessLayout::of`]); a pure function of
@@ -556,7 +366,7 @@ impl AssignmentSink for WitnessSink<'_> {
 
     fn set_density(
         &mut self,
-        _: crate::synth::DensityKind,
+        _: crate::types::DensityKind,
         _: usize,
     ) -> Result<(), SynthesisError> {
         Err(no_evaluations())
@@ -774,8 +584,10 @@ pub fn expand(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::circuits::AnyCircuit;
     use crate::circuits::CircuitSpec;
-    use crate::r1cs::{compile, measure, record};
+    use crate::r1cs::bits::small_int;
+    use crate::r1cs::{measure, record};
     use crate::synth::synthesize_owned;
     use bellpepper_core::{ConstraintSystem, LinearCombination, Variable};
 
@@ -991,7 +803,7 @@ mod tests {
     #[test]
     fn builtin_circuits_have_the_bits_they_allocate() {
         let porep: CircuitSpec = "porep-like:16384".parse().unwrap();
-        let r1cs = compile(&porep.into()).unwrap();
+        let r1cs = AnyCircuit::from(porep).compile().unwrap();
         let layout = WitnessLayout::of(&r1cs);
         let shape = crate::circuits::PorepLike::shape_for(16384);
         assert_eq!(layout.bits(), shape.b_aux);
@@ -1004,21 +816,21 @@ mod tests {
 
         // porep-bits: its copies of bits (`c * 1 = b`) are found bits too
         let real: CircuitSpec = "porep-bits:16384".parse().unwrap();
-        let layout = WitnessLayout::of(&compile(&real.into()).unwrap());
+        let layout = WitnessLayout::of(&AnyCircuit::from(real).compile().unwrap());
         let copies = crate::circuits::PorepLike::copies_for(&shape, true);
         assert!(copies > 0);
         assert_eq!(layout.bits(), shape.b_aux + copies);
         assert!((0..shape.b_aux + copies).all(|i| layout.is_bit(i)));
 
         let bits: CircuitSpec = "bits:130".parse().unwrap();
-        let layout = WitnessLayout::of(&compile(&bits.into()).unwrap());
+        let layout = WitnessLayout::of(&AnyCircuit::from(bits).compile().unwrap());
         // Three words, each followed by its bits (64, 64, 2): the words are not bits.
         assert_eq!(layout.bits(), 130);
         assert_eq!(layout.aux(), 133);
         assert!(!layout.is_bit(0) && layout.is_bit(1) && !layout.is_bit(65));
 
         let chain: CircuitSpec = "sha-chain:1".parse().unwrap();
-        let r1cs = compile(&chain.into()).unwrap();
+        let r1cs = AnyCircuit::from(chain).compile().unwrap();
         let layout = WitnessLayout::of(&r1cs);
         // Every aux value of a satisfying witness is 0 or 1 at a bit variable: the full
         // synthesis says which values are 0/1, a superset of the bits found.
@@ -1058,7 +870,7 @@ mod tests {
             ("pubinputs:4", [7, 8]),
         ] {
             let spec: CircuitSpec = text.parse().unwrap();
-            let r1cs = compile(&spec.into()).unwrap();
+            let r1cs = AnyCircuit::from(spec).compile().unwrap();
             let layout = WitnessLayout::of(&r1cs);
             for seed in seeds {
                 let full = synthesize_owned(spec.circuit(Some(seed))).unwrap();
@@ -1149,7 +961,7 @@ mod tests {
     #[test]
     fn wrong_lengths_are_errors_not_panics() {
         let spec: CircuitSpec = "bits:70".parse().unwrap();
-        let r1cs = compile(&spec.into()).unwrap();
+        let r1cs = AnyCircuit::from(spec).compile().unwrap();
         let layout = WitnessLayout::of(&r1cs);
         let p = PackedWitness::synthesize(spec.circuit(Some(1)), &r1cs, &layout).unwrap();
         let mut aux = vec![Scalar::ZERO; layout.aux()];
@@ -1157,8 +969,11 @@ mod tests {
         assert!(unpack_witness(&layout, &p.bit_values, &p.non_bits[1..], &mut aux).is_err());
         assert!(unpack_witness(&layout, &p.bit_values, &p.non_bits, &mut aux[1..]).is_err());
         assert!(expand(&r1cs, &layout, &p.input[1..], &p.bit_values, &p.non_bits).is_err());
-        let other =
-            WitnessLayout::of(&compile(&"bits:71".parse::<CircuitSpec>().unwrap().into()).unwrap());
+        let other = WitnessLayout::of(
+            &AnyCircuit::from("bits:71".parse::<CircuitSpec>().unwrap())
+                .compile()
+                .unwrap(),
+        );
         assert!(expand(&r1cs, &other, &p.input, &p.bit_values, &p.non_bits).is_err());
         assert!(WitnessLayout::from_is_bit(1, 3, vec![0b1000]).is_err());
         assert!(WitnessLayout::from_is_bit(1, 3, vec![]).is_err());

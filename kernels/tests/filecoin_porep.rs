@@ -14,7 +14,7 @@ use std::time::Instant;
 use filecoin_proofs::{get_seal_inputs, SealCommitPhase1Output, SectorShape2KiB};
 use kernels::filecoin::fixture::{seal_sector, SealedSector};
 use kernels::filecoin::{
-    self, detect_kind, open_job, ParamFiles, PoRepC2, ProofKind, RegisteredSealProof,
+    self, detect_kind, open_job, FilecoinJob, ParamFiles, PoRepC2, ProofKind, RegisteredSealProof,
     PARTITION_PROOF_LEN,
 };
 use kernels::srs::SrsImage;
@@ -218,7 +218,7 @@ fn every_c1_form_gives_the_same_circuits() {
         assert_eq!(job.partitions(), api.partitions());
         assert_eq!(job.public_inputs(0).unwrap(), api.public_inputs(0).unwrap());
     }
-    let typed = PoRepC2::<SectorShape2KiB>::from_json(PROOF, &raw_json).unwrap();
+    let typed = FilecoinJob::new(PoRepC2::<SectorShape2KiB>::from_json(PROOF, &raw_json).unwrap());
     assert_eq!(
         kernels::job::Job::public_inputs(&typed, 0).unwrap(),
         api.public_inputs(0).unwrap()
@@ -230,7 +230,7 @@ fn the_precompiled_synthesis_writes_the_full_synthesis_bytes() {
     let s = sealed();
     let job = open_job(s.kind(), &s.c1_json).unwrap();
     let t = Instant::now();
-    let r1cs = kernels::r1cs::compile(&job.circuit()).unwrap();
+    let r1cs = job.circuit().compile().unwrap();
     eprintln!(
         "2 KiB PoRep matrices: {} MiB, nnz {:?}, {} coefficients, recorded in {:.1} s",
         r1cs.bytes() >> 20,
@@ -238,7 +238,7 @@ fn the_precompiled_synthesis_writes_the_full_synthesis_bytes() {
         r1cs.coefficients(),
         t.elapsed().as_secs_f64()
     );
-    kernels::r1cs::check_job(&*job, &r1cs).unwrap();
+    kernels::job::check_compiled(&*job, &r1cs).unwrap();
 }
 
 /// Issue 31: the partition's witness pass packed into a witness-only assignment (its 0/1 aux
@@ -251,7 +251,7 @@ fn a_witness_only_partition_expands_to_the_full_synthesis_and_proves_the_same() 
     use kernels::Backend;
     let s = sealed();
     let job = open_job(s.kind(), &s.c1_json).unwrap();
-    let r1cs = kernels::r1cs::compile(&job.circuit()).unwrap();
+    let r1cs = job.circuit().compile().unwrap();
     let t = Instant::now();
     let layout = WitnessLayout::of(&r1cs);
     let layout_s = t.elapsed().as_secs_f64();
@@ -324,9 +324,10 @@ fn a_witness_only_partition_expands_to_the_full_synthesis_and_proves_the_same() 
 #[test]
 fn partition_circuit_has_the_known_shape() {
     let s = sealed();
-    let job =
+    let job = FilecoinJob::new(
         PoRepC2::<SectorShape2KiB>::from_json(PROOF, &serde_json::to_vec(&raw_of(s)).unwrap())
-            .unwrap();
+            .unwrap(),
+    );
     let shape = job.shape(0).unwrap();
     assert_eq!(shape, circuit_shape(job.circuit(0).unwrap()).unwrap());
     // 2,687,921 constraints and 1 + 39 inputs for the 2 KiB PoRep (issue 5); the blank circuit
@@ -426,50 +427,6 @@ fn bad_c1_gives_clear_errors() {
     .err()
     .unwrap();
     assert!(e.to_string().contains("non-interactive"), "{e}");
-}
-
-/// PoRep C2 as Curio sends it to a cuzk-compatible prover: the `Commit2In` envelope in
-/// `vanilla_proof` and the Go ABI number of the seal proof (5: `StackedDrg2KiBV1_1`). The
-/// translated request is the envelope itself, and its job is the C1 output's job; a number of
-/// another proof type or a wrong sector size is refused with the field named.
-#[test]
-fn porep_as_curio_sends_it_opens_the_same_job() {
-    use kernels::filecoin::curio::{translate, CurioKind, CurioRequest};
-    let s = sealed();
-    let envelope = s.commit2in_json();
-    let curio = CurioRequest {
-        kind: CurioKind::PoRepSealCommit,
-        sector_size: 2048,
-        registered_proof: 5,
-        vanilla_proof: &envelope,
-        vanilla_proofs: &[],
-        sector_number: s.sector_id,
-        miner_id: kernels::filecoin::fixture::PROVER_MINER_ID,
-        randomness: &[],
-        partition_index: 0,
-        comm_r_old: &[],
-        comm_r_new: &[],
-        comm_d_new: &[],
-    };
-    let t = translate(&curio).unwrap();
-    assert_eq!(t.kind, s.kind());
-    assert_eq!(t.bytes, envelope);
-    let job = open_job(t.kind, &t.bytes).unwrap();
-    let api = open_job(s.kind(), &s.c1_json).unwrap();
-    assert_eq!(job.public_inputs(0).unwrap(), api.public_inputs(0).unwrap());
-
-    let v1 = CurioRequest {
-        registered_proof: 0,
-        ..curio
-    };
-    let e = translate(&v1).unwrap_err();
-    assert!(e.to_string().contains("registered_proof 0"), "{e}");
-    let wrong_size = CurioRequest {
-        sector_size: 32 << 30,
-        ..curio
-    };
-    let e = translate(&wrong_size).unwrap_err();
-    assert!(e.to_string().contains("sector_size"), "{e}");
 }
 
 /// Our GPU prover on a 2 KiB PoRep partition: the same 192 bytes per partition as the CPU

@@ -229,9 +229,9 @@ fn the_precompiled_synthesis_writes_the_full_synthesis_bytes() {
     for (proof, seed) in [(WINNING, 7), (WINDOW, 8)] {
         let f = request(proof, randomness(seed));
         let job = open_job(f.kind(), &f.json).unwrap();
-        let r1cs = kernels::r1cs::compile(&job.circuit()).unwrap();
+        let r1cs = job.circuit().compile().unwrap();
         // WindowPoSt: both partitions, the second padded.
-        kernels::r1cs::check_job(&*job, &r1cs).unwrap();
+        kernels::job::check_compiled(&*job, &r1cs).unwrap();
     }
 }
 
@@ -391,48 +391,4 @@ fn fixture_refuses_what_it_cannot_make() {
     let f = post_request(WINDOW, &shuffled, randomness(9)).unwrap();
     assert_eq!(f.sector_ids(), SECTOR_IDS);
     assert_eq!(f.json, request(WINDOW, randomness(9)).json);
-}
-
-/// WindowPoSt as Curio sends it to a cuzk-compatible prover: one `SubmitProofRequest` per
-/// partition (Go ABI proof number, miner id, raw randomness, bincode vanilla proofs of the
-/// partition's sectors, partition index). Translated, proved and merged, the partitions verify
-/// with filecoin-proofs' `verify_window_post`; the translated request is the one
-/// `PoStFixture::partition_request` makes (so the prover id made from the miner id is the
-/// fixtures' `PROVER_ID`).
-#[test]
-fn window_post_partitions_as_curio_sends_them_verify() {
-    use kernels::filecoin::curio::{translate, CurioKind, CurioRequest};
-    use kernels::filecoin::fixture::PROVER_MINER_ID;
-    let r = randomness(7);
-    let f = request(WINDOW, r);
-    let mut proof = Vec::new();
-    for k in 0..f.partitions().unwrap() {
-        let ours = f.partition_request(k).unwrap();
-        let vanilla = ours.vanilla_proof_bytes().unwrap();
-        let curio = CurioRequest {
-            kind: CurioKind::WindowPostPartition,
-            sector_size: 2048,
-            registered_proof: 10, // Go's StackedDrgWindow2KiBV1_1 = the api's V1_2
-            vanilla_proof: &[],
-            vanilla_proofs: &vanilla,
-            sector_number: 0,
-            miner_id: PROVER_MINER_ID,
-            randomness: &r,
-            partition_index: k as u32,
-            comm_r_old: &[],
-            comm_r_new: &[],
-            comm_d_new: &[],
-        };
-        let t = translate(&curio).unwrap();
-        assert_eq!(t.kind, ProofKind::PoSt(WINDOW));
-        assert_eq!(PoStRequest::from_json(&t.bytes).unwrap(), ours);
-        let job =
-            kernels::job::open(&kernels::circuits::AnyCircuit::Filecoin(t.kind), &t.bytes).unwrap();
-        assert_eq!(job.partitions(), 1);
-        proof.extend(prove(&*job));
-    }
-    assert!(
-        f.verify(&proof).unwrap(),
-        "verify_window_post refused the partitions proved from Curio's requests"
-    );
 }

@@ -19,7 +19,8 @@ use filecoin_proofs_api::{RegisteredSealProof, RegisteredUpdateProof};
 use kernels::filecoin::fixture::{seal_cc_sector, snap_request, SealedSector, SnapFixture};
 use kernels::filecoin::update::{circuit_identifier, SnapDeals, SnapRequest};
 use kernels::filecoin::{
-    self, detect_kind, open_job, ParamFiles, ProofKind, SectorShape2KiB, PARTITION_PROOF_LEN,
+    self, detect_kind, open_job, FilecoinJob, ParamFiles, ProofKind, SectorShape2KiB,
+    PARTITION_PROOF_LEN,
 };
 use kernels::srs::SrsImage;
 use kernels::{CpuBackend, ErrorKind};
@@ -167,14 +168,14 @@ fn snap_proof_verifies_with_filecoin_proofs() {
 #[test]
 fn the_precompiled_synthesis_writes_the_full_synthesis_bytes() {
     let job = open_job(KIND, &updated().json).unwrap();
-    let r1cs = kernels::r1cs::compile(&job.circuit()).unwrap();
-    kernels::r1cs::check_job(&*job, &r1cs).unwrap();
+    let r1cs = job.circuit().compile().unwrap();
+    kernels::job::check_compiled(&*job, &r1cs).unwrap();
 }
 
 #[test]
 fn partition_circuit_has_the_blank_circuit_s_shape() {
     let u = updated();
-    let job = SnapDeals::<SectorShape2KiB>::from_json(PROOF, &u.json).unwrap();
+    let job = FilecoinJob::new(SnapDeals::<SectorShape2KiB>::from_json(PROOF, &u.json).unwrap());
     let shape = job.shape(0).unwrap();
     eprintln!(
         "2 KiB update partition: {} constraints, {} inputs, {} aux",

@@ -1,18 +1,20 @@
 //! Property tests standing in for fuzz targets (cargo-fuzz needs a nightly toolchain CI does not
 //! have) over every request form a client can send: the three C1 forms (filecoin-proofs-api's
 //! JSON, lotus-bench's `Commit2In`, filecoin-proofs' own JSON), the PoSt and SnapDeals request
-//! JSON, and cuzk's `SubmitProofRequest` fields through `curio::translate`. Inputs are arbitrary
+//! JSON, and what the launcher's Curio translation (`launcher::api::curio`) makes of cuzk's
+//! `SubmitProofRequest` fields (a checked `Commit2In` envelope, a PoSt or SnapDeals request built
+//! from arbitrary fields). Inputs are arbitrary
 //! bytes and structured mutations of valid requests (byte flips, truncations, splices, JSON
 //! values swapped for hostile ones); every one must come back as a value — a job or an error —
 //! never as a panic. Case counts are bounded so each property runs in a few seconds.
 #![cfg(feature = "filecoin")]
 
-use kernels::filecoin::curio::{self, CurioKind, CurioRequest};
+use kernels::filecoin::porep::{check_commit2in, Stated};
 use kernels::filecoin::post::PoStRequest;
 use kernels::filecoin::update::SnapRequest;
 use kernels::filecoin::{
-    detect_kind, open_job, ProofKind, RegisteredPoStProof, RegisteredSealProof,
-    RegisteredUpdateProof,
+    detect_kind, encode_base64, open_job, prover_id, ProofKind, RegisteredPoStProof,
+    RegisteredSealProof, RegisteredUpdateProof,
 };
 use proptest::prelude::*;
 
@@ -266,42 +268,61 @@ proptest! {
         }
     }
 
-    /// cuzk's envelope: arbitrary field values around valid or mutated payloads; what
-    /// `translate` accepts is opened too.
+    /// cuzk's envelope as the launcher's Curio translation hands it on: a PoRep payload checked
+    /// against arbitrary stated fields ([`check_commit2in`]), PoSt and SnapDeals requests built
+    /// from arbitrary fields; what passes is opened too.
     #[test]
-    fn curio_envelopes_translate_or_are_refused_without_a_panic(
-        wire_kind in 0..6i32,
-        registered_proof in prop_oneof![0..25u64, any::<u64>()],
+    fn curio_envelopes_are_checked_or_refused_without_a_panic(
+        family in 0..3usize,
         sector_size in prop::sample::select(vec![0u64, 2048, 8 << 20, 32 << 30, u64::MAX]),
         ms in prop::collection::vec(mutation(), 0..3),
         payload in 0..6usize,
         vanilla_proofs in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..64), 0..3),
         sector_number in prop_oneof![Just(42u64), any::<u64>()],
         miner_id in prop_oneof![Just(1000u64), any::<u64>()],
-        randomness in prop::collection::vec(any::<u8>(), 30..34),
-        partition_index in any::<u32>(),
-        commitment_len in 31..34usize,
+        randomness in any::<[u8; 32]>(),
+        partition_index in prop::option::of(any::<u32>()),
+        commitment in any::<[u8; 32]>(),
     ) {
-        let Ok(kind) = CurioKind::from_wire(wire_kind) else { return Ok(()); };
-        let vanilla_proof = apply(seeds()[payload].clone(), &ms);
-        let commitment = vec![1u8; commitment_len];
-        let req = CurioRequest {
-            kind,
-            sector_size,
-            registered_proof,
-            vanilla_proof: &vanilla_proof,
-            vanilla_proofs: &vanilla_proofs,
-            sector_number,
-            miner_id,
-            randomness: &randomness,
-            partition_index,
-            comm_r_old: &commitment,
-            comm_r_new: &commitment,
-            comm_d_new: &commitment,
+        let stated = |v: u64| (v != 0).then_some(v);
+        let vanilla_proofs: Vec<String> = vanilla_proofs.iter().map(|p| encode_base64(p)).collect();
+        let (kind, bytes) = match family {
+            0 => {
+                let vanilla_proof = apply(seeds()[payload].clone(), &ms);
+                let checked = check_commit2in(
+                    &vanilla_proof,
+                    Stated {
+                        miner_id: stated(miner_id),
+                        sector_number: stated(sector_number),
+                        sector_size: stated(sector_size),
+                    },
+                );
+                let Ok(kind) = checked else { return Ok(()); };
+                (kind, vanilla_proof)
+            }
+            1 => {
+                let proof = if partition_index.is_some() { WINDOW } else { WINNING };
+                let request = PoStRequest {
+                    registered_proof: proof,
+                    prover_id: prover_id(miner_id),
+                    randomness,
+                    vanilla_proofs,
+                    partition_index: partition_index.map(|k| k as usize),
+                };
+                (ProofKind::PoSt(proof), request.to_json().unwrap())
+            }
+            _ => {
+                let request = SnapRequest {
+                    registered_update_proof: SNAP,
+                    comm_r_old: commitment,
+                    comm_r_new: commitment,
+                    comm_d_new: commitment,
+                    vanilla_proofs,
+                };
+                (ProofKind::SnapDeals(SNAP), request.to_json())
+            }
         };
-        if let Ok(t) = curio::translate(&req) {
-            let _ = open_job(t.kind, &t.bytes);
-        }
+        let _ = open_job(kind, &bytes);
     }
 }
 

@@ -709,7 +709,7 @@ fn witness_only_proofs_equal_full_proofs_bit_for_bit() {
         let gpu =
             GpuBackend::with_options(&SrsView::new(image.as_ref()).unwrap(), options).unwrap();
         let matrices = Arc::new(CircuitMatrices::new(
-            kernels::r1cs::compile(&spec.into()).unwrap(),
+            kernels::circuits::AnyCircuit::from(spec).compile().unwrap(),
         ));
         let seeds = [1u64, 2, 3];
         let packed = pack_witnesses(&spec, &matrices, &seeds);
@@ -755,10 +755,12 @@ fn witness_only_proofs_equal_full_proofs_bit_for_bit() {
     let image = image_for(&spec, 3);
     let gpu = GpuBackend::new(&SrsView::new(image.as_ref()).unwrap()).unwrap();
     let m = Arc::new(CircuitMatrices::new(
-        kernels::r1cs::compile(&spec.into()).unwrap(),
+        kernels::circuits::AnyCircuit::from(spec).compile().unwrap(),
     ));
     let o = Arc::new(CircuitMatrices::new(
-        kernels::r1cs::compile(&other.into()).unwrap(),
+        kernels::circuits::AnyCircuit::from(other)
+            .compile()
+            .unwrap(),
     ));
     let p = PackedWitness::synthesize(spec.circuit(Some(1)), m.r1cs(), m.witness_layout()).unwrap();
     let w = WitnessAssignment {
@@ -1004,7 +1006,7 @@ fn under_the_full_layouts_least_the_compact_layout_proves_the_same_bytes() {
         let asgs: Vec<_> = full.iter().map(OwnedAssignment::as_assignment).collect();
         let seeds = [1u64, 2, 3];
         let matrices = Arc::new(CircuitMatrices::new(
-            kernels::r1cs::compile(&spec.into()).unwrap(),
+            kernels::circuits::AnyCircuit::from(spec).compile().unwrap(),
         ));
         let packed = pack_witnesses(&spec, &matrices, &seeds);
         let witnesses = witness_views(&packed);

@@ -1,6 +1,7 @@
 //! A request that claims huge lengths is refused before the service allocates for them: the
 //! bincode vanilla proofs of a PoSt or SnapDeals request whose length prefixes claim 2^40
-//! elements, sent as cuzk's envelope (`curio::translate`) and opened as a job, are refused
+//! elements, made as the launcher's Curio translation makes them from cuzk's envelope
+//! (`launcher::api::curio::translate`) and opened as a job, are refused
 //! with the heap's peak growth (counted by this binary's global allocator) within a small
 //! multiple of the request's size, plus serde's fixed cap on what one sequence preallocates
 //! from a claimed length (1 MiB per nested sequence) that bincode's size limit cannot lower. This binary holds one
@@ -10,8 +11,11 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use kernels::filecoin::curio::{translate, CurioKind, CurioRequest};
-use kernels::filecoin::open_job;
+use kernels::filecoin::post::PoStRequest;
+use kernels::filecoin::update::SnapRequest;
+use kernels::filecoin::{
+    encode_base64, open_job, prover_id, ProofKind, RegisteredPoStProof, RegisteredUpdateProof,
+};
 
 /// Bytes allocated now.
 static NOW: AtomicUsize = AtomicUsize::new(0);
@@ -111,34 +115,43 @@ const NESTING: usize = 4;
 #[test]
 fn huge_claimed_lengths_are_refused_within_a_small_multiple_of_the_request() {
     for proof_len in [48usize, 4 << 10, 256 << 10] {
-        let vanilla = vec![claims_2_pow_40(proof_len)];
+        let vanilla = [claims_2_pow_40(proof_len)];
         let commitment = [1u8; 32];
         let mut randomness = [2u8; 32];
         randomness[31] = 0;
-        let cases = [
-            ("WinningPoSt", CurioKind::WinningPost, 0u64),
-            ("WindowPoSt", CurioKind::WindowPostPartition, 10),
-            ("SnapDeals", CurioKind::SnapDealsUpdate, 0),
-        ];
-        for (what, kind, registered_proof) in cases {
-            let req = CurioRequest {
-                kind,
-                sector_size: 2048,
-                registered_proof,
-                vanilla_proof: &[],
-                vanilla_proofs: &vanilla,
-                sector_number: 0,
-                miner_id: 1000,
-                randomness: &randomness,
-                partition_index: 0,
-                comm_r_old: &commitment,
-                comm_r_new: &commitment,
-                comm_d_new: &commitment,
+        let post = |proof: RegisteredPoStProof, partition_index: Option<usize>| {
+            let request = PoStRequest {
+                registered_proof: proof,
+                prover_id: prover_id(1000),
+                randomness,
+                vanilla_proofs: vanilla.iter().map(|p| encode_base64(p)).collect(),
+                partition_index,
             };
+            (ProofKind::PoSt(proof), request.to_json())
+        };
+        let snap = || {
+            let request = SnapRequest {
+                registered_update_proof: RegisteredUpdateProof::StackedDrg2KiBV1,
+                comm_r_old: commitment,
+                comm_r_new: commitment,
+                comm_d_new: commitment,
+                vanilla_proofs: vanilla.iter().map(|p| encode_base64(p)).collect(),
+            };
+            (
+                ProofKind::SnapDeals(RegisteredUpdateProof::StackedDrg2KiBV1),
+                Ok(request.to_json()),
+            )
+        };
+        let request = |what: &str| match what {
+            "WinningPoSt" => post(RegisteredPoStProof::StackedDrgWinning2KiBV1, None),
+            "WindowPoSt" => post(RegisteredPoStProof::StackedDrgWindow2KiBV1_2, Some(0)),
+            _ => snap(),
+        };
+        for what in ["WinningPoSt", "WindowPoSt", "SnapDeals"] {
             let request_size = proof_len + 3 * 32;
             let (refused, grown) = peak_growth(|| {
-                let t = translate(&req)?;
-                open_job(t.kind, &t.bytes).map(drop)
+                let (kind, bytes) = request(what);
+                open_job(kind, &bytes?).map(drop)
             });
             let e = refused.expect_err(what);
             eprintln!(

@@ -369,7 +369,7 @@ mod tests {
         assert_eq!((caps.inputs, caps.bits, caps.non_bits), (2, 130, 3));
         assert!(
             caps.slot_bytes().unwrap()
-                < synth_proc::capacity_for(&shape).slot_bytes().unwrap() / 10
+                < crate::ring::capacity_for(&shape).slot_bytes().unwrap() / 10
         );
     }
 }

@@ -1,9 +1,11 @@
-//! Ring settings shared by the command line and the config file, and the witness-slot
-//! capacities a circuit needs (what synth-proc lays out for it: the same arithmetic as its own
-//! `witness_capacity_for`, here so that the launcher's library needs nothing of synth-proc).
+//! Ring settings shared by the command line and the config file, and the slot capacities a
+//! circuit needs (what synth-proc lays out for it: the same arithmetic as its own
+//! `capacity_for` and `witness_capacity_for`, here so that the launcher's library needs nothing
+//! of synth-proc; a test holds the two equal).
 
+use kernels::types::CircuitShape;
 use kernels::witness::WitnessLayout;
-use shm_protocol::{HugePagePolicy, PageKind, WitnessCapacity};
+use shm_protocol::{HugePagePolicy, PageKind, SlotCapacity, WitnessCapacity};
 
 /// A huge-page setting that is none of `auto`, `1g`, `2m`, `thp`, `none`.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -22,6 +24,16 @@ pub fn parse_huge_pages(text: &str) -> Result<HugePagePolicy, UnknownHugePages> 
     })
 }
 
+/// A full slot's capacities (a, b, c evaluations, inputs, aux) for a circuit's shape: size the
+/// ring's full slots with its `slot_bytes`.
+pub(crate) fn capacity_for(shape: &CircuitShape) -> SlotCapacity {
+    SlotCapacity {
+        n: shape.n(),
+        inputs: shape.inputs,
+        aux: shape.aux,
+    }
+}
+
 /// A witness slot's capacities for a circuit's witness layout (its inputs, bit variables and
 /// the other aux variables): size the ring's witness slots with its `slot_bytes`.
 pub(crate) fn witness_capacity_for(layout: &WitnessLayout) -> WitnessCapacity {
@@ -36,12 +48,13 @@ pub(crate) fn witness_capacity_for(layout: &WitnessLayout) -> WitnessCapacity {
 mod tests {
     use super::*;
 
-    /// The launcher sizes the witness slots synth-proc fills: the two must agree.
+    /// The launcher sizes the slots synth-proc fills: the two must agree.
     #[test]
-    fn witness_capacities_are_synth_procs() {
+    fn capacities_are_synth_procs() {
         for spec in ["pubinputs:4", "bits:100"] {
             let spec: kernels::circuits::CircuitSpec = spec.parse().unwrap();
-            let layout = WitnessLayout::of(&kernels::r1cs::compile(&spec.into()).unwrap());
+            let layout =
+                WitnessLayout::of(&kernels::circuits::AnyCircuit::from(spec).compile().unwrap());
             let (ours, theirs) = (
                 witness_capacity_for(&layout),
                 synth_proc::witness_capacity_for(&layout),
@@ -49,6 +62,12 @@ mod tests {
             assert_eq!(
                 (ours.inputs, ours.bits, ours.non_bits),
                 (theirs.inputs, theirs.bits, theirs.non_bits)
+            );
+            let shape = spec.shape().unwrap();
+            let (ours, theirs) = (capacity_for(&shape), synth_proc::capacity_for(&shape));
+            assert_eq!(
+                (ours.n, ours.inputs, ours.aux),
+                (theirs.n, theirs.inputs, theirs.aux)
             );
         }
     }

@@ -28,7 +28,7 @@ const PARTITIONS: u32 = 24;
 fn no_synthesis_runs_inside_another_on_one_thread_and_every_phase_is_reported() {
     // Four products tasks per synthesis (`ROWS_PER_TASK` rows each): chunks get stolen.
     let spec: CircuitSpec = "sha-chain:3".parse().unwrap();
-    let r1cs = kernels::r1cs::compile(&spec.into()).unwrap();
+    let r1cs = kernels::circuits::AnyCircuit::from(spec).compile().unwrap();
     let mut compiled = synth_proc::CompiledCircuits::default();
     compiled.insert(r1cs);
 

@@ -36,7 +36,7 @@ fn proofs_from_slots_are_bellpersons_for_every_builtin_circuit() {
         let text_case = format!("{text} compiled={compiled} spare={spare}");
         let text = text_case.as_str();
         let spec: CircuitSpec = text_case.split(' ').next().unwrap().parse().unwrap();
-        let r1cs = compiled.then(|| kernels::r1cs::compile(&spec.into()).unwrap());
+        let r1cs = compiled.then(|| kernels::circuits::AnyCircuit::from(spec).compile().unwrap());
         let params =
             kernels::paramgen::generate_parameters_seeded(spec.circuit(None), 11, &|_| {}).unwrap();
         let backend = CpuBackend::new(

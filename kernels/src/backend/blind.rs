@@ -16,8 +16,9 @@ use ff::{Field, PrimeField};
 use group::prime::PrimeCurveAffine;
 use group::{Curve, Group};
 
-use super::{BlindingKey, Components, Proof};
-use crate::paramgen::{g1_mul, g1_table, g2_mul, g2_table, limbs, FixedBase};
+use super::{BlindingKey, Components};
+use crate::fixed_base::{g1_mul, g1_table, g2_mul, g2_table, limbs, FixedBase};
+use crate::types::Proof;
 
 /// Window bits of the blinding's fixed-base combs (`paramgen`'s signed-digit tables): at most 30
 /// additions per product, 7,680 points per base (0.7 MB in G1, 1.5 MB in G2).
@@ -170,7 +171,7 @@ pub fn device_reference(c: &Components, input: &DeviceBlind) -> DeviceSums {
     }
 }
 
-/// The scalar of a canonical integer below the group order (the inverse of `paramgen::limbs`).
+/// The scalar of a canonical integer below the group order (the inverse of `fixed_base::limbs`).
 fn integer(w: &[u64; 4]) -> Scalar {
     let mut b = [0u8; 32];
     for (i, x) in w.iter().enumerate() {

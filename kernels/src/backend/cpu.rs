@@ -27,10 +27,11 @@ use bellperson::groth16::{prepare_verifying_key, verify_proof, PreparedVerifying
 use blstrs::{Bls12, G1Projective, G2Projective, Scalar};
 use rayon::prelude::*;
 
-use super::{Assignment, Backend, BlindingKey, Proof};
+use super::{Backend, BlindingKey};
 use crate::msm::{all_bytes, msm_g1, msm_g2, ScalarBytes};
 use crate::ntt::compute_h;
 use crate::srs::{AlignedBytes, SrsView};
+use crate::types::{Assignment, Proof};
 use crate::{Error, ErrorKind};
 
 /// Groth16 on the CPU over an SRS image held in `S`.

@@ -7,7 +7,7 @@
 //!   works, `/proc/self/fd/N` of a memfd holding the file's bytes included.
 //! - [`page_lock`] registers a host range with CUDA (`cudaHostRegister`) for the lifetime of a
 //!   [`PageLock`], so host-to-device copies out of it run at DMA speed instead of through
-//!   pageable staging (≈55 GB/s against 6–7 GB/s measured on an H200).
+//!   pageable staging (BENCHMARKS.md has both rates).
 //! - [`gpu_count`] says how many CUDA devices there are; `Ok(0)` where there is no GPU or no
 //!   driver, so callers can skip or fail with a clear message.
 //! - [`device_info`] reads the current device's name and memory (total, free now) for status.
@@ -55,8 +55,9 @@ use bellperson::groth16::{
 };
 use blstrs::{Bls12, Scalar};
 
-use super::{Assignment, Backend, Density, Proof};
+use super::Backend;
 use crate::srs::{scan_params_file, SrsLengths};
+use crate::types::{Assignment, Density, Proof};
 use crate::{Error, ErrorKind};
 
 // supraseal-c2 reads the density bitmaps as `const uint64_t*` through a `*const usize` field.
@@ -142,6 +143,20 @@ pub(super) fn is_no_gpu(code: c_int) -> bool {
 /// address, invalid program counter, launch failure).
 pub(super) fn is_sticky(code: c_int) -> bool {
     matches!(code, 214 | 700 | 702 | 710 | 714..=719)
+}
+
+/// A C++ error value as ours: "no GPU", a sticky CUDA error (the process's context is lost), or
+/// another CUDA failure. sppark's `CUDA_OK` reports negated CUDA codes; both signs are taken.
+pub(crate) fn sppark_error(e: sppark::Error, what: &str) -> Error {
+    let code = e.code.wrapping_abs();
+    if is_no_gpu(code) {
+        return ErrorKind::NoGpu.into();
+    }
+    let text = format!("{what}: {} (cuda error {code})", String::from(&e));
+    if is_sticky(code) {
+        return ErrorKind::DeviceLost(text).into();
+    }
+    ErrorKind::Cuda(text).into()
 }
 
 fn cuda_error(code: c_int, what: &str) -> Error {
@@ -267,7 +282,8 @@ pub fn device_info() -> Result<DeviceInfo, Error> {
 /// A host memory range registered with CUDA (page-locked); unregistered on drop.
 ///
 /// Made by [`page_lock`]. Copies from the range to a GPU then run by DMA without a pageable
-/// staging copy. Registering costs ≈0.4 s per 8 GiB, so do it once per mapping, not per proof.
+/// staging copy. Registering takes time in proportion to the range (BENCHMARKS.md), so do
+/// it once per mapping, not per proof.
 #[derive(Debug)]
 pub struct PageLock {
     ptr: NonNull<u8>,

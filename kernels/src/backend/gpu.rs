@@ -46,13 +46,14 @@ use ff::Field;
 use group::Group;
 
 use super::blind::{Blinder, DeviceBlind, DeviceSums};
-use super::cuda::{check_circuit, current_device, gpu_count, is_no_gpu, is_sticky};
-use super::{Assignment, Backend, BlindingKey, Components, Density, Proof, WitnessAssignment};
+use super::cuda::{check_circuit, current_device, gpu_count, sppark_error};
+use super::{Backend, BlindingKey, Components};
 use crate::srs::{SrsLengths, SrsView};
+use crate::types::{Assignment, Density, Proof, WitnessAssignment};
 use crate::witness::CircuitMatrices;
 use crate::{Error, ErrorKind};
 
-mod checks;
+pub(super) mod checks;
 mod timing;
 mod witness;
 pub use checks::{
@@ -197,20 +198,6 @@ impl std::fmt::Debug for GpuBackend {
             .field("residency", &self.residency)
             .finish_non_exhaustive()
     }
-}
-
-/// A C++ error value as ours: "no GPU", a sticky CUDA error (the process's context is lost), or
-/// another CUDA failure. sppark's `CUDA_OK` reports negated CUDA codes; both signs are taken.
-pub(crate) fn sppark_error(e: sppark::Error, what: &str) -> Error {
-    let code = e.code.wrapping_abs();
-    if is_no_gpu(code) {
-        return ErrorKind::NoGpu.into();
-    }
-    let text = format!("{what}: {} (cuda error {code})", String::from(&e));
-    if is_sticky(code) {
-        return ErrorKind::DeviceLost(text).into();
-    }
-    ErrorKind::Cuda(text).into()
 }
 
 impl From<ffi::Components> for Components {

@@ -22,10 +22,10 @@
 //!    points are twice the bytes for G2 additions that cost about three times a G1 one; L, A
 //!    and B_G1 are mostly batch additions of points whose scalar is one, one addition per 96
 //!    bytes copied, so streaming them is bound by the copy. Of the staging sizes that fit (1 GiB
-//!    down to 12 MiB a buffer), the one whose plan costs a proof the least by a model measured
-//!    on an H100 (`streaming_cost`: the copies not hidden, and the H chunks, each of which sorts
-//!    its digits again; a streamed H chunk fits a staging buffer, so smaller buffers mean more
-//!    chunks, but leave more of a small SRS resident).
+//!    down to 12 MiB a buffer), the one whose plan costs a proof the least by a cost model
+//!    fitted to the GPU runs in BENCHMARKS.md (`streaming_cost`: the copies not hidden, and the
+//!    H chunks, each of which sorts its digits again; a streamed H chunk fits a staging buffer,
+//!    so smaller buffers mean more chunks, but leave more of a small SRS resident).
 //!
 //! 4. the compact layout, where even the full layout with every query streamed does not fit
 //!    (a 2^27 partition under 36 GiB: a 24 GB card): one input set of two domain vectors
@@ -49,16 +49,19 @@
 //! pieces and staging buffers, every query and the matrices' rows streamed, is refused with
 //! the numbers.
 
+use super::gpu::checks::msm_plan_with;
 use super::gpu::ffi;
+// The residency the planner decides, a C struct the context reads.
+pub use super::gpu::ffi::SrsResidency;
 use super::MatricesBytes;
 use crate::srs::SrsLengths;
 use crate::{Error, ErrorKind};
 
 /// Device memory a plan leaves to the CUDA runtime beside what the layout allocates: the NTT
 /// twiddle tables sppark allocates at the first proof, the kernels' local memory, the 2 MiB
-/// granularity of each allocation. A budget is capped at the device's free memory less this.
-/// An 80 GB H100 planned to within 318 MiB of its free memory ran out at the first 2^27 proof
-/// (BENCHMARKS.md). The same amount the CUDA side keeps free beside a second input set
+/// granularity of each allocation. A budget is capped at the device's free memory less this;
+/// a plan that left much less ran out at the first 2^27 proof (BENCHMARKS.md, SRS streaming).
+/// The same amount the CUDA side keeps free beside a second input set
 /// ([`DeviceLayout::reserve`]).
 pub const RUNTIME_HEADROOM: u64 = 1 << 30;
 
@@ -85,46 +88,6 @@ pub fn allocation_budget(budget: Option<u64>, total: u64, free: u64) -> u64 {
             b.saturating_sub(in_use)
                 .saturating_sub(FOOTPRINT_MARGIN)
                 .min(cap)
-        }
-    }
-}
-
-/// Which SRS points a context keeps on the device (`sp_residency`): per query (H, L, A, B_G1,
-/// B_G2, as [`QUERIES`]) a prefix of `resident[q]` points (at least the query's length: all of
-/// it); the rest streams for every proof through two staging buffers of `stage_bytes` each.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SrsResidency {
-    /// Points kept per query.
-    pub resident: [usize; 5],
-    /// Each staging buffer, bytes (raised to one chunk of 65,536 G2 points, 12 MiB).
-    pub stage_bytes: usize,
-    /// `0`: the full layout. Otherwise the compact one (module text, lever 4): one input set
-    /// with two domain vectors that also hold A's and B's scalars, and the tails of the 0/1
-    /// split taken in pieces of this many points (rounded up to whole tiles of 65,536 points,
-    /// at most 256 pieces a query).
-    pub piece: usize,
-    /// Non-zero: a witness-only circuit's matrix rows stream through the staging buffers
-    /// (lever 5), which are then allocated even where every query is resident.
-    pub matrices: usize,
-}
-
-impl SrsResidency {
-    /// Every query resident, nothing streamed.
-    pub const ALL: SrsResidency = SrsResidency {
-        resident: [usize::MAX; 5],
-        stage_bytes: 0,
-        piece: 0,
-        matrices: 0,
-    };
-
-    /// Every query streamed through staging buffers of `stage_bytes`.
-    pub fn none(stage_bytes: usize) -> SrsResidency {
-        SrsResidency {
-            resident: [0; 5],
-            stage_bytes,
-            piece: 0,
-            matrices: 0,
         }
     }
 }
@@ -384,22 +347,23 @@ pub struct PlanRequest {
 const CHUNK_STEPS: [u32; 7] = [1, 2, 4, 8, 16, 32, 64];
 
 /// Seconds per GiB of SRS streamed that a proof loses: the part of the copies not hidden
-/// behind the MSMs. Measured on an NVIDIA H100 (BENCHMARKS.md, SRS streaming): a 2^26 partition
-/// with every query streamed (22.1 GiB) took 0.204 s more than resident.
+/// behind the MSMs. Fitted as a partition's extra GPU time with every query streamed over the
+/// GiB it streamed (the run in BENCHMARKS.md, SRS streaming); only its ratio to the other
+/// costs matters, since plans are compared, never timed, with it.
 const STREAM_SECONDS_PER_GIB: f64 = 0.204 / 22.1;
 
 /// Seconds a chunk of a Pippenger costs per bucket of each of its windows: each chunk sorts its
 /// digits into every window's buckets again (its chunks add into the same buckets and are
-/// integrated once). Measured on an H100 at 2^27 (18-bit windows, 15 windows of 2^17 buckets,
-/// `gpu_check --phases`, BENCHMARKS.md "One row integration per MSM"): H in 49 chunks, every
-/// point streamed, took 0.323 s more than H in 13 chunks with 9.23 GiB less of it streamed, so
-/// 36 chunks cost 0.323 - 9.23 GiB x [`STREAM_SECONDS_PER_GIB`] = 0.238 s: 3.4 ns per bucket.
+/// integrated once). Fitted as the extra GPU time of an H MSM taken in more chunks, less what
+/// its extra streaming costs ([`STREAM_SECONDS_PER_GIB`]), over the chunks added times its
+/// windows times their buckets (`gpu_check --phases` at 2^27; the run in BENCHMARKS.md, one row
+/// integration per MSM).
 const CHUNK_BUCKET_SECONDS: f64 = 0.238 / (36.0 * 15.0 * 131_072.0);
 
 /// Seconds one row integration costs per bucket of each window: a Pippenger's integration of
-/// its buckets, one block per window. Measured on the same H100 and SRS as the per-chunk cost
-/// with the build before, which integrated once a chunk: there the same 36 more chunks took
-/// 0.901 s more, less the same 0.085 s of copies and 0.238 s of sorting: 8.2 ns per bucket.
+/// its buckets, one block per window. Fitted as [`CHUNK_BUCKET_SECONDS`] is, from the same
+/// chunks added to a build that integrated once a chunk, less their copies and their sorting
+/// (the run in BENCHMARKS.md, one row integration per MSM).
 const INTEGRATE_BUCKET_SECONDS: f64 = (0.816 - 0.238) / (36.0 * 15.0 * 131_072.0);
 
 /// What a streaming plan of `lens` is expected to add to a proof's GPU time, seconds: its
@@ -407,7 +371,7 @@ const INTEGRATE_BUCKET_SECONDS: f64 = (0.816 - 0.238) / (36.0 * 15.0 * 131_072.0
 /// buffers mean more chunks), each sorting into the buckets of every window of the H MSM's
 /// plan. Only compared between plans of one SRS and budget.
 fn streaming_cost(lens: &SrsLengths, l: &DeviceLayout) -> f64 {
-    let h = super::gpu::msm_plan_with(lens.h, l.h_window_bits, l.h_chunks);
+    let h = msm_plan_with(lens.h, l.h_window_bits, l.h_chunks);
     l.streamed as f64 / (1u64 << 30) as f64 * STREAM_SECONDS_PER_GIB
         + f64::from(l.h_chunks) * h.buckets as f64 * CHUNK_BUCKET_SECONDS
 }
@@ -509,7 +473,7 @@ fn pieces_cost(lens: &SrsLengths, piece: u64) -> f64 {
         .map(|&n| {
             let n = n as u64;
             let pieces = n.div_ceil(piece).max(1);
-            let tail = super::gpu::msm_plan_with((piece.min(n) / 2) as usize, 0, 0);
+            let tail = msm_plan_with((piece.min(n) / 2) as usize, 0, 0);
             (pieces - 1) as f64
                 * tail.buckets as f64
                 * (CHUNK_BUCKET_SECONDS + INTEGRATE_BUCKET_SECONDS)
@@ -889,7 +853,7 @@ mod tests {
             }
             assert_eq!(l.resident_points[4], l.points[4]);
             // H's chunks hold at most a staging buffer's points; its prefix is whole chunks
-            let h = super::super::gpu::msm_plan_with(lens.h, l.h_window_bits, l.h_chunks);
+            let h = super::msm_plan_with(lens.h, l.h_window_bits, l.h_chunks);
             assert!(h.stride as u64 <= g1, "{h:?}");
             assert_eq!(l.resident_points[0] % h.stride as u64, 0);
             assert!(l.stage >= 2 * 65_536 * 192 && l.stage <= 2 * stage.max(65_536 * 192) as u64);

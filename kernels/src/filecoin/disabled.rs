@@ -7,9 +7,8 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
-pub use crate::circuits::ProofFamily;
-use crate::job::Job;
-use crate::synth::CircuitShape;
+use crate::types::CircuitShape;
+pub use crate::types::ProofFamily;
 use crate::{Error, ErrorKind};
 
 /// What every attempt to name or read a Filecoin proof says in this build.
@@ -80,8 +79,9 @@ pub fn detect_kind(_input: &[u8]) -> Result<ProofKind, Error> {
     Err(ErrorKind::InvalidRequest(NO_FILECOIN.into()).into())
 }
 
-/// Opens a proof request: unreachable in this build (no [`ProofKind`] exists).
-pub fn open_job(kind: ProofKind, _input: &[u8]) -> Result<Box<dyn Job>, Error> {
+/// Opens a proof request as a job (`J`: `Box<dyn Job>`): unreachable in this build (no
+/// [`ProofKind`] exists).
+pub fn open_job<J>(kind: ProofKind, _input: &[u8]) -> Result<J, Error> {
     match kind {}
 }
 
@@ -106,71 +106,5 @@ mod tests {
         assert!(e.to_string().contains(NO_FILECOIN), "{e}");
         // Built-in specs are unaffected.
         assert!("bits:8".parse::<AnyCircuit>().is_ok());
-    }
-}
-
-/// Curio's requests: in this build every one is refused (no Filecoin support).
-pub mod curio {
-    use super::{no_filecoin, ProofKind};
-    use crate::{Error, ErrorKind};
-
-    /// cuzk's `ProofKind` enum values.
-    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-    pub enum CurioKind {
-        /// `POREP_SEAL_COMMIT` (1).
-        PoRepSealCommit,
-        /// `SNAP_DEALS_UPDATE` (2).
-        SnapDealsUpdate,
-        /// `WINDOW_POST_PARTITION` (3).
-        WindowPostPartition,
-        /// `WINNING_POST` (4).
-        WinningPost,
-    }
-
-    impl CurioKind {
-        /// The kind of a wire value; 0 (`UNSPECIFIED`) and unknown values are refused.
-        pub fn from_wire(value: i32) -> Result<CurioKind, Error> {
-            let invalid = |reason: String| Error::from(ErrorKind::InvalidRequest(reason));
-            match value {
-                1 => Ok(CurioKind::PoRepSealCommit),
-                2 => Ok(CurioKind::SnapDealsUpdate),
-                3 => Ok(CurioKind::WindowPostPartition),
-                4 => Ok(CurioKind::WinningPost),
-                0 => Err(invalid("proof_kind is UNSPECIFIED".into())),
-                v => Err(invalid(format!("unknown proof_kind {v}"))),
-            }
-        }
-    }
-
-    /// The proof-carrying fields of a `SubmitProofRequest`.
-    #[derive(Clone, Copy, Debug)]
-    #[allow(missing_docs)]
-    pub struct CurioRequest<'a> {
-        pub kind: CurioKind,
-        pub sector_size: u64,
-        pub registered_proof: u64,
-        pub vanilla_proof: &'a [u8],
-        pub vanilla_proofs: &'a [Vec<u8>],
-        pub sector_number: u64,
-        pub miner_id: u64,
-        pub randomness: &'a [u8],
-        pub partition_index: u32,
-        pub comm_r_old: &'a [u8],
-        pub comm_r_new: &'a [u8],
-        pub comm_d_new: &'a [u8],
-    }
-
-    /// A translated request (none exists in this build).
-    #[derive(Clone, Debug, PartialEq, Eq)]
-    pub struct Translated {
-        /// The circuit it is proved with.
-        pub kind: ProofKind,
-        /// The request bytes.
-        pub bytes: Vec<u8>,
-    }
-
-    /// Refuses: this build has no Filecoin support.
-    pub fn translate(req: &CurioRequest<'_>) -> Result<Translated, Error> {
-        Err(no_filecoin(&format!("{:?}", req.kind)))
     }
 }

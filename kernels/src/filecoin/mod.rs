@@ -4,7 +4,7 @@
 //!
 //! A proof request (a C1 output, or a PoSt / SnapDeals request carrying vanilla proofs) becomes a
 //! [`Job`]: a checked request that can synthesize each of its partition circuits into
-//! any [`AssignmentSink`](crate::synth::AssignmentSink) (a ring slot in the split pipeline, a [`VecSink`] here) and give each
+//! any [`AssignmentSink`](crate::types::AssignmentSink) (a ring slot in the split pipeline, a [`VecSink`] here) and give each
 //! partition's public inputs (what the launcher verifies against). The partitions' 192-byte
 //! Groth16 proofs, concatenated in partition order, are the proof ([`assemble_proof`],
 //! filecoin-proofs' `MultiProof::write`).
@@ -78,9 +78,9 @@ macro_rules! with_tree {
 }
 pub(crate) use with_tree;
 
-pub mod curio;
 #[cfg(feature = "fixtures")]
 pub mod fixture;
+mod job;
 pub mod porep;
 pub mod post;
 pub mod update;
@@ -94,26 +94,45 @@ use std::str::FromStr;
 use bellperson::groth16::Parameters;
 use bellperson::Circuit;
 use blstrs::{Bls12, Scalar};
-use ff::Field;
-use rand_core::{RngCore, SeedableRng};
+use rand_core::SeedableRng;
 use storage_proofs_core::parameter_cache::{
     metadata_id, parameter_id, verifying_key_id, CacheEntryMetadata,
 };
 
-pub use crate::circuits::ProofFamily;
-use crate::job::Job;
 use crate::paramgen::{GenDevice, GenProgress};
-use crate::synth::{CircuitShape, VecSink};
-use crate::{Backend, Error, ErrorKind, Proof};
+use crate::types::CircuitShape;
+pub use crate::types::ProofFamily;
+use crate::{Error, ErrorKind, Proof};
 
 pub use filecoin_proofs::{
     PoRepConfig, SectorShape2KiB, SectorShapeBase, SectorShapeSub2, SectorShapeSub8,
     SectorShapeTop2,
 };
-pub use filecoin_proofs_api::{RegisteredPoStProof, RegisteredSealProof, RegisteredUpdateProof};
+pub use filecoin_proofs_api::{
+    PoStType, RegisteredPoStProof, RegisteredSealProof, RegisteredUpdateProof,
+};
+pub use job::{open_job, open_job_file, prove_job, FilecoinJob};
 pub use porep::PoRepC2;
 pub use storage_proofs_core::api_version::ApiVersion;
 pub use storage_proofs_core::merkle::MerkleTreeTrait;
+
+/// The prover id of a miner: its id address payload (unsigned LEB128) zero-padded to 32 bytes,
+/// as lotus and Curio make it.
+pub const fn prover_id(miner_id: u64) -> [u8; 32] {
+    let mut out = [0u8; 32];
+    let mut v = miner_id;
+    let mut i = 0;
+    loop {
+        let byte = (v & 0x7f) as u8;
+        v >>= 7;
+        if v == 0 {
+            out[i] = byte;
+            return out;
+        }
+        out[i] = byte | 0x80;
+        i += 1;
+    }
+}
 
 /// Bytes of one partition's Groth16 proof in a proof file (compressed A, B, C).
 pub const PARTITION_PROOF_LEN: usize = 192;
@@ -316,6 +335,34 @@ pub(crate) trait BlankVisitor {
     fn visit<C: Circuit<Scalar> + Clone + Send>(self, blank: C) -> Result<Self::Out, Error>;
 }
 
+/// A checked request of one Filecoin proof type: what PoRep C2 ([`porep::PoRepC2`]), PoSt
+/// ([`post::PoSt`]) and SnapDeals ([`update::SnapDeals`]) differ in. [`FilecoinJob`] makes any
+/// of them a [`Job`](crate::job::Job): partitions checked, shapes counted, proofs made the same
+/// way for all three.
+pub trait ProofRequest: Send + Sync + 'static {
+    /// The circuit of one partition, as filecoin-proofs builds it.
+    type Circuit: Circuit<Scalar> + Send;
+    /// The proof kind (and so the parameters) of the request.
+    fn kind(&self) -> ProofKind;
+    /// Number of partitions (one Groth16 proof each), at least one.
+    fn partitions(&self) -> usize;
+    /// The circuit of partition `k < partitions()`, exactly as filecoin-proofs' prover builds
+    /// it.
+    fn partition_circuit(&self, k: usize) -> Result<Self::Circuit, Error>;
+    /// The public inputs of partition `k < partitions()` (without the leading ONE), as
+    /// filecoin-proofs' verifier computes them.
+    fn partition_inputs(&self, k: usize) -> Result<Vec<Scalar>, Error>;
+}
+
+/// Something done with a checked request of any tree shape (opening it as a job): each proof
+/// type's `open` reads the request for the tree shape of its sector size and hands it here.
+pub(crate) trait RequestVisitor {
+    /// What it returns.
+    type Out;
+    /// Does it.
+    fn visit<R: ProofRequest>(self, request: R) -> Result<Self::Out, Error>;
+}
+
 /// The kind of a proof request, read from the request itself:
 /// - a C1 output of filecoin-proofs-api (`registered_proof` is a seal proof) or lotus-bench's
 ///   `Commit2In` wrapper of one (`Phase1Out`): [`ProofKind::PoRep`];
@@ -372,83 +419,6 @@ pub fn detect_kind(input: &[u8]) -> Result<ProofKind, Error> {
         "not a Filecoin proof request (no `registered_proof`, `registered_update_proof` or `Phase1Out`)".into(),
     )
     .into())
-}
-
-/// Opens a proof request of `kind`: parses it, checks it (vanilla proofs verified) and returns
-/// the job. Errors name the problem (truncated or malformed JSON, another proof type or sector,
-/// vanilla proofs that do not verify).
-pub fn open_job(kind: ProofKind, input: &[u8]) -> Result<Box<dyn Job>, Error> {
-    kind.check_supported()?;
-    match kind {
-        ProofKind::PoRep(p) => porep::open(p, input),
-        ProofKind::PoSt(p) => post::open(p, input),
-        ProofKind::SnapDeals(p) => update::open(p, input),
-    }
-}
-
-/// Reads a request file, then [`open_job`] (kind given) or [`detect_kind`] + [`open_job`];
-/// errors name the file.
-pub fn open_job_file(
-    kind: Option<ProofKind>,
-    path: impl AsRef<Path>,
-) -> Result<Box<dyn Job>, Error> {
-    let path = path.as_ref();
-    let input = std::fs::read(path).map_err(|e| {
-        Error::from(ErrorKind::InvalidRequest(format!(
-            "cannot read `{}`: {e}",
-            path.display()
-        )))
-    })?;
-    let name_file = |e: Error| -> Error {
-        match e.into_kind() {
-            ErrorKind::InvalidC1(r) => {
-                ErrorKind::InvalidC1(format!("`{}`: {r}", path.display())).into()
-            }
-            ErrorKind::InvalidRequest(r) => {
-                ErrorKind::InvalidRequest(format!("`{}`: {r}", path.display())).into()
-            }
-            kind => kind.into(),
-        }
-    };
-    let kind = match kind {
-        Some(k) => k,
-        None => detect_kind(&input).map_err(name_file)?,
-    };
-    open_job(kind, &input).map_err(name_file)
-}
-
-/// Proves every partition of `job` with `backend`, one at a time (one assignment in memory),
-/// fresh `r`, `s` from `rng`, and returns the proof bytes filecoin-proofs writes.
-pub fn prove_job<B: Backend + ?Sized, R: RngCore>(
-    job: &dyn Job,
-    backend: &B,
-    rng: &mut R,
-) -> Result<Vec<u8>, Error> {
-    let mut proofs = Vec::with_capacity(job.partitions());
-    for k in 0..job.partitions() {
-        let t = std::time::Instant::now();
-        let mut sink = VecSink::new();
-        job.synthesize_partition(k, &mut sink)?;
-        let assignment = sink.finish();
-        let synth_s = t.elapsed().as_secs_f64();
-        let (r, s) = (Scalar::random(&mut *rng), Scalar::random(&mut *rng));
-        let t = std::time::Instant::now();
-        let mut out = backend.prove_batch(&[assignment.as_assignment()], &[r], &[s])?;
-        let proof = out
-            .pop()
-            .ok_or_else(|| Error::shape("proofs returned", 1, 0))?;
-        tracing::debug!(
-            circuit = %job.circuit(),
-            partition = k,
-            constraints = assignment.a.len(),
-            synth_s,
-            prove_s = t.elapsed().as_secs_f64(),
-            backend = backend.name(),
-            "partition proved"
-        );
-        proofs.push(proof);
-    }
-    assemble_proof(&proofs)
 }
 
 /// The proof bytes of a multi-partition proof: each proof's 192-byte serialization, in order

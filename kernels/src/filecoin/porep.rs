@@ -25,11 +25,8 @@ use storage_proofs_core::merkle::MerkleTreeTrait;
 use storage_proofs_core::proof::ProofScheme;
 use storage_proofs_porep::stacked::{self, StackedCircuit, StackedCompound, StackedDrg};
 
-use super::{guarded, BlankVisitor, ProofKind};
-use crate::circuits::AnyCircuit;
-use crate::job::Job;
-use crate::synth::{AssignmentSink, CircuitShape, Synthesis};
-use crate::{Backend, Error, ErrorKind};
+use super::{guarded, BlankVisitor, ProofKind, ProofRequest, RequestVisitor};
+use crate::{Error, ErrorKind};
 
 /// The PoRep circuit of one partition, as filecoin-proofs builds it.
 pub type PoRepCircuit<Tree> = StackedCircuit<Tree, DefaultPieceHasher>;
@@ -106,7 +103,8 @@ pub fn parse_c1<Tree: 'static + MerkleTreeTrait>(
     })
 }
 
-/// A PoRep C2 job: a checked C1 output with everything needed to build and prove its partitions.
+/// A checked C1 output: everything needed to build and prove its partitions (as a job:
+/// [`super::FilecoinJob`]).
 pub struct PoRepC2<Tree: 'static + MerkleTreeTrait> {
     registered: RegisteredSealProof,
     config: PoRepConfig,
@@ -200,23 +198,25 @@ impl<Tree: 'static + MerkleTreeTrait> PoRepC2<Tree> {
         })
     }
 
-    /// The config this job was checked against.
+    /// The config this C1 output was checked against.
     pub fn config(&self) -> &PoRepConfig {
         &self.config
     }
+}
 
-    /// Number of partitions (one Groth16 proof each).
-    pub fn partitions(&self) -> usize {
+impl<Tree: 'static + MerkleTreeTrait> ProofRequest for PoRepC2<Tree> {
+    type Circuit = PoRepCircuit<Tree>;
+
+    fn kind(&self) -> ProofKind {
+        ProofKind::PoRep(self.registered)
+    }
+
+    fn partitions(&self) -> usize {
         self.vanilla_proofs.len()
     }
 
-    fn check_partition(&self, k: usize) -> Result<(), Error> {
-        super::check_partition(k, self.partitions())
-    }
-
-    /// The circuit of partition `k`, exactly as `StackedCompound::circuit_proofs` builds it.
-    pub fn circuit(&self, k: usize) -> Result<PoRepCircuit<Tree>, Error> {
-        self.check_partition(k)?;
+    /// Exactly as `StackedCompound::circuit_proofs` builds it.
+    fn partition_circuit(&self, k: usize) -> Result<PoRepCircuit<Tree>, Error> {
         guarded("porep circuit", || {
             Compound::<Tree>::circuit(
                 &self.public_inputs,
@@ -228,9 +228,7 @@ impl<Tree: 'static + MerkleTreeTrait> PoRepC2<Tree> {
         })
     }
 
-    /// The public inputs of partition `k` (without the leading ONE), as the verifier computes them.
-    pub fn public_inputs(&self, k: usize) -> Result<Vec<Scalar>, Error> {
-        self.check_partition(k)?;
+    fn partition_inputs(&self, k: usize) -> Result<Vec<Scalar>, Error> {
         guarded("porep public inputs", || {
             Compound::<Tree>::generate_public_inputs(
                 &self.public_inputs,
@@ -238,49 +236,6 @@ impl<Tree: 'static + MerkleTreeTrait> PoRepC2<Tree> {
                 Some(k),
             )
         })
-    }
-
-    /// The shape of partition `k` (a counting pass, no witness): what a slot must hold.
-    pub fn shape(&self, k: usize) -> Result<CircuitShape, Error> {
-        crate::synth::circuit_shape(self.circuit(k)?)
-    }
-
-    /// Synthesizes partition `k` into `sink` (bellperson's prover sequence).
-    pub fn synthesize_partition<S: AssignmentSink>(&self, k: usize, sink: S) -> Result<S, Error> {
-        crate::synth::synthesize(self.circuit(k)?, sink)
-    }
-
-    /// Proves every partition with `backend` (see [`super::prove_job`]) and returns the proof
-    /// bytes filecoin-proofs writes: the partitions' proofs concatenated.
-    pub fn prove<B: Backend, R: rand_core::RngCore>(
-        &self,
-        backend: &B,
-        rng: &mut R,
-    ) -> Result<Vec<u8>, Error> {
-        super::prove_job(self, backend, rng)
-    }
-}
-
-impl<Tree: 'static + MerkleTreeTrait> Job for PoRepC2<Tree> {
-    fn circuit(&self) -> AnyCircuit {
-        AnyCircuit::Filecoin(ProofKind::PoRep(self.registered))
-    }
-
-    fn partitions(&self) -> usize {
-        self.vanilla_proofs.len()
-    }
-
-    fn synthesize_partition_with(
-        &self,
-        k: usize,
-        sink: &mut dyn AssignmentSink,
-        how: Synthesis<'_>,
-    ) -> Result<(), Error> {
-        crate::synth::synthesize_with(self.circuit(k)?, sink, how).map(drop)
-    }
-
-    fn public_inputs(&self, k: usize) -> Result<Vec<Scalar>, Error> {
-        PoRepC2::public_inputs(self, k)
     }
 }
 
@@ -411,7 +366,7 @@ pub fn check_commit2in(input: &[u8], stated: Stated) -> Result<ProofKind, Error>
     if let (Some(miner), Some(sector)) = (stated.miner_id, sector) {
         let config = guarded("porep config", || Ok(c1.registered_proof.as_v1_config()))?;
         let expected = stacked::generate_replica_id::<filecoin_proofs::DefaultTreeHasher, _>(
-            &super::curio::prover_id(miner),
+            &super::prover_id(miner),
             sector,
             &c1.ticket,
             c1.comm_d,
@@ -433,11 +388,16 @@ pub(super) fn detect_commit2in(input: &[u8]) -> Result<ProofKind, Error> {
 }
 
 /// Opens a C1 output (any of the three forms) for `proof`.
-pub(super) fn open(proof: RegisteredSealProof, input: &[u8]) -> Result<Box<dyn Job>, Error> {
-    fn inner<Tree: 'static + MerkleTreeTrait>(
+pub(super) fn open<V: RequestVisitor>(
+    proof: RegisteredSealProof,
+    input: &[u8],
+    visitor: V,
+) -> Result<V::Out, Error> {
+    fn inner<Tree: 'static + MerkleTreeTrait, V: RequestVisitor>(
         proof: RegisteredSealProof,
         input: &[u8],
-    ) -> Result<Box<dyn Job>, Error> {
+        visitor: V,
+    ) -> Result<V::Out, Error> {
         let envelope = unwrap_commit2in(input)?;
         if let Some(e) = &envelope {
             check_envelope_size(&e.fields, proof)?;
@@ -480,10 +440,10 @@ pub(super) fn open(proof: RegisteredSealProof, input: &[u8]) -> Result<Box<dyn J
         } else {
             parse_c1::<Tree>(input)?
         };
-        Ok(Box::new(PoRepC2::<Tree>::new(proof, c1)?))
+        visitor.visit(PoRepC2::<Tree>::new(proof, c1)?)
     }
     ProofKind::PoRep(proof).check_supported()?;
-    super::with_tree!(u64::from(proof.sector_size()), Tree => inner::<Tree>(proof, input))
+    super::with_tree!(u64::from(proof.sector_size()), Tree => inner::<Tree, V>(proof, input, visitor))
 }
 
 /// Calls `visitor` with the blank PoRep circuit of `proof` (what parameter generation uses).
@@ -532,7 +492,7 @@ pub fn verify_seal(
             api.registered_proof,
             api.comm_r,
             api.comm_d,
-            super::curio::prover_id(miner_id),
+            super::prover_id(miner_id),
             filecoin_proofs_api::SectorId::from(sector),
             api.ticket,
             api.seed,
@@ -545,6 +505,124 @@ pub fn verify_seal(
 mod tests {
     use super::*;
     use filecoin_proofs::{SectorShape2KiB, SectorShape32GiB};
+
+    /// Opens `input` as a `proof` request's job.
+    fn open(proof: RegisteredSealProof, input: &[u8]) -> Result<Box<dyn crate::job::Job>, Error> {
+        super::super::open_job(ProofKind::PoRep(proof), input)
+    }
+
+    /// A `Commit2In` envelope around an api C1 output of `StackedDrg2KiBV1_1` (no vanilla
+    /// proofs: the envelope checks come before the proofs are read) sealed for miner 1000,
+    /// sector 42.
+    fn envelope(sector_num: u64, sector_size: u64) -> Vec<u8> {
+        use filecoin_proofs_api::seal::{SealCommitPhase1Output, VanillaSealProof};
+        let proof = RegisteredSealProof::StackedDrg2KiBV1_1;
+        let (ticket, comm_d) = ([5u8; 32], [6u8; 32]);
+        let replica_id = stacked::generate_replica_id::<filecoin_proofs::DefaultTreeHasher, _>(
+            &super::super::prover_id(1000),
+            42,
+            &ticket,
+            comm_d,
+            &proof.as_v1_config().porep_id,
+        );
+        let c1 = SealCommitPhase1Output {
+            registered_proof: proof,
+            vanilla_proofs: VanillaSealProof::StackedDrg2KiBV1(vec![]),
+            comm_r: [4; 32],
+            comm_d,
+            replica_id,
+            seed: [3; 32],
+            ticket,
+        };
+        let inner = super::super::encode_base64(&serde_json::to_vec(&c1).unwrap());
+        format!(
+            r#"{{"SectorNum": {sector_num}, "Phase1Out": "{inner}", "SectorSize": {sector_size}}}"#
+        )
+        .into_bytes()
+    }
+
+    /// What a Curio request states beside its `Commit2In` envelope (`miner_id`,
+    /// `sector_number`, `sector_size`) must agree with the envelope and its C1 output.
+    #[test]
+    fn envelope_fields_must_agree_with_what_is_stated() {
+        let good = envelope(42, 2048);
+        let all = Stated {
+            miner_id: Some(1000),
+            sector_number: Some(42),
+            sector_size: Some(2048),
+        };
+        let kind = ProofKind::PoRep(RegisteredSealProof::StackedDrg2KiBV1_1);
+        assert_eq!(check_commit2in(&good, all).unwrap(), kind);
+        // Fields not stated are not compared.
+        assert_eq!(check_commit2in(&good, Stated::default()).unwrap(), kind);
+        let cases = [
+            (
+                Stated {
+                    sector_number: Some(43),
+                    ..all
+                },
+                "sector_number 43 does not match the envelope's `SectorNum` 42",
+            ),
+            (
+                Stated {
+                    sector_size: Some(32 << 30),
+                    ..all
+                },
+                "sector_size 34359738368 does not match the envelope's `SectorSize` 2048",
+            ),
+            (
+                Stated {
+                    miner_id: Some(1001),
+                    ..all
+                },
+                "miner_id 1001 and sector_number 42 do not match the C1 output's replica id",
+            ),
+        ];
+        for (bad, want) in cases {
+            let e = check_commit2in(&good, bad).unwrap_err();
+            assert!(e.to_string().contains(want), "{e}\nwanted: {want}");
+        }
+    }
+
+    #[test]
+    fn an_envelope_whose_sector_size_is_not_its_c1_outputs_is_refused() {
+        // The envelope says 32 GiB, its C1 output is of a 2 KiB sector: refused whether the
+        // request's `sector_size` is unstated or agrees with the envelope.
+        let lying = envelope(42, 32 << 30);
+        for sector_size in [None, Some(32 << 30)] {
+            let stated = Stated {
+                sector_number: Some(42),
+                sector_size,
+                ..Stated::default()
+            };
+            let e = check_commit2in(&lying, stated).unwrap_err();
+            assert!(
+                e.to_string().contains(
+                    "the envelope's `SectorSize` 34359738368 does not match its C1 output's \
+                     `porep:StackedDrg2KiBV1_1` (2048 bytes)"
+                ),
+                "{e}"
+            );
+        }
+        // The same envelope opened as a request file (no Curio fields) is refused too.
+        let e = super::super::detect_kind(&lying).unwrap_err();
+        assert!(e.to_string().contains("`SectorSize` 34359738368"), "{e}");
+        let e = open(RegisteredSealProof::StackedDrg2KiBV1_1, &lying)
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("`SectorSize` 34359738368"), "{e}");
+        // A `SectorNum` that is not a number is named.
+        let e = check_commit2in(
+            br#"{"SectorNum": "x", "Phase1Out": "", "SectorSize": 2048}"#,
+            Stated::default(),
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("`SectorNum` is not an unsigned integer"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn wrong_tree_shape_is_refused() {

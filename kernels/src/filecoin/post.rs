@@ -15,7 +15,7 @@
 //! }
 //! ```
 //!
-//! [`PoStJob`] then mirrors filecoin-proofs step for step:
+//! [`PoSt`] then mirrors filecoin-proofs step for step:
 //! - WinningPoSt (`generate_winning_post_with_vanilla`): exactly one vanilla proof (the sector
 //!   `generate_winning_post_sector_challenge` picked), one partition whose 66 "sectors" are the
 //!   66 challenges of that sector (the winning setup parameters);
@@ -50,11 +50,8 @@ use storage_proofs_post::fallback::{
     self, FallbackPoSt, FallbackPoStCircuit, FallbackPoStCompound, PublicSector,
 };
 
-use super::{guarded, BlankVisitor, ProofKind};
-use crate::circuits::AnyCircuit;
-use crate::job::Job;
-use crate::synth::{AssignmentSink, CircuitShape, Synthesis};
-use crate::{Backend, Error, ErrorKind};
+use super::{guarded, BlankVisitor, ProofKind, ProofRequest, RequestVisitor};
+use crate::{Error, ErrorKind};
 
 /// The PoSt circuit of one partition, as filecoin-proofs builds it.
 pub type PoStCircuit<Tree> = FallbackPoStCircuit<Tree>;
@@ -69,7 +66,7 @@ fn invalid(reason: impl Into<String>) -> Error {
     ErrorKind::InvalidRequest(reason.into()).into()
 }
 
-/// A PoSt proof request: what [`PoStJob`] proves, in the JSON form a job file or a socket
+/// A PoSt proof request: what [`PoSt`] proves, in the JSON form a job file or a socket
 /// carries (`serde`; unknown fields are refused so a misspelt `partition_index` is not ignored).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -263,8 +260,9 @@ fn failing_sectors<Tree: 'static + MerkleTreeTrait>(
         .collect()
 }
 
-/// A PoSt job: a checked request with everything needed to build and prove its partitions.
-pub struct PoStJob<Tree: 'static + MerkleTreeTrait> {
+/// A checked PoSt request: everything needed to build and prove its partitions (as a job:
+/// [`super::FilecoinJob`]).
+pub struct PoSt<Tree: 'static + MerkleTreeTrait> {
     registered: RegisteredPoStProof,
     config: PoStConfig,
     pub_params: fallback::PublicParams,
@@ -276,8 +274,8 @@ pub struct PoStJob<Tree: 'static + MerkleTreeTrait> {
     partition_index: Option<usize>,
 }
 
-impl<Tree: 'static + MerkleTreeTrait> PoStJob<Tree> {
-    /// [`PoStRequest::from_json`] then [`PoStJob::new`].
+impl<Tree: 'static + MerkleTreeTrait> PoSt<Tree> {
+    /// [`PoStRequest::from_json`] then [`PoSt::new`].
     pub fn from_json(proof: RegisteredPoStProof, input: &[u8]) -> Result<Self, Error> {
         Self::new(proof, PoStRequest::from_json(input)?)
     }
@@ -303,105 +301,17 @@ impl<Tree: 'static + MerkleTreeTrait> PoStJob<Tree> {
             .into());
         }
         let config = post_config(proof)?;
-        let sector_count = config.sector_count;
         let count = request.vanilla_proofs.len();
-        match (&config.typ, request.partition_index) {
-            (PoStType::Winning, Some(_)) => {
-                return Err(invalid(format!(
-                    "`partition_index` is for WindowPoSt, `{kind}` is a WinningPoSt"
-                )));
-            }
-            (PoStType::Winning, None) if count != sector_count => {
-                return Err(invalid(format!(
-                    "{count} vanilla proofs, a WinningPoSt takes {sector_count} (the challenged sector's)"
-                )));
-            }
-            (PoStType::Window, _) if count == 0 => return Err(invalid("no vanilla proofs")),
-            (PoStType::Window, Some(k)) => {
-                if config.api_version != ApiVersion::V1_2_0 {
-                    return Err(invalid(format!(
-                        "`partition_index` needs a V1_2 WindowPoSt proof type, not `{kind}`"
-                    )));
-                }
-                if count > sector_count {
-                    return Err(invalid(format!(
-                        "{count} vanilla proofs for partition {k}, a `{kind}` partition has at most \
-                         {sector_count} sectors"
-                    )));
-                }
-            }
-            _ => {}
-        }
+        check_count(kind, &config, count, request.partition_index)?;
         let randomness: TreeDomain<Tree> =
             filecoin_proofs::as_safe_commitment(&request.randomness, "randomness")
                 .map_err(|e| invalid(format!("`randomness` is not a field element ({e:#})")))?;
         let prover_id: TreeDomain<Tree> =
             filecoin_proofs::as_safe_commitment(&request.prover_id, "prover_id")
                 .map_err(|e| invalid(format!("`prover_id` is not a field element ({e:#})")))?;
-
-        let bytes = request.vanilla_proof_bytes()?;
-        let mut vanilla_proofs = Vec::with_capacity(bytes.len());
-        for (i, b) in bytes.iter().enumerate() {
-            let p = decode_vanilla_proof::<Tree>(i, b, proof)?;
-            let id = u64::from(p.sector_id);
-            let sectors = &p.vanilla_proof.sectors;
-            if sectors.len() != 1 {
-                return Err(invalid(format!(
-                    "`vanilla_proofs[{i}]` (sector {id}) holds {} sector proofs, a vanilla proof has 1",
-                    sectors.len()
-                )));
-            }
-            let challenges = sectors[0].inclusion_proofs.len();
-            if challenges != config.challenge_count {
-                return Err(invalid(format!(
-                    "`vanilla_proofs[{i}]` (sector {id}) proves {challenges} challenges, a `{kind}` \
-                     vanilla proof proves {}; hint: vanilla proofs of another PoSt type",
-                    config.challenge_count
-                )));
-            }
-            if let Some(prev) = vanilla_proofs
-                .last()
-                .map(|p: &FallbackPoStSectorProof<Tree>| u64::from(p.sector_id))
-            {
-                if id <= prev {
-                    return Err(invalid(format!(
-                        "`vanilla_proofs[{i}]` is sector {id} after sector {prev}: the sectors must be \
-                         in ascending sector id order, each once (the verifier's order)"
-                    )));
-                }
-            }
-            vanilla_proofs.push(p);
-        }
-
-        // The setup of generate_{winning,window}_post_with_vanilla.
-        let (vanilla_params, partitions) = match config.typ {
-            PoStType::Winning => (
-                guarded("winning PoSt setup parameters", || {
-                    filecoin_proofs::parameters::winning_post_setup_params(&config)
-                })?,
-                None,
-            ),
-            PoStType::Window => {
-                let p = filecoin_proofs::get_num_partition_for_fallback_post(&config, count);
-                (
-                    filecoin_proofs::parameters::window_post_setup_params(&config),
-                    (p > 1).then_some(p),
-                )
-            }
-        };
-        let setup = compound_proof::SetupParams {
-            vanilla_params,
-            partitions,
-            priority: config.priority,
-        };
-        let pub_params = guarded("PoSt public parameters", || {
-            <Compound<Tree> as CompoundProof<FallbackPoSt<'_, Tree>, PoStCircuit<Tree>>>::setup(
-                &setup,
-            )
-        })?
-        .vanilla_params;
+        let vanilla_proofs = decode_vanilla_proofs::<Tree>(&request, proof, &config)?;
+        let (pub_params, partitions) = setup::<Tree>(&config, count)?;
         let partition_count = partitions.unwrap_or(1);
-
         let pub_sectors: Vec<PublicSector<TreeDomain<Tree>>> = vanilla_proofs
             .iter()
             .map(|p| PublicSector {
@@ -429,48 +339,16 @@ impl<Tree: 'static + MerkleTreeTrait> PoStJob<Tree> {
             k: None,
         };
 
-        let partition_proofs = match request.partition_index {
-            None => guarded("partitioning the vanilla proofs", || {
-                filecoin_proofs::partition_vanilla_proofs(
-                    &config,
-                    &pub_params,
-                    &prover_inputs,
-                    partition_count,
-                    &vanilla_proofs,
-                )
-            }),
-            Some(_) => guarded("partitioning the vanilla proofs", || {
-                filecoin_proofs::single_partition_vanilla_proofs(&config, &pub_params, &prover_inputs, &vanilla_proofs)
-            })
-            .map(|p| vec![p]),
-        }
-        .map_err(|e| {
-            let first = request.partition_index.unwrap_or(0).saturating_mul(sector_count);
-            let failing = guarded("locating the failing vanilla proofs", || {
-                Ok(failing_sectors(
-                    &config,
-                    &pub_params,
-                    randomness,
-                    first,
-                    &vanilla_proofs,
-                ))
-            })
-            .unwrap_or_default();
-            if failing.is_empty() {
-                invalid(format!(
-                    "the vanilla proofs do not verify for this randomness and `{kind}` (vanilla proofs \
-                     of another randomness, proof type or sector, or damaged): {e}"
-                ))
-            } else {
-                invalid(format!(
-                    "the vanilla proofs of {} {} do not verify for this randomness and `{kind}` \
-                     (vanilla proofs of another randomness, proof type or sector, or damaged)",
-                    if failing.len() == 1 { "sector" } else { "sectors" },
-                    failing.join(", ")
-                ))
-            }
-        })?;
-        let job = Self {
+        let partition_proofs = partition(
+            kind,
+            &config,
+            &pub_params,
+            &prover_inputs,
+            request.partition_index,
+            partition_count,
+            &vanilla_proofs,
+        )?;
+        let checked = Self {
             registered: proof,
             config,
             pub_params,
@@ -479,20 +357,20 @@ impl<Tree: 'static + MerkleTreeTrait> PoStJob<Tree> {
             partition_proofs,
             partition_index: request.partition_index,
         };
-        let expected = if job.partition_index.is_some() {
+        let expected = if checked.partition_index.is_some() {
             1
         } else {
             partition_count
         };
-        if job.partition_proofs.len() != expected {
+        if checked.partition_proofs.len() != expected {
             return Err(Error::shape(
                 "PoSt partitions",
                 expected,
-                job.partition_proofs.len(),
+                checked.partition_proofs.len(),
             ));
         }
-        job.verify_vanilla()?;
-        Ok(job)
+        checked.verify_vanilla()?;
+        Ok(checked)
     }
 
     /// Verifies each partition's vanilla proof against the sectors the verifier lists (for
@@ -544,20 +422,21 @@ impl<Tree: 'static + MerkleTreeTrait> PoStJob<Tree> {
     pub fn config(&self) -> &PoStConfig {
         &self.config
     }
+}
 
-    /// Number of partitions (one Groth16 proof each).
-    pub fn partitions(&self) -> usize {
+impl<Tree: 'static + MerkleTreeTrait> ProofRequest for PoSt<Tree> {
+    type Circuit = PoStCircuit<Tree>;
+
+    fn kind(&self) -> ProofKind {
+        ProofKind::PoSt(self.registered)
+    }
+
+    fn partitions(&self) -> usize {
         self.partition_proofs.len()
     }
 
-    fn check_partition(&self, k: usize) -> Result<(), Error> {
-        super::check_partition(k, self.partitions())
-    }
-
-    /// The circuit of partition `k`, exactly as `FallbackPoStCompound::circuit_proofs` builds it
-    /// in `prove_with_vanilla`.
-    pub fn circuit(&self, k: usize) -> Result<PoStCircuit<Tree>, Error> {
-        self.check_partition(k)?;
+    /// Exactly as `FallbackPoStCompound::circuit_proofs` builds it in `prove_with_vanilla`.
+    fn partition_circuit(&self, k: usize) -> Result<PoStCircuit<Tree>, Error> {
         guarded("PoSt circuit", || {
             <Compound<Tree> as CompoundProof<FallbackPoSt<'_, Tree>, PoStCircuit<Tree>>>::circuit(
                 &self.prover_inputs,
@@ -569,13 +448,11 @@ impl<Tree: 'static + MerkleTreeTrait> PoStJob<Tree> {
         })
     }
 
-    /// The public inputs of partition `k` (without the leading ONE), as `verify_winning_post` /
-    /// `verify_window_post` compute them. With a `partition_index` (V1_2 only): those of that
-    /// partition, computed over its sectors alone with `Some(0)`, which equals the verifier's
-    /// `Some(partition_index)` over all sectors since V1_2 challenges do not depend on the
-    /// sector's position.
-    pub fn public_inputs(&self, k: usize) -> Result<Vec<Scalar>, Error> {
-        self.check_partition(k)?;
+    /// As `verify_winning_post` / `verify_window_post` compute them. With a `partition_index`
+    /// (V1_2 only): those of that partition, computed over its sectors alone with `Some(0)`,
+    /// which equals the verifier's `Some(partition_index)` over all sectors since V1_2
+    /// challenges do not depend on the sector's position.
+    fn partition_inputs(&self, k: usize) -> Result<Vec<Scalar>, Error> {
         guarded("PoSt public inputs", || {
             <Compound<Tree> as CompoundProof<FallbackPoSt<'_, Tree>, PoStCircuit<Tree>>>::generate_public_inputs(
                 &self.verifier_inputs,
@@ -584,51 +461,197 @@ impl<Tree: 'static + MerkleTreeTrait> PoStJob<Tree> {
             )
         })
     }
-
-    /// The shape of partition `k` (a counting pass, no witness).
-    pub fn shape(&self, k: usize) -> Result<CircuitShape, Error> {
-        crate::synth::circuit_shape(self.circuit(k)?)
-    }
-
-    /// Proves every partition with `backend` (see [`super::prove_job`]) and returns the proof
-    /// bytes filecoin-proofs writes: the partitions' proofs concatenated.
-    pub fn prove<B: Backend, R: rand_core::RngCore>(
-        &self,
-        backend: &B,
-        rng: &mut R,
-    ) -> Result<Vec<u8>, Error> {
-        super::prove_job(self, backend, rng)
-    }
 }
 
-impl<Tree: 'static + MerkleTreeTrait> Job for PoStJob<Tree> {
-    fn circuit(&self) -> AnyCircuit {
-        AnyCircuit::Filecoin(ProofKind::PoSt(self.registered))
+/// Checks the number of vanilla proofs and the `partition_index` against the PoSt type.
+fn check_count(
+    kind: ProofKind,
+    config: &PoStConfig,
+    count: usize,
+    partition_index: Option<usize>,
+) -> Result<(), Error> {
+    let sector_count = config.sector_count;
+    match (&config.typ, partition_index) {
+        (PoStType::Winning, Some(_)) => {
+            return Err(invalid(format!(
+                "`partition_index` is for WindowPoSt, `{kind}` is a WinningPoSt"
+            )));
+        }
+        (PoStType::Winning, None) if count != sector_count => {
+            return Err(invalid(format!(
+                "{count} vanilla proofs, a WinningPoSt takes {sector_count} (the challenged sector's)"
+            )));
+        }
+        (PoStType::Window, _) if count == 0 => return Err(invalid("no vanilla proofs")),
+        (PoStType::Window, Some(k)) => {
+            if config.api_version != ApiVersion::V1_2_0 {
+                return Err(invalid(format!(
+                    "`partition_index` needs a V1_2 WindowPoSt proof type, not `{kind}`"
+                )));
+            }
+            if count > sector_count {
+                return Err(invalid(format!(
+                    "{count} vanilla proofs for partition {k}, a `{kind}` partition has at most \
+                     {sector_count} sectors"
+                )));
+            }
+        }
+        _ => {}
     }
+    Ok(())
+}
 
-    fn partitions(&self) -> usize {
-        self.partition_proofs.len()
+/// Decodes the request's vanilla proofs and checks each: one sector, the PoSt type's challenge
+/// count, the sectors in ascending id order.
+fn decode_vanilla_proofs<Tree: 'static + MerkleTreeTrait>(
+    request: &PoStRequest,
+    proof: RegisteredPoStProof,
+    config: &PoStConfig,
+) -> Result<Vec<FallbackPoStSectorProof<Tree>>, Error> {
+    let kind = ProofKind::PoSt(proof);
+    let bytes = request.vanilla_proof_bytes()?;
+    let mut vanilla_proofs = Vec::with_capacity(bytes.len());
+    for (i, b) in bytes.iter().enumerate() {
+        let p = decode_vanilla_proof::<Tree>(i, b, proof)?;
+        let id = u64::from(p.sector_id);
+        let sectors = &p.vanilla_proof.sectors;
+        if sectors.len() != 1 {
+            return Err(invalid(format!(
+                "`vanilla_proofs[{i}]` (sector {id}) holds {} sector proofs, a vanilla proof has 1",
+                sectors.len()
+            )));
+        }
+        let challenges = sectors[0].inclusion_proofs.len();
+        if challenges != config.challenge_count {
+            return Err(invalid(format!(
+                "`vanilla_proofs[{i}]` (sector {id}) proves {challenges} challenges, a `{kind}` \
+                 vanilla proof proves {}; hint: vanilla proofs of another PoSt type",
+                config.challenge_count
+            )));
+        }
+        if let Some(prev) = vanilla_proofs
+            .last()
+            .map(|p: &FallbackPoStSectorProof<Tree>| u64::from(p.sector_id))
+        {
+            if id <= prev {
+                return Err(invalid(format!(
+                    "`vanilla_proofs[{i}]` is sector {id} after sector {prev}: the sectors must be \
+                     in ascending sector id order, each once (the verifier's order)"
+                )));
+            }
+        }
+        vanilla_proofs.push(p);
     }
+    Ok(vanilla_proofs)
+}
 
-    fn synthesize_partition_with(
-        &self,
-        k: usize,
-        sink: &mut dyn AssignmentSink,
-        how: Synthesis<'_>,
-    ) -> Result<(), Error> {
-        crate::synth::synthesize_with(self.circuit(k)?, sink, how).map(drop)
-    }
+/// The public parameters of `generate_{winning,window}_post_with_vanilla` for `count` vanilla
+/// proofs, and the partitions it takes (`None`: one).
+fn setup<Tree: 'static + MerkleTreeTrait>(
+    config: &PoStConfig,
+    count: usize,
+) -> Result<(fallback::PublicParams, Option<usize>), Error> {
+    let (vanilla_params, partitions) = match config.typ {
+        PoStType::Winning => (
+            guarded("winning PoSt setup parameters", || {
+                filecoin_proofs::parameters::winning_post_setup_params(config)
+            })?,
+            None,
+        ),
+        PoStType::Window => {
+            let p = filecoin_proofs::get_num_partition_for_fallback_post(config, count);
+            (
+                filecoin_proofs::parameters::window_post_setup_params(config),
+                (p > 1).then_some(p),
+            )
+        }
+    };
+    let setup = compound_proof::SetupParams {
+        vanilla_params,
+        partitions,
+        priority: config.priority,
+    };
+    let pub_params = guarded("PoSt public parameters", || {
+        <Compound<Tree> as CompoundProof<FallbackPoSt<'_, Tree>, PoStCircuit<Tree>>>::setup(&setup)
+    })?
+    .vanilla_params;
+    Ok((pub_params, partitions))
+}
 
-    fn public_inputs(&self, k: usize) -> Result<Vec<Scalar>, Error> {
-        PoStJob::public_inputs(self, k)
+/// Partitions the vanilla proofs as filecoin-proofs does (one partition with a
+/// `partition_index`); where they do not verify, the error names the failing sectors.
+fn partition<Tree: 'static + MerkleTreeTrait>(
+    kind: ProofKind,
+    config: &PoStConfig,
+    pub_params: &fallback::PublicParams,
+    prover_inputs: &PublicInputs<Tree>,
+    partition_index: Option<usize>,
+    partition_count: usize,
+    vanilla_proofs: &[FallbackPoStSectorProof<Tree>],
+) -> Result<Vec<PartitionProof<Tree>>, Error> {
+    match partition_index {
+        None => guarded("partitioning the vanilla proofs", || {
+            filecoin_proofs::partition_vanilla_proofs(
+                config,
+                pub_params,
+                prover_inputs,
+                partition_count,
+                vanilla_proofs,
+            )
+        }),
+        Some(_) => guarded("partitioning the vanilla proofs", || {
+            filecoin_proofs::single_partition_vanilla_proofs(
+                config,
+                pub_params,
+                prover_inputs,
+                vanilla_proofs,
+            )
+        })
+        .map(|p| vec![p]),
     }
+    .map_err(|e| {
+        let first = partition_index
+            .unwrap_or(0)
+            .saturating_mul(config.sector_count);
+        let failing = guarded("locating the failing vanilla proofs", || {
+            Ok(failing_sectors(
+                config,
+                pub_params,
+                prover_inputs.randomness,
+                first,
+                vanilla_proofs,
+            ))
+        })
+        .unwrap_or_default();
+        if failing.is_empty() {
+            invalid(format!(
+                "the vanilla proofs do not verify for this randomness and `{kind}` (vanilla proofs \
+                 of another randomness, proof type or sector, or damaged): {e}"
+            ))
+        } else {
+            invalid(format!(
+                "the vanilla proofs of {} {} do not verify for this randomness and `{kind}` \
+                 (vanilla proofs of another randomness, proof type or sector, or damaged)",
+                if failing.len() == 1 {
+                    "sector"
+                } else {
+                    "sectors"
+                },
+                failing.join(", ")
+            ))
+        }
+    })
 }
 
 /// Opens a PoSt request for `proof`.
-pub(super) fn open(proof: RegisteredPoStProof, input: &[u8]) -> Result<Box<dyn Job>, Error> {
+pub(super) fn open<V: RequestVisitor>(
+    proof: RegisteredPoStProof,
+    input: &[u8],
+    visitor: V,
+) -> Result<V::Out, Error> {
     let request = PoStRequest::from_json(input)?;
     super::with_tree!(u64::from(proof.sector_size()), Tree => {
-        PoStJob::<Tree>::new(proof, request).map(|j| Box::new(j) as Box<dyn Job>)
+        visitor.visit(PoSt::<Tree>::new(proof, request)?)
     })
 }
 
@@ -653,6 +676,11 @@ pub(super) fn visit_blank<V: BlankVisitor>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Opens `input` as a `proof` request's job.
+    fn open(proof: RegisteredPoStProof, input: &[u8]) -> Result<Box<dyn crate::job::Job>, Error> {
+        super::super::open_job(ProofKind::PoSt(proof), input)
+    }
 
     const WINNING: RegisteredPoStProof = RegisteredPoStProof::StackedDrgWinning2KiBV1;
     const WINDOW: RegisteredPoStProof = RegisteredPoStProof::StackedDrgWindow2KiBV1_2;

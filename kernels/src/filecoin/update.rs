@@ -26,7 +26,6 @@
 //! that does not match.
 
 use std::marker::PhantomData;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use bellperson::{Circuit, ConstraintSystem, SynthesisError};
 use blstrs::Scalar;
@@ -44,11 +43,8 @@ use storage_proofs_update::{
     PublicInputs, PublicParams,
 };
 
-use super::{guarded, BlankVisitor, ProofKind};
-use crate::circuits::AnyCircuit;
-use crate::job::Job;
-use crate::synth::{AssignmentSink, CircuitShape, Synthesis};
-use crate::{Backend, Error, ErrorKind};
+use super::{guarded, BlankVisitor, ProofKind, ProofRequest, RequestVisitor};
+use crate::{Error, ErrorKind};
 
 /// The SnapDeals circuit of one partition, as filecoin-proofs builds it.
 pub type SnapCircuit<Tree> = EmptySectorUpdateCircuit<Tree>;
@@ -190,7 +186,8 @@ fn public_params(sector_size: u64) -> Result<PublicParams, Error> {
     })
 }
 
-/// A SnapDeals job: a checked request with everything needed to build and prove its partitions.
+/// A checked SnapDeals request: everything needed to build and prove its partitions (as a job:
+/// [`super::FilecoinJob`]).
 pub struct SnapDeals<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>> {
     registered: RegisteredUpdateProof,
     public_params: PublicParams,
@@ -297,20 +294,21 @@ impl<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>> SnapDeals<Tree> {
             vanilla_proofs,
         })
     }
+}
 
-    /// Number of partitions (one Groth16 proof each).
-    pub fn partitions(&self) -> usize {
+impl<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>> ProofRequest for SnapDeals<Tree> {
+    type Circuit = SnapCircuit<Tree>;
+
+    fn kind(&self) -> ProofKind {
+        ProofKind::SnapDeals(self.registered)
+    }
+
+    fn partitions(&self) -> usize {
         self.vanilla_proofs.len()
     }
 
-    fn check_partition(&self, k: usize) -> Result<(), Error> {
-        super::check_partition(k, self.partitions())
-    }
-
-    /// The circuit of partition `k`, exactly as `EmptySectorUpdateCompound::circuit_proofs`
-    /// builds it.
-    pub fn circuit(&self, k: usize) -> Result<SnapCircuit<Tree>, Error> {
-        self.check_partition(k)?;
+    /// Exactly as `EmptySectorUpdateCompound::circuit_proofs` builds it.
+    fn partition_circuit(&self, k: usize) -> Result<SnapCircuit<Tree>, Error> {
         guarded("update circuit", || {
             Compound::<Tree>::circuit(
                 &self.public_inputs,
@@ -322,9 +320,7 @@ impl<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>> SnapDeals<Tree> {
         })
     }
 
-    /// The public inputs of partition `k` (without the leading ONE), as the verifier computes them.
-    pub fn public_inputs(&self, k: usize) -> Result<Vec<Scalar>, Error> {
-        self.check_partition(k)?;
+    fn partition_inputs(&self, k: usize) -> Result<Vec<Scalar>, Error> {
         guarded("update public inputs", || {
             Compound::<Tree>::generate_public_inputs(
                 &self.public_inputs,
@@ -332,55 +328,6 @@ impl<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>> SnapDeals<Tree> {
                 Some(k),
             )
         })
-    }
-
-    /// The shape of partition `k` (a counting pass, no witness): what a slot must hold.
-    pub fn shape(&self, k: usize) -> Result<CircuitShape, Error> {
-        crate::synth::circuit_shape(self.circuit(k)?)
-    }
-
-    /// Proves every partition with `backend` (see [`super::prove_job`]) and returns the proof
-    /// bytes filecoin-proofs writes: the partitions' proofs concatenated.
-    pub fn prove<B: Backend, R: rand_core::RngCore>(
-        &self,
-        backend: &B,
-        rng: &mut R,
-    ) -> Result<Vec<u8>, Error> {
-        super::prove_job(self, backend, rng)
-    }
-}
-
-impl<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>> Job for SnapDeals<Tree> {
-    fn circuit(&self) -> AnyCircuit {
-        AnyCircuit::Filecoin(ProofKind::SnapDeals(self.registered))
-    }
-
-    fn partitions(&self) -> usize {
-        self.vanilla_proofs.len()
-    }
-
-    fn synthesize_partition_with(
-        &self,
-        k: usize,
-        sink: &mut dyn AssignmentSink,
-        how: Synthesis<'_>,
-    ) -> Result<(), Error> {
-        let circuit = self.circuit(k)?;
-        // The vanilla proofs were verified, so the circuit's own assertions hold; a panic would
-        // still be an error, not a crash of the worker.
-        catch_unwind(AssertUnwindSafe(|| {
-            crate::synth::synthesize_with(circuit, &mut *sink, how).map(drop)
-        }))
-        .unwrap_or_else(|_| {
-            Err(ErrorKind::Filecoin(format!(
-                "the update circuit of partition {k} panicked during synthesis"
-            ))
-            .into())
-        })
-    }
-
-    fn public_inputs(&self, k: usize) -> Result<Vec<Scalar>, Error> {
-        SnapDeals::public_inputs(self, k)
     }
 }
 
@@ -440,10 +387,14 @@ fn mismatch_reason<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
 }
 
 /// Opens a SnapDeals request for `proof`.
-pub(super) fn open(proof: RegisteredUpdateProof, input: &[u8]) -> Result<Box<dyn Job>, Error> {
+pub(super) fn open<V: RequestVisitor>(
+    proof: RegisteredUpdateProof,
+    input: &[u8],
+    visitor: V,
+) -> Result<V::Out, Error> {
     let request = SnapRequest::from_json(input)?;
     super::with_tree!(u64::from(proof.sector_size()), Tree => {
-        Ok(Box::new(SnapDeals::<Tree>::new(proof, &request)?) as Box<dyn Job>)
+        visitor.visit(SnapDeals::<Tree>::new(proof, &request)?)
     })
 }
 
@@ -504,6 +455,11 @@ pub(super) fn visit_blank<V: BlankVisitor>(
 mod tests {
     use super::*;
     use filecoin_proofs::SectorShape2KiB;
+
+    /// Opens `input` as a `proof` request's job.
+    fn open(proof: RegisteredUpdateProof, input: &[u8]) -> Result<Box<dyn crate::job::Job>, Error> {
+        super::super::open_job(ProofKind::SnapDeals(proof), input)
+    }
 
     const PROOF: RegisteredUpdateProof = RegisteredUpdateProof::StackedDrg2KiBV1;
 

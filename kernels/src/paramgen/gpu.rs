@@ -3,8 +3,8 @@
 
 use blstrs::{G1Affine, G2Affine, Scalar};
 
-use super::FixedBase;
-use crate::backend::gpu::sppark_error;
+use crate::backend::cuda::sppark_error;
+use crate::fixed_base::FixedBase;
 use crate::Error;
 
 mod ffi {

@@ -11,11 +11,11 @@ use blstrs::Scalar;
 use ff::{Field, PrimeField};
 use rayon::prelude::*;
 
+use super::bits::{new_bit, small_int, RowTerm, RowVar, MAX_ROW_TERMS};
 #[cfg(doc)]
 use super::R1cs;
 use super::{pad64, Layout, HEADER_BYTES, ID_MINUS_ONE, ID_ONE, MAGIC, VERSION};
-use crate::synth::CircuitShape;
-use crate::witness::{new_bit, small_int, RowTerm, RowVar, MAX_ROW_TERMS};
+use crate::types::CircuitShape;
 use crate::{Error, ErrorKind};
 
 /// While recording: the column is an aux index (placed after the inputs at the end).

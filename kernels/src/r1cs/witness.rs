@@ -10,8 +10,8 @@ use bellpepper_core::{
 use blstrs::Scalar;
 use ff::Field;
 
-use super::{format_error, R1cs};
-use crate::synth::{AssignmentSink, CircuitShape};
+use super::R1cs;
+use crate::types::{AssignmentSink, CircuitShape};
 use crate::{Error, ErrorKind};
 
 /// The witness-only constraint system of [`synthesize_compiled`]: `alloc` computes each value
@@ -233,46 +233,4 @@ pub fn synthesize_witness<C: Circuit<Scalar>, S: AssignmentSink>(
         .into());
     }
     Ok(cs.sink)
-}
-
-/// Records `circuit`'s matrices from its blank circuit and serves them from memory (for
-/// syntheses in this process; the pipeline shares them through a memfd instead).
-pub fn compile(circuit: &crate::circuits::AnyCircuit) -> Result<R1cs, Error> {
-    let builder = circuit.record_r1cs(None)?;
-    R1cs::from_bytes(Box::new(builder.encode(circuit.circuit_id()?)))
-}
-
-/// Synthesizes every partition of `job` both ways (in full, and through `r1cs`) and compares
-/// the results: an error names the first partition and array that differ.
-pub fn check_job(job: &dyn crate::job::Job, r1cs: &R1cs) -> Result<(), Error> {
-    use crate::synth::{Synthesis, VecSink};
-    for k in 0..job.partitions() {
-        let mut full = VecSink::new();
-        job.synthesize_partition(k, &mut full)?;
-        let mut fast = VecSink::new();
-        job.synthesize_partition_with(k, &mut fast, Synthesis::Compiled(r1cs))?;
-        let (full, fast) = (full.finish(), fast.finish());
-        let differs = [
-            ("a", full.a == fast.a),
-            ("b", full.b == fast.b),
-            ("c", full.c == fast.c),
-            ("input", full.input == fast.input),
-            ("aux", full.aux == fast.aux),
-            ("A-aux density", full.a_aux_density == fast.a_aux_density),
-            (
-                "B-input density",
-                full.b_input_density == fast.b_input_density,
-            ),
-            ("B-aux density", full.b_aux_density == fast.b_aux_density),
-        ]
-        .into_iter()
-        .find(|(_, same)| !same);
-        if let Some((what, _)) = differs {
-            return Err(format_error(format!(
-                "partition {k} of `{}`: the pre-compiled synthesis gives another {what}",
-                job.circuit()
-            )));
-        }
-    }
-    Ok(())
 }

@@ -140,7 +140,7 @@ mod tests {
             },
         )
         .unwrap();
-        let r1cs = Arc::new(kernels::r1cs::compile(&circuit).unwrap());
+        let r1cs = Arc::new(circuit.compile().unwrap());
         let compiled = Synthesizer::compiled(circuit, r1cs);
         assert!(compiled.matrices_for(&circuit).is_some());
         assert!(Synthesizer::full().matrices_for(&circuit).is_none());
@@ -156,7 +156,7 @@ mod tests {
     fn another_circuit_is_synthesized_in_full_and_settings_can_say_full() {
         let circuit: AnyCircuit = "sha-chain:1".parse().unwrap();
         let other: AnyCircuit = "pubinputs:2".parse().unwrap();
-        let r1cs = Arc::new(kernels::r1cs::compile(&circuit).unwrap());
+        let r1cs = Arc::new(circuit.compile().unwrap());
         let s = Synthesizer::compiled(circuit, r1cs);
         assert!(s.matrices_for(&other).is_none());
         let full = SynthesisSettings {

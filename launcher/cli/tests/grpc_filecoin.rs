@@ -28,11 +28,13 @@ use kernels::filecoin::fixture::{
     post_request, randomness, seal_cc_sector, seal_sector, snap_request, PoStFixture, SealedSector,
     SnapFixture, PROVER_MINER_ID,
 };
+use kernels::filecoin::post::PoStRequest;
 use kernels::filecoin::{
-    ProofKind, RegisteredPoStProof, RegisteredSealProof, RegisteredUpdateProof, PARTITION_PROOF_LEN,
+    open_job, ProofKind, RegisteredPoStProof, RegisteredSealProof, RegisteredUpdateProof,
+    PARTITION_PROOF_LEN,
 };
 use launcher::api::client::{Client, ClientError};
-use launcher::api::{pb, Endpoint};
+use launcher::api::{curio, pb, Endpoint};
 
 const SEAL: RegisteredSealProof = RegisteredSealProof::StackedDrg2KiBV1_1;
 const WINNING: RegisteredPoStProof = RegisteredPoStProof::StackedDrgWinning2KiBV1;
@@ -306,6 +308,79 @@ fn metric(text: &str, name: &str, kind: &str) -> Option<u64> {
     text.lines()
         .find_map(|l| l.strip_prefix(&key))
         .map(|v| v.trim().parse().unwrap())
+}
+
+/// The fields of a `SubmitProofRequest` as the service hands them to the translation.
+fn translate(r: &pb::SubmitProofRequest) -> Result<curio::Translated, kernels::Error> {
+    curio::translate(&curio::CurioRequest {
+        kind: curio::CurioKind::from_wire(r.proof_kind)?,
+        sector_size: r.sector_size,
+        registered_proof: r.registered_proof,
+        vanilla_proof: &r.vanilla_proof,
+        vanilla_proofs: &r.vanilla_proofs,
+        sector_number: r.sector_number,
+        miner_id: r.miner_id,
+        randomness: &r.randomness,
+        partition_index: r.partition_index,
+        comm_r_old: &r.comm_r_old,
+        comm_r_new: &r.comm_r_new,
+        comm_d_new: &r.comm_d_new,
+    })
+}
+
+/// Curio's payloads translated (no service): PoRep C2's request is its `Commit2In` envelope,
+/// whose job is the C1 output's job; each WindowPoSt partition's request is the one
+/// `PoStFixture::partition_request` makes (so the prover id made from the miner id is the
+/// fixtures' `PROVER_ID`). A number of another proof type or a wrong sector size is refused with
+/// the field named.
+#[test]
+fn curio_payloads_translate_to_the_fixtures_requests() {
+    let f = fixtures();
+    let s = &f.sectors[0];
+    let t = translate(&porep(s)).unwrap();
+    assert_eq!(t.kind, s.kind());
+    assert_eq!(t.bytes, s.commit2in_json());
+    let job = open_job(t.kind, &t.bytes).unwrap();
+    let api = open_job(s.kind(), &s.c1_json).unwrap();
+    assert_eq!(job.public_inputs(0).unwrap(), api.public_inputs(0).unwrap());
+    let cases = [
+        (
+            pb::SubmitProofRequest {
+                registered_proof: 0,
+                ..porep(s)
+            },
+            "registered_proof 0".to_owned(),
+        ),
+        (
+            pb::SubmitProofRequest {
+                registered_proof: 8,
+                ..porep(s)
+            },
+            "registered_proof 8 (`porep:StackedDrg32GiBV1_1`) does not match the C1 output's \
+             `porep:StackedDrg2KiBV1_1`"
+                .to_owned(),
+        ),
+        (
+            pb::SubmitProofRequest {
+                sector_size: 32 << 30,
+                ..porep(s)
+            },
+            "sector_size".to_owned(),
+        ),
+    ];
+    for (bad, want) in cases {
+        let e = translate(&bad).unwrap_err();
+        assert!(e.to_string().contains(&want), "{e}\nwanted: {want}");
+    }
+
+    for k in 0..f.window.partitions().unwrap() {
+        let t = translate(&window(&f.window, k)).unwrap();
+        assert_eq!(t.kind, ProofKind::PoSt(WINDOW));
+        assert_eq!(
+            PoStRequest::from_json(&t.bytes).unwrap(),
+            f.window.partition_request(k).unwrap()
+        );
+    }
 }
 
 #[test]

@@ -10,6 +10,7 @@ use std::str::FromStr;
 
 pub mod access;
 pub mod client;
+pub mod curio;
 pub mod server;
 
 /// The generated messages, enums, client and server of `cuzk.v1`.
@@ -86,7 +87,7 @@ impl fmt::Display for Endpoint {
 }
 
 /// Our circuit spec and request bytes for a `SubmitProofRequest`: Curio's payloads
-/// (`proof_kind` 1–4) through [`kernels::filecoin::curio::translate`], or splitprover's own form
+/// (`proof_kind` 1–4) through [`curio::translate`], or splitprover's own form
 /// (`proof_kind` UNSPECIFIED with `circuit` and `request`).
 pub fn submission(
     r: pb::SubmitProofRequest,
@@ -94,7 +95,6 @@ pub fn submission(
     use crate::pipeline::PipelineError;
     use crate::service::{Reason, Submission};
     use kernels::circuits::AnyCircuit;
-    use kernels::filecoin::curio;
     let priority = i64::from(r.priority);
     let (circuit, request) = if r.proof_kind == pb::ProofKind::Unspecified as i32 {
         if r.circuit.is_empty() {

@@ -263,7 +263,7 @@ pub(super) fn plan(
     let expansion = counted
         .iter()
         .filter(|(_, id, _)| witness.contains(id))
-        .filter_map(|(_, _, shape)| synth_proc::capacity_for(shape).slot_bytes())
+        .filter_map(|(_, _, shape)| crate::ring::capacity_for(shape).slot_bytes())
         .max()
         .unwrap_or(0);
     let host_expanding = settings

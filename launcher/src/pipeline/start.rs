@@ -98,9 +98,9 @@ impl Pipeline {
                 }
                 Some(Err(e)) => {
                     tracing::warn!(circuit = %c.spec, "full slots: its witness layout cannot be made: {e}");
-                    synth_proc::capacity_for(shape).slot_bytes()
+                    crate::ring::capacity_for(shape).slot_bytes()
                 }
-                None => synth_proc::capacity_for(shape).slot_bytes(),
+                None => crate::ring::capacity_for(shape).slot_bytes(),
             }
             .ok_or(PipelineError::SlotOverflow(c.spec))?;
             tracing::info!(circuit = %c.spec, slot_mib = need >> 20, witness = witness_ids.contains(id), "slot size");

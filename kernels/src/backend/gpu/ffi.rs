@@ -93,7 +93,45 @@ pub struct Components {
 // `sp_components`: four G1 and one G2 Jacobian point, `sp_dev_sums`, two words.
 const _: () = assert!(std::mem::size_of::<Components>() == 4 * 144 + 288 + 576 + 8);
 
-pub use super::super::plan::SrsResidency;
+/// Which SRS points a context keeps on the device (`sp_residency`): per query (H, L, A, B_G1,
+/// B_G2, as `plan::QUERIES`) a prefix of `resident[q]` points (at least the query's length: all of
+/// it); the rest streams for every proof through two staging buffers of `stage_bytes` each.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SrsResidency {
+    /// Points kept per query.
+    pub resident: [usize; 5],
+    /// Each staging buffer, bytes (raised to one chunk of 65,536 G2 points, 12 MiB).
+    pub stage_bytes: usize,
+    /// `0`: the full layout. Otherwise the compact one (module text, lever 4): one input set
+    /// with two domain vectors that also hold A's and B's scalars, and the tails of the 0/1
+    /// split taken in pieces of this many points (rounded up to whole tiles of 65,536 points,
+    /// at most 256 pieces a query).
+    pub piece: usize,
+    /// Non-zero: a witness-only circuit's matrix rows stream through the staging buffers
+    /// (lever 5), which are then allocated even where every query is resident.
+    pub matrices: usize,
+}
+
+impl SrsResidency {
+    /// Every query resident, nothing streamed.
+    pub const ALL: SrsResidency = SrsResidency {
+        resident: [usize::MAX; 5],
+        stage_bytes: 0,
+        piece: 0,
+        matrices: 0,
+    };
+
+    /// Every query streamed through staging buffers of `stage_bytes`.
+    pub fn none(stage_bytes: usize) -> SrsResidency {
+        SrsResidency {
+            resident: [0; 5],
+            stage_bytes,
+            piece: 0,
+            matrices: 0,
+        }
+    }
+}
 
 #[repr(C)]
 pub struct Options {

@@ -88,7 +88,7 @@ impl GpuBackend {
     ) -> Result<Vec<ffi::Assignment>, Error> {
         let layout = m.witness_layout();
         let d = m.r1cs().densities();
-        let density = |d: &crate::synth::DensityBits| ffi::Density {
+        let density = |d: &crate::types::DensityBits| ffi::Density {
             words: d.words.as_ptr(),
             bit_len: d.bit_len,
             popcount: d.popcount,
@@ -291,12 +291,12 @@ pub fn witness_check(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::circuits::CircuitSpec;
+    use crate::circuits::{AnyCircuit, CircuitSpec};
     use crate::witness::PackedWitness;
 
     /// A circuit's matrices and the packed witness of `seed`.
     fn packed(spec: CircuitSpec, seed: u64) -> (CircuitMatrices, PackedWitness) {
-        let matrices = CircuitMatrices::new(crate::r1cs::compile(&spec.into()).unwrap());
+        let matrices = CircuitMatrices::new(AnyCircuit::from(spec).compile().unwrap());
         let packed = PackedWitness::synthesize(
             spec.circuit(Some(seed)),
             matrices.r1cs(),

@@ -72,9 +72,9 @@ pub fn run(args: SynthBenchArgs, filecoin: FilecoinRequests<'_>) -> anyhow::Resu
         let circuit: AnyCircuit = text.parse().with_context(|| format!("circuit `{text}`"))?;
         let job = open(&circuit, &work, filecoin)?;
         let t = Instant::now();
-        let r1cs = Arc::new(kernels::r1cs::compile(&circuit)?);
+        let r1cs = Arc::new(circuit.compile()?);
         let record_s = t.elapsed().as_secs_f64();
-        kernels::r1cs::check_job(&*job, &r1cs)?;
+        kernels::job::check_compiled(&*job, &r1cs)?;
         let compiled = Synthesizer::compiled(circuit, r1cs.clone());
         anyhow::ensure!(
             compiled.matrices_for(&job.circuit()).is_some(),

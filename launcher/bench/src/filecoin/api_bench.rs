@@ -17,8 +17,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use kernels::circuits::AnyCircuit;
-use kernels::filecoin::{self, curio, fixture, ProofKind, RegisteredPoStProof};
+use kernels::filecoin::{self, fixture, ProofKind, RegisteredPoStProof};
 use launcher::api::client::Client;
+use launcher::api::curio;
 use launcher::api::server::{serve_unix, Serving};
 use launcher::api::{pb, Endpoint, DEFAULT_MAX_MESSAGE_BYTES};
 use launcher::journal::Journal;

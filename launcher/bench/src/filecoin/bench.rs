@@ -31,8 +31,9 @@ use std::time::Instant;
 
 use anyhow::Context;
 use kernels::circuits::AnyCircuit;
-use kernels::filecoin::{self, curio, fixture, ParamFiles, ProofKind, RegisteredSealProof};
+use kernels::filecoin::{self, fixture, ParamFiles, ProofKind, RegisteredSealProof};
 use kernels::Backend;
+use launcher::api::curio;
 use launcher::pinning::CpuList;
 
 use crate::commands::bench::{

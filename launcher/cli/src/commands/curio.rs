@@ -6,8 +6,8 @@
 //! test or a benchmark exercises.
 
 use anyhow::Context;
-use kernels::filecoin::{curio, porep, ProofKind};
-use launcher::api::pb;
+use kernels::filecoin::{porep, ProofKind};
+use launcher::api::{curio, pb};
 
 /// Curio's request for the C1 output `c1` (a `Commit2In` JSON, which names the sector number)
 /// of `kind`, for miner `miner_id`.

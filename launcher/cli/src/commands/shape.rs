@@ -158,7 +158,7 @@ mod tests {
         for text in ["bits:130", "porep-like:16384", "sha-chain:1"] {
             let r = measure(text).unwrap();
             let spec: kernels::circuits::CircuitSpec = text.parse().unwrap();
-            let r1cs = kernels::r1cs::compile(&spec.into()).unwrap();
+            let r1cs = AnyCircuit::from(spec).compile().unwrap();
             let layout = kernels::witness::WitnessLayout::of(&r1cs);
             assert_eq!(r.measure.bit_aux, layout.bits(), "{text}");
             assert_eq!(

@@ -1,10 +1,11 @@
 //! Proof requests as Curio sends them to a cuzk-compatible prover (`cuzk.v1.ProvingEngine`,
-//! `SubmitProofRequest`), turned into this crate's request bytes for [`crate::job::open`].
+//! `SubmitProofRequest`), turned into the kernels' request bytes for `kernels::job::open`: the
+//! wire translation of the API, beside the server that decodes the messages.
 //!
 //! What Curio puts in the fields (read from its payload builders):
 //! - PoRep C2 (`proof_kind` 1): `vanilla_proof` is lotus-bench's `Commit2In` envelope
 //!   `{"SectorNum", "Phase1Out" (base64 of filecoin-proofs-api's C1 output JSON), "SectorSize"}`,
-//!   a form [`crate::job::open`] reads as it is; `registered_proof` is the Go ABI
+//!   a form `kernels::job::open` reads as it is; `registered_proof` is the Go ABI
 //!   `RegisteredSealProof` number and must name the C1 output's own proof type.
 //! - WindowPoSt (3) and WinningPoSt (4): `vanilla_proofs` one bincode `FallbackPoStSectorProof`
 //!   per sector, `randomness` 32 bytes, `miner_id` (the prover id is the miner's id address
@@ -15,13 +16,22 @@
 //!   raw 32 bytes each, `registered_proof` the Go ABI `RegisteredUpdateProof` number.
 //!
 //! Nothing here reads a file: the bytes arrive over the wire. Every refusal is an
-//! [`ErrorKind::InvalidRequest`] naming the field.
+//! [`ErrorKind::InvalidRequest`] naming the field. Without the feature `filecoin`, every Curio
+//! request is refused: the build has no Filecoin support.
 
-use super::post::PoStRequest;
-use super::update::SnapRequest;
-use super::RegisteredUpdateProof;
-use super::{encode_base64, ProofKind, RegisteredPoStProof, RegisteredSealProof};
-use crate::{Error, ErrorKind};
+#[cfg(feature = "filecoin")]
+use kernels::filecoin::porep::{check_commit2in, Stated};
+#[cfg(feature = "filecoin")]
+use kernels::filecoin::post::PoStRequest;
+#[cfg(feature = "filecoin")]
+use kernels::filecoin::update::SnapRequest;
+use kernels::filecoin::ProofKind;
+#[cfg(feature = "filecoin")]
+use kernels::filecoin::{
+    encode_base64, prover_id, PoStType, RegisteredPoStProof, RegisteredSealProof,
+    RegisteredUpdateProof,
+};
+use kernels::{Error, ErrorKind};
 
 /// cuzk's `ProofKind` enum values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -91,7 +101,7 @@ pub struct CurioRequest<'a> {
     pub comm_d_new: &'a [u8],
 }
 
-/// A request ready for [`crate::job::open`]: its proof kind and its bytes.
+/// A request ready for `kernels::job::open`: its proof kind and its bytes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Translated {
     /// The circuit it is proved with.
@@ -100,9 +110,10 @@ pub struct Translated {
     pub bytes: Vec<u8>,
 }
 
-/// Turns a Curio request into this crate's request: checks the fields the kind needs (sizes,
+/// Turns a Curio request into the kernels' request: checks the fields the kind needs (sizes,
 /// proof numbers, the kind against the number, the sector size against the proof type) and
 /// builds the request bytes. The vanilla proofs themselves are checked when the job is opened.
+#[cfg(feature = "filecoin")]
 pub fn translate(req: &CurioRequest<'_>) -> Result<Translated, Error> {
     let translated = match req.kind {
         CurioKind::PoRepSealCommit => porep(req)?,
@@ -121,6 +132,17 @@ pub fn translate(req: &CurioRequest<'_>) -> Result<Translated, Error> {
     Ok(translated)
 }
 
+/// Refuses every Curio request: this build has no Filecoin support.
+#[cfg(not(feature = "filecoin"))]
+pub fn translate(req: &CurioRequest<'_>) -> Result<Translated, Error> {
+    Err(ErrorKind::InvalidSpec {
+        spec: format!("{:?}", req.kind),
+        reason: kernels::filecoin::NO_FILECOIN.into(),
+    }
+    .into())
+}
+
+#[cfg(feature = "filecoin")]
 fn porep(req: &CurioRequest<'_>) -> Result<Translated, Error> {
     let named = seal_proof(req.registered_proof)?;
     if req.vanilla_proof.is_empty() {
@@ -129,9 +151,9 @@ fn porep(req: &CurioRequest<'_>) -> Result<Translated, Error> {
         ));
     }
     let stated = |v: u64| (v != 0).then_some(v);
-    let kind = super::porep::check_commit2in(
+    let kind = check_commit2in(
         req.vanilla_proof,
-        super::porep::Stated {
+        Stated {
             miner_id: stated(req.miner_id),
             sector_number: stated(req.sector_number),
             sector_size: stated(req.sector_size),
@@ -150,16 +172,17 @@ fn porep(req: &CurioRequest<'_>) -> Result<Translated, Error> {
     })
 }
 
+#[cfg(feature = "filecoin")]
 fn post(req: &CurioRequest<'_>) -> Result<Translated, Error> {
     let proof = post_proof(req.registered_proof)?;
-    let winning = proof.typ() == filecoin_proofs_api::PoStType::Winning;
+    let winning = proof.typ() == PoStType::Winning;
     match (req.kind, winning) {
         (CurioKind::WinningPost, false) | (CurioKind::WindowPostPartition, true) => {
             return Err(invalid(format!(
-                "proof_kind {:?} does not match registered_proof {} (`post:{}`)",
+                "proof_kind {:?} does not match registered_proof {} (`{}`)",
                 req.kind,
                 req.registered_proof,
-                super::variant_name(&proof)
+                ProofKind::PoSt(proof)
             )))
         }
         _ => {}
@@ -184,6 +207,7 @@ fn post(req: &CurioRequest<'_>) -> Result<Translated, Error> {
     })
 }
 
+#[cfg(feature = "filecoin")]
 fn snap(req: &CurioRequest<'_>) -> Result<Translated, Error> {
     let proof = update_proof(req.registered_proof)?;
     if req.vanilla_proofs.is_empty() {
@@ -206,24 +230,7 @@ fn snap(req: &CurioRequest<'_>) -> Result<Translated, Error> {
     })
 }
 
-/// The prover id of a miner: its id address payload (unsigned LEB128) zero-padded to 32 bytes,
-/// as lotus and Curio make it.
-pub const fn prover_id(miner_id: u64) -> [u8; 32] {
-    let mut out = [0u8; 32];
-    let mut v = miner_id;
-    let mut i = 0;
-    loop {
-        let byte = (v & 0x7f) as u8;
-        v >>= 7;
-        if v == 0 {
-            out[i] = byte;
-            return out;
-        }
-        out[i] = byte | 0x80;
-        i += 1;
-    }
-}
-
+#[cfg(feature = "filecoin")]
 /// `RegisteredSealProof` by Go ABI number (the index).
 const SEAL_PROOFS: [RegisteredSealProof; 20] = {
     use RegisteredSealProof::*;
@@ -251,11 +258,13 @@ const SEAL_PROOFS: [RegisteredSealProof; 20] = {
     ]
 };
 
+#[cfg(feature = "filecoin")]
 /// `RegisteredSealProof` by its Go ABI number.
 pub fn seal_proof(number: u64) -> Result<RegisteredSealProof, Error> {
     lookup(&SEAL_PROOFS, number, "RegisteredSealProof")
 }
 
+#[cfg(feature = "filecoin")]
 /// The Go ABI number of `proof` (Curio's `registered_proof`): the inverse of [`seal_proof`];
 /// `None` for a proof type the table does not know.
 pub fn seal_number(proof: RegisteredSealProof) -> Option<u64> {
@@ -263,6 +272,7 @@ pub fn seal_number(proof: RegisteredSealProof) -> Option<u64> {
     u64::try_from(i).ok()
 }
 
+#[cfg(feature = "filecoin")]
 /// `RegisteredPoStProof` by its Go ABI number (Go's window `V1_1`, 10–14, is the api's `V1_2`).
 pub fn post_proof(number: u64) -> Result<RegisteredPoStProof, Error> {
     use RegisteredPoStProof::*;
@@ -286,6 +296,7 @@ pub fn post_proof(number: u64) -> Result<RegisteredPoStProof, Error> {
     lookup(&TABLE, number, "RegisteredPoStProof")
 }
 
+#[cfg(feature = "filecoin")]
 /// `RegisteredUpdateProof` by its Go ABI number.
 pub fn update_proof(number: u64) -> Result<RegisteredUpdateProof, Error> {
     use RegisteredUpdateProof::*;
@@ -299,6 +310,7 @@ pub fn update_proof(number: u64) -> Result<RegisteredUpdateProof, Error> {
     lookup(&TABLE, number, "RegisteredUpdateProof")
 }
 
+#[cfg(feature = "filecoin")]
 fn lookup<T: Copy>(table: &[T], number: u64, what: &str) -> Result<T, Error> {
     usize::try_from(number)
         .ok()
@@ -311,6 +323,7 @@ fn lookup<T: Copy>(table: &[T], number: u64, what: &str) -> Result<T, Error> {
         })
 }
 
+#[cfg(feature = "filecoin")]
 fn bytes32(field: &str, bytes: &[u8]) -> Result<[u8; 32], Error> {
     bytes
         .try_into()
@@ -321,7 +334,7 @@ fn invalid(reason: String) -> Error {
     ErrorKind::InvalidRequest(reason).into()
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "filecoin"))]
 mod tests {
     use super::*;
 
@@ -509,139 +522,6 @@ mod tests {
         unknown.registered_proof = 99;
         unknown.vanilla_proof = b"{}";
         assert!(reason(translate(&unknown).unwrap_err()).contains("registered_proof 99"));
-    }
-
-    /// A `Commit2In` envelope around an api C1 output of `StackedDrg2KiBV1_1` (no vanilla
-    /// proofs: the envelope checks come before the proofs are read) sealed for miner 1000,
-    /// sector 42.
-    fn envelope(sector_num: u64, sector_size: u64) -> Vec<u8> {
-        use filecoin_proofs_api::seal::{SealCommitPhase1Output, VanillaSealProof};
-        let proof = RegisteredSealProof::StackedDrg2KiBV1_1;
-        let (ticket, comm_d) = ([5u8; 32], [6u8; 32]);
-        let replica_id = storage_proofs_porep::stacked::generate_replica_id::<
-            filecoin_proofs::DefaultTreeHasher,
-            _,
-        >(
-            &prover_id(1000),
-            42,
-            &ticket,
-            comm_d,
-            &proof.as_v1_config().porep_id,
-        );
-        let c1 = SealCommitPhase1Output {
-            registered_proof: proof,
-            vanilla_proofs: VanillaSealProof::StackedDrg2KiBV1(vec![]),
-            comm_r: [4; 32],
-            comm_d,
-            replica_id,
-            seed: [3; 32],
-            ticket,
-        };
-        let inner = encode_base64(&serde_json::to_vec(&c1).unwrap());
-        format!(
-            r#"{{"SectorNum": {sector_num}, "Phase1Out": "{inner}", "SectorSize": {sector_size}}}"#
-        )
-        .into_bytes()
-    }
-
-    #[test]
-    fn porep_envelope_fields_must_agree_with_the_payload() {
-        let good = envelope(42, 2048);
-        let mut req = request(CurioKind::PoRepSealCommit, 5);
-        req.vanilla_proof = &good;
-        req.sector_size = 2048;
-        req.sector_number = 42;
-        let t = translate(&req).unwrap();
-        assert_eq!(
-            t.kind,
-            ProofKind::PoRep(RegisteredSealProof::StackedDrg2KiBV1_1)
-        );
-        // Fields not stated (0) are not compared.
-        let quiet = CurioRequest {
-            sector_size: 0,
-            sector_number: 0,
-            miner_id: 0,
-            ..req
-        };
-        assert!(translate(&quiet).is_ok());
-
-        let cases: Vec<(CurioRequest<'_>, &str)> = vec![
-            (
-                CurioRequest {
-                    sector_number: 43,
-                    ..req
-                },
-                "sector_number 43 does not match the envelope's `SectorNum` 42",
-            ),
-            (
-                CurioRequest {
-                    sector_size: 32 << 30,
-                    ..req
-                },
-                "sector_size 34359738368 does not match the envelope's `SectorSize` 2048",
-            ),
-            (
-                CurioRequest {
-                    miner_id: 1001,
-                    ..req
-                },
-                "miner_id 1001 and sector_number 42 do not match the C1 output's replica id",
-            ),
-            (
-                CurioRequest {
-                    registered_proof: 8,
-                    ..req
-                },
-                "registered_proof 8 (`porep:StackedDrg32GiBV1_1`) does not match the C1 output's \
-                 `porep:StackedDrg2KiBV1_1`",
-            ),
-        ];
-        for (bad, want) in cases {
-            let e = translate(&bad).unwrap_err();
-            assert!(e.to_string().contains(want), "{e}\nwanted: {want}");
-        }
-    }
-
-    #[test]
-    fn an_envelope_whose_sector_size_is_not_its_c1_outputs_is_refused() {
-        // The envelope says 32 GiB, its C1 output is of a 2 KiB sector: refused whether the
-        // request's `sector_size` is unstated or agrees with the envelope.
-        let lying = envelope(42, 32 << 30);
-        let mut req = request(CurioKind::PoRepSealCommit, 5);
-        req.vanilla_proof = &lying;
-        req.sector_number = 42;
-        for sector_size in [0, 32 << 30] {
-            req.sector_size = sector_size;
-            let e = translate(&req).unwrap_err();
-            assert!(
-                e.to_string().contains(
-                    "the envelope's `SectorSize` 34359738368 does not match its C1 output's \
-                     `porep:StackedDrg2KiBV1_1` (2048 bytes)"
-                ),
-                "{e}"
-            );
-        }
-        // The same envelope opened as a request file (no Curio fields) is refused too.
-        let e = super::super::detect_kind(&lying).unwrap_err();
-        assert!(e.to_string().contains("`SectorSize` 34359738368"), "{e}");
-        let e = super::super::open_job(
-            ProofKind::PoRep(RegisteredSealProof::StackedDrg2KiBV1_1),
-            &lying,
-        )
-        .err()
-        .unwrap();
-        assert!(e.to_string().contains("`SectorSize` 34359738368"), "{e}");
-        // A `SectorNum` that is not a number is named.
-        let e = translate(&CurioRequest {
-            vanilla_proof: br#"{"SectorNum": "x", "Phase1Out": "", "SectorSize": 2048}"#,
-            ..req
-        })
-        .unwrap_err();
-        assert!(
-            e.to_string()
-                .contains("`SectorNum` is not an unsigned integer"),
-            "{e}"
-        );
     }
 
     #[test]

@@ -32,10 +32,15 @@
 
 use blstrs::Scalar;
 
-use crate::circuits::{AnyCircuit, CircuitSpec, ProofFamily};
-use crate::filecoin::ProofKind;
-use crate::synth::{AssignmentSink, Synthesis};
-use crate::{Error, ErrorKind};
+use crate::circuits::{AnyCircuit, CircuitSpec};
+use crate::r1cs::R1cs;
+use crate::synth::{Synthesis, VecSink};
+use crate::types::{AssignmentSink, Error, ErrorKind};
+
+mod open;
+
+// The one place that picks a circuit's family, in its own file above both families' jobs.
+pub use open::{filecoin_request_kind, open};
 
 /// A checked request of one circuit family, split into partitions (one Groth16 proof each).
 ///
@@ -62,39 +67,39 @@ pub trait Job: Send + Sync {
     fn public_inputs(&self, k: usize) -> Result<Vec<Scalar>, Error>;
 }
 
-/// Opens a job of `circuit` from its request bytes: parses and checks them (for Filecoin: the
-/// vanilla proofs are verified). Errors name the problem.
-pub fn open(circuit: &AnyCircuit, request: &[u8]) -> Result<Box<dyn Job>, Error> {
-    match circuit {
-        AnyCircuit::Builtin(spec) => {
-            let request = BuiltinRequest::from_bytes(request)?;
-            Ok(Box::new(BuiltinJob::new(*spec, request)?))
+/// Synthesizes every partition of `job` both ways (in full, and through `r1cs`) and compares
+/// the results: an error names the first partition and array that differ.
+pub fn check_compiled(job: &dyn Job, r1cs: &R1cs) -> Result<(), Error> {
+    for k in 0..job.partitions() {
+        let mut full = VecSink::new();
+        job.synthesize_partition(k, &mut full)?;
+        let mut fast = VecSink::new();
+        job.synthesize_partition_with(k, &mut fast, Synthesis::Compiled(r1cs))?;
+        let (full, fast) = (full.finish(), fast.finish());
+        let differs = [
+            ("a", full.a == fast.a),
+            ("b", full.b == fast.b),
+            ("c", full.c == fast.c),
+            ("input", full.input == fast.input),
+            ("aux", full.aux == fast.aux),
+            ("A-aux density", full.a_aux_density == fast.a_aux_density),
+            (
+                "B-input density",
+                full.b_input_density == fast.b_input_density,
+            ),
+            ("B-aux density", full.b_aux_density == fast.b_aux_density),
+        ]
+        .into_iter()
+        .find(|(_, same)| !same);
+        if let Some((what, _)) = differs {
+            return Err(ErrorKind::R1csFormat(format!(
+                "partition {k} of `{}`: the pre-compiled synthesis gives another {what}",
+                job.circuit()
+            ))
+            .into());
         }
-        AnyCircuit::Filecoin(kind) => crate::filecoin::open_job(*kind, request),
     }
-}
-
-/// The proof kind of a Filecoin request: `kind` if given, else the kind the bytes name; either
-/// way it must be of `family` when one is given (the flag the file came with), so a SnapDeals
-/// request given as a PoSt one is refused instead of proving something else.
-pub fn filecoin_request_kind(
-    bytes: &[u8],
-    kind: Option<ProofKind>,
-    family: Option<ProofFamily>,
-) -> Result<ProofKind, Error> {
-    let kind = match kind {
-        Some(k) => k,
-        None => crate::filecoin::detect_kind(bytes)?,
-    };
-    match family {
-        Some(expected) if kind.family() != expected => Err(ErrorKind::InvalidRequest(format!(
-            "the request is {} (`{kind}`), not {expected}\nhint: use --{} for it",
-            kind.family(),
-            kind.family().flag()
-        ))
-        .into()),
-        _ => Ok(kind),
-    }
+    Ok(())
 }
 
 /// The request of a built-in circuit: the seed of partition 0 and the number of partitions.

@@ -148,9 +148,9 @@ pub enum ErrorKind {
     )]
     R1csMismatch {
         /// The matrices' shape.
-        expected: crate::synth::CircuitShape,
+        expected: super::shape::CircuitShape,
         /// What the witness pass allocated and enforced.
-        found: crate::synth::CircuitShape,
+        found: super::shape::CircuitShape,
     },
     /// An I/O error while reading or writing parameters.
     #[error("i/o error: {0}")]

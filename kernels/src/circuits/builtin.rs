@@ -22,7 +22,8 @@ use blstrs::Scalar;
 use ff::Field;
 use rand_core::{RngCore, SeedableRng};
 
-use crate::synth::{circuit_shape, synthesize, AssignmentSink, CircuitShape};
+use crate::synth::{circuit_shape, synthesize};
+use crate::types::{AssignmentSink, CircuitShape};
 use crate::{Error, ErrorKind};
 
 fn rng(seed: u64) -> rand_chacha::ChaCha20Rng {
@@ -300,8 +301,8 @@ pub const POREP_32GIB_PARTITION: PartitionShape = PartitionShape {
 ///
 /// The chain matters: with `m = b_x + c * b_y` (its first version) the non-0/1 values took only
 /// 128 distinct values, and a Pippenger bucket accumulation, one thread per bucket, serialised
-/// ~375,000 additions per bucket: 27 s of GPU time per full-size partition instead of a few
-/// (BENCHMARKS.md, production scale).
+/// ~375,000 additions per bucket, many times a real witness's GPU time (BENCHMARKS.md,
+/// production scale).
 #[derive(Clone, Debug)]
 pub struct PorepLike {
     /// The divisor (>= 1).
@@ -672,143 +673,6 @@ impl FromStr for CircuitSpec {
                  `porep-like` or `porep-bits`)"
             ))),
         }
-    }
-}
-
-/// Prefixes of Filecoin proof kinds (`porep:`, `post:`, `snap:`; see `filecoin::ProofKind`).
-pub const FILECOIN_PREFIXES: [&str; 3] = ["porep:", "post:", "snap:"];
-
-/// The family of a Filecoin proof kind: what a request file must be. Feature-free, so the CLI
-/// can name a family in any build.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ProofFamily {
-    /// PoRep C2 from a C1 output.
-    PoRep,
-    /// WinningPoSt or WindowPoSt.
-    PoSt,
-    /// SnapDeals.
-    SnapDeals,
-}
-
-impl ProofFamily {
-    /// The family of a spec prefix: `porep`, `post` or `snap`.
-    pub fn from_prefix(prefix: &str) -> Option<ProofFamily> {
-        match prefix {
-            "porep" => Some(ProofFamily::PoRep),
-            "post" => Some(ProofFamily::PoSt),
-            "snap" => Some(ProofFamily::SnapDeals),
-            _ => None,
-        }
-    }
-
-    /// The command-line flag a request of this family is given with (`--porep-c1`, ...).
-    pub fn flag(self) -> &'static str {
-        match self {
-            ProofFamily::PoRep => "porep-c1",
-            ProofFamily::PoSt => "post",
-            ProofFamily::SnapDeals => "snap",
-        }
-    }
-}
-
-impl fmt::Display for ProofFamily {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            ProofFamily::PoRep => "a PoRep C1 output",
-            ProofFamily::PoSt => "a PoSt request",
-            ProofFamily::SnapDeals => "a SnapDeals request",
-        })
-    }
-}
-
-/// A circuit the pipeline can serve: a built-in one (witness from a seed) or a Filecoin proof
-/// kind (witness from a proof request: C1 output, PoSt or SnapDeals request; without the feature
-/// `filecoin` the kind has no value and parsing one is an error). Written as its spec
-/// (`sha-chain:38`, `porep:StackedDrg32GiBV1_1`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum AnyCircuit {
-    /// A built-in circuit.
-    Builtin(CircuitSpec),
-    /// A Filecoin proof kind.
-    Filecoin(crate::filecoin::ProofKind),
-}
-
-impl AnyCircuit {
-    /// Its shape (counting pass; a few seconds for the largest Filecoin circuits).
-    pub fn shape(&self) -> Result<CircuitShape, Error> {
-        match self {
-            Self::Builtin(spec) => spec.shape(),
-            Self::Filecoin(kind) => kind.shape(),
-        }
-    }
-
-    /// Records the matrices of its circuit from the blank circuit (no witness), as parameter
-    /// generation sees it ([`crate::r1cs::record`]); stops past `limit_bytes`.
-    pub fn record_r1cs(&self, limit_bytes: Option<u64>) -> Result<crate::r1cs::R1csBuilder, Error> {
-        match self {
-            Self::Builtin(spec) => crate::r1cs::record(spec.circuit(None), limit_bytes),
-            Self::Filecoin(kind) => kind.record_r1cs(limit_bytes),
-        }
-    }
-
-    /// Measures its circuit from the blank circuit ([`crate::r1cs::measure`]): shape, matrix
-    /// sizes and densities, whatever its size.
-    pub fn measure(&self) -> Result<crate::r1cs::Measure, Error> {
-        match self {
-            Self::Builtin(spec) => crate::r1cs::measure(spec.circuit(None)),
-            Self::Filecoin(kind) => kind.measure(),
-        }
-    }
-
-    /// The id slots and SRS images carry: [`CircuitSpec::circuit_id`], or for Filecoin the id of
-    /// its parameter set (`filecoin::ParamFiles::circuit_id`).
-    pub fn circuit_id(&self) -> Result<u64, Error> {
-        match self {
-            Self::Builtin(spec) => Ok(spec.circuit_id()),
-            Self::Filecoin(kind) => kind.circuit_id(),
-        }
-    }
-
-    /// The built-in spec, if it is one.
-    pub fn builtin(&self) -> Option<CircuitSpec> {
-        match self {
-            Self::Builtin(spec) => Some(*spec),
-            Self::Filecoin(_) => None,
-        }
-    }
-
-    /// The Filecoin proof kind, if it is one.
-    pub fn filecoin(&self) -> Option<crate::filecoin::ProofKind> {
-        match self {
-            Self::Builtin(_) => None,
-            Self::Filecoin(kind) => Some(*kind),
-        }
-    }
-}
-
-impl fmt::Display for AnyCircuit {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Builtin(spec) => spec.fmt(f),
-            Self::Filecoin(kind) => kind.fmt(f),
-        }
-    }
-}
-
-impl FromStr for AnyCircuit {
-    type Err = Error;
-
-    fn from_str(s: &str) -> Result<Self, Error> {
-        if FILECOIN_PREFIXES.iter().any(|p| s.starts_with(p)) {
-            return s.parse().map(Self::Filecoin);
-        }
-        s.parse().map(Self::Builtin)
-    }
-}
-
-impl From<CircuitSpec> for AnyCircuit {
-    fn from(spec: CircuitSpec) -> Self {
-        Self::Builtin(spec)
     }
 }
 
