@@ -10,8 +10,9 @@ use std::io;
 use std::os::unix::ffi::OsStrExt as _;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
+use std::sync::Mutex;
 
-use super::placement::{group_lock, remove_stale_groups_in};
+use super::error::io_err;
 use super::{CpuList, Error, ErrorKind, Result};
 
 /// Name of the leaf cgroup v2 that the launcher moves itself into (see the module docs).
@@ -434,6 +435,57 @@ fn probe_v1() -> std::result::Result<PathBuf, String> {
     read_string(&dir.join("cpuset.mems"))?;
     writable(&dir)?;
     Ok(dir)
+}
+
+/// Prefix of the per-launcher group of cgroups: `splitprover-<pid>`.
+pub const GROUP_PREFIX: &str = "splitprover-";
+
+/// Serialises creating and removing the shared `splitprover-<pid>` group (and the v2 setup) so
+/// that one placement's cleanup cannot remove the group while another is being made in it.
+pub(super) fn group_lock() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    // A panic while holding the lock leaves no broken state behind (the file system is the
+    // state), so a poisoned lock is still usable.
+    LOCK.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Removes the `splitprover-<pid>` groups under `root` whose launcher is gone; returns how many.
+pub(super) fn remove_stale_groups_in(root: &Path) -> Result<usize> {
+    let me = std::process::id();
+    let entries = fs::read_dir(root).map_err(|e| io_err("list", root, e))?;
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(GROUP_PREFIX))
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid == me || Path::new(&format!("/proc/{pid}")).exists() {
+            continue;
+        }
+        let group = entry.path();
+        if let Ok(children) = fs::read_dir(&group) {
+            for child in children.flatten() {
+                if child.file_type().is_ok_and(|t| t.is_dir()) {
+                    let _ = fs::remove_dir(child.path());
+                }
+            }
+        }
+        match fs::remove_dir(&group) {
+            Ok(()) => {
+                tracing::info!(
+                    "removed stale cgroup `{}` of a launcher that is gone",
+                    group.display()
+                );
+                removed += 1;
+            }
+            Err(e) => tracing::warn!("stale cgroup `{}` left in place: {e}", group.display()),
+        }
+    }
+    Ok(removed)
 }
 
 #[cfg(test)]

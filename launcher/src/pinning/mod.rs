@@ -82,8 +82,9 @@ mod error;
 mod layout;
 mod placement;
 
+pub use cgroup::GROUP_PREFIX;
 pub use cgroup::{PinChoice, PinKind, PinMode, LAUNCHER_LEAF};
 pub use cpulist::{verify, CpuList, MAX_CPUS};
 pub use error::{Error, ErrorKind, Result};
 pub use layout::{default_gpu_cores, Layout};
-pub use placement::{Placement, GROUP_PREFIX};
+pub use placement::Placement;

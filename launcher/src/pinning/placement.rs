@@ -9,24 +9,15 @@ use std::os::unix::ffi::OsStrExt as _;
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use super::cgroup::{cgroup_path_in, has_word, is_true_v2_root, parent_pid, parse_pids};
+use super::cgroup::{
+    cgroup_path_in, group_lock, has_word, is_true_v2_root, parent_pid, parse_pids,
+    remove_stale_groups_in, GROUP_PREFIX,
+};
 use super::error::{io_err, read_text, write_text};
 use super::{verify, CpuList, Error, ErrorKind, PinKind, PinMode, Result, LAUNCHER_LEAF};
-
-/// Prefix of the per-launcher group of cgroups: `splitprover-<pid>`.
-pub const GROUP_PREFIX: &str = "splitprover-";
-
-/// Serialises creating and removing the shared `splitprover-<pid>` group (and the v2 setup) so
-/// that one placement's cleanup cannot remove the group while another is being made in it.
-pub(super) fn group_lock() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: Mutex<()> = Mutex::new(());
-    // A panic while holding the lock leaves no broken state behind (the file system is the
-    // state), so a poisoned lock is still usable.
-    LOCK.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 fn group_name() -> String {
     format!("{GROUP_PREFIX}{}", std::process::id())
@@ -61,44 +52,6 @@ fn rmdir_retry(dir: &Path) -> Result<()> {
             Err(e) => return Err(io_err("remove", dir, e)),
         }
     }
-}
-
-pub(super) fn remove_stale_groups_in(root: &Path) -> Result<usize> {
-    let me = std::process::id();
-    let entries = fs::read_dir(root).map_err(|e| io_err("list", root, e))?;
-    let mut removed = 0;
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(pid) = name
-            .to_str()
-            .and_then(|n| n.strip_prefix(GROUP_PREFIX))
-            .and_then(|p| p.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if pid == me || Path::new(&format!("/proc/{pid}")).exists() {
-            continue;
-        }
-        let group = entry.path();
-        if let Ok(children) = fs::read_dir(&group) {
-            for child in children.flatten() {
-                if child.file_type().is_ok_and(|t| t.is_dir()) {
-                    let _ = fs::remove_dir(child.path());
-                }
-            }
-        }
-        match fs::remove_dir(&group) {
-            Ok(()) => {
-                tracing::info!(
-                    "removed stale cgroup `{}` of a launcher that is gone",
-                    group.display()
-                );
-                removed += 1;
-            }
-            Err(e) => tracing::warn!("stale cgroup `{}` left in place: {e}", group.display()),
-        }
-    }
-    Ok(removed)
 }
 
 /// Makes sure `root` can have cpuset children and returns this process's group below it

@@ -7,7 +7,7 @@
 //!
 //! A supervisor thread per role runs the loop *spawn → forward messages → reap → back off →
 //! spawn*, reporting every step to the pipeline's dispatcher as a [`ChildEvent`]. It also starts
-//! each child's [`Outbox`] (its writer thread) and hands it to the dispatcher before the child's
+//! each child's [`Outbox`](super::outbox::Outbox) (its writer thread) and hands it to the dispatcher before the child's
 //! `Started`: the pipeline's hub queues on it what the core asks for, and the core itself only
 //! learns that the child is reachable. The back-off doubles after
 //! each death within [`RestartPolicy::healthy_after`] of its start, up to
@@ -22,7 +22,7 @@
 
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader};
-use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
@@ -45,7 +45,8 @@ use shm_protocol::control::{self, ChildConfig, FromChild, CHILD_CONFIG_ENV, CONT
 
 use super::core::Event;
 pub use super::core::{ChildEvent, OutboxRefused, Role, ToChild};
-use super::dispatch::Mail;
+use super::mail::Mail;
+use super::outbox::Outbox;
 use crate::pinning::Placement;
 use crate::sync::lock;
 
@@ -92,7 +93,7 @@ pub struct ChildSpec {
     pub placement: Option<Placement>,
     /// Restart rules.
     pub restart: RestartPolicy,
-    /// Messages queued for it before a send is refused ([`Outbox`]).
+    /// Messages queued for it before a send is refused ([`Outbox`](super::outbox::Outbox)).
     pub outbox: usize,
     /// Called before each start (restarts included) with a copy of `config`: amends it and
     /// returns more descriptors to inherit. A gpu-proc gets the SRS images loaded at that moment
@@ -566,82 +567,5 @@ fn pass_fds(cmd: &mut Command, map: Vec<(RawFd, RawFd)>) {
             }
             Ok(())
         });
-    }
-}
-
-/// One message for a child as its writer thread sends it: a value, with the descriptor that
-/// travels beside it (`SCM_RIGHTS`: a request memfd, an SRS image), if any.
-#[derive(Debug)]
-pub struct Outgoing {
-    /// The message.
-    pub msg: ToChild,
-    /// A descriptor sent with it.
-    pub fd: Option<OwnedFd>,
-}
-
-impl Outgoing {
-    /// Writes it to the child's control channel.
-    fn send(self, sender: &mut control::Sender) -> std::io::Result<()> {
-        match (&self.msg, &self.fd) {
-            (ToChild::Synth(m), Some(fd)) => sender.send_with_fd(m, fd.as_fd()),
-            (ToChild::Synth(m), None) => sender.send(m),
-            (ToChild::Gpu(m), Some(fd)) => sender.send_with_fd(m, fd.as_fd()),
-            (ToChild::Gpu(m), None) => sender.send(m),
-        }
-    }
-}
-
-/// The sending side of a child's control channel: a bounded queue drained by a writer thread, so
-/// that nobody holding the pipeline's lock ever blocks on the child's socket (a frozen child with
-/// a full socket buffer blocks only its writer thread).
-#[derive(Debug)]
-pub struct Outbox {
-    tx: mpsc::SyncSender<Outgoing>,
-}
-
-impl Outbox {
-    /// Starts the writer thread of `role` over `sender`, with room for `capacity` messages.
-    pub fn start(
-        role: Role,
-        mut sender: control::Sender,
-        capacity: usize,
-    ) -> std::io::Result<Outbox> {
-        let (outbox, rx) = Outbox::capture(capacity);
-        thread::Builder::new()
-            .name(format!("{role} writer"))
-            .spawn(move || {
-                for msg in rx {
-                    if let Err(e) = msg.send(&mut sender) {
-                        // The child is dying; its exit re-queues what it had been given.
-                        tracing::warn!(%role, "cannot send to the child: {e}");
-                        break;
-                    }
-                }
-            })?;
-        Ok(outbox)
-    }
-
-    /// An outbox with room for `capacity` messages whose messages arrive on the receiver instead
-    /// of a child's socket (no thread): what [`Outbox::start`] builds on, and what the pipeline's
-    /// tests read to see what a child was sent.
-    pub fn capture(capacity: usize) -> (Outbox, mpsc::Receiver<Outgoing>) {
-        let (tx, rx) = mpsc::sync_channel::<Outgoing>(capacity.max(1));
-        (Outbox { tx }, rx)
-    }
-
-    /// Queues `msg` without blocking.
-    pub fn try_send(&self, msg: Outgoing) -> Result<(), OutboxRefused> {
-        self.tx.try_send(msg).map_err(|e| match e {
-            mpsc::TrySendError::Full(_) => OutboxRefused::Full,
-            mpsc::TrySendError::Disconnected(_) => OutboxRefused::Closed,
-        })
-    }
-
-    /// Queues a message without a descriptor, without blocking.
-    pub fn try_send_msg(&self, msg: impl Into<ToChild>) -> Result<(), OutboxRefused> {
-        self.try_send(Outgoing {
-            msg: msg.into(),
-            fd: None,
-        })
     }
 }

@@ -21,37 +21,14 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{mpsc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::child::{self, Outbox};
-use super::core::{Core, Event, Role};
+use super::child;
+use super::core::{Core, Event};
 use super::hub::{Applied, Hub, Unlocked};
+use super::mail::Mail;
 use super::verify::VerifierPool;
 use crate::srs::{SharedSrs, SrsError};
 use crate::sync::lock;
 use shm_protocol::HugePagePolicy;
-
-/// What arrives on the dispatcher's channel.
-#[derive(Debug)]
-pub(crate) enum Mail {
-    /// An event for the core.
-    Event(Event),
-    /// The outbox of a child that is starting (sent before its `Started`), kept by the hub:
-    /// the core only learns that the child is reachable.
-    Outbox {
-        /// Which child.
-        role: Role,
-        /// Its outbox (`None`: its writer thread could not start).
-        outbox: Option<Outbox>,
-    },
-    /// What a client thread's transition asked for and only the dispatcher can do (a proof
-    /// check goes to its verifier pool).
-    Perform(Unlocked),
-}
-
-impl From<Event> for Mail {
-    fn from(e: Event) -> Mail {
-        Mail::Event(e)
-    }
-}
 
 /// The period of the core's periodic work (`Core::on_tick`).
 pub(super) const TICK: Duration = Duration::from_millis(250);

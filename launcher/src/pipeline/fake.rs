@@ -22,14 +22,14 @@ use shm_protocol::{
     SlotResult,
 };
 
-use super::child::{Outbox, Outgoing};
 use super::core::jobs::JobOutcome;
 use super::core::{
     Action, ChildEvent, CircuitEntry, Core, Event, FaultSettings, NewJob, OutboxRefused, Role,
     Rules, Settled, SrsSet, ToChild, Verdict, VerifyTask,
 };
-use super::dispatch::Mail;
 use super::hub::Hub;
+use super::mail::Mail;
+use super::outbox::{Outbox, Outgoing};
 use super::settings::JobOptions;
 use super::start::Parts;
 use super::submit::{Cancelled, JobHandle};

@@ -12,11 +12,11 @@ use std::collections::HashMap;
 use std::sync::mpsc;
 use std::time::Instant;
 
-use super::child::{Outbox, Outgoing};
 use super::core::jobs::JobOutcome;
 use super::core::{
     Action, ChildEvent, Core, Event, OutboxRefused, Role, Settled, SrsToLoad, ToChild, VerifyTask,
 };
+use super::outbox::{Outbox, Outgoing};
 use shm_protocol::control::ToSynth;
 
 /// What the core asked for that runs after the lock is released.

@@ -178,6 +178,29 @@ impl fmt::Display for MemoryRefusal {
     }
 }
 
+/// Ring slot classes as text, largest first: `3 slots x 15.61 GiB + 8 slots x 112.0 MiB`, from
+/// (slots, bytes per slot) smallest first (the ring's order). The one form of the ring's sizes:
+/// the start's log, the memory model and `status`.
+pub fn ring_text(classes: impl IntoIterator<Item = (usize, u64)>) -> String {
+    let mut classes: Vec<(usize, u64)> = classes.into_iter().collect();
+    classes.reverse();
+    classes
+        .iter()
+        .map(|&(slots, bytes)| format!("{slots} slots x {}", gib(bytes)))
+        .collect::<Vec<_>>()
+        .join(" + ")
+}
+
+/// A ring configuration's classes as text ([`ring_text`]).
+pub(super) fn config_text(config: &shm_protocol::RingConfig) -> String {
+    ring_text(
+        config
+            .classes()
+            .iter()
+            .map(|c| (c.slot_count as usize, c.slot_bytes)),
+    )
+}
+
 /// Bytes for people: GiB with two decimals, or MiB below one GiB.
 pub fn gib(bytes: u64) -> String {
     if bytes >= 1 << 30 {
@@ -233,11 +256,7 @@ pub(super) fn plan(
         }
     }
     let ring = ring_config.region_bytes().map_or(u64::MAX, |b| b as u64);
-    plan.add(
-        format!("ring: {}", super::start::config_text(ring_config)),
-        ring,
-        true,
-    );
+    plan.add(format!("ring: {}", config_text(ring_config)), ring, true);
     plan.add(
         format!(
             "synthesis: {synth_concurrency} workers x {}",

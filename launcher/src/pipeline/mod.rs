@@ -25,7 +25,7 @@
 //!   pipeline turns fatal when synth-proc or every gpu-proc is given up.
 //!
 //! Sends to the children never block under the pipeline's lock: each child has a bounded
-//! [`Outbox`](child::Outbox) drained by its own writer thread; a synthesis request that does not
+//! [`Outbox`](outbox::Outbox) drained by its own writer thread; a synthesis request that does not
 //! fit stays `Pending` in the job table and is sent on a later tick. Proofs are checked off the
 //! lock too, on a small verifier pool (`verify`); a job is delivered only when every partition's
 //! proof verified.
@@ -74,7 +74,9 @@ mod dispatch;
 mod drain;
 mod error;
 mod hub;
+mod mail;
 pub mod memory;
+mod outbox;
 mod settings;
 mod srs_set;
 mod start;
@@ -104,14 +106,14 @@ pub use self::core::{
 use self::core::{Core, Event, Role};
 pub use self::core::{SrsLine, SrsTier};
 use child::Supervisor;
-use dispatch::Mail;
 pub use error::PipelineError;
 use hub::{Applied, Hub, Unlocked};
+use mail::Mail;
+pub use memory::ring_text;
 pub use settings::{CircuitSetting, GpuSetting, JobOptions, PipelineSettings};
 pub use srs_set::{SrsEvicted, SrsLoaded};
 pub use status::{
-    ring_text, ChildState, ChildStatus, Counters, GpuLine, JobLine, PipelineStatus, SlotClassLine,
-    SlotCounts,
+    ChildState, ChildStatus, Counters, GpuLine, JobLine, PipelineStatus, SlotClassLine, SlotCounts,
 };
 pub use submit::{read_request_file, Cancelled, JobHandle};
 

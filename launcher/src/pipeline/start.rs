@@ -21,11 +21,12 @@ use shm_protocol::{HugePagePolicy, Region, Ring, RingConfig, SlotClass};
 
 use super::child::{ChildSpec, SpawnHook, Supervisor};
 use super::core::{CircuitEntry, Core, Role, Rules, SrsSet};
-use super::dispatch::{dispatch, Mail};
+use super::dispatch::dispatch;
 use super::hub::Hub;
+use super::mail::Mail;
+use super::memory::config_text;
 use super::settings::PipelineSettings;
 use super::srs_set;
-use super::status::ring_text;
 use super::verify::{pool_size, Groth16, Verifier, VerifierPool};
 use super::{memory, Pipeline, PipelineError, Result};
 use crate::pinning::{CpuList, Layout, PinMode, Placement};
@@ -407,16 +408,6 @@ fn ring_config(shared: usize, slot_bytes: u64, own: &[SlotClass]) -> Result<Ring
     }];
     classes.extend_from_slice(own);
     RingConfig::with_classes(&classes).map_err(PipelineError::Ring)
-}
-
-/// A ring configuration's classes as text ([`ring_text`]).
-pub(super) fn config_text(config: &RingConfig) -> String {
-    ring_text(
-        config
-            .classes()
-            .iter()
-            .map(|c| (c.slot_count as usize, c.slot_bytes)),
-    )
 }
 
 /// The pre-compiled constraint system of every configured circuit that has one within the

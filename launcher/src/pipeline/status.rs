@@ -5,24 +5,12 @@
 use super::core::jobs::{JobCounters, JobSummary};
 use super::core::ChildInfo;
 pub use super::core::{Counters, GpuLine, SrsLine};
+use super::memory::ring_text;
 use super::Pipeline;
 use crate::sync::lock;
 #[cfg(doc)]
 use shm_protocol::control::FromChild;
 use shm_protocol::StateCounts;
-
-/// Ring slot classes as text, largest first: `3 slots x 15.61 GiB + 8 slots x 112.0 MiB`, from
-/// (slots, bytes per slot) smallest first (the ring's order). The one form of the ring's sizes:
-/// the start's log, the memory model and `status`.
-pub fn ring_text(classes: impl IntoIterator<Item = (usize, u64)>) -> String {
-    let mut classes: Vec<(usize, u64)> = classes.into_iter().collect();
-    classes.reverse();
-    classes
-        .iter()
-        .map(|&(slots, bytes)| format!("{slots} slots x {}", super::memory::gib(bytes)))
-        .collect::<Vec<_>>()
-        .join(" + ")
-}
 
 /// A child as `status` shows it.
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]

@@ -11,13 +11,13 @@ use shm_protocol::control::{
 };
 use shm_protocol::fault::Faults;
 
-use super::child::Outbox;
 use super::core::{
     Action, ChildEvent, OutboxRefused, Refusal, Role, Rules, SrsTier, SrsToLoad, ToChild,
 };
 use super::dispatch::read_srs;
 use super::fake::{self, proof_of, Accept, FakePipeline, Gate, World, SYNTH_PID};
 use super::hub::Hub;
+use super::outbox::Outbox;
 use super::verify::Groth16;
 use super::{
     AttemptFailure, ChildLoss, ChildState, FaultSettings, Holding, JobFailure, JobOptions,

@@ -22,7 +22,7 @@ use bellperson::groth16::{verify_proof, Proof};
 use blstrs::Bls12;
 
 use super::core::{Event, ProofRejection, Verdict, VerifyTask};
-use super::dispatch::Mail;
+use super::mail::Mail;
 use crate::sync::lock;
 
 /// Checks one proof.

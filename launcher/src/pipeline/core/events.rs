@@ -7,6 +7,7 @@
 //! Nothing here holds a channel, a socket or a process: the supervisors (`child`), the verifier
 //! pool (`verify`) and the dispatcher (`dispatch`) build these values and hand them to the core.
 
+use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,7 +15,6 @@ use bellperson::groth16::PreparedVerifyingKey;
 use blstrs::{Bls12, Scalar};
 use shm_protocol::control::{FromChild, ToGpu, ToSynth};
 
-use super::failure::ProofRejection;
 use crate::pinning::CpuList;
 
 /// Which child.
@@ -169,4 +169,34 @@ pub(crate) struct Settled {
     pub(crate) msg: ToChild,
     /// Queued, or why not.
     pub(crate) result: Result<(), OutboxRefused>,
+}
+
+/// Why the launcher refused a proof.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ProofRejection {
+    /// The pairing check failed: `the proof does not verify`.
+    DoesNotVerify,
+    /// The bytes are not a proof: `malformed proof: WHY`.
+    Malformed(String),
+    /// The verifier failed: `verification error: WHY`.
+    Error(String),
+    /// The slot names a circuit this pipeline does not serve:
+    /// `slot carries unknown circuit id 0x…`.
+    UnknownCircuit(u64),
+    /// The job has no such partition: `partition K is out of range`.
+    NoSuchPartition(u32),
+}
+
+impl fmt::Display for ProofRejection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ProofRejection::DoesNotVerify => f.write_str("the proof does not verify"),
+            ProofRejection::Malformed(why) => write!(f, "malformed proof: {why}"),
+            ProofRejection::Error(why) => write!(f, "verification error: {why}"),
+            ProofRejection::UnknownCircuit(id) => {
+                write!(f, "slot carries unknown circuit id {id:#x}")
+            }
+            ProofRejection::NoSuchPartition(p) => write!(f, "partition {p} is out of range"),
+        }
+    }
 }

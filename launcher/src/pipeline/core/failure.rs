@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use kernels::circuits::AnyCircuit;
 
-use super::events::Role;
+use super::events::{ProofRejection, Role};
 
 /// Why a job ended without its proofs (the error of
 /// [`JobOutcome::result`](super::jobs::JobOutcome::result)).
@@ -166,36 +166,6 @@ impl fmt::Display for Holding {
             Holding::Proving => "while proving it",
             Holding::Synthesizing => "while synthesizing it",
         })
-    }
-}
-
-/// Why the launcher refused a proof.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ProofRejection {
-    /// The pairing check failed: `the proof does not verify`.
-    DoesNotVerify,
-    /// The bytes are not a proof: `malformed proof: WHY`.
-    Malformed(String),
-    /// The verifier failed: `verification error: WHY`.
-    Error(String),
-    /// The slot names a circuit this pipeline does not serve:
-    /// `slot carries unknown circuit id 0x…`.
-    UnknownCircuit(u64),
-    /// The job has no such partition: `partition K is out of range`.
-    NoSuchPartition(u32),
-}
-
-impl fmt::Display for ProofRejection {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ProofRejection::DoesNotVerify => f.write_str("the proof does not verify"),
-            ProofRejection::Malformed(why) => write!(f, "malformed proof: {why}"),
-            ProofRejection::Error(why) => write!(f, "verification error: {why}"),
-            ProofRejection::UnknownCircuit(id) => {
-                write!(f, "slot carries unknown circuit id {id:#x}")
-            }
-            ProofRejection::NoSuchPartition(p) => write!(f, "partition {p} is out of range"),
-        }
     }
 }
 

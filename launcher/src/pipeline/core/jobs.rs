@@ -895,7 +895,7 @@ mod tests {
     }
 
     fn refused() -> AttemptFailure {
-        AttemptFailure::Rejected(super::super::failure::ProofRejection::DoesNotVerify)
+        AttemptFailure::Rejected(super::super::events::ProofRejection::DoesNotVerify)
     }
 
     #[test]

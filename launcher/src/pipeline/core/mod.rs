@@ -20,17 +20,19 @@ mod failure;
 mod handout;
 pub mod jobs;
 mod machine;
+mod residency;
 mod results;
 mod rules;
 mod srs;
 mod stats;
+mod tracking;
 
 use std::os::fd::OwnedFd;
 
-pub use events::{ChildEvent, OutboxRefused, Role, ToChild, Verdict, VerifyTask};
+pub use events::{ChildEvent, OutboxRefused, ProofRejection, Role, ToChild, Verdict, VerifyTask};
 pub(crate) use events::{Event, Settled};
 pub(crate) use failure::Refusal;
-pub use failure::{AttemptFailure, ChildLoss, Holding, JobFailure, ProofRejection};
+pub use failure::{AttemptFailure, ChildLoss, Holding, JobFailure};
 pub(crate) use handout::NewJob;
 pub use handout::EXPRESS_LANE;
 pub(crate) use machine::{ChildInfo, CircuitEntry, Core};

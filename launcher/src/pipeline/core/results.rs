@@ -11,8 +11,9 @@
 use shm_protocol::control::{EventKind, TimelineEvent, NO_SLOT};
 use shm_protocol::{SlotResult, SlotState};
 
+use super::events::ProofRejection;
 use super::events::{Verdict, VerifyTask};
-use super::failure::{AttemptFailure, ProofRejection};
+use super::failure::AttemptFailure;
 use super::jobs::{Attempt, JobOutcome, Phase};
 use super::machine::Core;
 use super::Action;
