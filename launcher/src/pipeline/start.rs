@@ -25,7 +25,7 @@ use super::dispatch::dispatch;
 use super::hub::Hub;
 use super::mail::Mail;
 use super::memory::config_text;
-use super::settings::PipelineSettings;
+use super::settings::{CircuitSetting, PipelineSettings};
 use super::srs_set;
 use super::verify::{pool_size, Groth16, Verifier, VerifierPool};
 use super::{memory, Pipeline, PipelineError, Result};
@@ -60,19 +60,7 @@ impl Pipeline {
         if settings.gpus.is_empty() {
             return Err(PipelineError::NoGpu);
         }
-        // Every circuit counted once: the memory model, the SRS check and the slot size need it.
-        let mut counted = Vec::new();
-        for c in &settings.circuits {
-            let t = Instant::now();
-            let circuit_error = |source| PipelineError::Circuit {
-                spec: c.spec,
-                cause: source,
-            };
-            let shape = c.spec.shape().map_err(circuit_error)?;
-            tracing::info!(circuit = %c.spec, constraints = shape.constraints, secs = t.elapsed().as_secs_f64(), "circuit counted");
-            let id = c.spec.circuit_id().map_err(circuit_error)?;
-            counted.push((c, id, shape));
-        }
+        let counted = count_circuits(&settings)?;
         // With witness slots the pre-compiled matrices size the slots (a circuit's witness slot
         // holds its inputs and the aux variables its rows show to be bits, packed), so they come
         // first, in ordinary pages (the ring's huge pages are not known yet). Otherwise they
@@ -84,46 +72,7 @@ impl Pipeline {
             .collect();
         let early =
             witness_slots.then(|| precompile(&settings, &to_compile, HugePagePolicy::Plain));
-        // The slots: a full slot's size, or a witness slot's for a circuit with matrices.
-        let mut slot_bytes = 0u64;
-        let mut own_classes = Vec::new();
-        let mut witness_ids = Vec::new();
-        for (c, id, shape) in &counted {
-            let compiled = early
-                .as_ref()
-                .and_then(|(r1cs, _)| r1cs.iter().find(|r| r.circuit_id == *id));
-            let need = match compiled.map(|r| r.witness_capacity()) {
-                Some(Ok(capacity)) => {
-                    witness_ids.push(*id);
-                    capacity.slot_bytes()
-                }
-                Some(Err(e)) => {
-                    tracing::warn!(circuit = %c.spec, "full slots: its witness layout cannot be made: {e}");
-                    crate::ring::capacity_for(shape).slot_bytes()
-                }
-                None => crate::ring::capacity_for(shape).slot_bytes(),
-            }
-            .ok_or(PipelineError::SlotOverflow(c.spec))?;
-            tracing::info!(circuit = %c.spec, slot_mib = need >> 20, witness = witness_ids.contains(id), "slot size");
-            slot_bytes = slot_bytes.max(need);
-            if c.slots > 0 {
-                own_classes.push(SlotClass {
-                    slot_count: u32::try_from(c.slots)
-                        .map_err(|_| PipelineError::TooManySlots(c.slots))?,
-                    slot_bytes: need,
-                });
-            }
-        }
-        if let Some(explicit) = settings.slot_bytes {
-            if explicit < slot_bytes {
-                return Err(PipelineError::SlotTooSmall {
-                    explicit,
-                    need: slot_bytes,
-                });
-            }
-            slot_bytes = explicit;
-        }
-        let ring_config = ring_config(settings.slots, slot_bytes, &own_classes)?;
+        let (ring_config, witness_ids) = size_slots(&settings, &counted, early.as_ref())?;
         let layout = layout_for(&settings)?;
         let synth_concurrency = match settings.synth_concurrency {
             0 => layout.synth().len().max(1),
@@ -131,54 +80,16 @@ impl Pipeline {
         };
         // Nothing large is allocated before the configuration is known to fit the host.
         if settings.memory_check {
-            let plan = memory::plan(
+            check_memory(
                 &settings,
                 &counted,
                 &witness_ids,
                 &ring_config,
                 synth_concurrency,
-            );
-            let host = memory::HostMemory::read();
-            let huge = settings.huge_pages != HugePagePolicy::Plain;
-            plan.check(&host, huge).map_err(PipelineError::Memory)?;
-            tracing::info!(
-                need_mib = plan.ordinary_bytes(&host, huge) >> 20,
-                available_mib = host.available >> 20,
-                huge_free_mib = host.huge_free >> 20,
-                "host memory model:\n{plan}"
-            );
+            )?;
         }
-        // SRS images in shared memory, checked against their circuits.
-        let mut srs = Vec::new();
-        let mut circuits = Vec::new();
-        for (c, id, shape) in counted {
-            let shared = SharedSrs::load(&c.spec, id, &shape, &c.params, HugePagePolicy::Auto)?;
-            let pvk = Arc::new(prepare_verifying_key(&shared.view()?.verifying_key()));
-            circuits.push((
-                id,
-                CircuitEntry {
-                    pvk,
-                    spec: c.spec,
-                    shape,
-                    params: c.params.clone(),
-                    witness: witness_ids.contains(&id),
-                },
-            ));
-            srs.push(shared);
-        }
-        let srs = SrsSet::new(srs);
-        // The ring.
-        let region = ring_config
-            .region_bytes()
-            .and_then(|bytes| Region::create("splitprover-ring", bytes, settings.huge_pages))
-            .map_err(PipelineError::Ring)?;
-        let ring = Arc::new(Ring::create(region, ring_config).map_err(PipelineError::Ring)?);
-        tracing::info!(
-            slots = ring.slot_count(),
-            classes = %config_text(&ring_config),
-            pages = %ring.page_kind(),
-            "ring created"
-        );
+        let (srs, circuits) = load_srs(counted, &witness_ids)?;
+        let ring = create_ring(&settings, ring_config)?;
         // The pre-compiled constraint systems, after the ring so they never take huge pages the
         // ring could have had (unless the slots needed them first).
         let (r1cs, synthesis) =
@@ -193,120 +104,18 @@ impl Pipeline {
                 return Err(PipelineError::CudaOneCore { device: g.device });
             }
         }
-        let synth_window =
-            synth_concurrency + settings.synth_lookahead.unwrap_or(synth_concurrency);
-        let injected = if shm_protocol::fault::ENABLED {
-            Faults::from_env()
-        } else {
-            Faults::default()
-        };
-        let core = Core::new(
-            ring.clone(),
-            circuits,
-            srs,
-            Rules {
-                faults: settings.faults.clone(),
-                verify: settings.verify,
-                heartbeat_timeout: settings.heartbeat_timeout,
-                synth_window: synth_window.max(1),
-                gpu_roles: settings.gpus.iter().map(|g| Role::Gpu(g.device)).collect(),
-                injected,
-            },
-        );
+        let core = new_core(&settings, ring.clone(), circuits, srs, synth_concurrency);
         // The hub exists before the children: a gpu-proc's spawn hook reads the core's SRS set.
         let hub = Arc::new(Mutex::new(Hub::new(core)));
         let (events_tx, events_rx) = mpsc::channel();
-        let ring_fd: Arc<OwnedFd> =
-            Arc::new(ring.region().fd().try_clone_to_owned().map_err(|source| {
-                PipelineError::Io {
-                    what: "cannot duplicate the ring's descriptor",
-                    cause: source,
-                }
-            })?);
-        // synth-proc inherits every pre-compiled constraint system's memfd at fixed numbers, at
-        // every start (a restarted synth-proc maps the same memory again).
-        let mut synth_fds = vec![(ring_fd.clone(), RING_FD)];
-        let mut r1cs_entries = Vec::new();
-        // Each gpu-proc inherits the matrices of the circuits that travel in witness slots, after
-        // its SRS descriptors, to compute their a, b, c.
-        let mut gpu_matrices = Vec::new();
-        for shared in &r1cs {
-            let fd = FIRST_R1CS_FD + r1cs_entries.len() as i32;
-            let dup = shared
-                .bytes
-                .region()
-                .fd()
-                .try_clone_to_owned()
-                .map_err(|source| PipelineError::Io {
-                    what: "cannot duplicate a pre-compiled constraint system's descriptor",
-                    cause: source,
-                })?;
-            let dup = Arc::new(dup);
-            synth_fds.push((dup.clone(), fd));
-            let entry = R1csEntry {
-                circuit_id: shared.circuit_id,
-                circuit: shared.spec.to_string(),
-                fd,
-                bytes: shared.len(),
-            };
-            if witness_ids.contains(&shared.circuit_id) {
-                gpu_matrices.push((dup, entry.clone()));
-            }
-            r1cs_entries.push(entry);
-        }
-        let mut supervisors = Vec::new();
-        supervisors.push(Supervisor::start(
-            ChildSpec {
-                role: Role::Synth,
-                program: settings.program.clone(),
-                args: vec!["synth-proc".into()],
-                env: settings.child_env.clone(),
-                config: ChildConfig::Synth(SynthConfig {
-                    concurrency: synth_concurrency,
-                    r1cs: r1cs_entries,
-                }),
-                fds: synth_fds,
-                placement: Some(Placement::prepare(&pin_mode, "synth", layout.synth())?),
-                restart: settings.restart,
-                outbox: settings.faults.outbox,
-                prepare: None,
-            },
-            events_tx.clone(),
-        ));
-        for (i, g) in settings.gpus.iter().enumerate() {
-            let spec = ChildSpec {
-                role: Role::Gpu(g.device),
-                program: settings.program.clone(),
-                args: vec!["gpu-proc".into()],
-                env: gpu_env(g.device)
-                    .into_iter()
-                    .chain(settings.child_env.iter().cloned())
-                    .collect(),
-                config: ChildConfig::Gpu(GpuConfig {
-                    device: g.device,
-                    backend: g.backend,
-                    batch: g.batch.max(1),
-                    // The SRS images loaded at each start, with their descriptors.
-                    srs: Vec::new(),
-                    memory_budget: g.memory_budget,
-                    // Filled at each start, after the SRS descriptors.
-                    r1cs: Vec::new(),
-                }),
-                fds: vec![(ring_fd.clone(), RING_FD)],
-                placement: Some(Placement::prepare(
-                    &pin_mode,
-                    &format!("gpu{i}"),
-                    &layout.gpus()[i],
-                )?),
-                restart: settings.restart,
-                outbox: settings.faults.outbox,
-                prepare: Some(with_matrices(
-                    srs_set::spawn_hook(Arc::downgrade(&hub), Role::Gpu(g.device)),
-                    gpu_matrices.clone(),
-                )),
-            };
-            supervisors.push(Supervisor::start(spec, events_tx.clone()));
-        }
+        let children = Children {
+            settings: &settings,
+            ring: &ring,
+            pin_mode: &pin_mode,
+            layout: &layout,
+            synth_concurrency,
+        };
+        let supervisors = children.start(&r1cs, &witness_ids, &hub, &events_tx)?;
         Pipeline::assemble(Parts {
             hub,
             supervisors,
@@ -357,9 +166,321 @@ impl Pipeline {
     }
 }
 
+/// A configured circuit, its id and its shape: every circuit counted once (the memory model,
+/// the SRS check and the slot size need it).
+type Counted<'a> = (&'a CircuitSetting, u64, CircuitShape);
+
+/// Counts every configured circuit.
+fn count_circuits(settings: &PipelineSettings) -> Result<Vec<Counted<'_>>> {
+    let mut counted = Vec::new();
+    for c in &settings.circuits {
+        let t = Instant::now();
+        let circuit_error = |source| PipelineError::Circuit {
+            spec: c.spec,
+            cause: source,
+        };
+        let shape = c.spec.shape().map_err(circuit_error)?;
+        tracing::info!(circuit = %c.spec, constraints = shape.constraints, secs = t.elapsed().as_secs_f64(), "circuit counted");
+        let id = c.spec.circuit_id().map_err(circuit_error)?;
+        counted.push((c, id, shape));
+    }
+    Ok(counted)
+}
+
+/// The ring's configuration: a full slot's size, or a witness slot's for a circuit with
+/// matrices (`early`), the largest in the shared class, each circuit's own slots in classes of
+/// their own; and the ids of the circuits that travel in witness slots.
+fn size_slots(
+    settings: &PipelineSettings,
+    counted: &[Counted<'_>],
+    early: Option<&Precompiled>,
+) -> Result<(RingConfig, Vec<u64>)> {
+    let mut slot_bytes = 0u64;
+    let mut own_classes = Vec::new();
+    let mut witness_ids = Vec::new();
+    for (c, id, shape) in counted {
+        let compiled = early.and_then(|(r1cs, _)| r1cs.iter().find(|r| r.circuit_id == *id));
+        let need = match compiled.map(|r| r.witness_capacity()) {
+            Some(Ok(capacity)) => {
+                witness_ids.push(*id);
+                capacity.slot_bytes()
+            }
+            Some(Err(e)) => {
+                tracing::warn!(circuit = %c.spec, "full slots: its witness layout cannot be made: {e}");
+                crate::ring::capacity_for(shape).slot_bytes()
+            }
+            None => crate::ring::capacity_for(shape).slot_bytes(),
+        }
+        .ok_or(PipelineError::SlotOverflow(c.spec))?;
+        tracing::info!(circuit = %c.spec, slot_mib = need >> 20, witness = witness_ids.contains(id), "slot size");
+        slot_bytes = slot_bytes.max(need);
+        if c.slots > 0 {
+            own_classes.push(SlotClass {
+                slot_count: u32::try_from(c.slots)
+                    .map_err(|_| PipelineError::TooManySlots(c.slots))?,
+                slot_bytes: need,
+            });
+        }
+    }
+    if let Some(explicit) = settings.slot_bytes {
+        if explicit < slot_bytes {
+            return Err(PipelineError::SlotTooSmall {
+                explicit,
+                need: slot_bytes,
+            });
+        }
+        slot_bytes = explicit;
+    }
+    Ok((
+        ring_config(settings.slots, slot_bytes, &own_classes)?,
+        witness_ids,
+    ))
+}
+
+/// Refuses a configuration whose memory model does not fit the host ([`memory::plan`]).
+fn check_memory(
+    settings: &PipelineSettings,
+    counted: &[Counted<'_>],
+    witness_ids: &[u64],
+    ring_config: &RingConfig,
+    synth_concurrency: usize,
+) -> Result<()> {
+    let plan = memory::plan(
+        settings,
+        counted,
+        witness_ids,
+        ring_config,
+        synth_concurrency,
+    );
+    let host = memory::HostMemory::read();
+    let huge = settings.huge_pages != HugePagePolicy::Plain;
+    plan.check(&host, huge).map_err(PipelineError::Memory)?;
+    tracing::info!(
+        need_mib = plan.ordinary_bytes(&host, huge) >> 20,
+        available_mib = host.available >> 20,
+        huge_free_mib = host.huge_free >> 20,
+        "host memory model:\n{plan}"
+    );
+    Ok(())
+}
+
+/// The SRS images in shared memory, each checked against its circuit, and the core's entry for
+/// every circuit.
+fn load_srs(
+    counted: Vec<Counted<'_>>,
+    witness_ids: &[u64],
+) -> Result<(SrsSet, Vec<(u64, CircuitEntry)>)> {
+    let mut srs = Vec::new();
+    let mut circuits = Vec::new();
+    for (c, id, shape) in counted {
+        let shared = SharedSrs::load(&c.spec, id, &shape, &c.params, HugePagePolicy::Auto)?;
+        let pvk = Arc::new(prepare_verifying_key(&shared.view()?.verifying_key()));
+        circuits.push((
+            id,
+            CircuitEntry {
+                pvk,
+                spec: c.spec,
+                shape,
+                params: c.params.clone(),
+                witness: witness_ids.contains(&id),
+            },
+        ));
+        srs.push(shared);
+    }
+    Ok((SrsSet::new(srs), circuits))
+}
+
+/// The ring in its shared memory.
+fn create_ring(settings: &PipelineSettings, ring_config: RingConfig) -> Result<Arc<Ring>> {
+    let region = ring_config
+        .region_bytes()
+        .and_then(|bytes| Region::create("splitprover-ring", bytes, settings.huge_pages))
+        .map_err(PipelineError::Ring)?;
+    let ring = Arc::new(Ring::create(region, ring_config).map_err(PipelineError::Ring)?);
+    tracing::info!(
+        slots = ring.slot_count(),
+        classes = %config_text(&ring_config),
+        pages = %ring.page_kind(),
+        "ring created"
+    );
+    Ok(ring)
+}
+
+/// The core over the ring, its circuits and SRS set, under the settings' rules.
+fn new_core(
+    settings: &PipelineSettings,
+    ring: Arc<Ring>,
+    circuits: Vec<(u64, CircuitEntry)>,
+    srs: SrsSet,
+    synth_concurrency: usize,
+) -> Core {
+    let synth_window = synth_concurrency + settings.synth_lookahead.unwrap_or(synth_concurrency);
+    let injected = if shm_protocol::fault::ENABLED {
+        Faults::from_env()
+    } else {
+        Faults::default()
+    };
+    Core::new(
+        ring,
+        circuits,
+        srs,
+        Rules {
+            faults: settings.faults.clone(),
+            verify: settings.verify,
+            heartbeat_timeout: settings.heartbeat_timeout,
+            synth_window: synth_window.max(1),
+            gpu_roles: settings.gpus.iter().map(|g| Role::Gpu(g.device)).collect(),
+            injected,
+        },
+    )
+}
+
+/// The pre-compiled constraint systems, and how each circuit is synthesized ([`precompile`]).
+type Precompiled = (
+    Vec<crate::r1cs::SharedR1cs>,
+    Vec<(AnyCircuit, crate::r1cs::Plan)>,
+);
+
+/// Descriptors a child inherits at fixed numbers: (the descriptor, its number there).
+type Inherited = Vec<(Arc<OwnedFd>, RawFd)>;
+
+/// A gpu-proc's matrices: each descriptor with its entry.
+type Matrices = Vec<(Arc<OwnedFd>, R1csEntry)>;
+
+/// What starting the children needs.
+struct Children<'a> {
+    settings: &'a PipelineSettings,
+    ring: &'a Ring,
+    pin_mode: &'a PinMode,
+    layout: &'a Layout,
+    synth_concurrency: usize,
+}
+
+impl Children<'_> {
+    /// Starts one supervisor for synth-proc and one per gpu-proc, each pinned to its cpus.
+    fn start(
+        &self,
+        r1cs: &[crate::r1cs::SharedR1cs],
+        witness_ids: &[u64],
+        hub: &Arc<Mutex<Hub>>,
+        events: &mpsc::Sender<Mail>,
+    ) -> Result<Vec<Supervisor>> {
+        let settings = self.settings;
+        let ring_fd: Arc<OwnedFd> = Arc::new(
+            self.ring
+                .region()
+                .fd()
+                .try_clone_to_owned()
+                .map_err(|source| PipelineError::Io {
+                    what: "cannot duplicate the ring's descriptor",
+                    cause: source,
+                })?,
+        );
+        let (synth_fds, r1cs_entries, gpu_matrices) = matrices_fds(r1cs, witness_ids, &ring_fd)?;
+        let mut supervisors = Vec::new();
+        supervisors.push(Supervisor::start(
+            ChildSpec {
+                role: Role::Synth,
+                program: settings.program.clone(),
+                args: vec!["synth-proc".into()],
+                env: settings.child_env.clone(),
+                config: ChildConfig::Synth(SynthConfig {
+                    concurrency: self.synth_concurrency,
+                    r1cs: r1cs_entries,
+                }),
+                fds: synth_fds,
+                placement: Some(Placement::prepare(
+                    self.pin_mode,
+                    "synth",
+                    self.layout.synth(),
+                )?),
+                restart: settings.restart,
+                outbox: settings.faults.outbox,
+                prepare: None,
+            },
+            events.clone(),
+        ));
+        for (i, g) in settings.gpus.iter().enumerate() {
+            let spec = ChildSpec {
+                role: Role::Gpu(g.device),
+                program: settings.program.clone(),
+                args: vec!["gpu-proc".into()],
+                env: gpu_env(g.device)
+                    .into_iter()
+                    .chain(settings.child_env.iter().cloned())
+                    .collect(),
+                config: ChildConfig::Gpu(GpuConfig {
+                    device: g.device,
+                    backend: g.backend,
+                    batch: g.batch.max(1),
+                    // The SRS images loaded at each start, with their descriptors.
+                    srs: Vec::new(),
+                    memory_budget: g.memory_budget,
+                    // Filled at each start, after the SRS descriptors.
+                    r1cs: Vec::new(),
+                }),
+                fds: vec![(ring_fd.clone(), RING_FD)],
+                placement: Some(Placement::prepare(
+                    self.pin_mode,
+                    &format!("gpu{i}"),
+                    &self.layout.gpus()[i],
+                )?),
+                restart: settings.restart,
+                outbox: settings.faults.outbox,
+                prepare: Some(with_matrices(
+                    srs_set::spawn_hook(Arc::downgrade(hub), Role::Gpu(g.device)),
+                    gpu_matrices.clone(),
+                )),
+            };
+            supervisors.push(Supervisor::start(spec, events.clone()));
+        }
+        Ok(supervisors)
+    }
+}
+
+/// synth-proc inherits the ring and every pre-compiled constraint system's memfd at fixed
+/// numbers, at every start (a restarted synth-proc maps the same memory again); each gpu-proc
+/// inherits the matrices of the circuits that travel in witness slots, after its SRS
+/// descriptors, to compute their a, b, c. Returns synth-proc's descriptors, their entries and
+/// the gpu-procs' matrices.
+fn matrices_fds(
+    r1cs: &[crate::r1cs::SharedR1cs],
+    witness_ids: &[u64],
+    ring_fd: &Arc<OwnedFd>,
+) -> Result<(Inherited, Vec<R1csEntry>, Matrices)> {
+    let mut synth_fds = vec![(ring_fd.clone(), RING_FD)];
+    let mut r1cs_entries = Vec::new();
+    let mut gpu_matrices = Vec::new();
+    for shared in r1cs {
+        let fd = FIRST_R1CS_FD + r1cs_entries.len() as i32;
+        let dup = shared
+            .bytes
+            .region()
+            .fd()
+            .try_clone_to_owned()
+            .map_err(|source| PipelineError::Io {
+                what: "cannot duplicate a pre-compiled constraint system's descriptor",
+                cause: source,
+            })?;
+        let dup = Arc::new(dup);
+        synth_fds.push((dup.clone(), fd));
+        let entry = R1csEntry {
+            circuit_id: shared.circuit_id,
+            circuit: shared.spec.to_string(),
+            fd,
+            bytes: shared.len(),
+        };
+        if witness_ids.contains(&shared.circuit_id) {
+            gpu_matrices.push((dup, entry.clone()));
+        }
+        r1cs_entries.push(entry);
+    }
+    Ok((synth_fds, r1cs_entries, gpu_matrices))
+}
+
 /// `srs` (the SRS descriptors of a gpu-proc's start) followed by the descriptors of `matrices`,
 /// numbered on from the last SRS descriptor, as `GpuConfig::r1cs` entries.
-fn with_matrices(srs: SpawnHook, matrices: Vec<(Arc<OwnedFd>, R1csEntry)>) -> SpawnHook {
+fn with_matrices(srs: SpawnHook, matrices: Matrices) -> SpawnHook {
     Arc::new(move |config: &mut ChildConfig| {
         let mut fds = srs(config);
         if let ChildConfig::Gpu(gpu) = config {
@@ -416,10 +537,7 @@ fn precompile(
     settings: &PipelineSettings,
     circuits: &[(AnyCircuit, u64, CircuitShape)],
     huge: HugePagePolicy,
-) -> (
-    Vec<crate::r1cs::SharedR1cs>,
-    Vec<(AnyCircuit, crate::r1cs::Plan)>,
-) {
+) -> Precompiled {
     use crate::r1cs::{load_or_record, Plan};
     let mut shared = Vec::new();
     let mut plans = Vec::new();
