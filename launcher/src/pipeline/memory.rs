@@ -2,10 +2,14 @@
 //! is allocated and checked against what the host has, so a configuration that cannot fit is
 //! refused at start with the numbers instead of dying of OOM mid-run.
 //!
-//! host memory = SRS images (once, shared) + ring slots + pre-compiled matrices + synthesis
-//! working set (workers × allowance) + supraseal-c2's own SRS copy per `cuda` gpu-proc + the
-//! processes themselves + with witness slots, each non-`gpu` gpu-proc's host expansion of one
-//! slot (a, b, c and the assignment, a full slot's size).
+//! host memory = SRS images (once, shared by every gpu-proc) + ring slots + pre-compiled matrices
+//! (once, shared by synth-proc and every gpu-proc) + synthesis working set (workers ×
+//! allowance) + supraseal-c2's own SRS copy per `cuda` gpu-proc + the processes themselves (the
+//! launcher and synth-proc, and an allowance per gpu-proc) + with witness slots, each non-`gpu`
+//! gpu-proc's host expansion of one slot (a, b, c and the assignment, a full slot's size).
+//!
+//! With N GPUs only the per-gpu-proc terms grow: N gpu-procs map the same SRS and matrices
+//! memfds (the `gpu` backend page-locks the shared image in place, it makes no copy).
 //!
 //! The SRS images, the ring and the matrices are memfds that may sit in huge pages: those draw
 //! on the free hugetlb pool first (when huge pages are allowed) and on ordinary memory for the
@@ -14,9 +18,12 @@
 
 use std::fmt;
 
-/// Bytes the launcher, synth-proc and the gpu-procs take themselves (binaries, heaps, the job
-/// table, CUDA contexts on the host).
-pub const PROCESS_BYTES: u64 = 512 << 20;
+/// Bytes the launcher and synth-proc take themselves (binaries, heaps, the job table).
+pub const PROCESS_BYTES: u64 = 256 << 20;
+
+/// Bytes each gpu-proc takes itself (binary, heap, its CUDA context's host side): an allowance,
+/// not a measurement of a multi-GPU host.
+pub const GPU_PROC_BYTES: u64 = 256 << 20;
 
 /// What the host offers.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -300,7 +307,16 @@ pub(super) fn plan(
             false,
         );
     }
-    plan.add("the processes themselves", PROCESS_BYTES, false);
+    let gpu_procs = settings.gpus.len() as u64;
+    plan.add(
+        format!(
+            "the processes: launcher and synth-proc {}, {gpu_procs} gpu-proc(s) x {}",
+            gib(PROCESS_BYTES),
+            gib(GPU_PROC_BYTES)
+        ),
+        PROCESS_BYTES + gpu_procs * GPU_PROC_BYTES,
+        false,
+    );
     plan
 }
 
@@ -338,6 +354,76 @@ mod tests {
             text.contains("ring") && text.contains("18.00 GiB"),
             "{text}"
         );
+    }
+
+    /// A pipeline of `gpus` gpu-procs of `backend` serving `bits:64`, with its SRS file written
+    /// in `dir`; the plan's terms by name.
+    fn plan_for(
+        dir: &std::path::Path,
+        gpus: u32,
+        backend: shm_protocol::control::BackendKind,
+    ) -> (MemoryPlan, u64) {
+        let spec: kernels::circuits::CircuitSpec = "bits:64".parse().unwrap();
+        let params = dir.join("bits-64.params");
+        if !params.exists() {
+            crate::srs::generate(&spec, 1, &params, false).unwrap();
+        }
+        let mut settings =
+            crate::pipeline::PipelineSettings::for_circuit(spec, params.clone()).unwrap();
+        let template = settings.gpus[0].clone();
+        settings.gpus = (0..gpus)
+            .map(|device| crate::pipeline::GpuSetting {
+                device,
+                backend,
+                ..template.clone()
+            })
+            .collect();
+        let circuit = kernels::circuits::AnyCircuit::from(spec);
+        let shape = circuit.shape().unwrap();
+        let id = circuit.circuit_id().unwrap();
+        let counted = [(&settings.circuits[0], id, shape)];
+        let ring = shm_protocol::RingConfig::with_classes(&[shm_protocol::SlotClass {
+            slot_count: 4,
+            slot_bytes: 1 << 20,
+        }])
+        .unwrap();
+        let srs = kernels::srs::scan_params_file(&params)
+            .ok()
+            .and_then(|lens| kernels::srs::SrsImage::size_for(&lens).ok())
+            .unwrap() as u64;
+        (plan(&settings, &counted, &[], &ring, 2), srs)
+    }
+
+    fn term<'a>(plan: &'a MemoryPlan, prefix: &str) -> Vec<&'a Term> {
+        plan.terms
+            .iter()
+            .filter(|t| t.what.starts_with(prefix))
+            .collect()
+    }
+
+    #[test]
+    fn n_gpus_share_one_srs_image_and_one_set_of_matrices_and_add_only_their_own_terms() {
+        use shm_protocol::control::BackendKind::{Cuda, Gpu};
+        let dir = tempfile::tempdir().unwrap();
+        let (one, srs) = plan_for(dir.path(), 1, Gpu);
+        let (two, _) = plan_for(dir.path(), 2, Gpu);
+        assert!(srs > 0);
+        for plan in [&one, &two] {
+            let images = term(plan, "SRS image of bits:64");
+            assert_eq!(images.len(), 1, "{plan}");
+            assert_eq!(images[0].bytes, srs, "{plan}");
+            assert_eq!(term(plan, "matrices of bits:64").len(), 1, "{plan}");
+        }
+        // The second gpu-proc adds its own allowance and nothing else.
+        assert_eq!(two.total() - one.total(), GPU_PROC_BYTES, "{one}\n{two}");
+        let processes = term(&two, "the processes");
+        assert_eq!(processes[0].bytes, PROCESS_BYTES + 2 * GPU_PROC_BYTES);
+        assert!(processes[0].what.contains("2 gpu-proc(s)"), "{two}");
+        // supraseal-c2 keeps its own SRS copy: two `cuda` gpu-procs, two copies.
+        let (cuda, _) = plan_for(dir.path(), 2, Cuda);
+        let copies = term(&cuda, "supraseal-c2's own SRS copy");
+        assert_eq!(copies[0].bytes, 2 * srs, "{cuda}");
+        assert!(!copies[0].huge);
     }
 
     #[test]
