@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The split-pipeline measurement of BENCHMARKS.md on a GPU host (NVIDIA H200, 16 cores):
-# every bench mode and both capacities in one run, then a sweep of gpu-proc core counts.
+# The split-pipeline measurement of benchmarks/2026-11-30-h200/NOTES.md on a GPU host (NVIDIA
+# H200, 16 cores): every bench mode and both capacities in one run, then a sweep of gpu-proc
+# core counts.
 #
 #     scripts/h200-bench.sh [SPLITPROVER_BINARY] [OUT_DIR]
 #
