@@ -342,8 +342,8 @@ static std::string sp_mib(size_t b) { return std::to_string(b >> 20) + " MiB"; }
 
 // From this domain size up (lg2) the L, A, B_G1 and B_G2 MSMs run beside the quotient's NTTs by
 // default (`GpuContext::beside`, not in the compact layout, whose A and B scalars live where the
-// NTTs work): a little less device time per proof at 2^27, none saved at 2^24 (BENCHMARKS.md,
-// issue 43), where the back half stays one graph launch after the front half's.
+// NTTs work): a little less device time per proof at 2^27, none saved at 2^24
+// (benchmarks/2026-12-07-h100-gpu-vs-supraseal/NOTES.md), where the back half stays one graph launch after the front half's.
 #define SP_BESIDE_LG 26
 
 // Device memory left free beside a second input set (NTT twiddles, the runtime's own needs).

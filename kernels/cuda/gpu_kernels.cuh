@@ -208,8 +208,8 @@ template<class B> __device__ __forceinline__ B sp_warp_sum(B acc)
 // `add` is set the sum is added to what the bucket holds, an earlier chunk's sum over the same
 // window and bucket, and an empty bucket keeps it. So every chunk of one Pippenger fills the same
 // buckets and the rows are integrated once, after the last chunk (`sp_pippenger`), not once a
-// chunk: the integration runs one block per window, a few percent of the device (BENCHMARKS.md,
-// "One row integration per MSM"). Bucket 0 of window 0 (the digits +-1) stays empty: the batch
+// chunk: the integration runs one block per window, a few percent of the device
+// (benchmarks/2026-12-06-h100-one-integration/NOTES.md). Bucket 0 of window 0 (the digits +-1) stays empty: the batch
 // addition sums it. The template parameter is named as sppark's, whose block-size macro names it.
 template<class bucket_t, class affine_h>
 __launch_bounds__(ACCUMULATE_NTHREADS)

@@ -380,7 +380,7 @@ static sp_layout sp_layout_of(const sp_srs& s, int sms, uint32_t wbits_h, uint32
     // The H MSM by default: its points are resident, so one chunk (digits for all n points at
     // once) and two bits more per window than sppark's choice, at most 16, from 2^19 points up:
     // 14 bits at 2^20, 15 at 2^21, 16 from 2^22. The window sweeps of `gpu_check --wbits-h`
-    // (BENCHMARKS.md) chose them: one chunk beat sppark's chunks at 2^20, and with one
+    // (benchmarks/2026-12-01-h200/NOTES.md, benchmarks/2026-12-06-h100-windows/NOTES.md) chose them: one chunk beat sppark's chunks at 2^20, and with one
     // integration per MSM these windows were the fastest (or within 0.1 %) at 2^21, 2^22 and
     // 2^24, 16 bits beating 14 by 8 % at 2^22 and 17 % at 2^24, the same bytes.
     if (!wbits_h && !chunks_h && s.n_h >= ((size_t)1 << 19)) {

@@ -29,10 +29,10 @@
 //
 // Where the window chains run: each is about 250 dependent doublings (the top window must be
 // multiplied by 2^(wbits (nwins - 1))), which no parallelism shortens. On the device a chain runs
-// at single-thread latency (measured on an H200: 2.1 ms per G1 chain, 3.0 ms in G2, 4.4 ms for a
-// G1 multiplication by a full scalar); on the host blst does one in well under a millisecond but
+// at single-thread latency (milliseconds per chain:
+// benchmarks/2026-12-04-h200-device-finish/NOTES.md); on the host blst does one in well under a millisecond but
 // it is host CPU per proof. So the device finishes where the H MSM hides its chains: from 2^20
-// up (`SP_DEVICE_FINISH_LG`), the H MSM taking 13 ms there against about 7 ms of chains; H's own
+// up (`SP_DEVICE_FINISH_LG`), where the H MSM takes about twice as long as the chains; H's own
 // chain, which nothing follows on the device, stays on the host.
 // Everything else of sppark's host-side `collect` (the 256 partial sums of every window, the
 // batch additions' 8 x SMs partial sums) is parallel work and done on the device.

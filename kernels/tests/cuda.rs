@@ -215,7 +215,7 @@ fn page_locked_assignments_prove_the_same() {
 
 /// The supraseal-c2 linked into the binary is our patched copy (vendor/supraseal-c2): the one
 /// whose batch additions are ordered across CUDA streams. Without it, proofs of large circuits do
-/// not verify (BENCHMARKS.md, CUDA correctness at large circuits). Needs no GPU.
+/// not verify (benchmarks/2026-11-30-h200/NOTES.md). Needs no GPU.
 #[test]
 fn supraseal_is_the_patched_copy() {
     assert_eq!(

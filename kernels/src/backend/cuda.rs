@@ -7,7 +7,7 @@
 //!   works, `/proc/self/fd/N` of a memfd holding the file's bytes included.
 //! - [`page_lock`] registers a host range with CUDA (`cudaHostRegister`) for the lifetime of a
 //!   [`PageLock`], so host-to-device copies out of it run at DMA speed instead of through
-//!   pageable staging (BENCHMARKS.md has both rates).
+//!   pageable staging (benchmarks/2026-11-30-h200/NOTES.md has both rates).
 //! - [`gpu_count`] says how many CUDA devices there are; `Ok(0)` where there is no GPU or no
 //!   driver, so callers can skip or fail with a clear message.
 //! - [`device_info`] reads the current device's name and memory (total, free now) for status.
@@ -282,7 +282,7 @@ pub fn device_info() -> Result<DeviceInfo, Error> {
 /// A host memory range registered with CUDA (page-locked); unregistered on drop.
 ///
 /// Made by [`page_lock`]. Copies from the range to a GPU then run by DMA without a pageable
-/// staging copy. Registering takes time in proportion to the range (BENCHMARKS.md), so do
+/// staging copy. Registering takes time in proportion to the range (benchmarks/2026-11-30-h200/NOTES.md), so do
 /// it once per mapping, not per proof.
 #[derive(Debug)]
 pub struct PageLock {

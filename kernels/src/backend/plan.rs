@@ -23,7 +23,7 @@
 //!    and B_G1 are mostly batch additions of points whose scalar is one, one addition per 96
 //!    bytes copied, so streaming them is bound by the copy. Of the staging sizes that fit (1 GiB
 //!    down to 12 MiB a buffer), the one whose plan costs a proof the least by a cost model
-//!    fitted to the GPU runs in BENCHMARKS.md (`streaming_cost`: the copies not hidden, and the
+//!    fitted to the GPU runs in benchmarks/2026-12-06-h100-fullscale/NOTES.md (`streaming_cost`: the copies not hidden, and the
 //!    H chunks, each of which sorts its digits again; a streamed H chunk fits a staging buffer,
 //!    so smaller buffers mean more chunks, but leave more of a small SRS resident).
 //!
@@ -60,7 +60,8 @@ use crate::{Error, ErrorKind};
 /// Device memory a plan leaves to the CUDA runtime beside what the layout allocates: the NTT
 /// twiddle tables sppark allocates at the first proof, the kernels' local memory, the 2 MiB
 /// granularity of each allocation. A budget is capped at the device's free memory less this;
-/// a plan that left much less ran out at the first 2^27 proof (BENCHMARKS.md, SRS streaming).
+/// a plan that left much less ran out at the first 2^27 proof
+/// (benchmarks/2026-12-06-h100-fullscale/NOTES.md).
 /// The same amount the CUDA side keeps free beside a second input set
 /// ([`DeviceLayout::reserve`]).
 pub const RUNTIME_HEADROOM: u64 = 1 << 30;
@@ -348,7 +349,7 @@ const CHUNK_STEPS: [u32; 7] = [1, 2, 4, 8, 16, 32, 64];
 
 /// Seconds per GiB of SRS streamed that a proof loses: the part of the copies not hidden
 /// behind the MSMs. Fitted as a partition's extra GPU time with every query streamed over the
-/// GiB it streamed (the run in BENCHMARKS.md, SRS streaming); only its ratio to the other
+/// GiB it streamed (the run in benchmarks/2026-12-06-h100-tiers/NOTES.md); only its ratio to the other
 /// costs matters, since plans are compared, never timed, with it.
 const STREAM_SECONDS_PER_GIB: f64 = 0.204 / 22.1;
 
@@ -356,14 +357,14 @@ const STREAM_SECONDS_PER_GIB: f64 = 0.204 / 22.1;
 /// digits into every window's buckets again (its chunks add into the same buckets and are
 /// integrated once). Fitted as the extra GPU time of an H MSM taken in more chunks, less what
 /// its extra streaming costs ([`STREAM_SECONDS_PER_GIB`]), over the chunks added times its
-/// windows times their buckets (`gpu_check --phases` at 2^27; the run in BENCHMARKS.md, one row
-/// integration per MSM).
+/// windows times their buckets (`gpu_check --phases` at 2^27; the run in
+/// benchmarks/2026-12-06-h100-one-integration/NOTES.md).
 const CHUNK_BUCKET_SECONDS: f64 = 0.238 / (36.0 * 15.0 * 131_072.0);
 
 /// Seconds one row integration costs per bucket of each window: a Pippenger's integration of
 /// its buckets, one block per window. Fitted as [`CHUNK_BUCKET_SECONDS`] is, from the same
 /// chunks added to a build that integrated once a chunk, less their copies and their sorting
-/// (the run in BENCHMARKS.md, one row integration per MSM).
+/// (the run in benchmarks/2026-12-06-h100-one-integration/NOTES.md).
 const INTEGRATE_BUCKET_SECONDS: f64 = (0.816 - 0.238) / (36.0 * 15.0 * 131_072.0);
 
 /// What a streaming plan of `lens` is expected to add to a proof's GPU time, seconds: its
@@ -867,7 +868,8 @@ mod tests {
     #[test]
     fn the_staging_size_trades_the_bytes_streamed_against_the_h_chunks() {
         let lens = porep_32g();
-        // An 80 GB H100's default budget beside a 2^27 partition's matrices (BENCHMARKS.md):
+        // An 80 GB H100's default budget beside a 2^27 partition's matrices
+        // (benchmarks/2026-12-06-h100-fullscale/NOTES.md):
         // of the staging sizes that fit, 2 x 1020 MiB (H in about 13 chunks) costs
         // less than 2 x 510 MiB (about 25 chunks), though it streams about 1 GiB more.
         let p = plan(&lens, &request(72_508 << 20)).unwrap();

@@ -268,11 +268,11 @@ pub struct PartitionShape {
 
 /// The share of a real 32 GiB-sector PoRep partition's aux variables that are 0/1, per mille:
 /// 90.8 % by the witness analysis of `porep:StackedDrg32GiBV1_1` (`splitprover shape`,
-/// BENCHMARKS.md, witness-only slots).
+/// benchmarks/2026-12-06-h100-feed/NOTES.md).
 pub const POREP_32GIB_BIT_PERMILLE: usize = 908;
 
 /// One partition of a 32 GiB-sector PoRep C2 (`porep:StackedDrg32GiBV1_1`), measured with
-/// `splitprover shape porep:StackedDrg32GiBV1_1` (BENCHMARKS.md, production scale).
+/// `splitprover shape porep:StackedDrg32GiBV1_1` (benchmarks/2026-12-02-dev/NOTES.md).
 pub const POREP_32GIB_PARTITION: PartitionShape = PartitionShape {
     constraints: 130_278_541,
     aux: 130_169_893,
@@ -301,8 +301,8 @@ pub const POREP_32GIB_PARTITION: PartitionShape = PartitionShape {
 ///
 /// The chain matters: with `m = b_x + c * b_y` (its first version) the non-0/1 values took only
 /// 128 distinct values, and a Pippenger bucket accumulation, one thread per bucket, serialised
-/// ~375,000 additions per bucket, many times a real witness's GPU time (BENCHMARKS.md,
-/// production scale).
+/// ~375,000 additions per bucket, many times a real witness's GPU time
+/// (benchmarks/2026-12-02-h200/NOTES.md).
 #[derive(Clone, Debug)]
 pub struct PorepLike {
     /// The divisor (>= 1).

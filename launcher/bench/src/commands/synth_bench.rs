@@ -10,7 +10,7 @@
 //! requests are made as the Filecoin bench makes them (a sector sealed in `--work-dir`).
 //!
 //! `--profile full|precompiled` runs only that path, `--iters` times, and prints its time per
-//! synthesis: a workload for `perf record` (the profiles in BENCHMARKS.md).
+//! synthesis: a workload for `perf record` (the profiles in benchmarks/2026-12-02-h200/NOTES.md).
 //!
 //! Both paths synthesize through a [`Synthesizer`], as every in-process synthesis does: the full
 //! one through [`Synthesizer::full`], the pre-compiled one through the matrices recorded here.

@@ -35,7 +35,8 @@ pub fn run_synth_only(
     };
     // The synthesis threads and the rayon pool their products run on get the synthesis cpus
     // alone, as synth-proc's workers do: unpinned, a capacity measured on a 16-core host with
-    // 10 synthesis cpus counted all 16 (1.6x too high on an H200 host, BENCHMARKS.md).
+    // 10 synthesis cpus counted all 16 (1.6x too high on an H200 host,
+    // benchmarks/2026-12-02-h200/NOTES.md).
     let _pinned = RayonPin::to(cpus)?;
     synth_only_pinned(synthesis, jobs, threads, shape, cpus, progress)
 }
