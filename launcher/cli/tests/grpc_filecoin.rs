@@ -65,7 +65,14 @@ struct Fixtures {
     snap: SnapFixture,
 }
 
-fn fixtures() -> Fixtures {
+/// The fixtures, made once for every test of this binary: the tests run in parallel and would
+/// otherwise seal the same sectors in the same directory at once.
+fn fixtures() -> &'static Fixtures {
+    static FIXTURES: std::sync::OnceLock<Fixtures> = std::sync::OnceLock::new();
+    FIXTURES.get_or_init(make_fixtures)
+}
+
+fn make_fixtures() -> Fixtures {
     settings_env();
     let t = Instant::now();
     let dir = work_dir().join("sectors");
