@@ -20,6 +20,7 @@
 
 pub mod cli;
 pub mod commands;
+mod dispatch;
 mod logging;
 
-pub use cli::run;
+pub use dispatch::run;

@@ -317,22 +317,9 @@ fn metric(text: &str, name: &str, kind: &str) -> Option<u64> {
         .map(|v| v.trim().parse().unwrap())
 }
 
-/// The fields of a `SubmitProofRequest` as the service hands them to the translation.
+/// A `SubmitProofRequest` translated as the service translates it.
 fn translate(r: &pb::SubmitProofRequest) -> Result<curio::Translated, kernels::Error> {
-    curio::translate(&curio::CurioRequest {
-        kind: curio::CurioKind::from_wire(r.proof_kind)?,
-        sector_size: r.sector_size,
-        registered_proof: r.registered_proof,
-        vanilla_proof: &r.vanilla_proof,
-        vanilla_proofs: &r.vanilla_proofs,
-        sector_number: r.sector_number,
-        miner_id: r.miner_id,
-        randomness: &r.randomness,
-        partition_index: r.partition_index,
-        comm_r_old: &r.comm_r_old,
-        comm_r_new: &r.comm_r_new,
-        comm_d_new: &r.comm_d_new,
-    })
+    launcher::api::curio_request(r).and_then(|c| curio::translate(&c))
 }
 
 /// Curio's payloads translated (no service): PoRep C2's request is its `Commit2In` envelope,

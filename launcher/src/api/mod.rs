@@ -106,22 +106,9 @@ pub fn submission(
         })?;
         (circuit, r.request)
     } else {
-        let kind = curio::CurioKind::from_wire(r.proof_kind).map_err(PipelineError::Request)?;
-        let t = curio::translate(&curio::CurioRequest {
-            kind,
-            sector_size: r.sector_size,
-            registered_proof: r.registered_proof,
-            vanilla_proof: &r.vanilla_proof,
-            vanilla_proofs: &r.vanilla_proofs,
-            sector_number: r.sector_number,
-            miner_id: r.miner_id,
-            randomness: &r.randomness,
-            partition_index: r.partition_index,
-            comm_r_old: &r.comm_r_old,
-            comm_r_new: &r.comm_r_new,
-            comm_d_new: &r.comm_d_new,
-        })
-        .map_err(PipelineError::Request)?;
+        let t = curio_request(&r)
+            .and_then(|c| curio::translate(&c))
+            .map_err(PipelineError::Request)?;
         (AnyCircuit::Filecoin(t.kind), t.bytes)
     };
     Ok(Submission {
@@ -132,6 +119,26 @@ pub fn submission(
     })
 }
 
+/// The proof-carrying fields of a `SubmitProofRequest` in Curio's form, for the translation
+/// ([`curio::translate`]); an unknown `proof_kind` is an error naming it.
+pub fn curio_request(
+    r: &pb::SubmitProofRequest,
+) -> Result<curio::CurioRequest<'_>, kernels::Error> {
+    Ok(curio::CurioRequest {
+        kind: curio::CurioKind::from_wire(r.proof_kind)?,
+        sector_size: r.sector_size,
+        registered_proof: r.registered_proof,
+        vanilla_proof: &r.vanilla_proof,
+        vanilla_proofs: &r.vanilla_proofs,
+        sector_number: r.sector_number,
+        miner_id: r.miner_id,
+        randomness: &r.randomness,
+        partition_index: r.partition_index,
+        comm_r_old: &r.comm_r_old,
+        comm_r_new: &r.comm_r_new,
+        comm_d_new: &r.comm_d_new,
+    })
+}
 #[cfg(test)]
 mod tests {
     use super::*;
