@@ -45,7 +45,7 @@ mod params;
 use crate::types::CircuitShape;
 use crate::{Error, ErrorKind};
 use params::{
-    decode_g1, decode_g2, read_g1s_at, read_points_at, write_g1s, write_len, G1_UNCOMPRESSED,
+    decode_g1, decode_g2, read_g1s_at, read_points_at, write_g1s, write_g2s, G1_UNCOMPRESSED,
     G2_UNCOMPRESSED, VK_FIXED,
 };
 pub use params::{read_params_file, scan_params_file, write_params_file};
@@ -566,16 +566,7 @@ impl<'a> SrsView<'a> {
         for pts in [self.h(), self.l(), self.a(), self.b_g1()] {
             write_g1s(&mut w, pts)?;
         }
-        let b_g2 = self.b_g2();
-        write_len(&mut w, b_g2.len())?;
-        for chunk in b_g2.chunks(4096) {
-            let buf: Vec<u8> = chunk
-                .par_iter()
-                .flat_map_iter(|p| p.to_uncompressed())
-                .collect();
-            w.write_all(&buf)?;
-        }
-        Ok(())
+        write_g2s(&mut w, self.b_g2())
     }
 }
 

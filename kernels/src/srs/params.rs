@@ -37,6 +37,20 @@ pub(super) fn write_g1s<W: Write>(w: &mut W, pts: &[G1Affine]) -> Result<(), Err
     Ok(())
 }
 
+/// Writes a counted run of G2 points, uncompressed, converted in parallel chunks as
+/// [`write_g1s`] does (chunks of the same byte size).
+pub(super) fn write_g2s<W: Write>(w: &mut W, pts: &[G2Affine]) -> Result<(), Error> {
+    write_len(w, pts.len())?;
+    for chunk in pts.chunks(4096) {
+        let buf: Vec<u8> = chunk
+            .par_iter()
+            .flat_map_iter(|p| p.to_uncompressed())
+            .collect();
+        w.write_all(&buf)?;
+    }
+    Ok(())
+}
+
 pub(super) fn decode_g1(b: &[u8], checked: bool, what: &str) -> Result<G1Affine, Error> {
     decode_point(b, checked, what, "G1")
 }
