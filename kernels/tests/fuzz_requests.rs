@@ -6,7 +6,8 @@
 //! from arbitrary fields). Inputs are arbitrary
 //! bytes and structured mutations of valid requests (byte flips, truncations, splices, JSON
 //! values swapped for hostile ones); every one must come back as a value — a job or an error —
-//! never as a panic. Case counts are bounded so each property runs in a few seconds.
+//! never as a panic. Case counts are bounded so each property runs in a few seconds in CI;
+//! `SPLITPROVER_FUZZ_SCALE=N` multiplies them for a longer hunt.
 #![cfg(feature = "filecoin")]
 
 use kernels::filecoin::porep::{check_commit2in, Stated};
@@ -34,9 +35,15 @@ fn kinds() -> [ProofKind; 5] {
     ]
 }
 
+/// `cases` per property, times `SPLITPROVER_FUZZ_SCALE` (default 1) for a longer hunt outside CI.
 fn config(cases: u32) -> ProptestConfig {
+    let scale = std::env::var("SPLITPROVER_FUZZ_SCALE")
+        .ok()
+        .and_then(|s| s.parse::<u32>().ok())
+        .unwrap_or(1)
+        .max(1);
     ProptestConfig {
-        cases,
+        cases: cases.saturating_mul(scale),
         failure_persistence: None,
         ..ProptestConfig::default()
     }

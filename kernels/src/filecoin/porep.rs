@@ -146,6 +146,13 @@ impl<Tree: 'static + MerkleTreeTrait> PoRepC2<Tree> {
         if seed == [0; 32] {
             return Err(invalid_c1("all-zero porep challenge `seed`"));
         }
+        for (name, bytes) in [
+            ("comm_d", &comm_d[..]),
+            ("comm_r", &comm_r[..]),
+            ("replica_id", replica_id.as_ref()),
+        ] {
+            super::check_field_element(name, bytes).map_err(invalid_c1)?;
+        }
         let partitions = usize::from(config.partitions);
         if vanilla_proofs.len() != partitions {
             return Err(invalid_c1(format!(
@@ -159,9 +166,9 @@ impl<Tree: 'static + MerkleTreeTrait> PoRepC2<Tree> {
             return Err(invalid_c1(format!("partition {k} has no vanilla proofs")));
         }
         let comm_r_safe = <<Tree::Hasher as Hasher>::Domain as Domain>::try_from_bytes(&comm_r)
-            .map_err(|e| invalid_c1(format!("`comm_r` is not a field element: {e}")))?;
+            .map_err(|e| invalid_c1(format!("`comm_r` is not a commitment: {e}")))?;
         let comm_d_safe = DefaultPieceDomain::try_from_bytes(&comm_d)
-            .map_err(|e| invalid_c1(format!("`comm_d` is not a field element: {e}")))?;
+            .map_err(|e| invalid_c1(format!("`comm_d` is not a commitment: {e}")))?;
         let public_inputs = stacked::PublicInputs {
             replica_id,
             tau: Some(stacked::Tau {
@@ -425,7 +432,8 @@ pub(super) fn open<V: RequestVisitor>(
                     ProofKind::PoRep(proof)
                 )));
             }
-            let replica_id: blstrs::Scalar = api.replica_id.into();
+            let replica_id = super::check_field_element("replica_id", api.replica_id.as_ref())
+                .map_err(invalid_c1)?;
             SealCommitPhase1Output {
                 vanilla_proofs: guarded("vanilla proofs", || api.vanilla_proofs.try_into())
                     .map_err(|e| {
@@ -641,6 +649,42 @@ mod tests {
         let e = parse_c1::<SectorShape2KiB>(b"{\"comm_r\": 5}").unwrap_err();
         assert!(e.to_string().contains("not a C1 output"), "{e}");
         assert!(matches!(e.kind(), ErrorKind::InvalidC1(_)));
+    }
+
+    /// A 32-byte value at or above the scalar modulus, where a C1 output states a field element,
+    /// is refused by name (the fil crates' conversion panics on it).
+    #[test]
+    fn values_above_the_modulus_are_refused_by_name() {
+        use filecoin_proofs_api::seal::{SealCommitPhase1Output, VanillaSealProof};
+        let high = [255u8; 32];
+        let c1 = |replica_id: [u8; 32], comm_r: [u8; 32], comm_d: [u8; 32]| {
+            let c1 = SealCommitPhase1Output {
+                registered_proof: RegisteredSealProof::StackedDrg2KiBV1_1,
+                vanilla_proofs: VanillaSealProof::StackedDrg2KiBV1(vec![vec![]]),
+                comm_r,
+                comm_d,
+                replica_id: filecoin_hashers::poseidon::PoseidonDomain::try_from_bytes(&replica_id)
+                    .unwrap(),
+                seed: [3; 32],
+                ticket: [5; 32],
+            };
+            serde_json::to_vec(&c1).unwrap()
+        };
+        for (json, name) in [
+            (c1(high, [4; 32], [6; 32]), "replica_id"),
+            (c1([1; 32], high, [6; 32]), "comm_r"),
+            (c1([1; 32], [4; 32], high), "comm_d"),
+        ] {
+            let e = open(RegisteredSealProof::StackedDrg2KiBV1_1, &json)
+                .err()
+                .unwrap();
+            assert!(matches!(e.kind(), ErrorKind::InvalidC1(_)), "{e}");
+            assert!(
+                e.to_string()
+                    .contains(&format!("`{name}` is not a field element")),
+                "{e}"
+            );
+        }
     }
 
     #[test]

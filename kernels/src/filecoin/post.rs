@@ -303,6 +303,8 @@ impl<Tree: 'static + MerkleTreeTrait> PoSt<Tree> {
         let config = post_config(proof)?;
         let count = request.vanilla_proofs.len();
         check_count(kind, &config, count, request.partition_index)?;
+        super::check_field_element("randomness", &request.randomness).map_err(invalid)?;
+        super::check_field_element("prover_id", &request.prover_id).map_err(invalid)?;
         let randomness: TreeDomain<Tree> =
             filecoin_proofs::as_safe_commitment(&request.randomness, "randomness")
                 .map_err(|e| invalid(format!("`randomness` is not a field element ({e:#})")))?;
