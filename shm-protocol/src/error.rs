@@ -3,7 +3,8 @@
 use std::fmt;
 use std::io;
 
-use crate::state::SlotState;
+use crate::pages::PageKind;
+use crate::state::{SlotState, StateName};
 
 /// An error from a shared-memory operation; inspect it with [`Error::kind`].
 #[derive(Debug, thiserror::Error)]
@@ -66,7 +67,7 @@ pub enum ErrorKind {
     #[error("{requested} requested but unavailable: {reason}\nhint: reserve huge pages (`/proc/sys/vm/nr_hugepages`) or use the `auto` policy")]
     PagesUnavailable {
         /// The page kind the policy required.
-        requested: crate::region::PageKind,
+        requested: PageKind,
         /// Why the last attempt failed.
         reason: String,
     },
@@ -192,24 +193,6 @@ pub enum ErrorKind {
         /// The largest owner the state word can hold.
         max: u32,
     },
-}
-
-/// A slot state, or `corrupt` when a state word does not decode (only a foreign writer can do that).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StateName {
-    /// A decodable state.
-    State(SlotState),
-    /// An undecodable state word.
-    Corrupt,
-}
-
-impl fmt::Display for StateName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            StateName::State(s) => s.fmt(f),
-            StateName::Corrupt => f.write_str("corrupt"),
-        }
-    }
 }
 
 /// A field of the slot header, named in validation errors.

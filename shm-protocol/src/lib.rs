@@ -128,6 +128,7 @@ mod sync;
 
 #[cfg(not(loom))]
 pub mod layout;
+mod pages;
 mod region;
 #[cfg(not(loom))]
 pub mod request;
@@ -136,10 +137,11 @@ pub mod ring;
 #[cfg(not(loom))]
 mod slot;
 
-pub use error::{Error, ErrorKind, FieldProblem, Result, SlotField, StateName};
-pub use state::{SlotState, MAX_OWNER};
+pub use error::{Error, ErrorKind, FieldProblem, Result, SlotField};
+pub use state::{SlotState, StateName, MAX_OWNER};
 
-pub use region::{pass_to, thp_shmem_available, HugePagePolicy, PageKind, Region, SealedBytes};
+pub use pages::{HugePagePolicy, PageKind};
+pub use region::{pass_to, thp_shmem_available, Region, SealedBytes};
 #[cfg(not(loom))]
 pub use ring::{
     current_owner, pid_alive, Bitmap, ClaimedSlot, DoneSlot, Published, ReclaimReport,

@@ -84,7 +84,8 @@ use crate::layout::{
     EventWord, RingHeader, ShmSafe, SlotHeader, LAYOUT_VERSION, MAGIC, MAX_SLOT_CLASSES,
     RESULT_CAPACITY, RING_HEADER_BYTES, SLOT_ALIGN, SLOT_HEADER_BYTES,
 };
-use crate::region::{PageKind, Region};
+use crate::pages::PageKind;
+use crate::region::Region;
 #[cfg(doc)]
 use crate::slot::SlotCapacity;
 use crate::slot::{
@@ -882,7 +883,7 @@ fn still_owned(ring: &Ring, index: usize, word: Word) -> Result<()> {
 mod tests {
     use super::*;
     use crate::layout::round_up;
-    use crate::region::HugePagePolicy;
+    use crate::pages::HugePagePolicy;
     use crate::slot::{
         Density, SlotCapacity, SlotKind, SlotLengths, SlotResult, WitnessCapacity, WitnessLengths,
     };

@@ -102,6 +102,24 @@ impl fmt::Display for SlotState {
     }
 }
 
+/// A slot state, or `corrupt` when a state word does not decode (only a foreign writer can do that).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StateName {
+    /// A decodable state.
+    State(SlotState),
+    /// An undecodable state word.
+    Corrupt,
+}
+
+impl fmt::Display for StateName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StateName::State(s) => s.fmt(f),
+            StateName::Corrupt => f.write_str("corrupt"),
+        }
+    }
+}
+
 const STATE_MASK: u64 = 0b111;
 const META_BIT: u64 = 1 << 3;
 const OWNER_SHIFT: u32 = 4;
@@ -138,10 +156,10 @@ impl Word {
         self.state() == Some(state)
     }
 
-    pub(crate) fn state_name(self) -> crate::error::StateName {
+    pub(crate) fn state_name(self) -> StateName {
         match self.state() {
-            Some(s) => crate::error::StateName::State(s),
-            None => crate::error::StateName::Corrupt,
+            Some(s) => StateName::State(s),
+            None => StateName::Corrupt,
         }
     }
 
@@ -423,7 +441,7 @@ mod tests {
             (Some(SlotState::Done), false, 7)
         );
         assert_eq!(Word(5).state(), None);
-        assert_eq!(Word(7).state_name(), crate::error::StateName::Corrupt);
+        assert_eq!(Word(7).state_name(), StateName::Corrupt);
     }
 
     #[test]
