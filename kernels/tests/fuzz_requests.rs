@@ -10,6 +10,8 @@
 //! `SPLITPROVER_FUZZ_SCALE=N` multiplies them for a longer hunt.
 #![cfg(feature = "filecoin")]
 
+mod common;
+
 use kernels::filecoin::porep::{check_commit2in, Stated};
 use kernels::filecoin::post::PoStRequest;
 use kernels::filecoin::update::SnapRequest;
@@ -33,20 +35,6 @@ fn kinds() -> [ProofKind; 5] {
         ProofKind::PoSt(WINDOW),
         ProofKind::SnapDeals(SNAP),
     ]
-}
-
-/// `cases` per property, times `SPLITPROVER_FUZZ_SCALE` (default 1) for a longer hunt outside CI.
-fn config(cases: u32) -> ProptestConfig {
-    let scale = std::env::var("SPLITPROVER_FUZZ_SCALE")
-        .ok()
-        .and_then(|s| s.parse::<u32>().ok())
-        .unwrap_or(1)
-        .max(1);
-    ProptestConfig {
-        cases: cases.saturating_mul(scale),
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
 }
 
 /// A 32-byte value that is a field element (top bits clear), as lotus masks randomness.
@@ -227,7 +215,7 @@ fn replace_nth(v: &mut serde_json::Value, pick: &mut usize, with: &serde_json::V
 }
 
 proptest! {
-    #![proptest_config(config(256))]
+    #![proptest_config(common::fuzz_config(256))]
 
     /// Arbitrary bytes, some starting like JSON.
     #[test]

@@ -2,6 +2,8 @@
 //! clear errors for truncated, foreign or mismatched data, and the fast generator against
 //! bellperson's own.
 
+mod common;
+
 use std::io::Write;
 
 use bellperson::groth16::{generate_random_parameters, Parameters};
@@ -185,4 +187,117 @@ fn bad_files_and_images_are_clear_errors() {
         matches!(err.kind(), ErrorKind::ShapeMismatch { .. }),
         "{err}"
     );
+}
+
+/// Damaged parameter files and SRS images, as a disk, a copy or a hostile operator may leave
+/// them: bytes overwritten anywhere (the point counts among them, so a count may claim more
+/// points than any machine holds), cut short, or grown. Every reader returns a value — the
+/// parameters, an image, or an error — never a panic or an allocation the file cannot back.
+mod damaged {
+    use super::*;
+    use proptest::prelude::*;
+    use std::sync::OnceLock;
+
+    /// A small parameter file and its image, made once.
+    fn originals() -> &'static (Vec<u8>, Vec<u8>) {
+        static ORIGINALS: OnceLock<(Vec<u8>, Vec<u8>)> = OnceLock::new();
+        ORIGINALS.get_or_init(|| {
+            let (spec, p) = params("pubinputs:2", 5);
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("p.params");
+            write_params_file(&path, &p).unwrap();
+            let file = std::fs::read(&path).unwrap();
+            let image = SrsImage::from_parameters(&p, spec.circuit_id()).unwrap();
+            (file, image.as_ref().to_vec())
+        })
+    }
+
+    /// A change to a file's bytes.
+    #[derive(Clone, Debug)]
+    enum Damage {
+        /// Overwrite a byte.
+        Byte(prop::sample::Index, u8),
+        /// Overwrite 4 bytes with a big-endian count (what the format's counts are).
+        Count(prop::sample::Index, u32),
+        /// Cut the bytes at this point.
+        Cut(prop::sample::Index),
+        /// Append bytes.
+        Grow(Vec<u8>),
+    }
+
+    fn damage() -> impl Strategy<Value = Damage> {
+        prop_oneof![
+            (any::<prop::sample::Index>(), any::<u8>()).prop_map(|(i, b)| Damage::Byte(i, b)),
+            (
+                any::<prop::sample::Index>(),
+                prop_oneof![Just(0u32), Just(1), Just(u32::MAX), any::<u32>()]
+            )
+                .prop_map(|(i, n)| Damage::Count(i, n)),
+            any::<prop::sample::Index>().prop_map(Damage::Cut),
+            prop::collection::vec(any::<u8>(), 1..200).prop_map(Damage::Grow),
+        ]
+    }
+
+    fn apply(mut bytes: Vec<u8>, damages: &[Damage]) -> Vec<u8> {
+        for d in damages {
+            match d {
+                Damage::Byte(i, b) if !bytes.is_empty() => {
+                    let at = i.index(bytes.len());
+                    bytes[at] = *b;
+                }
+                Damage::Count(i, n) if bytes.len() >= 4 => {
+                    let at = i.index(bytes.len() - 3);
+                    bytes[at..at + 4].copy_from_slice(&n.to_be_bytes());
+                }
+                Damage::Cut(i) if !bytes.is_empty() => {
+                    let at = i.index(bytes.len());
+                    bytes.truncate(at);
+                }
+                Damage::Grow(more) => bytes.extend_from_slice(more),
+                _ => {}
+            }
+        }
+        bytes
+    }
+
+    proptest! {
+        #![proptest_config(common::fuzz_config(128))]
+
+        #[test]
+        fn a_damaged_params_file_is_read_or_refused_without_a_panic(
+            damages in prop::collection::vec(damage(), 1..4),
+        ) {
+            let bytes = apply(originals().0.clone(), &damages);
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("damaged.params");
+            std::fs::write(&path, &bytes).unwrap();
+            if let Ok(lens) = scan_params_file(&path) {
+                // what the scan accepts lies within the file
+                let points = lens.h + lens.l + lens.a + lens.b_g1 + lens.ic;
+                prop_assert!(points as u64 * 96 <= bytes.len() as u64);
+            }
+            let _ = read_params_file(&path, false);
+            if let Ok(image) = SrsImage::from_params_file(&path, 0, false) {
+                let _ = SrsView::new(image.as_ref());
+            }
+        }
+
+        #[test]
+        fn a_damaged_srs_image_is_viewed_or_refused_without_a_panic(
+            damages in prop::collection::vec(damage(), 1..4),
+        ) {
+            let spec: CircuitSpec = "pubinputs:2".parse().unwrap();
+            let bytes = apply(originals().1.clone(), &damages);
+            // an image lives in 8-byte aligned memory (a region, a Vec<u64>)
+            let mut words = vec![0u64; bytes.len().div_ceil(8)];
+            // SAFETY: `words` holds at least `bytes.len()` bytes, any byte is a valid part of a u64.
+            let raw = unsafe {
+                std::slice::from_raw_parts_mut(words.as_mut_ptr().cast::<u8>(), bytes.len())
+            };
+            raw.copy_from_slice(&bytes);
+            if let Ok(view) = SrsView::new(raw) {
+                let _ = view.check_shape(&spec.shape().unwrap());
+            }
+        }
+    }
 }
