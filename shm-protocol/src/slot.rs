@@ -1228,8 +1228,18 @@ mod tests {
             })
     }
 
+    /// 2,000 cases, times `SPLITPROVER_FUZZ_SCALE` (default 1) for a longer hunt outside CI.
+    fn fuzz_config() -> ProptestConfig {
+        let scale = std::env::var("SPLITPROVER_FUZZ_SCALE").map_or(1, |s| s.parse().unwrap_or(1));
+        ProptestConfig {
+            cases: 2000u32.saturating_mul(scale).max(2000),
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        }
+    }
+
     proptest! {
-        #![proptest_config(ProptestConfig { cases: 2000, failure_persistence: None, ..ProptestConfig::default() })]
+        #![proptest_config(fuzz_config())]
 
         /// Fuzzes the decoder/validator with random header bytes: it never panics and never
         /// reads out of bounds, and whatever it accepts really lies inside the span.
