@@ -94,7 +94,6 @@ use std::str::FromStr;
 use bellperson::groth16::Parameters;
 use bellperson::Circuit;
 use blstrs::{Bls12, Scalar};
-use ff::PrimeField;
 use rand_core::SeedableRng;
 use storage_proofs_core::parameter_cache::{
     metadata_id, parameter_id, verifying_key_id, CacheEntryMetadata,
@@ -652,21 +651,9 @@ pub(crate) fn json_error(what: &str, e: &serde_json::Error) -> Error {
     ErrorKind::InvalidRequest(reason).into()
 }
 
-/// Checks that 32 bytes are a BLS12-381 scalar in canonical form (a little-endian value below the
-/// modulus). The fil crates turn their domains into field elements with a conversion that panics on
-/// any other value, so every 32-byte value a request states as a commitment, id or randomness goes
-/// through here before it reaches them; the error names the field.
-pub(crate) fn check_field_element(name: &str, bytes: &[u8]) -> Result<Scalar, String> {
-    let repr: [u8; 32] = bytes
-        .try_into()
-        .map_err(|_| format!("`{name}` has {} bytes, not 32", bytes.len()))?;
-    Option::from(Scalar::from_repr(repr)).ok_or_else(|| {
-        format!(
-            "`{name}` is not a field element (a little-endian value below the BLS12-381 scalar \
-             modulus)"
-        )
-    })
-}
+/// The domain (hash output, a field element) of a tree's hasher: what its commitments are.
+pub(crate) type TreeDomain<Tree> =
+    <<Tree as storage_proofs_core::merkle::MerkleTreeTrait>::Hasher as filecoin_hashers::Hasher>::Domain;
 
 /// Runs fil-crate code that may panic on malformed input; a panic becomes an error naming `what`.
 pub(crate) fn guarded<T>(what: &str, f: impl FnOnce() -> anyhow::Result<T>) -> Result<T, Error> {

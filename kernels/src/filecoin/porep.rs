@@ -25,7 +25,7 @@ use storage_proofs_core::merkle::MerkleTreeTrait;
 use storage_proofs_core::proof::ProofScheme;
 use storage_proofs_porep::stacked::{self, StackedCircuit, StackedCompound, StackedDrg};
 
-use super::{guarded, BlankVisitor, ProofKind, ProofRequest, RequestVisitor};
+use super::{guarded, BlankVisitor, ProofKind, ProofRequest, RequestVisitor, TreeDomain};
 use crate::{Error, ErrorKind};
 
 /// The PoRep circuit of one partition, as filecoin-proofs builds it.
@@ -39,6 +39,13 @@ type PublicInputs<Tree> = stacked::PublicInputs<
 
 fn invalid_c1(reason: impl Into<String>) -> Error {
     ErrorKind::InvalidC1(reason.into()).into()
+}
+
+/// A commitment of the C1 output as its domain, through filecoin-proofs' `as_safe_commitment`:
+/// refused by name where it is not a field element (the domains' own conversion panics on it).
+fn safe_commitment<D: Domain>(bytes: &[u8; 32], name: &str) -> Result<D, Error> {
+    filecoin_proofs::as_safe_commitment(bytes, name)
+        .map_err(|e| invalid_c1(format!("`{name}` is not a field element ({e:#})")))
 }
 
 /// The Merkle tree arities `(sub, top)` filecoin-proofs uses for a sector size (base arity 8).
@@ -146,13 +153,14 @@ impl<Tree: 'static + MerkleTreeTrait> PoRepC2<Tree> {
         if seed == [0; 32] {
             return Err(invalid_c1("all-zero porep challenge `seed`"));
         }
-        for (name, bytes) in [
-            ("comm_d", &comm_d[..]),
-            ("comm_r", &comm_r[..]),
-            ("replica_id", replica_id.as_ref()),
-        ] {
-            super::check_field_element(name, bytes).map_err(invalid_c1)?;
-        }
+        // filecoin-proofs' own check: the domains' conversion to a field element panics on a
+        // value at or above the modulus, so each must be one before any fil code sees it.
+        let comm_d_safe: DefaultPieceDomain = safe_commitment(&comm_d, "comm_d")?;
+        let comm_r_safe: TreeDomain<Tree> = safe_commitment(&comm_r, "comm_r")?;
+        let replica_bytes: [u8; 32] = AsRef::<[u8]>::as_ref(&replica_id)
+            .try_into()
+            .map_err(|_| invalid_c1("`replica_id` is not 32 bytes"))?;
+        let replica_id: TreeDomain<Tree> = safe_commitment(&replica_bytes, "replica_id")?;
         let partitions = usize::from(config.partitions);
         if vanilla_proofs.len() != partitions {
             return Err(invalid_c1(format!(
@@ -165,10 +173,6 @@ impl<Tree: 'static + MerkleTreeTrait> PoRepC2<Tree> {
         if let Some(k) = vanilla_proofs.iter().position(Vec::is_empty) {
             return Err(invalid_c1(format!("partition {k} has no vanilla proofs")));
         }
-        let comm_r_safe = <<Tree::Hasher as Hasher>::Domain as Domain>::try_from_bytes(&comm_r)
-            .map_err(|e| invalid_c1(format!("`comm_r` is not a commitment: {e}")))?;
-        let comm_d_safe = DefaultPieceDomain::try_from_bytes(&comm_d)
-            .map_err(|e| invalid_c1(format!("`comm_d` is not a commitment: {e}")))?;
         let public_inputs = stacked::PublicInputs {
             replica_id,
             tau: Some(stacked::Tau {
@@ -432,8 +436,8 @@ pub(super) fn open<V: RequestVisitor>(
                     ProofKind::PoRep(proof)
                 )));
             }
-            let replica_id = super::check_field_element("replica_id", api.replica_id.as_ref())
-                .map_err(invalid_c1)?;
+            // checked with the other commitments in `PoRepC2::new`
+            let replica_id = <[u8; 32]>::from(api.replica_id);
             SealCommitPhase1Output {
                 vanilla_proofs: guarded("vanilla proofs", || api.vanilla_proofs.try_into())
                     .map_err(|e| {

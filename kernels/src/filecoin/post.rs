@@ -50,14 +50,13 @@ use storage_proofs_post::fallback::{
     self, FallbackPoSt, FallbackPoStCircuit, FallbackPoStCompound, PublicSector,
 };
 
-use super::{guarded, BlankVisitor, ProofKind, ProofRequest, RequestVisitor};
+use super::{guarded, BlankVisitor, ProofKind, ProofRequest, RequestVisitor, TreeDomain};
 use crate::{Error, ErrorKind};
 
 /// The PoSt circuit of one partition, as filecoin-proofs builds it.
 pub type PoStCircuit<Tree> = FallbackPoStCircuit<Tree>;
 
 type Compound<Tree> = FallbackPoStCompound<Tree>;
-type TreeDomain<Tree> = <<Tree as MerkleTreeTrait>::Hasher as Hasher>::Domain;
 type PublicInputs<Tree> = fallback::PublicInputs<TreeDomain<Tree>>;
 /// One partition's vanilla proof (`sector_count` sector proofs), as the circuit takes it.
 type PartitionProof<Tree> = fallback::Proof<<Tree as MerkleTreeTrait>::Proof>;
@@ -303,8 +302,6 @@ impl<Tree: 'static + MerkleTreeTrait> PoSt<Tree> {
         let config = post_config(proof)?;
         let count = request.vanilla_proofs.len();
         check_count(kind, &config, count, request.partition_index)?;
-        super::check_field_element("randomness", &request.randomness).map_err(invalid)?;
-        super::check_field_element("prover_id", &request.prover_id).map_err(invalid)?;
         let randomness: TreeDomain<Tree> =
             filecoin_proofs::as_safe_commitment(&request.randomness, "randomness")
                 .map_err(|e| invalid(format!("`randomness` is not a field element ({e:#})")))?;

@@ -29,6 +29,7 @@ use std::marker::PhantomData;
 
 use bellperson::{Circuit, ConstraintSystem, SynthesisError};
 use blstrs::Scalar;
+use ff::PrimeField;
 use filecoin_hashers::{Domain, HashFunction, Hasher};
 use filecoin_proofs::SectorUpdateConfig;
 use filecoin_proofs_api::{Commitment, PartitionProofBytes, RegisteredUpdateProof};
@@ -164,7 +165,11 @@ fn field_element(name: &str, bytes: &Commitment) -> Result<Scalar, Error> {
     if *bytes == [0; 32] {
         return Err(invalid(format!("all-zero commitment `{name}`")));
     }
-    super::check_field_element(name, bytes).map_err(invalid)
+    Option::from(Scalar::from_repr(*bytes)).ok_or_else(|| {
+        invalid(format!(
+            "`{name}` is not a field element (a little-endian value below the modulus)"
+        ))
+    })
 }
 
 /// The update config of `proof` (partition count, `h`), as filecoin-proofs derives it.

@@ -26,26 +26,23 @@ pub(super) fn write_len<W: Write>(w: &mut W, len: usize) -> Result<(), Error> {
 }
 
 pub(super) fn write_g1s<W: Write>(w: &mut W, pts: &[G1Affine]) -> Result<(), Error> {
-    write_len(w, pts.len())?;
-    for chunk in pts.chunks(8192) {
-        let buf: Vec<u8> = chunk
-            .par_iter()
-            .flat_map_iter(|p| p.to_uncompressed())
-            .collect();
-        w.write_all(&buf)?;
-    }
-    Ok(())
+    write_points(w, pts, G1Affine::to_uncompressed)
 }
 
-/// Writes a counted run of G2 points, uncompressed, converted in parallel chunks as
-/// [`write_g1s`] does (chunks of the same byte size).
 pub(super) fn write_g2s<W: Write>(w: &mut W, pts: &[G2Affine]) -> Result<(), Error> {
+    write_points(w, pts, G2Affine::to_uncompressed)
+}
+
+/// Writes a counted run of points, each `encode`d to `N` bytes, converted in parallel in chunks
+/// of 768 KiB.
+fn write_points<W: Write, P: Sync, const N: usize>(
+    w: &mut W,
+    pts: &[P],
+    encode: impl Fn(&P) -> [u8; N] + Sync,
+) -> Result<(), Error> {
     write_len(w, pts.len())?;
-    for chunk in pts.chunks(4096) {
-        let buf: Vec<u8> = chunk
-            .par_iter()
-            .flat_map_iter(|p| p.to_uncompressed())
-            .collect();
+    for chunk in pts.chunks((768 << 10) / N) {
+        let buf: Vec<u8> = chunk.par_iter().flat_map_iter(&encode).collect();
         w.write_all(&buf)?;
     }
     Ok(())

@@ -139,6 +139,7 @@ pub fn curio_request(
         comm_d_new: &r.comm_d_new,
     })
 }
+
 #[cfg(test)]
 mod tests {
     use super::*;
