@@ -20,7 +20,8 @@
 # and the steady s/proof it implies (the run is GPU-bound) are printed last.
 #
 # Environment: WORK (target/porep32), C1S (6), INFLIGHT (3), SLOTS (8), GPU_CORES (4),
-# WORKERS (synthesis concurrency, 12), BUDGET (unset), LIMIT (seconds for the proofs, 420).
+# WORKERS (synthesis concurrency, 12), BUDGET (unset), LIMIT (seconds for the proofs, 420),
+# RESTART (1; 0 skips the second start that times a start with the matrices cache warm).
 set -uo pipefail
 phase="${1:?gen or prove}"
 bin="$(realpath "${2:?splitprover binary}")"
@@ -191,8 +192,10 @@ if len(done) >= 2:
 PY
   peaks
   kill $service 2>/dev/null; wait $service 2>/dev/null; service=""
-  start_service service-warm || status=1
-  kill $service 2>/dev/null; wait $service 2>/dev/null; service=""
+  if [ "${RESTART:-1}" = 1 ]; then
+    start_service service-warm || status=1
+    kill $service 2>/dev/null; wait $service 2>/dev/null; service=""
+  fi
   ;;
 *) echo "phase: gen or prove"; exit 2 ;;
 esac

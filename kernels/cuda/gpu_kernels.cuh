@@ -202,27 +202,91 @@ template<class B> __device__ __forceinline__ B sp_warp_sum(B acc)
     return acc;
 }
 
-// A Pippenger chunk's bucket sums: sppark's `accumulate` (msm/pippenger.cuh), a cooperative
-// grid that takes buckets in warp-sized runs from a shared counter and adds each bucket's points
-// (its digits are sorted, `histogram` holds each window's running counts), with one change: where
-// `add` is set the sum is added to what the bucket holds, an earlier chunk's sum over the same
-// window and bucket, and an empty bucket keeps it. So every chunk of one Pippenger fills the same
-// buckets and the rows are integrated once, after the last chunk (`sp_pippenger`), not once a
-// chunk: the integration runs one block per window, a few percent of the device
-// (benchmarks/2026-12-06-h100-one-integration/NOTES.md). Bucket 0 of window 0 (the digits +-1) stays empty: the batch
-// addition sums it. The template parameter is named as sppark's, whose block-size macro names it.
+// A G1 chunk's bucket sums, lane by lane (`sp_accumulate` for degree 1). sppark gives a warp 32
+// neighbouring buckets, one a lane, and the warp adds until its largest bucket is done: at
+// 2^27 in 13 chunks a bucket of an 18-bit window holds about 79 points, the largest of 32 about
+// 97, so a fifth of the lanes' additions are idle. Here a lane takes its next bucket from the
+// shared counter as soon as its own is done (the lanes that are done at once take theirs with
+// one atomic), and every pass of the loop adds one point in each lane that has one: the lanes
+// stay together in the additions however unequal their buckets, until the counter runs out. A
+// bucket starts from what the earlier chunks left in it (`add`), so its points are all mixed
+// additions, where sppark's order added that sum last with a full addition. The sums are the
+// same group elements, and so the proofs the same bytes (measured:
+// benchmarks/2026-12-07-h200-lanes/NOTES.md).
 template<class bucket_t, class affine_h>
-__launch_bounds__(ACCUMULATE_NTHREADS)
-__global__ void sp_accumulate(typename bucket_t::mem_t* buckets_, uint32_t nwins, uint32_t wbits,
-                              const affine_h* points, const vec2d_t<uint32_t> digits,
-                              const vec2d_t<uint32_t> histogram, uint32_t sid, bool add)
+__device__ __forceinline__ void sp_accumulate_lanes(typename bucket_t::mem_t* buckets_,
+                                                    uint32_t nwins, uint32_t wbits,
+                                                    const affine_h* points,
+                                                    const vec2d_t<uint32_t>& digits,
+                                                    const vec2d_t<uint32_t>& histogram,
+                                                    uint32_t& counter, bool add)
 {
-#ifdef __CUDA_ARCH__   // the host pass sees blst's host types, which this body does not take
+    typedef typename bucket_t::affine_t affine_t;
+    const uint32_t row_bits = wbits - 1;
+    const uint32_t row_mask = (1U << row_bits) - 1;
+    const uint32_t total = nwins << row_bits;
+    vec2d_t<typename bucket_t::mem_t> buckets{buckets_, 1U << row_bits};
+    bucket_t acc;
+    uint32_t cur = total;   // the bucket `acc` sums; `total`: none
+    const uint32_t* d = nullptr;
+    uint32_t left = 0;      // the digits of `cur` not yet added
+    bool live = true;       // the counter has not run out for this lane
+    for (;;) {
+        while (live && !left) {
+            if (cur < total)
+                buckets[cur >> row_bits][cur & row_mask] = acc;
+            cur = total;
+            cooperative_groups::coalesced_group g = cooperative_groups::coalesced_threads();
+            uint32_t base = 0;
+            if (g.thread_rank() == 0)
+                base = atomicAdd(&counter, g.size());
+            const uint32_t next = g.shfl(base, 0) + g.thread_rank();
+            if (next >= total) {
+                live = false;
+                break;
+            }
+            const uint32_t y = next >> row_bits, x = next & row_mask;
+            const uint32_t* h = &histogram[y][x];
+            const uint32_t start = x ? h[-1] : 0;
+            // bucket 0 of window 0 (the digits +-1) stays empty: the batch addition sums it
+            const uint32_t len = next ? h[0] - start : 0;
+            if (!len) {
+                if (!add)
+                    buckets[y][x].inf();
+                continue;
+            }
+            d = &digits[y][start];
+            left = len;
+            cur = next;
+            if (add)
+                acc = buckets[y][x];
+            else
+                acc.inf();
+        }
+        if (!__any_sync(0xffffffffu, live))
+            break;
+        if (live) {
+            const uint32_t digit = *d++;
+            const affine_t p = points[digit & 0x7fffffff];
+            acc.add(p, digit >> 31);
+            left--;
+        }
+    }
+}
+
+// A chunk's bucket sums in sppark's order (`sp_accumulate` for G2): a warp takes a run of
+// neighbouring buckets, a pair of lanes each, and adds until its largest one is done.
+template<class bucket_t, class affine_h>
+__device__ __forceinline__ void sp_accumulate_pairs(typename bucket_t::mem_t* buckets_,
+                                                    uint32_t nwins, uint32_t wbits,
+                                                    const affine_h* points,
+                                                    const vec2d_t<uint32_t>& digits,
+                                                    const vec2d_t<uint32_t>& histogram,
+                                                    uint32_t& counter, bool add)
+{
     typedef typename bucket_t::affine_t affine_t;
     const uint32_t row_bits = wbits - 1;
     vec2d_t<typename bucket_t::mem_t> buckets{buckets_, 1U << row_bits};
-    static __device__ uint32_t next[MSM_NSTREAMS];
-    uint32_t& counter = next[sid % MSM_NSTREAMS];
     const uint32_t degree = bucket_t::degree;
     const uint32_t lane = threadIdx.x % WARP_SZ;   // blocks are whole warps
     const uint32_t pt_lane = lane / degree;
@@ -270,6 +334,35 @@ __global__ void sp_accumulate(typename bucket_t::mem_t* buckets_, uint32_t nwins
         }
         x = lane == 0 ? atomicAdd(&counter, pts_per_warp) : 0;
         x = __shfl_sync(0xffffffffu, x, 0) + pt_lane;
+    }
+}
+
+// A Pippenger chunk's bucket sums: sppark's `accumulate` (msm/pippenger.cuh), a cooperative
+// grid that takes buckets in warp-sized runs from a shared counter and adds each bucket's points
+// (its digits are sorted, `histogram` holds each window's running counts), with one change: where
+// `add` is set the sum is added to what the bucket holds, an earlier chunk's sum over the same
+// window and bucket, and an empty bucket keeps it. So every chunk of one Pippenger fills the same
+// buckets and the rows are integrated once, after the last chunk (`sp_pippenger`), not once a
+// chunk: the integration runs one block per window, a few percent of the device
+// (benchmarks/2026-12-06-h100-one-integration/NOTES.md). Bucket 0 of window 0 (the digits +-1) stays empty: the batch
+// addition sums it. G1 buckets go lane by lane (`sp_accumulate_lanes`); G2's keep sppark's
+// order, a pair of lanes a bucket. The template parameter is named as sppark's, whose
+// block-size macro names it.
+template<class bucket_t, class affine_h>
+__launch_bounds__(ACCUMULATE_NTHREADS)
+__global__ void sp_accumulate(typename bucket_t::mem_t* buckets_, uint32_t nwins, uint32_t wbits,
+                              const affine_h* points, const vec2d_t<uint32_t> digits,
+                              const vec2d_t<uint32_t> histogram, uint32_t sid, bool add)
+{
+#ifdef __CUDA_ARCH__   // the host pass sees blst's host types, which this body does not take
+    static __device__ uint32_t next[MSM_NSTREAMS];
+    uint32_t& counter = next[sid % MSM_NSTREAMS];
+    if constexpr (bucket_t::degree == 1) {
+        sp_accumulate_lanes<bucket_t>(buckets_, nwins, wbits, points, digits, histogram,
+                                      counter, add);
+    } else {
+        sp_accumulate_pairs<bucket_t>(buckets_, nwins, wbits, points, digits, histogram,
+                                      counter, add);
     }
 
     cooperative_groups::this_grid().sync();
