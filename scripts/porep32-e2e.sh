@@ -5,6 +5,7 @@
 #
 #     scripts/porep32-e2e.sh gen   SPLITPROVER [OUT_DIR]   # parameters on the GPU, sparse C1s
 #     scripts/porep32-e2e.sh prove SPLITPROVER [OUT_DIR]   # the service, C1s over cuzk's API
+#     scripts/porep32-e2e.sh start SPLITPROVER [OUT_DIR]   # one start: records the matrices
 #
 # `gen`: `params generate --device gpu` writes the local test parameters (`.params`, `.vk`,
 # `.meta`, official names) into WORK/params, timed; `sparse-c1` writes C1S valid C1 outputs of CC
@@ -14,7 +15,9 @@
 # over cuzk's gRPC API (TCP, loopback) as Curio's client sends them (`submit --curio-miner-id`),
 # INFLIGHT at a time; every proof is checked with filecoin-proofs' `verify_seal` against the
 # generated `.vk` (`splitprover verify`). Then the service is stopped and started again to time
-# a start with the matrices cache warm. Host memory, GPU memory and GPU utilisation are sampled
+# a start with the matrices cache warm. `start` starts the service once and stops it: a cold
+# start records the matrices cache, so that the `gen` call's spare time can spare `prove` the
+# recording (its first start's log is named `service-warm` or `service-cold` by the cache). Host memory, GPU memory and GPU utilisation are sampled
 # every second into OUT_DIR/samples-PHASE.txt; the peaks, the GPU and synthesis seconds per
 # partition (the service's metrics), the GPU utilisation between the first and the last proof
 # and the steady s/proof it implies (the run is GPU-bound) are printed last.
@@ -55,24 +58,7 @@ timer=()
 [ -x /usr/bin/time ] && timer=(/usr/bin/time -v)
 status=0
 
-case "$phase" in
-gen)
-  t0=$(date +%s.%N)
-  "${timer[@]}" "$bin" params generate "$kind" --device gpu --seed 1 --force \
-    --param-cache "$work/params" >"$out/gen.log" 2>&1 || status=1
-  t1=$(date +%s.%N)
-  grep -E "done in|error|Elapsed|Maximum resident" "$out/gen.log" | tail -5
-  echo "params generate --device gpu: $(python3 -c "print(f'{$t1-$t0:.1f}')") s"
-  ls -l "$work/params"
-  for n in $(seq 1 "$c1s"); do
-    t0=$(date +%s.%N)
-    "$bin" sparse-c1 --proof-type "$kind" --sector-number "$n" --seed "$n" \
-      --out "$work/c1-$n.json" >>"$out/c1.log" 2>&1 || status=1
-    t1=$(date +%s.%N)
-    echo "sparse C1 of sector $n: $(python3 -c "print(f'{$t1-$t0:.1f}')") s, $(stat -c %s "$work/c1-$n.json" 2>/dev/null) bytes"
-  done
-  ;;
-prove)
+setup_service() { # huge pages, the config, start_service and scrape
   ls "$work"/c1-*.json >/dev/null 2>&1 || { echo "no C1s in $work: run the gen phase first"; exit 1; }
   if [ -w /proc/sys/vm/nr_hugepages ]; then
     echo "${HUGEPAGES:-4096}" >/proc/sys/vm/nr_hugepages
@@ -119,7 +105,35 @@ CONF
     echo "$1: service ready after $(python3 -c "print(f'{$t1-$t0:.1f}')") s"
   }
   scrape() { python3 -c "import urllib.request;print(urllib.request.urlopen('http://127.0.0.1:9821/metrics').read().decode())"; }
-  start_service service-cold || exit 1
+}
+
+case "$phase" in
+gen)
+  t0=$(date +%s.%N)
+  "${timer[@]}" "$bin" params generate "$kind" --device gpu --seed 1 --force \
+    --param-cache "$work/params" >"$out/gen.log" 2>&1 || status=1
+  t1=$(date +%s.%N)
+  grep -E "done in|error|Elapsed|Maximum resident" "$out/gen.log" | tail -5
+  echo "params generate --device gpu: $(python3 -c "print(f'{$t1-$t0:.1f}')") s"
+  ls -l "$work/params"
+  for n in $(seq 1 "$c1s"); do
+    t0=$(date +%s.%N)
+    "$bin" sparse-c1 --proof-type "$kind" --sector-number "$n" --seed "$n" \
+      --out "$work/c1-$n.json" >>"$out/c1.log" 2>&1 || status=1
+    t1=$(date +%s.%N)
+    echo "sparse C1 of sector $n: $(python3 -c "print(f'{$t1-$t0:.1f}')") s, $(stat -c %s "$work/c1-$n.json" 2>/dev/null) bytes"
+  done
+  ;;
+prove|start)
+  setup_service
+  cached=cold
+  [ -n "$(ls -A "$work/cache" 2>/dev/null)" ] && cached=warm
+  start_service "service-$cached" || exit 1
+  if [ "$phase" = start ]; then
+    kill $service 2>/dev/null; wait $service 2>/dev/null; service=""
+    peaks
+    exit "$status"
+  fi
   scrape >"$out/metrics-start.txt"
   t_start=$(date +%s.%N)
   # INFLIGHT clients, each sending its share of the C1s one after another, as Curio's tasks do.
