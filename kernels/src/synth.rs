@@ -426,10 +426,10 @@ pub enum Synthesis<'a> {
     /// The witness only, then the circuit's pre-compiled matrices
     /// ([`crate::r1cs::synthesize_compiled`]).
     Compiled(&'a crate::r1cs::R1cs),
-    /// The witness only, checked against the matrices' shape, and nothing else
-    /// ([`crate::r1cs::synthesize_witness`]): for a witness-only sink
+    /// The witness only, checked against the circuit's shape (its matrices' or a counting
+    /// pass's), and nothing else ([`crate::r1cs::synthesize_witness`]): for a witness-only sink
     /// ([`crate::witness::WitnessSink`]), whose prover computes a, b and c itself.
-    Witness(&'a crate::r1cs::R1cs),
+    Witness(CircuitShape),
 }
 
 /// [`synthesize`], [`crate::r1cs::synthesize_compiled`] or
@@ -442,7 +442,7 @@ pub fn synthesize_with<C: Circuit<Scalar>, S: AssignmentSink>(
     match how {
         Synthesis::Full => synthesize(circuit, sink),
         Synthesis::Compiled(r1cs) => crate::r1cs::synthesize_compiled(circuit, sink, r1cs),
-        Synthesis::Witness(r1cs) => crate::r1cs::synthesize_witness(circuit, sink, r1cs),
+        Synthesis::Witness(shape) => crate::r1cs::synthesize_witness(circuit, sink, shape),
     }
 }
 

@@ -455,7 +455,7 @@ impl PackedWitness {
         layout: &WitnessLayout,
     ) -> Result<PackedWitness, Error> {
         Self::fill(layout, |sink| {
-            crate::synth::synthesize_with(circuit, sink, Synthesis::Witness(r1cs)).map(drop)
+            crate::synth::synthesize_with(circuit, sink, Synthesis::Witness(r1cs.shape())).map(drop)
         })
     }
 }

@@ -266,7 +266,7 @@ fn a_witness_only_partition_expands_to_the_full_synthesis_and_proves_the_same() 
     let full = full.finish();
     let t = Instant::now();
     let packed = PackedWitness::fill(&layout, |sink| {
-        job.synthesize_partition_with(0, sink, Synthesis::Witness(&r1cs))
+        job.synthesize_partition_with(0, sink, Synthesis::Witness(r1cs.shape()))
     })
     .unwrap();
     let witness_s = t.elapsed().as_secs_f64();

@@ -506,7 +506,7 @@ fn synthesize_witness(
         },
         layout,
     );
-    job.synthesize_partition_with(k, &mut sink, Synthesis::Witness(r1cs))
+    job.synthesize_partition_with(k, &mut sink, Synthesis::Witness(r1cs.shape()))
         .map_err(WitnessError::Synthesis)?;
     Ok(sink.counts())
 }

@@ -184,7 +184,7 @@ pub fn synthesize_compiled<C: Circuit<Scalar>, S: AssignmentSink>(
         ))
         .into());
     }
-    let mut sink = synthesize_witness(circuit, sink, r1cs)?;
+    let mut sink = synthesize_witness(circuit, sink, r1cs.shape)?;
     let d = &r1cs.densities;
     let popcounts = [d[0].popcount, d[1].popcount, d[2].popcount].map(|p| p as u64);
     let out = sink.evaluations(r1cs.shape.n(), popcounts)?;
@@ -203,13 +203,13 @@ pub fn synthesize_compiled<C: Circuit<Scalar>, S: AssignmentSink>(
 }
 
 /// The witness pass of [`synthesize_compiled`] alone: `ONE`, then the circuit's values pushed
-/// into `sink` (no evaluation, no density), checked against the shape of `r1cs`. What a
-/// witness-only slot holds ([`crate::witness`]): the prover computes a, b and c from the same
-/// matrices.
+/// into `sink` (no evaluation, no density), checked against `shape` (the circuit's matrices').
+/// What a witness-only slot holds ([`crate::witness`]): the prover computes a, b and c from the
+/// same matrices.
 pub fn synthesize_witness<C: Circuit<Scalar>, S: AssignmentSink>(
     circuit: C,
     sink: S,
-    r1cs: &R1cs,
+    shape: CircuitShape,
 ) -> Result<S, Error> {
     let mut cs = WitnessCs::new(sink);
     let run = (|| {
@@ -225,12 +225,132 @@ pub fn synthesize_witness<C: Circuit<Scalar>, S: AssignmentSink>(
         aux: cs.aux,
         constraints: cs.constraints,
     };
-    if found != r1cs.shape {
+    if found != shape {
         return Err(ErrorKind::R1csMismatch {
-            expected: r1cs.shape,
+            expected: shape,
             found,
         }
         .into());
     }
     Ok(cs.sink)
+}
+
+#[cfg(test)]
+mod tests {
+    use bellperson::gadgets::boolean::{AllocatedBit, Boolean};
+    use bellperson::gadgets::sha256::{sha256_block_no_padding, sha256_compression_function};
+    use bellperson::gadgets::uint32::UInt32;
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+
+    use super::*;
+    use crate::synth::{circuit_shape, synthesize, VecSink};
+
+    /// Chained SHA-256 compressions over blocks whose bits are each a constant or allocated
+    /// (a share per block from none to all), from the IV or from an allocated state: the
+    /// constant-folding paths of the gadgets, patched in vendor/bellperson (PATCHES.md). The
+    /// digest's values must be native SHA-256's.
+    #[derive(Clone)]
+    struct Compressions {
+        seed: u64,
+    }
+
+    impl Circuit<Scalar> for Compressions {
+        fn synthesize<CS: ConstraintSystem<Scalar>>(
+            self,
+            cs: &mut CS,
+        ) -> Result<(), SynthesisError> {
+            let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
+            let mut native: [u32; 8] = [
+                0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab,
+                0x5be0cd19,
+            ];
+            let mut state: Option<Vec<UInt32>> = None;
+            if rng.gen_bool(0.5) {
+                native = rng.gen();
+                let words = native
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &w)| UInt32::alloc(cs.namespace(|| format!("state {i}")), Some(w)))
+                    .collect::<Result<Vec<_>, _>>()?;
+                state = Some(words);
+            }
+            for (b, constant_share) in [0.0, 0.5, 0.9, 1.0].into_iter().enumerate() {
+                let mut bytes = [0u8; 64];
+                rng.fill(&mut bytes[..]);
+                let mut bits = Vec::with_capacity(512);
+                for (j, byte) in bytes.iter().enumerate() {
+                    for k in 0..8 {
+                        let v = byte >> (7 - k) & 1 == 1;
+                        bits.push(if rng.gen_bool(constant_share) {
+                            Boolean::constant(v)
+                        } else {
+                            let n = format!("block {b} bit {}", 8 * j + k);
+                            Boolean::from(AllocatedBit::alloc(cs.namespace(|| n), Some(v))?)
+                        });
+                    }
+                }
+                sha2::compress256(&mut native, &[bytes.into()]);
+                let out = match &state {
+                    Some(words) => sha256_compression_function(
+                        cs.namespace(|| format!("block {b}")),
+                        &bits,
+                        words,
+                    )?,
+                    None => sha256_block_no_padding(cs.namespace(|| format!("block {b}")), &bits)?
+                        .chunks(32)
+                        .map(UInt32::from_bits_be)
+                        .collect(),
+                };
+                for (w, word) in out.iter().enumerate() {
+                    let value = word.clone().into_bits_be().iter().fold(0u32, |acc, bit| {
+                        acc << 1 | u32::from(bit.get_value().expect("a value"))
+                    });
+                    assert_eq!(value, native[w], "seed {} block {b} word {w}", self.seed);
+                }
+                state = Some(out);
+            }
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn sha256_gadgets_satisfy_their_constraints_and_the_witness_pass_equals_the_full_one() {
+        for seed in 0..6 {
+            let circuit = Compressions { seed };
+            let full = synthesize(circuit.clone(), VecSink::new())
+                .unwrap()
+                .finish();
+            for (i, ((a, b), c)) in full.a.iter().zip(&full.b).zip(&full.c).enumerate() {
+                assert_eq!(*a * b, *c, "seed {seed}: constraint {i} is not satisfied");
+            }
+            let shape = circuit_shape(circuit.clone()).unwrap();
+            let witness = synthesize_witness(circuit, VecSink::new(), shape)
+                .unwrap()
+                .finish();
+            assert_eq!(witness.input, full.input, "seed {seed}");
+            assert_eq!(witness.aux, full.aux, "seed {seed}");
+        }
+    }
+
+    /// bellman's and bellperson's own count for one compression of 512 allocated bits.
+    #[test]
+    fn one_compression_of_allocated_bits_has_upstreams_constraint_count() {
+        struct Block;
+        impl Circuit<Scalar> for Block {
+            fn synthesize<CS: ConstraintSystem<Scalar>>(
+                self,
+                cs: &mut CS,
+            ) -> Result<(), SynthesisError> {
+                let bits = (0..512)
+                    .map(|i| {
+                        AllocatedBit::alloc(cs.namespace(|| format!("bit {i}")), Some(i % 3 == 0))
+                            .map(Boolean::from)
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                sha256_block_no_padding(cs.namespace(|| "block"), &bits).map(drop)
+            }
+        }
+        assert_eq!(circuit_shape(Block).unwrap().constraints, 512 + 25_840);
+    }
 }

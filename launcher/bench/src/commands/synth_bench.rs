@@ -9,8 +9,11 @@
 //! sparse products alone (the witness pass is the difference), and the speed-up. Filecoin
 //! requests are made as the Filecoin bench makes them (a sector sealed in `--work-dir`).
 //!
-//! `--profile full|precompiled` runs only that path, `--iters` times, and prints its time per
-//! synthesis: a workload for `perf record` (the profiles in benchmarks/2026-12-02-h200/NOTES.md).
+//! `--profile full|precompiled|witness` runs only that path, `--iters` times, and prints its time
+//! per synthesis: a workload for `perf record` (the profiles in benchmarks/2026-12-02-h200/NOTES.md).
+//! `witness` is what a witness slot's synthesis does (`Synthesis::Witness` into a packed witness,
+//! no products), without the byte comparison of the two paths; `--no-matrices` records no
+//! matrices either (a 32 GiB PoRep partition's do not fit a small host's memory beside it).
 //!
 //! Both paths synthesize through a [`Synthesizer`], as every in-process synthesis does: the full
 //! one through [`Synthesizer::full`], the pre-compiled one through the matrices recorded here.
@@ -25,7 +28,8 @@ use clap::Args;
 use kernels::circuits::AnyCircuit;
 use kernels::job::{BuiltinRequest, Job};
 use kernels::r1cs::R1cs;
-use kernels::synth::VecSink;
+use kernels::synth::{Synthesis, VecSink};
+use kernels::witness::{PackedWitness, WitnessLayout};
 
 use crate::synthesis::Synthesizer;
 
@@ -42,9 +46,15 @@ pub struct SynthBenchArgs {
     /// Rayon pool sizes, comma separated (1 is the per-core cost).
     #[arg(long, default_value = "1")]
     pub threads: String,
-    /// Run only `full` or `precompiled`, `--iters` times (a workload for `perf record`).
+    /// Run only `full`, `precompiled` or `witness` (the witness pass into a packed witness),
+    /// `--iters` times (a workload for `perf record`).
     #[arg(long)]
     pub profile: Option<String>,
+    /// With `--profile witness`: record no matrices (a 32 GiB PoRep partition's need more
+    /// memory than a small host has); the witness is checked against a counting pass's shape
+    /// and kept as field elements instead of packed.
+    #[arg(long)]
+    pub no_matrices: bool,
     /// Where Filecoin sectors are sealed (default: a temporary directory, removed after).
     #[arg(long)]
     pub work_dir: Option<PathBuf>,
@@ -63,6 +73,16 @@ pub fn run(args: SynthBenchArgs, filecoin: FilecoinRequests<'_>) -> anyhow::Resu
         .map(|t| t.trim().parse().with_context(|| format!("--threads `{t}`")))
         .collect::<anyhow::Result<_>>()?;
     anyhow::ensure!(threads.iter().all(|&t| t > 0), "--threads: at least 1 each");
+    if let Some(p) = &args.profile {
+        anyhow::ensure!(
+            ["full", "precompiled", "witness"].contains(&p.as_str()),
+            "--profile `{p}`: full, precompiled or witness"
+        );
+    }
+    anyhow::ensure!(
+        !args.no_matrices || args.profile.as_deref() == Some("witness"),
+        "--no-matrices goes with `--profile witness`"
+    );
     let iters = args.iters.max(1);
     let work = args.work_dir.clone().unwrap_or_else(|| {
         std::env::temp_dir().join(format!("splitprover-synth-bench-{}", std::process::id()))
@@ -71,10 +91,17 @@ pub fn run(args: SynthBenchArgs, filecoin: FilecoinRequests<'_>) -> anyhow::Resu
     for text in &args.circuits {
         let circuit: AnyCircuit = text.parse().with_context(|| format!("circuit `{text}`"))?;
         let job = open(&circuit, &work, filecoin)?;
+        let witness_only = args.profile.as_deref() == Some("witness");
+        if witness_only && args.no_matrices {
+            profile_witness(&circuit, &*job, None, iters)?;
+            continue;
+        }
         let t = Instant::now();
         let r1cs = Arc::new(circuit.compile()?);
         let record_s = t.elapsed().as_secs_f64();
-        kernels::job::check_compiled(&*job, &r1cs)?;
+        if !witness_only {
+            kernels::job::check_compiled(&*job, &r1cs)?;
+        }
         let compiled = Synthesizer::compiled(circuit, r1cs.clone());
         anyhow::ensure!(
             compiled.matrices_for(&job.circuit()).is_some(),
@@ -83,17 +110,26 @@ pub fn run(args: SynthBenchArgs, filecoin: FilecoinRequests<'_>) -> anyhow::Resu
         );
         eprintln!(
             "{circuit}: {} constraints, matrices {} MiB, terms {:?}, {} coefficients, recorded \
-             in {record_s:.2} s; both paths give the same bytes",
+             in {record_s:.2} s; {}",
             r1cs.shape().constraints,
             r1cs.bytes() >> 20,
             r1cs.nnz(),
-            r1cs.coefficients()
+            r1cs.coefficients(),
+            if witness_only {
+                "the paths not compared (witness only)"
+            } else {
+                "both paths give the same bytes"
+            }
         );
+        if witness_only {
+            profile_witness(&circuit, &*job, Some(&r1cs), iters)?;
+            continue;
+        }
         if let Some(path) = &args.profile {
             let how = match path.as_str() {
                 "full" => Synthesizer::full(),
                 "precompiled" => compiled.clone(),
-                other => anyhow::bail!("--profile `{other}`: full or precompiled"),
+                other => anyhow::bail!("--profile `{other}`: full, precompiled or witness"),
             };
             let t = Instant::now();
             for _ in 0..iters {
@@ -150,6 +186,63 @@ fn open(
         }
     };
     Ok(Arc::from(kernels::job::open(circuit, &bytes)?))
+}
+
+/// `--profile witness`: partition 0's witness pass `iters` times, packed into a witness as a
+/// witness slot's is (with the matrices' layout), or without matrices (`--no-matrices`: checked
+/// against a counting pass's shape, the aux values kept as field elements); prints the median.
+fn profile_witness(
+    circuit: &AnyCircuit,
+    job: &dyn Job,
+    r1cs: Option<&R1cs>,
+    iters: usize,
+) -> anyhow::Result<()> {
+    let mut times = Vec::with_capacity(iters);
+    let (shape, bits) = match r1cs {
+        Some(r1cs) => {
+            let layout = WitnessLayout::of(r1cs);
+            for _ in 0..iters {
+                let t = Instant::now();
+                let packed = PackedWitness::fill(&layout, |sink| {
+                    job.synthesize_partition_with(0, sink, Synthesis::Witness(r1cs.shape()))
+                })?;
+                times.push(t.elapsed().as_secs_f64());
+                anyhow::ensure!(
+                    packed.non_bits.len() == layout.non_bits(),
+                    "the witness pass wrote {} non-bit values of {}",
+                    packed.non_bits.len(),
+                    layout.non_bits()
+                );
+            }
+            (
+                r1cs.shape(),
+                format!("{} of them bits, packed", layout.bits()),
+            )
+        }
+        None => {
+            let t = Instant::now();
+            let shape = circuit.shape()?;
+            eprintln!(
+                "{circuit}: {} constraints, {} aux (counted in {:.2} s; no matrices)",
+                shape.constraints,
+                shape.aux,
+                t.elapsed().as_secs_f64()
+            );
+            for _ in 0..iters {
+                let mut sink = VecSink::new();
+                let t = Instant::now();
+                job.synthesize_partition_with(0, &mut sink, Synthesis::Witness(shape))?;
+                times.push(t.elapsed().as_secs_f64());
+            }
+            (shape, "kept as field elements (no matrices)".to_string())
+        }
+    };
+    println!(
+        "{circuit} witness: {:.3} s per synthesis (median of {iters}; {} aux, {bits})",
+        median(times),
+        shape.aux
+    );
+    Ok(())
 }
 
 /// Median seconds of (full, pre-compiled through `compiled`, the products of `r1cs` alone) over

@@ -216,14 +216,12 @@ impl UInt32 {
             _ => None,
         };
 
-        let bits = a
-            .bits
-            .iter()
-            .zip(b.bits.iter())
-            .zip(c.bits.iter())
-            .enumerate()
-            .map(|(i, ((a, b), c))| circuit_fn(&mut cs, i, a, b, c))
-            .collect::<Result<_, _>>()?;
+        // splitprover patch: one allocation of the 32 bits instead of a `collect` through a
+        // `Result`, which cannot size the vector and grows it four times (the same calls).
+        let mut bits = Vec::with_capacity(32);
+        for (i, ((a, b), c)) in a.bits.iter().zip(b.bits.iter()).zip(c.bits.iter()).enumerate() {
+            bits.push(circuit_fn(&mut cs, i, a, b, c)?);
+        }
 
         Ok(UInt32 {
             bits,
@@ -286,13 +284,15 @@ impl UInt32 {
             _ => None,
         };
 
-        let bits = self
-            .bits
-            .iter()
-            .zip(other.bits.iter())
-            .enumerate()
-            .map(|(i, (a, b))| Boolean::xor(cs.namespace(|| format!("xor of bit {}", i)), a, b))
-            .collect::<Result<_, _>>()?;
+        // splitprover patch: one allocation, as in `triop` (the same calls).
+        let mut bits = Vec::with_capacity(32);
+        for (i, (a, b)) in self.bits.iter().zip(other.bits.iter()).enumerate() {
+            bits.push(Boolean::xor(
+                cs.namespace(|| format!("xor of bit {}", i)),
+                a,
+                b,
+            )?);
+        }
 
         Ok(UInt32 {
             bits,
@@ -371,8 +371,8 @@ impl UInt32 {
             return Ok(UInt32::constant(modular_value.unwrap()));
         }
 
-        // Storage area for the resulting bits
-        let mut result_bits = vec![];
+        // Storage area for the resulting bits (splitprover patch: sized once)
+        let mut result_bits = Vec::with_capacity((u64::BITS - max_value.leading_zeros()) as usize);
 
         // Linear combination representing the output,
         // for comparison with the sum of the operands
