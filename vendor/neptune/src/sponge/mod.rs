@@ -1,0 +1,3 @@
+pub mod api;
+pub mod circuit;
+pub mod vanilla;
