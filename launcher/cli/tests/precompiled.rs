@@ -212,6 +212,42 @@ fn synth_bench_times_both_paths_and_says_they_agree() {
 }
 
 #[test]
+fn synth_bench_times_the_witness_pass_with_and_without_matrices() {
+    for extra in [&[][..], &["--no-matrices"][..]] {
+        let mut args = vec![
+            "synth-bench",
+            "sha-chain:1",
+            "--profile",
+            "witness",
+            "--iters",
+            "1",
+        ];
+        args.extend_from_slice(extra);
+        let (code, out, err) = cli(&args, &[]);
+        assert_eq!(code, 0, "{extra:?}: {err}");
+        let line = out
+            .lines()
+            .find(|l| l.starts_with("sha-chain:1 witness: "))
+            .unwrap_or_else(|| panic!("{extra:?}: {out}"));
+        let kept = if extra.is_empty() {
+            "packed"
+        } else {
+            "kept as field elements"
+        };
+        assert!(line.contains(kept), "{line}");
+    }
+    let (code, _, err) = cli(&["synth-bench", "sha-chain:1", "--no-matrices"], &[]);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("--no-matrices goes with `--profile witness`"),
+        "{err}"
+    );
+    let (code, _, err) = cli(&["synth-bench", "sha-chain:1", "--profile", "fast"], &[]);
+    assert_ne!(code, 0);
+    assert!(err.contains("--profile"), "{err}");
+}
+
+#[test]
 fn witness_slots_carry_the_witness_alone_and_every_proof_verifies() {
     let _g = serial();
     let cache = tempfile::tempdir().unwrap();

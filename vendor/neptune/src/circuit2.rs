@@ -230,7 +230,9 @@ where
                 }
                 self.pos = self.elements.len();
             }
-            HashType::VariableLength => todo!(),
+            HashType::VariableLength => unreachable!(
+                "`PoseidonConstants` refuses `HashType::VariableLength` (`HashType::is_supported`)"
+            ),
             HashType::Sponge => (),
             _ => (),
         }

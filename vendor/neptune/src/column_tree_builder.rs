@@ -92,8 +92,10 @@ fn as_generic_arrays<A: Arity<F>, F: PrimeField>(vec: &[F]) -> &[GenericArray<F,
         (vec.len() * std::mem::size_of::<F>()) % std::mem::size_of::<GenericArray<F, A>>()
     );
 
-    // This block does not affect the underlying `Fr`s. It just groups them into `GenericArray`s of length `Arity`.
-    // We know by the assertion above that `vec` can be evenly divided into these units.
+    // SAFETY: this block does not affect the underlying `Fr`s. It just groups them into
+    // `GenericArray`s of length `Arity` (a `GenericArray` is `Arity` `Fr`s, contiguous, with the
+    // alignment of `Fr`), and the assertion above says `vec` divides evenly into these units; the
+    // slice borrows `vec` for the returned lifetime.
     unsafe {
         std::slice::from_raw_parts(
             vec.as_ptr() as *const () as *const GenericArray<F, A>,

@@ -631,7 +631,9 @@ where
                 }
                 self.pos = self.elements.len();
             }
-            HashType::VariableLength => todo!(),
+            HashType::VariableLength => unreachable!(
+                "`PoseidonConstants` refuses `HashType::VariableLength` (`HashType::is_supported`)"
+            ),
             HashType::Sponge => (),
             _ => (),
         }
@@ -1190,7 +1192,7 @@ mod tests {
                         0xfe52151f29c50f99,
                         0x626bdae6cad79307,
                     ]),
-                    _ => unimplemented!(),
+                    _ => panic!("no expected hash for this arity"),
                 }
             }
             Strength::Strengthened => match test_arity {
@@ -1236,7 +1238,7 @@ mod tests {
                     0x4fc92a1baa0ee777,
                     0x4ed7c0e22446987f,
                 ]),
-                _ => unimplemented!(),
+                _ => panic!("no expected hash for this arity"),
             },
         };
         assert_eq!(expected_constant, constant_sponge_digest.unwrap());

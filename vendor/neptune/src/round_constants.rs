@@ -36,7 +36,7 @@ pub fn generate_constants<F: PrimeField>(
 ) -> Vec<F> {
     let n_bytes = F::Repr::default().as_ref().len();
     if n_bytes != 32 {
-        unimplemented!("neptune currently supports 32-byte fields exclusively");
+        panic!("neptune supports 32-byte fields only, not {n_bytes}-byte ones");
     }
     assert_eq!((field_size as f32 / 8.0).ceil() as usize, n_bytes);
 

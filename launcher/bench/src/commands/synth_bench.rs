@@ -48,8 +48,8 @@ pub struct SynthBenchArgs {
     pub threads: String,
     /// Run only `full`, `precompiled` or `witness` (the witness pass into a packed witness),
     /// `--iters` times (a workload for `perf record`).
-    #[arg(long)]
-    pub profile: Option<String>,
+    #[arg(long, value_enum)]
+    pub profile: Option<Profile>,
     /// With `--profile witness`: record no matrices (a 32 GiB PoRep partition's need more
     /// memory than a small host has); the witness is checked against a counting pass's shape
     /// and kept as field elements instead of packed.
@@ -58,6 +58,17 @@ pub struct SynthBenchArgs {
     /// Where Filecoin sectors are sealed (default: a temporary directory, removed after).
     #[arg(long)]
     pub work_dir: Option<PathBuf>,
+}
+
+/// The one path `--profile` runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Profile {
+    /// Every linear combination built and evaluated.
+    Full,
+    /// The witness pass, then the pre-compiled matrices' products.
+    Precompiled,
+    /// The witness pass alone, packed as a witness slot's.
+    Witness,
 }
 
 /// Makes the request bytes of a Filecoin circuit in a work directory (`None` in a build without
@@ -73,14 +84,8 @@ pub fn run(args: SynthBenchArgs, filecoin: FilecoinRequests<'_>) -> anyhow::Resu
         .map(|t| t.trim().parse().with_context(|| format!("--threads `{t}`")))
         .collect::<anyhow::Result<_>>()?;
     anyhow::ensure!(threads.iter().all(|&t| t > 0), "--threads: at least 1 each");
-    if let Some(p) = &args.profile {
-        anyhow::ensure!(
-            ["full", "precompiled", "witness"].contains(&p.as_str()),
-            "--profile `{p}`: full, precompiled or witness"
-        );
-    }
     anyhow::ensure!(
-        !args.no_matrices || args.profile.as_deref() == Some("witness"),
+        !args.no_matrices || args.profile == Some(Profile::Witness),
         "--no-matrices goes with `--profile witness`"
     );
     let iters = args.iters.max(1);
@@ -91,7 +96,7 @@ pub fn run(args: SynthBenchArgs, filecoin: FilecoinRequests<'_>) -> anyhow::Resu
     for text in &args.circuits {
         let circuit: AnyCircuit = text.parse().with_context(|| format!("circuit `{text}`"))?;
         let job = open(&circuit, &work, filecoin)?;
-        let witness_only = args.profile.as_deref() == Some("witness");
+        let witness_only = args.profile == Some(Profile::Witness);
         if witness_only && args.no_matrices {
             profile_witness(&circuit, &*job, None, iters)?;
             continue;
@@ -125,11 +130,11 @@ pub fn run(args: SynthBenchArgs, filecoin: FilecoinRequests<'_>) -> anyhow::Resu
             profile_witness(&circuit, &*job, Some(&r1cs), iters)?;
             continue;
         }
-        if let Some(path) = &args.profile {
-            let how = match path.as_str() {
-                "full" => Synthesizer::full(),
-                "precompiled" => compiled.clone(),
-                other => anyhow::bail!("--profile `{other}`: full, precompiled or witness"),
+        if let Some(path) = args.profile {
+            let (how, path) = match path {
+                Profile::Full => (Synthesizer::full(), "full"),
+                Profile::Precompiled => (compiled.clone(), "precompiled"),
+                Profile::Witness => unreachable!("the witness profile returned above"),
             };
             let t = Instant::now();
             for _ in 0..iters {

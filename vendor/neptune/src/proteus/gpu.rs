@@ -181,6 +181,8 @@ where
         let closures = program_closures!(|program, _args| -> Result<Vec<F>, Error> {
             let kernel = program.create_kernel(&kernel_name, global_work_size, local_work_size)?;
             let preimages_buffer = program.create_buffer_from_slice(preimages)?;
+            // SAFETY: the buffer is left uninitialised, and the kernel below writes all
+            // `num_hashes` results before they are read back.
             let result_buffer = unsafe { program.create_buffer::<F>(num_hashes)? };
 
             kernel

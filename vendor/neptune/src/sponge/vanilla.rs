@@ -145,7 +145,9 @@ where
         assert!(self.is_simplex());
         match self.constants().hash_type {
             HashType::ConstantLength(l) => l,
-            HashType::VariableLength => unimplemented!(),
+            HashType::VariableLength => unreachable!(
+                "`PoseidonConstants` refuses `HashType::VariableLength` (`HashType::is_supported`)"
+            ),
             _ => A::to_usize(),
         }
     }
